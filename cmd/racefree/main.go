@@ -1,0 +1,66 @@
+// Command racefree serves racefree's HTTP API and manages its schema.
+//
+//	racefree serve      [--db DSN] [--addr HOST:PORT] [--token T]
+//	racefree migrate up|status|sql [--db DSN]
+//	racefree version
+//
+// DSN is sqlite:PATH (the default, sqlite:racefree.db) or postgres://….
+// Every failure prints one line on stderr and exits non-zero.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// exitError carries a specific exit code; other errors exit 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func run(args []string) int {
+	root := &cobra.Command{
+		Use:           "racefree",
+		Short:         "Make concurrency, retries and re-delivery safe, with the database as the referee",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(serveCmd(), migrateCmd(), versionCmd())
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "racefree: %s\n", oneLine(err.Error()))
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+// oneLine folds a multi-line driver message (pgx lists each address it
+// tried) into one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}
+
+// envOr returns the environment variable key, or def when it is unset.
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,81 @@
+package racefree
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers test for them with errors.Is; the engines map
+// driver errors onto them in one place each (Engine.InterpretError).
+var (
+	// ErrNotFound means the row the operation needs does not exist.
+	ErrNotFound = errors.New("racefree: not found")
+	// ErrConflict means a UNIQUE constraint rejected the write.
+	ErrConflict = errors.New("racefree: unique constraint conflict")
+	// ErrRetryable means the engine aborted the transaction because another
+	// writer collided with it (SQLite busy or locked, PostgreSQL 40001 or
+	// 40P01). InTx retries these itself; it returns one only when it ran out
+	// of attempts.
+	ErrRetryable = errors.New("racefree: transient conflict, retry")
+
+	// ErrHeld means another holder's claim on the key is live.
+	ErrHeld = errors.New("racefree: held by another holder")
+	// ErrNotHeld means the caller does not hold the claim: it lapsed and was
+	// taken over, was released, or never existed.
+	ErrNotHeld = errors.New("racefree: not held")
+	// ErrStaleFence means the caller's fencing token is older than the
+	// current one: another holder took over after the caller's lease lapsed.
+	ErrStaleFence = errors.New("racefree: stale fencing token")
+
+	// ErrSchemaOutdated means the database schema is older than this code
+	// and the caller did not ask to migrate it.
+	ErrSchemaOutdated = errors.New("racefree: database schema is older than this code")
+	// ErrSchemaTooNew means the database schema was migrated by a newer
+	// version of racefree than this one; this code refuses to run against it.
+	ErrSchemaTooNew = errors.New("racefree: database schema is newer than this code")
+
+	// ErrInvalidInput means an argument was rejected before anything was
+	// written. The concrete error is an *InputError.
+	ErrInvalidInput = errors.New("racefree: invalid input")
+)
+
+// InputError represents an argument that failed validation. Nothing was
+// written when an operation returns one.
+type InputError struct {
+	Field  string // the argument or JSON field, e.g. "ttl"
+	Reason string // what is wrong with it, e.g. "must be between 1ms and 720h"
+}
+
+func (e *InputError) Error() string {
+	return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is reports ErrInvalidInput as matching.
+func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// Invalid returns an *InputError for field.
+func Invalid(field, format string, args ...any) error {
+	return &InputError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// SchemaError reports a schema version that does not match the code.
+// It matches ErrSchemaOutdated or ErrSchemaTooNew.
+type SchemaError struct {
+	Have int64 // highest version applied to the database
+	Want int64 // highest version this code knows
+}
+
+func (e *SchemaError) Error() string {
+	if e.Have > e.Want {
+		return fmt.Sprintf("database schema is at version %d, newer than this racefree (version %d): upgrade racefree", e.Have, e.Want)
+	}
+	return fmt.Sprintf("database schema is at version %d, this racefree needs version %d: run `racefree migrate up`", e.Have, e.Want)
+}
+
+// Is matches ErrSchemaTooNew or ErrSchemaOutdated.
+func (e *SchemaError) Is(target error) bool {
+	if e.Have > e.Want {
+		return target == ErrSchemaTooNew
+	}
+	return target == ErrSchemaOutdated
+}

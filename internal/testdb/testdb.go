@@ -1,0 +1,127 @@
+// Package testdb gives each test a fresh racefree database on each engine:
+// a SQLite file in t.TempDir(), and a PostgreSQL schema of its own, created
+// on the server named by TEST_DATABASE_URL and dropped when the test ends.
+//
+// Without TEST_DATABASE_URL the PostgreSQL half of a test is skipped with one
+// line saying so; RACEFREE_REQUIRE_POSTGRES=1 (set in CI) turns that skip
+// into a failure, so that CI can never pass on SQLite alone.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the admin connection that creates schemas
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/dsn"
+)
+
+// Engines are the engines Each runs a test on, in order.
+var Engines = []string{racefree.SQLite, racefree.Postgres}
+
+// Each runs body once per engine, as the subtests "sqlite" and "postgres",
+// each with a fresh database migrated to the current schema and configured
+// with cfg (nil for defaults).
+func Each(t *testing.T, cfg *racefree.Config, body func(t *testing.T, db *racefree.DB)) {
+	t.Helper()
+	for _, engine := range Engines {
+		t.Run(engine, func(t *testing.T) {
+			body(t, Open(t, NewDSN(t, engine), cfg))
+		})
+	}
+}
+
+// EachDSN runs body once per engine with the DSN of a fresh, empty database,
+// for tests that open it themselves or hand it to other processes.
+func EachDSN(t *testing.T, body func(t *testing.T, dsn string)) {
+	t.Helper()
+	for _, engine := range Engines {
+		t.Run(engine, func(t *testing.T) { body(t, NewDSN(t, engine)) })
+	}
+}
+
+// NewDSN returns the DSN of a fresh, empty database on engine that is
+// removed when the test ends.
+func NewDSN(t testing.TB, engine string) string {
+	t.Helper()
+	if engine == racefree.SQLite {
+		return "sqlite:" + filepath.Join(t.TempDir(), "racefree.db")
+	}
+	base := PostgresURL(t)
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	schema := "rf_test_" + randomHex(8)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+schema); err != nil {
+		t.Fatalf("testdb: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			t.Errorf("testdb: drop schema: %v", err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("testdb: TEST_DATABASE_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// PostgresURL returns TEST_DATABASE_URL, or skips the test (fails it when
+// RACEFREE_REQUIRE_POSTGRES=1) when it is not set.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("TEST_DATABASE_URL")
+	if u != "" {
+		return u
+	}
+	const msg = "TEST_DATABASE_URL is not set, so the PostgreSQL half of this test did not run (e.g. TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres)"
+	if os.Getenv("RACEFREE_REQUIRE_POSTGRES") == "1" {
+		t.Fatal(msg + "; RACEFREE_REQUIRE_POSTGRES=1 requires it")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// Open opens dsn with cfg and closes it when the test ends. Unless cfg asks
+// for another schema policy, it migrates the database first.
+func Open(t testing.TB, dsnStr string, cfg *racefree.Config) *racefree.DB {
+	t.Helper()
+	c := racefree.Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Schema == racefree.SchemaRequireCurrent {
+		c.Schema = racefree.SchemaMigrate
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, err := dsn.Open(ctx, dsnStr, &c)
+	if err != nil {
+		t.Fatalf("testdb: open: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

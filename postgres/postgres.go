@@ -1,0 +1,87 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/racefree/racefree"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Engine represents a PostgreSQL database. It implements racefree.Engine.
+type Engine struct {
+	db *sql.DB
+}
+
+// Open connects to the database at url (postgres://… or a key=value
+// connection string) and returns it as a racefree.DB.
+func Open(ctx context.Context, url string, cfg *racefree.Config) (*racefree.DB, error) {
+	e, err := NewEngine(url)
+	if err != nil {
+		return nil, err
+	}
+	db, err := racefree.New(ctx, e, cfg)
+	if err != nil {
+		_ = e.db.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return db, nil
+}
+
+// NewEngine parses url and prepares a connection pool. It does no I/O.
+func NewEngine(url string) (*Engine, error) {
+	cc, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return &Engine{db: stdlib.OpenDB(*cc)}, nil
+}
+
+// Name returns racefree.Postgres.
+func (e *Engine) Name() string { return racefree.Postgres }
+
+// SQL returns the connection pool.
+func (e *Engine) SQL() *sql.DB { return e.db }
+
+// Migrations returns the PostgreSQL migrations.
+func (e *Engine) Migrations() fs.FS {
+	sub, _ := fs.Sub(migrations, "migrations")
+	return sub
+}
+
+// LockMigrations takes a transaction-scoped advisory lock keyed on the
+// current schema, so migrators of one schema queue behind each other and
+// the lock is gone when the transaction ends, even through a pooler.
+func (e *Engine) LockMigrations(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('racefree.migrate.' || current_schema()))`)
+	return err
+}
+
+// InterpretError maps SQLSTATEs onto racefree's sentinels: 23505
+// unique_violation is ErrConflict; 40001 serialization_failure and 40P01
+// deadlock_detected are ErrRetryable; sql.ErrNoRows is ErrNotFound.
+func (e *Engine) InterpretError(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: %w", racefree.ErrNotFound, err)
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch pe.Code {
+	case "23505":
+		return fmt.Errorf("%w: %w", racefree.ErrConflict, err)
+	case "40001", "40P01":
+		return fmt.Errorf("%w: %w", racefree.ErrRetryable, err)
+	}
+	return err
+}

@@ -1,0 +1,190 @@
+package racefree
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+)
+
+// Engine names, as returned by Engine.Name and DB.Engine.
+const (
+	SQLite   = "sqlite"
+	Postgres = "postgres"
+)
+
+// Executor is what every racefree write accepts: *sql.DB, *sql.Tx, *sql.Conn
+// and *DB all satisfy it. Passing the caller's *sql.Tx makes the guarantee
+// commit or roll back together with the caller's own writes.
+type Executor interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Engine represents one database engine's behaviour. The packages
+// racefree/sqlite and racefree/postgres implement it; callers do not.
+type Engine interface {
+	// Name returns SQLite or Postgres. Primitives pick their queries by it.
+	Name() string
+	// SQL returns the connection pool.
+	SQL() *sql.DB
+	// InterpretError maps a driver error onto the sentinel errors
+	// (ErrNotFound, ErrConflict, ErrRetryable), keeping the driver error
+	// in the chain. It returns err unchanged when no sentinel applies.
+	InterpretError(err error) error
+	// Migrations returns the engine's migrations, named NNN_name.sql.
+	Migrations() fs.FS
+	// LockMigrations serialises migration runs across processes for the
+	// lifetime of tx. It must not hold anything beyond the transaction.
+	LockMigrations(ctx context.Context, tx *sql.Tx) error
+}
+
+// SchemaPolicy says what Open does with a schema older than the code.
+type SchemaPolicy int
+
+const (
+	// SchemaRequireCurrent makes Open fail with ErrSchemaOutdated.
+	SchemaRequireCurrent SchemaPolicy = iota
+	// SchemaMigrate makes Open apply the pending migrations.
+	SchemaMigrate
+	// SchemaAllowOutdated makes Open succeed. Primitives then run in their
+	// documented compatible mode against the previous schema version, which
+	// is how new code runs in the minutes before its migration lands.
+	SchemaAllowOutdated
+)
+
+// Config configures a DB. A nil *Config means all defaults.
+type Config struct {
+	// Clock is the time source. Defaults to nil: the engine's own clock,
+	// read inside each statement.
+	Clock Clock
+	// Schema says what to do with an outdated schema. Defaults to
+	// SchemaRequireCurrent. A schema newer than the code is always refused.
+	Schema SchemaPolicy
+	// MaxOpenConns bounds the connection pool. Defaults to 10.
+	MaxOpenConns int
+	// TxAttempts bounds how often InTx runs a transaction that the engine
+	// aborted for a transient conflict. Defaults to 10.
+	TxAttempts int
+	// TxBackoff is the first retry delay; each retry doubles it, with full
+	// jitter, up to one second. Defaults to 5ms.
+	TxBackoff time.Duration
+}
+
+func (c *Config) withDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.MaxOpenConns <= 0 {
+		out.MaxOpenConns = 10
+	}
+	if out.TxAttempts <= 0 {
+		out.TxAttempts = 10
+	}
+	if out.TxBackoff <= 0 {
+		out.TxBackoff = 5 * time.Millisecond
+	}
+	return out
+}
+
+// DB represents an open racefree database. It is safe for concurrent use and
+// implements Executor over its pool.
+type DB struct {
+	engine Engine
+	sql    *sql.DB
+	cfg    Config
+}
+
+// New wraps an engine in a DB and checks the schema against cfg.Schema. The
+// engine packages call it from their Open functions; most callers use those.
+// On error the engine's pool is left open for the caller to close.
+func New(ctx context.Context, engine Engine, cfg *Config) (*DB, error) {
+	db := &DB{engine: engine, sql: engine.SQL(), cfg: cfg.withDefaults()}
+	db.sql.SetMaxOpenConns(db.cfg.MaxOpenConns)
+	db.sql.SetMaxIdleConns(db.cfg.MaxOpenConns)
+	if err := db.connect(ctx); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	switch db.cfg.Schema {
+	case SchemaMigrate:
+		if _, err := db.MigrateUp(ctx); err != nil {
+			return nil, err
+		}
+	case SchemaRequireCurrent, SchemaAllowOutdated:
+		err := db.CheckSchema(ctx)
+		if err != nil && !(db.cfg.Schema == SchemaAllowOutdated && isOutdated(err)) {
+			return nil, err
+		}
+	default:
+		return nil, Invalid("Schema", "unknown policy %d", db.cfg.Schema)
+	}
+	return db, nil
+}
+
+// connect opens the first connection. Processes that open one fresh SQLite
+// file together contend for the switch to WAL, which fails with
+// SQLITE_BUSY rather than waiting; those attempts are retried like a
+// transaction.
+func (db *DB) connect(ctx context.Context) error {
+	backoff := db.cfg.TxBackoff
+	for attempt := 1; ; attempt++ {
+		err := db.InterpretError(db.sql.PingContext(ctx))
+		if err == nil || !errors.Is(err, ErrRetryable) || attempt >= db.cfg.TxAttempts {
+			return err
+		}
+		if err := sleepJitter(ctx, backoff); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// Engine returns SQLite or Postgres.
+func (db *DB) Engine() string { return db.engine.Name() }
+
+// SQL returns the underlying pool.
+func (db *DB) SQL() *sql.DB { return db.sql }
+
+// Clock returns the configured clock, or nil for the engine's own clock.
+func (db *DB) Clock() Clock { return db.cfg.Clock }
+
+// ClockArg returns the value to bind to a query's clock parameter. Every
+// racefree query reads "now" as COALESCE(<clock parameter>, <engine clock>),
+// so nil selects the engine's clock, and a configured Clock (tests) is sent
+// as Unix milliseconds.
+func (db *DB) ClockArg() any {
+	if db.cfg.Clock == nil {
+		return nil
+	}
+	return Millis(db.cfg.Clock.Now())
+}
+
+// InterpretError maps a driver error onto racefree's sentinel errors.
+func (db *DB) InterpretError(err error) error {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrRetryable) {
+		return err
+	}
+	return db.engine.InterpretError(err)
+}
+
+// Close closes the pool.
+func (db *DB) Close() error { return db.sql.Close() }
+
+// ExecContext runs query on the pool.
+func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return db.sql.ExecContext(ctx, query, args...)
+}
+
+// QueryContext runs query on the pool.
+func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return db.sql.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext runs query on the pool.
+func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return db.sql.QueryRowContext(ctx, query, args...)
+}

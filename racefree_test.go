@@ -1,0 +1,179 @@
+package racefree_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/internal/testdb"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t *testing.T, d string, policy racefree.SchemaPolicy) (*racefree.DB, error) {
+	t.Helper()
+	db, err := dsn.Open(context.Background(), d, &racefree.Config{Schema: policy})
+	if err == nil {
+		t.Cleanup(func() { _ = db.Close() })
+	}
+	return db, err
+}
+
+func TestOpenRefusesOutdatedSchema(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		_, err := open(t, d, racefree.SchemaRequireCurrent)
+		if !errors.Is(err, racefree.ErrSchemaOutdated) {
+			t.Fatalf("got %v, want ErrSchemaOutdated", err)
+		}
+		db, err := open(t, d, racefree.SchemaAllowOutdated)
+		if err != nil {
+			t.Fatalf("allow outdated: %v", err)
+		}
+		if v, err := db.SchemaVersion(context.Background()); err != nil || v != 0 {
+			t.Fatalf("schema version = %d, %v; want 0: nothing may be written", v, err)
+		}
+	})
+}
+
+func TestMigrateUpAppliesEachVersionOnce(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		const n = 8
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				db, err := open(t, d, racefree.SchemaMigrate)
+				if err == nil {
+					err = db.CheckSchema(ctx)
+				}
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("concurrent migrate: %v", err)
+			}
+		}
+		db, err := open(t, d, racefree.SchemaRequireCurrent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := db.MigrationStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := db.Migrations()
+		if got, want := len(st), len(ms); got != want {
+			t.Fatalf("status lists %d migrations, want %d", got, want)
+		}
+		for _, s := range st {
+			if !s.Applied || s.AppliedAt == 0 {
+				t.Errorf("migration %d not applied", s.Version)
+			}
+		}
+		var rows int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_schema_migrations`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != len(ms) {
+			t.Fatalf("racefree_schema_migrations has %d rows, want %d", rows, len(ms))
+		}
+		if applied, err := db.MigrateUp(ctx); err != nil || len(applied) != 0 {
+			t.Fatalf("second MigrateUp applied %d, %v; want 0, nil", len(applied), err)
+		}
+	})
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		db := testdb.Open(t, d, nil)
+		if _, err := db.ExecContext(ctx, `INSERT INTO racefree_schema_migrations (version, name, applied_at) VALUES (999, 'from_the_future', 0)`); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []racefree.SchemaPolicy{racefree.SchemaRequireCurrent, racefree.SchemaMigrate, racefree.SchemaAllowOutdated} {
+			_, err := open(t, d, p)
+			var se *racefree.SchemaError
+			if !errors.Is(err, racefree.ErrSchemaTooNew) || !errors.As(err, &se) || se.Have != 999 {
+				t.Fatalf("policy %d: got %v, want ErrSchemaTooNew at 999", p, err)
+			}
+		}
+	})
+}
+
+func TestMigrationScriptMatchesMigrateUp(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		engine, err := dsn.Engine(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		script, err := racefree.MigrationScript(engine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := open(t, d, racefree.SchemaAllowOutdated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, script); err != nil {
+			t.Fatalf("running the script: %v", err)
+		}
+		if _, err := open(t, d, racefree.SchemaRequireCurrent); err != nil {
+			t.Fatalf("after the script: %v", err)
+		}
+		_ = engine.SQL().Close()
+	})
+}
+
+func TestInTxInterpretsErrorsAndRollsBack(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		ins := `INSERT INTO racefree_claims (ns, key, holder, count, first_seen, last_seen) VALUES ('t', 'k', 'h', 1, 0, 0)`
+		err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, ins); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, ins)
+			return err
+		})
+		if !errors.Is(err, racefree.ErrConflict) {
+			t.Fatalf("got %v, want ErrConflict", err)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_claims`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("rows after rollback = %d, %v; want 0", n, err)
+		}
+		err = db.InterpretError(db.QueryRowContext(ctx, `SELECT ns FROM racefree_claims`).Scan(new(string)))
+		if !errors.Is(err, racefree.ErrNotFound) {
+			t.Fatalf("got %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func TestDSNErrors(t *testing.T) {
+	t.Parallel()
+	for _, d := range []string{"mysql://x", "racefree.db", "sqlite:", "sqlite:/no/such/dir/x.db", "sqlite::memory:"} {
+		if _, err := dsn.Open(context.Background(), d, nil); err == nil {
+			t.Errorf("%q: want an error", d)
+		}
+	}
+	if _, err := dsn.Open(context.Background(), "mysql://x", nil); !errors.Is(err, racefree.ErrInvalidInput) {
+		t.Errorf("unknown scheme: got %v, want ErrInvalidInput", err)
+	}
+}

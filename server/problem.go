@@ -1,0 +1,95 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/racefree/racefree"
+)
+
+// Problem represents an RFC 9457 problem details document.
+type Problem struct {
+	Type   string `json:"type"`             // stable, e.g. "urn:racefree:problem:held"
+	Title  string `json:"title"`            // short, the same for every instance of Type
+	Status int    `json:"status"`           // the HTTP status
+	Detail string `json:"detail,omitempty"` // this occurrence
+	// Extra holds extension members, such as the live holder of a claim.
+	Extra map[string]any `json:"-"`
+}
+
+// ProblemType returns the stable type URI for name.
+func ProblemType(name string) string { return "urn:racefree:problem:" + name }
+
+// MarshalJSON writes the standard members followed by the extensions.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	m := map[string]any{}
+	for k, v := range p.Extra {
+		m[k] = v
+	}
+	m["type"], m["title"], m["status"] = p.Type, p.Title, p.Status
+	if p.Detail != "" {
+		m["detail"] = p.Detail
+	}
+	return json.Marshal(m)
+}
+
+func writeProblem(w http.ResponseWriter, p Problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+func badRequest(w http.ResponseWriter, detail string) {
+	writeProblem(w, Problem{Type: ProblemType("invalid-input"), Title: "Invalid input", Status: http.StatusBadRequest, Detail: detail})
+}
+
+// writeError turns an error from a primitive into a problem document.
+// Errors the client can act on keep their message; anything else is a 500
+// whose detail says nothing about internals.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ie *racefree.InputError
+	switch {
+	case errors.As(err, &ie):
+		badRequest(w, ie.Error())
+	case errors.Is(err, racefree.ErrNotFound):
+		writeProblem(w, Problem{Type: ProblemType("not-found"), Title: "Not found", Status: http.StatusNotFound})
+	case errors.Is(err, racefree.ErrStaleFence):
+		writeProblem(w, Problem{Type: ProblemType("stale-fence"), Title: "Stale fencing token", Status: http.StatusConflict, Detail: err.Error()})
+	case errors.Is(err, racefree.ErrNotHeld):
+		writeProblem(w, Problem{Type: ProblemType("not-held"), Title: "Not held", Status: http.StatusConflict, Detail: err.Error()})
+	case errors.Is(err, racefree.ErrSchemaOutdated), errors.Is(err, racefree.ErrSchemaTooNew):
+		writeProblem(w, Problem{Type: ProblemType("schema"), Title: "Database schema mismatch", Status: http.StatusServiceUnavailable, Detail: err.Error()})
+	default:
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeProblem(w, Problem{Type: ProblemType("internal"), Title: "Internal error", Status: http.StatusInternalServerError})
+	}
+}
+
+// maxBody bounds every JSON request body.
+const maxBody = 1 << 20
+
+// decode reads a JSON body into v, rejecting unknown fields, trailing data
+// and bodies over maxBody. On failure it has already written a 400.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err != nil {
+		badRequest(w, fmt.Sprintf("request body: %v", err))
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,112 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/racefree/racefree"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// BusyTimeout is how long a statement waits for another connection's write
+// lock before it fails with SQLITE_BUSY.
+const BusyTimeout = 10 * time.Second
+
+// Engine represents a SQLite database file. It implements racefree.Engine.
+type Engine struct {
+	db *sql.DB
+}
+
+// Open opens the SQLite database file at path, creating the file (but not
+// its directory) when it does not exist, and returns it as a racefree.DB.
+func Open(ctx context.Context, path string, cfg *racefree.Config) (*racefree.DB, error) {
+	e, err := NewEngine(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := racefree.New(ctx, e, cfg)
+	if err != nil {
+		_ = e.db.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// NewEngine checks path and prepares a connection pool on it. It does no
+// I/O beyond checking that the directory exists.
+func NewEngine(path string) (*Engine, error) {
+	if path == "" {
+		return nil, racefree.Invalid("sqlite path", "empty")
+	}
+	if path == ":memory:" || strings.Contains(path, "mode=memory") {
+		return nil, racefree.Invalid("sqlite path", "an in-memory database is private to one connection; use a file")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, racefree.Invalid("sqlite path", "%q must not contain ? or #", path)
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("sqlite %s: directory %s does not exist", path, dir)
+		}
+	}
+	params := url.Values{}
+	params.Set("_busy_timeout", fmt.Sprint(BusyTimeout.Milliseconds()))
+	params.Set("_journal_mode", "WAL")
+	params.Set("_synchronous", "NORMAL")
+	params.Set("_foreign_keys", "1")
+	params.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", path+"?"+params.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	return &Engine{db: db}, nil
+}
+
+// Name returns racefree.SQLite.
+func (e *Engine) Name() string { return racefree.SQLite }
+
+// SQL returns the connection pool.
+func (e *Engine) SQL() *sql.DB { return e.db }
+
+// Migrations returns the SQLite migrations.
+func (e *Engine) Migrations() fs.FS {
+	sub, _ := fs.Sub(migrations, "migrations")
+	return sub
+}
+
+// LockMigrations does nothing: the IMMEDIATE transaction already holds the
+// database's write lock, which excludes every other migrator.
+func (e *Engine) LockMigrations(context.Context, *sql.Tx) error { return nil }
+
+// InterpretError maps SQLite result codes onto racefree's sentinels:
+// SQLITE_BUSY and SQLITE_LOCKED are ErrRetryable, a UNIQUE or PRIMARY KEY
+// violation is ErrConflict, and sql.ErrNoRows is ErrNotFound.
+func (e *Engine) InterpretError(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: %w", racefree.ErrNotFound, err)
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch code := se.Code(); {
+	case code&0xff == sqlite3.SQLITE_BUSY, code&0xff == sqlite3.SQLITE_LOCKED:
+		return fmt.Errorf("%w: %w", racefree.ErrRetryable, err)
+	case code == sqlite3.SQLITE_CONSTRAINT_UNIQUE, code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return fmt.Errorf("%w: %w", racefree.ErrConflict, err)
+	}
+	return err
+}

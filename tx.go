@@ -1,0 +1,70 @@
+package racefree
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// InTx runs fn in a transaction and commits it when fn returns nil.
+//
+// On SQLite the transaction begins IMMEDIATE, taking the write lock at once:
+// a deferred transaction that reads and then writes fails with SQLITE_BUSY
+// without waiting for the busy timeout. On PostgreSQL it runs at READ
+// COMMITTED.
+//
+// When the engine aborts the transaction for a transient conflict (SQLite
+// busy or locked, PostgreSQL serialization failure 40001 or deadlock 40P01),
+// InTx rolls back and runs fn again, up to Config.TxAttempts times, sleeping
+// a jittered, doubling backoff in between. fn must therefore confine its
+// effects to tx: anything it does outside the database happens once per
+// attempt. Errors from fn are returned as they are, after InterpretError.
+func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	backoff := db.cfg.TxBackoff
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = db.InterpretError(db.tryTx(ctx, fn))
+		if err == nil || !errors.Is(err, ErrRetryable) || attempt >= db.cfg.TxAttempts {
+			break
+		}
+		if err := sleepJitter(ctx, backoff); err != nil {
+			return fmt.Errorf("transaction retry: %w", err)
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	return err
+}
+
+func (db *DB) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// sleepJitter sleeps a random duration in (0, max], or until ctx is done.
+func sleepJitter(ctx context.Context, max time.Duration) error {
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(max)) + 1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
