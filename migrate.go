@@ -84,7 +84,30 @@ func (db *DB) SchemaVersion(ctx context.Context) (int64, error) {
 		}
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
+	db.sawSchema(v.Int64)
 	return v.Int64, nil
+}
+
+// SchemaAtLeast reports whether migration version v is applied. It answers
+// from memory once it has seen v applied, and otherwise reads the database
+// again, so code running in compatible mode (SchemaAllowOutdated) switches
+// to the new schema as soon as its migration lands, at the cost of one
+// small query per call until then.
+func (db *DB) SchemaAtLeast(ctx context.Context, v int64) (bool, error) {
+	if db.schema.Load() >= v {
+		return true, nil
+	}
+	have, err := db.SchemaVersion(ctx)
+	return have >= v, err
+}
+
+func (db *DB) sawSchema(v int64) {
+	for {
+		old := db.schema.Load()
+		if v <= old || db.schema.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 func (db *DB) tableMissing(ctx context.Context) bool {
@@ -121,9 +144,20 @@ func (db *DB) CheckSchema(ctx context.Context) error {
 // without error and every migration is applied exactly once. A schema
 // newer than the code is refused with ErrSchemaTooNew and left untouched.
 func (db *DB) MigrateUp(ctx context.Context) ([]Migration, error) {
+	return db.MigrateUpTo(ctx, -1)
+}
+
+// MigrateUpTo is MigrateUp stopping after version target (-1: the last).
+// It exists for staged rollouts and for the tests that prove each
+// primitive's compatible mode against the previous schema version.
+func (db *DB) MigrateUpTo(ctx context.Context, target int64) ([]Migration, error) {
 	ms, err := db.Migrations()
 	if err != nil {
 		return nil, err
+	}
+	all := ms
+	if target >= 0 {
+		ms = slices.DeleteFunc(slices.Clone(ms), func(m Migration) bool { return m.Version > target })
 	}
 	var applied []Migration
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
@@ -138,7 +172,7 @@ func (db *DB) MigrateUp(ctx context.Context) ([]Migration, error) {
 		if err := tx.QueryRowContext(ctx, `SELECT MAX(version) FROM racefree_schema_migrations`).Scan(&have); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
 		}
-		if want := lastVersion(ms); have.Int64 > want {
+		if want := lastVersion(all); have.Int64 > want {
 			return &SchemaError{Have: have.Int64, Want: want}
 		}
 		for _, m := range ms {
@@ -156,6 +190,9 @@ func (db *DB) MigrateUp(ctx context.Context) ([]Migration, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		db.sawSchema(lastVersion(ms))
+	}
 	if err != nil {
 		var se *SchemaError
 		if errors.As(err, &se) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync/atomic"
 	"time"
 )
 
@@ -97,6 +98,7 @@ type DB struct {
 	engine Engine
 	sql    *sql.DB
 	cfg    Config
+	schema atomic.Int64 // highest schema version seen applied; only grows
 }
 
 // New wraps an engine in a DB and checks the schema against cfg.Schema. The

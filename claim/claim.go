@@ -1,0 +1,314 @@
+package claim
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/query"
+)
+
+//go:embed sql
+var sqlFiles embed.FS
+
+// Limits on input. Anything outside them is rejected with a
+// *racefree.InputError before the database is touched.
+const (
+	MaxKeyBytes    = 256
+	MaxHolderBytes = 128
+	MinTTL         = time.Millisecond
+	MaxTTL         = 30 * 24 * time.Hour
+)
+
+// leaseSchema is the migration that turned claims into leases.
+const leaseSchema = 2
+
+// Claim represents the state of one key's claim.
+type Claim struct {
+	Key       string
+	Holder    string    // the holder of the current (or last) tenure
+	Fence     int64     // grows by one with each new tenure; 0 in compatible mode
+	ClaimedAt time.Time // when the current tenure began
+	ExpiresAt time.Time // the claim is live while now < ExpiresAt
+	Live      bool      // whether it was live at the moment it was read
+
+	Count     int64     // acquire attempts on this key, winners and losers
+	FirstSeen time.Time // the first attempt
+	LastSeen  time.Time // the latest attempt
+}
+
+// HeldError reports that another holder's claim is live. It matches
+// racefree.ErrHeld, and carries the live claim, including the occurrence
+// figures after the caller's own attempt.
+type HeldError struct {
+	Claim Claim
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("claim %q is held by %q (fence %d) until %s",
+		e.Claim.Key, e.Claim.Holder, e.Claim.Fence, e.Claim.ExpiresAt.Format(time.RFC3339Nano))
+}
+
+// Is matches racefree.ErrHeld.
+func (e *HeldError) Is(target error) bool { return target == racefree.ErrHeld }
+
+// StaleFenceError reports that the caller's tenure is over and another
+// began: the current fence is higher than the caller's. It matches
+// racefree.ErrStaleFence.
+type StaleFenceError struct {
+	Key     string
+	Fence   int64 // the caller's
+	Current int64 // the claim's
+}
+
+func (e *StaleFenceError) Error() string {
+	return fmt.Sprintf("claim %q: fence %d is stale, the current fence is %d", e.Key, e.Fence, e.Current)
+}
+
+// Is matches racefree.ErrStaleFence.
+func (e *StaleFenceError) Is(target error) bool { return target == racefree.ErrStaleFence }
+
+// Store represents the claims of one namespace. Namespaces keep the keys of
+// racefree's own primitives (dedup, idempotency) apart from application
+// keys. A Store is safe for concurrent use.
+type Store struct {
+	db *racefree.DB
+	ns string
+	q  query.Set
+}
+
+// New returns the Store of application claims. It does no I/O.
+func New(db *racefree.DB) *Store { return NewNamespace(db, "") }
+
+// NewNamespace returns the Store of namespace ns. It does no I/O.
+func NewNamespace(db *racefree.DB, ns string) *Store {
+	return &Store{db: db, ns: ns, q: query.MustLoad(sqlFiles, "sql", db.Engine())}
+}
+
+// Acquire takes the claim on key for holder until now + ttl and returns it.
+//
+// It wins when the key was never claimed, or its claim lapsed or was
+// released: the fence then grows by one. It also wins, keeping the fence
+// and extending the expiry, when holder already holds the live claim, so a
+// retry after a lost reply gets the caller's own claim back. Otherwise it
+// returns a *HeldError (racefree.ErrHeld) carrying the live claim. Every
+// attempt, won or lost, counts in Count and LastSeen.
+//
+// exec may be the caller's transaction: the claim then commits or rolls back
+// with it. Holder names must be unique per worker: two workers sharing a
+// name share the claim.
+func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder string, ttl time.Duration) (*Claim, error) {
+	if err := validate(key, holder, ttl); err != nil {
+		return nil, err
+	}
+	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+	if err != nil {
+		return nil, fmt.Errorf("claim acquire: %w", err)
+	}
+	if !modern {
+		return s.acquireLegacy(ctx, exec, key, holder)
+	}
+	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get("acquire"), s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()))
+	if err != nil {
+		return nil, fmt.Errorf("claim acquire: %w", err)
+	}
+	if c.Holder != holder {
+		return nil, &HeldError{Claim: *c}
+	}
+	return c, nil
+}
+
+// Renew extends the live claim of (holder, fence) to now + ttl and keeps
+// the fence. It returns a *StaleFenceError when another tenure began since,
+// and an error matching racefree.ErrNotHeld when the claim lapsed or is not
+// the caller's. A renewal whose reply was lost can simply be retried.
+func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder string, fence int64, ttl time.Duration) (*Claim, error) {
+	if err := validate(key, holder, ttl); err != nil {
+		return nil, err
+	}
+	if err := s.requireLeases(ctx); err != nil {
+		return nil, err
+	}
+	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get("renew"), s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()))
+	if errors.Is(err, racefree.ErrNotFound) {
+		return nil, s.whyNot(ctx, exec, key, holder, fence)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim renew: %w", err)
+	}
+	return c, nil
+}
+
+// Release ends the tenure of (holder, fence) now, so the key is free at once.
+// Releasing a tenure that lapsed without being taken over succeeds, so a
+// release whose reply was lost can be retried. It returns a
+// *StaleFenceError when another tenure began since, and an error matching
+// racefree.ErrNotHeld when the claim is not the caller's.
+func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder string, fence int64) error {
+	if err := validate(key, holder, MinTTL); err != nil {
+		return err
+	}
+	if err := s.requireLeases(ctx); err != nil {
+		return err
+	}
+	res, err := exec.ExecContext(ctx, s.q.Get("release"), s.ns, key, holder, fence, s.db.ClockArg())
+	if err != nil {
+		return fmt.Errorf("claim release: %w", s.db.InterpretError(err))
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("claim release: %w", err)
+	} else if n == 0 {
+		return s.whyNot(ctx, exec, key, holder, fence)
+	}
+	return nil
+}
+
+// Guard fails unless (holder, fence) holds the live claim on key, and keeps
+// it so until tx ends: on PostgreSQL it locks the claim row FOR SHARE, so a
+// takeover waits for tx to commit; on SQLite tx's write lock excludes every
+// other writer. Writes made in tx after a successful Guard are therefore
+// exclusive to the holder. It returns the same errors as Renew.
+func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence int64) error {
+	if err := validate(key, holder, MinTTL); err != nil {
+		return err
+	}
+	if err := s.requireLeases(ctx); err != nil {
+		return err
+	}
+	var one int
+	err := s.db.InterpretError(tx.QueryRowContext(ctx, s.q.Get("guard"), s.ns, key, holder, fence, s.db.ClockArg()).Scan(&one))
+	if errors.Is(err, racefree.ErrNotFound) {
+		return s.whyNot(ctx, tx, key, holder, fence)
+	}
+	if err != nil {
+		return fmt.Errorf("claim guard: %w", err)
+	}
+	return nil
+}
+
+// Get returns the current state of key's claim, or an error matching
+// racefree.ErrNotFound.
+func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*Claim, error) {
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+	if err != nil {
+		return nil, fmt.Errorf("claim get: %w", err)
+	}
+	if !modern {
+		return s.getLegacy(ctx, exec, key)
+	}
+	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get("get"), s.ns, key, s.db.ClockArg()))
+	if err != nil {
+		return nil, fmt.Errorf("claim get: %w", err)
+	}
+	return c, nil
+}
+
+// whyNot settles which error a Renew, Release or Guard that matched no row
+// returns. The statement has already decided the outcome; this read only
+// tells the caller why.
+func (s *Store) whyNot(ctx context.Context, exec racefree.Executor, key, holder string, fence int64) error {
+	c, err := s.Get(ctx, exec, key)
+	switch {
+	case errors.Is(err, racefree.ErrNotFound):
+		return fmt.Errorf("claim %q: %w: no such claim", key, racefree.ErrNotHeld)
+	case err != nil:
+		return err
+	case c.Fence > fence:
+		return &StaleFenceError{Key: key, Fence: fence, Current: c.Fence}
+	case c.Holder != holder || c.Fence != fence:
+		return fmt.Errorf("claim %q: %w: held by %q at fence %d", key, racefree.ErrNotHeld, c.Holder, c.Fence)
+	}
+	return fmt.Errorf("claim %q: %w: lapsed at %s", key, racefree.ErrNotHeld, c.ExpiresAt.Format(time.RFC3339Nano))
+}
+
+func (s *Store) requireLeases(ctx context.Context) error {
+	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+	if err != nil {
+		return err
+	}
+	if !modern {
+		return fmt.Errorf("claim: renew, release and guard need migration %03d: %w", leaseSchema, racefree.ErrSchemaOutdated)
+	}
+	return nil
+}
+
+// scan reads the columns every lease query returns.
+func (s *Store) scan(key string, row *sql.Row) (*Claim, error) {
+	var (
+		c                       = Claim{Key: key}
+		fence, claimed, expires sql.NullInt64
+		first, last, now        int64
+	)
+	err := row.Scan(&c.Holder, &fence, &claimed, &expires, &c.Count, &first, &last, &now)
+	if err != nil {
+		return nil, s.db.InterpretError(err)
+	}
+	c.Fence = fence.Int64
+	c.FirstSeen, c.LastSeen = racefree.FromMillis(first), racefree.FromMillis(last)
+	if claimed.Valid {
+		c.ClaimedAt = racefree.FromMillis(claimed.Int64)
+	}
+	if expires.Valid {
+		c.ExpiresAt = racefree.FromMillis(expires.Int64)
+		c.Live = now < expires.Int64
+	}
+	return &c, nil
+}
+
+func (s *Store) acquireLegacy(ctx context.Context, exec racefree.Executor, key, holder string) (*Claim, error) {
+	c := Claim{Key: key}
+	var first, last int64
+	err := s.db.InterpretError(exec.QueryRowContext(ctx, s.q.Get("acquire_legacy"), s.ns, key, holder, s.db.ClockArg()).
+		Scan(&c.Holder, &c.Count, &first, &last))
+	if errors.Is(err, racefree.ErrNotFound) {
+		held, err := s.getLegacy(ctx, exec, key)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &HeldError{Claim: *held}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim acquire (compatible mode): %w", err)
+	}
+	c.FirstSeen, c.LastSeen, c.Live = racefree.FromMillis(first), racefree.FromMillis(last), true
+	return &c, nil
+}
+
+func (s *Store) getLegacy(ctx context.Context, exec racefree.Executor, key string) (*Claim, error) {
+	c := Claim{Key: key, Live: true}
+	var first, last int64
+	err := s.db.InterpretError(exec.QueryRowContext(ctx, s.q.Get("get_legacy"), s.ns, key).Scan(&c.Holder, &c.Count, &first, &last))
+	if err != nil {
+		return nil, fmt.Errorf("claim get (compatible mode): %w", err)
+	}
+	c.FirstSeen, c.LastSeen = racefree.FromMillis(first), racefree.FromMillis(last)
+	return &c, nil
+}
+
+func validate(key, holder string, ttl time.Duration) error {
+	if err := validateKey(key); err != nil {
+		return err
+	}
+	if len(holder) == 0 || len(holder) > MaxHolderBytes || !utf8.ValidString(holder) {
+		return racefree.Invalid("holder", "must be 1 to %d bytes of UTF-8", MaxHolderBytes)
+	}
+	if ttl < MinTTL || ttl > MaxTTL {
+		return racefree.Invalid("ttl", "must be between %v and %v, got %v", MinTTL, MaxTTL, ttl)
+	}
+	return nil
+}
+
+func validateKey(key string) error {
+	if len(key) == 0 || len(key) > MaxKeyBytes || !utf8.ValidString(key) {
+		return racefree.Invalid("key", "must be 1 to %d bytes of UTF-8", MaxKeyBytes)
+	}
+	return nil
+}

@@ -1,0 +1,359 @@
+package claim_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/internal/testdb"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+type bundle struct {
+	db     *racefree.DB
+	clock  *racefree.ManualClock
+	claims *claim.Store
+}
+
+// each runs body on both engines with a manual clock at t0.
+func each(t *testing.T, body func(t *testing.T, b bundle)) {
+	t.Helper()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		body(t, bundle{db: db, clock: clock, claims: claim.New(db)})
+	})
+}
+
+// race has n holders acquire key at once and returns the winners' claims
+// and the number of losers.
+func race(t *testing.T, b bundle, key string, n int, ttl time.Duration, round int) (won []*claim.Claim, lost int) {
+	t.Helper()
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := b.claims.Acquire(context.Background(), b.db, key, fmt.Sprintf("r%d-w%d", round, i), ttl)
+			mu.Lock()
+			defer mu.Unlock()
+			var held *claim.HeldError
+			switch {
+			case err == nil:
+				won = append(won, c)
+			case errors.As(err, &held) && errors.Is(err, racefree.ErrHeld):
+				lost++
+			default:
+				t.Errorf("acquire: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return won, lost
+}
+
+func TestExactlyOneWinnerPerTTL(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		const n = 64
+		ttl := 30 * time.Second
+		won, lost := race(t, b, "job-1", n, ttl, 1)
+		if len(won) != 1 || lost != n-1 {
+			t.Fatalf("round 1: %d winners, %d losers; want 1, %d", len(won), lost, n-1)
+		}
+		if got, want := won[0].Fence, int64(1); got != want {
+			t.Fatalf("fence = %d, want %d", got, want)
+		}
+		if got, want := won[0].ExpiresAt, t0.Add(ttl); !got.Equal(want) {
+			t.Fatalf("expires_at = %v, want %v", got, want)
+		}
+
+		b.clock.Advance(ttl) // exactly at expires_at: free
+		won2, lost2 := race(t, b, "job-1", n, ttl, 2)
+		if len(won2) != 1 || lost2 != n-1 {
+			t.Fatalf("round 2: %d winners, %d losers; want 1, %d", len(won2), lost2, n-1)
+		}
+		if got, want := won2[0].Fence, int64(2); got != want {
+			t.Fatalf("fence after expiry = %d, want %d", got, want)
+		}
+		c, err := b.claims.Get(context.Background(), b.db, "job-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.Count, int64(2*n); got != want {
+			t.Fatalf("count = %d, want %d: every attempt counts", got, want)
+		}
+		if !c.FirstSeen.Equal(t0) || !c.LastSeen.Equal(t0.Add(ttl)) {
+			t.Fatalf("first/last seen = %v/%v", c.FirstSeen, c.LastSeen)
+		}
+
+		// The holder of round 1 is stale now.
+		stale := won[0]
+		ctx := context.Background()
+		if _, err := b.claims.Renew(ctx, b.db, "job-1", stale.Holder, stale.Fence, ttl); !errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("stale renew: %v, want ErrStaleFence", err)
+		}
+		if err := b.claims.Release(ctx, b.db, "job-1", stale.Holder, stale.Fence); !errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("stale release: %v, want ErrStaleFence", err)
+		}
+		err = b.db.InTx(ctx, func(tx *sql.Tx) error { return b.claims.Guard(ctx, tx, "job-1", stale.Holder, stale.Fence) })
+		if !errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("stale guard: %v, want ErrStaleFence", err)
+		}
+	})
+}
+
+func TestBoundaryIsTheExactMillisecond(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		a, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Set(a.ExpiresAt.Add(-time.Millisecond))
+		if _, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Second); !errors.Is(err, racefree.ErrHeld) {
+			t.Fatalf("1ms before expiry: %v, want ErrHeld", err)
+		}
+		if c, err := b.claims.Get(ctx, b.db, "k"); err != nil || !c.Live {
+			t.Fatalf("1ms before expiry: live=%v, %v; want live", c != nil && c.Live, err)
+		}
+		b.clock.Set(a.ExpiresAt)
+		if c, err := b.claims.Get(ctx, b.db, "k"); err != nil || c.Live {
+			t.Fatalf("at expiry: live=%v, %v; want not live", c != nil && c.Live, err)
+		}
+		if _, err := b.claims.Renew(ctx, b.db, "k", "a", a.Fence, time.Second); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Fatalf("renew at expiry: %v, want ErrNotHeld", err)
+		}
+		c, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Second)
+		if err != nil || c.Fence != a.Fence+1 {
+			t.Fatalf("at expiry: %+v, %v; want b to win with fence %d", c, err, a.Fence+1)
+		}
+	})
+}
+
+func TestRenewKeepsFenceAndExpiryIsPerHolder(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		a, err := b.claims.Acquire(ctx, b.db, "k", "a", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(9 * time.Second)
+		r, err := b.claims.Renew(ctx, b.db, "k", "a", a.Fence, 10*time.Second)
+		if err != nil || r.Fence != a.Fence || !r.ExpiresAt.Equal(t0.Add(19*time.Second)) {
+			t.Fatalf("renew: %+v, %v", r, err)
+		}
+		// A short-TTL acquirer does not shorten a's claim.
+		b.clock.Advance(5 * time.Second)
+		if _, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Millisecond); !errors.Is(err, racefree.ErrHeld) {
+			t.Fatalf("b: %v, want ErrHeld", err)
+		}
+		// The holder re-acquiring its live claim gets it back, same fence.
+		again, err := b.claims.Acquire(ctx, b.db, "k", "a", 10*time.Second)
+		if err != nil || again.Fence != a.Fence {
+			t.Fatalf("re-acquire by holder: %+v, %v; want fence %d", again, err, a.Fence)
+		}
+		// After a lapse, the same holder name starts a new tenure: the old
+		// fence is stale even for it.
+		b.clock.Set(again.ExpiresAt)
+		next, err := b.claims.Acquire(ctx, b.db, "k", "a", 10*time.Second)
+		if err != nil || next.Fence != a.Fence+1 {
+			t.Fatalf("new tenure: %+v, %v; want fence %d", next, err, a.Fence+1)
+		}
+		if _, err := b.claims.Renew(ctx, b.db, "k", "a", a.Fence, time.Second); !errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("renew with the old fence: %v, want ErrStaleFence", err)
+		}
+	})
+}
+
+func TestReleaseFreesTheKeyAndIsRetryable(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		a, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.claims.Release(ctx, b.db, "k", "b", a.Fence); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Fatalf("release by another: %v, want ErrNotHeld", err)
+		}
+		if err := b.claims.Release(ctx, b.db, "k", "a", a.Fence); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.claims.Release(ctx, b.db, "k", "a", a.Fence); err != nil {
+			t.Fatalf("retried release: %v, want nil", err)
+		}
+		if _, err := b.claims.Renew(ctx, b.db, "k", "a", a.Fence, time.Hour); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Fatalf("renew after release: %v, want ErrNotHeld", err)
+		}
+		c, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Hour)
+		if err != nil || c.Fence != a.Fence+1 {
+			t.Fatalf("acquire after release: %+v, %v", c, err)
+		}
+		if err := b.claims.Release(ctx, b.db, "nope", "a", 1); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Fatalf("release of no claim: %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+func TestGuardMakesWritesExclusive(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		a, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := b.db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if err := b.claims.Guard(ctx, tx, "k", "a", a.Fence); err != nil {
+			t.Fatalf("guard: %v", err)
+		}
+		// The claim lapses while tx is open; a takeover must wait for tx.
+		b.clock.Advance(time.Second)
+		done := make(chan error, 1)
+		committed := make(chan struct{})
+		go func() {
+			_, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Second)
+			select {
+			case <-committed:
+			default:
+				err = errors.New("takeover completed while the guarded transaction was open")
+			}
+			done <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+		close(committed)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		err = b.db.InTx(ctx, func(tx *sql.Tx) error { return b.claims.Guard(ctx, tx, "k", "a", a.Fence) })
+		if !errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("guard after takeover: %v, want ErrStaleFence", err)
+		}
+	})
+}
+
+func TestLegacyRowsAreClaimable(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		// A row written by code that predates the lease columns.
+		if _, err := b.db.ExecContext(ctx, `INSERT INTO racefree_claims (ns, key, holder, count, first_seen, last_seen) VALUES ('', 'old', 'legacy', 5, 1, 2)`); err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.claims.Acquire(ctx, b.db, "old", "new", time.Minute)
+		if err != nil || c.Fence != 1 || c.Count != 6 || !c.FirstSeen.Equal(racefree.FromMillis(1)) {
+			t.Fatalf("acquire of a legacy row: %+v, %v; want fence 1, count 6", c, err)
+		}
+	})
+}
+
+func TestCompatibleModeOnThePreviousSchema(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+		if _, err := db.MigrateUpTo(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		claims := claim.New(db)
+		a, err := claims.Acquire(ctx, db, "k", "a", time.Millisecond)
+		if err != nil || a.Fence != 0 {
+			t.Fatalf("first acquire on the old schema: %+v, %v", a, err)
+		}
+		if _, err := claims.Acquire(ctx, db, "k", "b", time.Millisecond); !errors.Is(err, racefree.ErrHeld) {
+			t.Fatalf("second holder on the old schema: %v, want ErrHeld (never two winners)", err)
+		}
+		if _, err := claims.Renew(ctx, db, "k", "a", 0, time.Second); !errors.Is(err, racefree.ErrSchemaOutdated) {
+			t.Fatalf("renew on the old schema: %v, want ErrSchemaOutdated", err)
+		}
+		// The migration lands while the code runs: the same Store switches
+		// to leases, and the row written in compatible mode is claimable.
+		if _, err := db.MigrateUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c, err := claims.Acquire(ctx, db, "k", "b", time.Minute)
+		if err != nil || c.Fence != 1 {
+			t.Fatalf("after the migration: %+v, %v; want b to win with fence 1", c, err)
+		}
+	})
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		long := string(make([]byte, 257))
+		for _, tc := range []struct {
+			key, holder string
+			ttl         time.Duration
+		}{
+			{"", "h", time.Second}, {long, "h", time.Second}, {"\xff", "h", time.Second},
+			{"k", "", time.Second}, {"k", long[:129], time.Second},
+			{"k", "h", 0}, {"k", "h", -time.Second}, {"k", "h", 31 * 24 * time.Hour},
+		} {
+			_, err := b.claims.Acquire(ctx, b.db, tc.key, tc.holder, tc.ttl)
+			var ie *racefree.InputError
+			if !errors.As(err, &ie) || !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Errorf("Acquire(%q, %q, %v): %v, want an InputError", tc.key, tc.holder, tc.ttl, err)
+			}
+		}
+		var n int
+		if err := b.db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_claims`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d rows, %v; want none", n, err)
+		}
+	})
+}
+
+func TestNamespacesAreApart(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		other := claim.NewNamespace(b.db, "other")
+		if _, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Acquire(ctx, b.db, "k", "b", time.Minute); err != nil {
+			t.Fatalf("same key, other namespace: %v", err)
+		}
+	})
+}
+
+func TestAcquireRollsBackWithTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		boom := errors.New("caller failed")
+		err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := b.claims.Acquire(ctx, tx, "k", "a", time.Minute); err != nil {
+				return err
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatal(err)
+		}
+		if _, err := b.claims.Get(ctx, b.db, "k"); !errors.Is(err, racefree.ErrNotFound) {
+			t.Fatalf("after rollback: %v, want ErrNotFound", err)
+		}
+	})
+}
