@@ -1,0 +1,220 @@
+package dedup
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/internal/query"
+)
+
+//go:embed sql
+var sqlFiles embed.FS
+
+// Namespace is the claim namespace dedup elects in.
+const Namespace = "dedup"
+
+// DefaultWindow is the window Observe uses when given 0.
+const DefaultWindow = 5 * time.Minute
+
+// Limits on input; anything outside them is a *racefree.InputError.
+const (
+	MaxSourceBytes  = 128
+	MaxLevelBytes   = 32
+	MaxMessageBytes = 8192
+	MaxResultBytes  = 1024
+)
+
+// Event represents one occurrence of something to de-duplicate.
+type Event struct {
+	Source      string // where it came from, e.g. "billing-worker"
+	Level       string // e.g. "error"
+	Message     string // the text; numbers and IDs are normalised away for the fingerprint
+	Fingerprint string // optional; derived from the other fields when empty
+}
+
+// Observation represents what Observe decided for one occurrence.
+type Observation struct {
+	Fingerprint string
+	Process     bool  // this observer won the window and must do the downstream work
+	Fence       int64 // the current window's fencing token; pass it to Record
+	Count       int64 // occurrences so far, this one included
+	FirstSeen   time.Time
+	LastSeen    time.Time
+}
+
+// Result represents the downstream outcome the winner records.
+type Result struct {
+	Classification string
+	ExternalID     string // e.g. the ticket opened for it
+}
+
+// Record represents an event as stored.
+type Record struct {
+	Fingerprint, Source, Level, Message string
+	Result
+	ResultFence int64 // the fence the result was recorded at; 0 when none
+}
+
+// Log represents the de-duplicated events of one database. It is safe for
+// concurrent use.
+type Log struct {
+	db     *racefree.DB
+	claims *claim.Store
+	q      query.Set
+}
+
+// New returns the Log of db. It does no I/O.
+func New(db *racefree.DB) *Log {
+	return &Log{db: db, claims: claim.NewNamespace(db, Namespace), q: query.MustLoad(sqlFiles, "sql", db.Engine())}
+}
+
+// Observe records one occurrence of ev and tells whether this observer won
+// the window (0: DefaultWindow). Counting, election and the event row commit
+// in one transaction.
+func (l *Log) Observe(ctx context.Context, ev Event, window time.Duration) (*Observation, error) {
+	if window == 0 {
+		window = DefaultWindow
+	}
+	if window < claim.MinTTL || window > claim.MaxTTL {
+		return nil, racefree.Invalid("window", "must be between %v and %v, got %v", claim.MinTTL, claim.MaxTTL, window)
+	}
+	if err := ev.validate(); err != nil {
+		return nil, err
+	}
+	if ev.Fingerprint == "" {
+		ev.Fingerprint = Fingerprint(ev.Source, ev.Level, ev.Message)
+	}
+	observer := newObserverID()
+	var obs *Observation
+	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
+		c, err := l.claims.Acquire(ctx, tx, ev.Fingerprint, observer, window)
+		var held *claim.HeldError
+		switch {
+		case errors.As(err, &held):
+			c = &held.Claim
+		case err != nil:
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, l.q.Get("insert_event"), ev.Fingerprint, ev.Source, ev.Level, ev.Message); err != nil {
+			return err
+		}
+		obs = &Observation{Fingerprint: ev.Fingerprint, Process: c.Holder == observer, Fence: c.Fence,
+			Count: c.Count, FirstSeen: c.FirstSeen, LastSeen: c.LastSeen}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dedup observe: %w", err)
+	}
+	return obs, nil
+}
+
+// Record writes the downstream result of fingerprint, only while fence is
+// its current fence. It returns a *claim.StaleFenceError (racefree.
+// ErrStaleFence) when a later window was won since, and an error matching
+// racefree.ErrNotFound for an unknown fingerprint. Recording again at the
+// same fence overwrites the result.
+func (l *Log) Record(ctx context.Context, fingerprint string, fence int64, r Result) error {
+	if err := validField("fingerprint", fingerprint, claim.MaxKeyBytes); err != nil {
+		return err
+	}
+	if len(r.Classification) > MaxResultBytes || len(r.ExternalID) > MaxResultBytes || !utf8.ValidString(r.Classification+r.ExternalID) {
+		return racefree.Invalid("result", "classification and external_id must be UTF-8 of at most %d bytes each", MaxResultBytes)
+	}
+	res, err := l.db.ExecContext(ctx, l.q.Get("record"), fingerprint, fence, r.Classification, r.ExternalID, Namespace, l.db.ClockArg())
+	if err != nil {
+		return fmt.Errorf("dedup record: %w", l.db.InterpretError(err))
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("dedup record: %w", err)
+	} else if n == 1 {
+		return nil
+	}
+	c, err := l.claims.Get(ctx, l.db, fingerprint)
+	if err != nil {
+		return fmt.Errorf("dedup record %q: %w", fingerprint, err)
+	}
+	return &claim.StaleFenceError{Key: fingerprint, Fence: fence, Current: c.Fence}
+}
+
+// Get returns the stored event, or an error matching racefree.ErrNotFound.
+func (l *Log) Get(ctx context.Context, fingerprint string) (*Record, error) {
+	r := Record{Fingerprint: fingerprint}
+	var class, ext sql.NullString
+	var fence sql.NullInt64
+	err := l.db.QueryRowContext(ctx, l.q.Get("get"), fingerprint).Scan(&r.Source, &r.Level, &r.Message, &class, &ext, &fence)
+	if err != nil {
+		return nil, fmt.Errorf("dedup get %q: %w", fingerprint, l.db.InterpretError(err))
+	}
+	r.Classification, r.ExternalID, r.ResultFence = class.String, ext.String, fence.Int64
+	return &r, nil
+}
+
+var (
+	uuids   = regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+	hexes   = regexp.MustCompile(`(?i)\b(0x)?[0-9a-f]*[0-9][0-9a-f]*\b`)
+	numbers = regexp.MustCompile(`\d+`)
+)
+
+// Normalise returns message with what varies between occurrences of one
+// event — UUIDs, hexadecimal IDs, numbers, runs of white space, letter
+// case — folded, so that "timeout after 3012ms on 10.0.0.5" and "Timeout
+// after 15ms on 10.0.0.7" share a fingerprint.
+func Normalise(message string) string {
+	s := uuids.ReplaceAllString(message, "<id>")
+	s = hexes.ReplaceAllStringFunc(s, func(m string) string {
+		if len(m) >= 8 {
+			return "<id>"
+		}
+		return m
+	})
+	s = numbers.ReplaceAllString(s, "<n>")
+	return strings.ToLower(strings.Join(strings.Fields(s), " "))
+}
+
+// Fingerprint derives an event's fingerprint from its source, its level and
+// its normalised message: the hex SHA-256 of the three, 32 characters.
+func Fingerprint(source, level, message string) string {
+	h := sha256.Sum256([]byte(source + "\x00" + level + "\x00" + Normalise(message)))
+	return hex.EncodeToString(h[:16])
+}
+
+func (ev Event) validate() error {
+	if err := validField("source", ev.Source, MaxSourceBytes); err != nil {
+		return err
+	}
+	if err := validField("level", ev.Level, MaxLevelBytes); err != nil {
+		return err
+	}
+	if err := validField("message", ev.Message, MaxMessageBytes); err != nil {
+		return err
+	}
+	if ev.Fingerprint != "" {
+		return validField("fingerprint", ev.Fingerprint, claim.MaxKeyBytes)
+	}
+	return nil
+}
+
+func validField(name, v string, max int) error {
+	if len(v) == 0 || len(v) > max || !utf8.ValidString(v) {
+		return racefree.Invalid(name, "must be 1 to %d bytes of UTF-8", max)
+	}
+	return nil
+}
+
+func newObserverID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "observer-" + hex.EncodeToString(b)
+}
