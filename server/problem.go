@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
 )
 
 // Problem represents an RFC 9457 problem details document.
@@ -52,13 +53,22 @@ func badRequest(w http.ResponseWriter, detail string) {
 // whose detail says nothing about internals.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ie *racefree.InputError
+	if p, ok := heldProblem(err); ok {
+		writeProblem(w, p)
+		return
+	}
 	switch {
 	case errors.As(err, &ie):
 		badRequest(w, ie.Error())
 	case errors.Is(err, racefree.ErrNotFound):
 		writeProblem(w, Problem{Type: ProblemType("not-found"), Title: "Not found", Status: http.StatusNotFound})
 	case errors.Is(err, racefree.ErrStaleFence):
-		writeProblem(w, Problem{Type: ProblemType("stale-fence"), Title: "Stale fencing token", Status: http.StatusConflict, Detail: err.Error()})
+		p := Problem{Type: ProblemType("stale-fence"), Title: "Stale fencing token", Status: http.StatusConflict, Detail: err.Error()}
+		var sf *claim.StaleFenceError
+		if errors.As(err, &sf) {
+			p.Extra = map[string]any{"fence": sf.Fence, "current_fence": sf.Current}
+		}
+		writeProblem(w, p)
 	case errors.Is(err, racefree.ErrNotHeld):
 		writeProblem(w, Problem{Type: ProblemType("not-held"), Title: "Not held", Status: http.StatusConflict, Detail: err.Error()})
 	case errors.Is(err, racefree.ErrSchemaOutdated), errors.Is(err, racefree.ErrSchemaTooNew):

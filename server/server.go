@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/dedup"
 )
 
 // Options configures a Server. The zero value is usable.
@@ -32,11 +34,15 @@ type Server struct {
 	reg     *prometheus.Registry
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+
+	claims *claim.Store
+	events *dedup.Log
 }
 
 // New returns a Server for db. It does no I/O.
 func New(db *racefree.DB, opts Options) *Server {
-	s := &Server{db: db, opts: opts, log: opts.Logger, mux: http.NewServeMux(), reg: prometheus.NewRegistry()}
+	s := &Server{db: db, opts: opts, log: opts.Logger, mux: http.NewServeMux(), reg: prometheus.NewRegistry(),
+		claims: claim.New(db), events: dedup.New(db)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -61,6 +67,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.claimRoutes()
 }
 
 // Handler returns the server's root handler: routing, metrics, the bearer
