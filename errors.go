@@ -27,6 +27,13 @@ var (
 	// current one: another holder took over after the caller's lease lapsed.
 	ErrStaleFence = errors.New("racefree: stale fencing token")
 
+	// ErrInProgress means an earlier request with the same idempotency key
+	// is still being processed; retry later.
+	ErrInProgress = errors.New("racefree: a request with this idempotency key is in progress")
+	// ErrMismatch means an idempotency key was reused with a different
+	// request (another fingerprint).
+	ErrMismatch = errors.New("racefree: idempotency key reused with a different request")
+
 	// ErrSchemaOutdated means the database schema is older than this code
 	// and the caller did not ask to migrate it.
 	ErrSchemaOutdated = errors.New("racefree: database schema is older than this code")

@@ -23,12 +23,12 @@ func formatTime(t time.Time) string {
 }
 
 func (s *Server) claimRoutes() {
-	s.mux.HandleFunc("POST /v1/claims/{key}", s.acquireClaim)
-	s.mux.HandleFunc("POST /v1/claims/{key}/renew", s.renewClaim)
+	s.mux.Handle("POST /v1/claims/{key}", s.idempotent(s.acquireClaim))
+	s.mux.Handle("POST /v1/claims/{key}/renew", s.idempotent(s.renewClaim))
 	s.mux.HandleFunc("DELETE /v1/claims/{key}", s.releaseClaim)
 	s.mux.HandleFunc("GET /v1/claims/{key}", s.getClaim)
-	s.mux.HandleFunc("POST /v1/events", s.observeEvent)
-	s.mux.HandleFunc("POST /v1/events/{fingerprint}/result", s.recordEvent)
+	s.mux.Handle("POST /v1/events", s.idempotent(s.observeEvent))
+	s.mux.Handle("POST /v1/events/{fingerprint}/result", s.idempotent(s.recordEvent))
 }
 
 type claimJSON struct {

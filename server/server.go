@@ -14,6 +14,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
+	"github.com/racefree/racefree/idempotency"
 )
 
 // Options configures a Server. The zero value is usable.
@@ -37,12 +38,13 @@ type Server struct {
 
 	claims *claim.Store
 	events *dedup.Log
+	idem   *idempotency.Store
 }
 
 // New returns a Server for db. It does no I/O.
 func New(db *racefree.DB, opts Options) *Server {
 	s := &Server{db: db, opts: opts, log: opts.Logger, mux: http.NewServeMux(), reg: prometheus.NewRegistry(),
-		claims: claim.New(db), events: dedup.New(db)}
+		claims: claim.New(db), events: dedup.New(db), idem: idempotency.New(db, nil)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -105,6 +107,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
 	}
 	s.mux.ServeHTTP(w, r)
 	return pattern
+}
+
+// idempotent wraps a state-changing handler in the Idempotency-Key
+// middleware: a client that retries with the same key after a lost reply
+// gets the first answer instead of a second effect.
+func (s *Server) idempotent(h http.HandlerFunc) http.Handler {
+	return s.idem.Middleware(idempotency.MiddlewareOptions{})(h)
 }
 
 func (s *Server) authorized(r *http.Request) bool {

@@ -1,0 +1,32 @@
+// Package idempotency makes a request run once however often it is retried,
+// and gives every retry the first answer.
+//
+// Do claims the key in one statement and runs fn once. After completion a
+// retry replays the stored response. A duplicate that arrives while the
+// first is in progress gets racefree.ErrInProgress; the same key with a
+// different fingerprint (another payload) gets racefree.ErrMismatch.
+//
+// The in-progress state is a lease with a fencing token (package claim,
+// namespace "idempotency"), renewed by a heartbeat while fn runs. If the
+// worker dies, the lease lapses and the next retry takes over with a higher
+// fence; the stale worker can then neither complete the record nor release
+// the lease (racefree.ErrStaleFence), so there are no stuck in-progress
+// records and no zombie completions.
+//
+// DoTx runs fn inside the caller's transaction: the claim, fn's writes and
+// the stored response commit together, and no in-progress state is ever
+// visible to anyone else.
+//
+// Recovery points: a multi-step fn saves the result of each external side
+// effect with Call.Step. A retry after a crash resumes after the last saved
+// step instead of repeating it. A step that crashed between its side effect
+// and its save runs again, so pass Call.StepKey to the external system as
+// its own idempotency key.
+//
+// Keys are scoped by a caller-given scope (tenant or principal, plus
+// route). Records are kept for the retention period (default 24 hours),
+// then deleted by Reap in batches.
+//
+// Middleware applies all of this to net/http handlers, following the IETF
+// draft "The Idempotency-Key HTTP Header Field".
+package idempotency

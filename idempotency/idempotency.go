@@ -1,0 +1,383 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/internal/query"
+)
+
+//go:embed sql
+var sqlFiles embed.FS
+
+// Namespace is the claim namespace of the in-progress leases.
+const Namespace = "idempotency"
+
+// Limits on input; anything outside them is a *racefree.InputError.
+const (
+	MaxScopeBytes       = 512
+	MaxKeyBytes         = 255
+	MaxFingerprintBytes = 256
+	MaxStepBytes        = 128
+)
+
+// Options configures a Store. The zero value means the defaults.
+type Options struct {
+	// Lease is how long an in-progress request holds its key without a
+	// heartbeat; the heartbeat renews it every Lease/3 while fn runs, so a
+	// live worker keeps it and a dead one loses it after Lease. Defaults
+	// to 30 seconds.
+	Lease time.Duration
+	// Retention is how long a record is kept after its last write.
+	// Defaults to 24 hours.
+	Retention time.Duration
+}
+
+// InProgressError reports that the key's first request is still running.
+// It matches racefree.ErrInProgress.
+type InProgressError struct {
+	RetryAfter time.Duration // until the current lease lapses, at most
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("a request with this idempotency key is in progress; retry after %v", e.RetryAfter)
+}
+
+// Is matches racefree.ErrInProgress.
+func (e *InProgressError) Is(target error) bool { return target == racefree.ErrInProgress }
+
+// Result represents the outcome of Do.
+type Result struct {
+	Response []byte // what fn returned, now or the first time
+	Replayed bool   // true when fn did not run: the response is the stored one
+}
+
+// Call represents one run of fn: the lease it runs under, and its recovery
+// points.
+type Call struct {
+	s            *Store
+	scope, key   string
+	holder       string
+	fence        int64
+	tx           *sql.Tx // set by DoTx
+	ResumedSteps int     // how many Step calls were answered from saved values
+}
+
+// Fence returns the fencing token of this run's lease.
+func (c *Call) Fence() int64 { return c.fence }
+
+// StepKey returns a stable key for step, the same in every retry of this
+// request: pass it to the external system as its own idempotency key.
+func (c *Call) StepKey(step string) string {
+	h := sha256.Sum256([]byte(c.scope + "\x00" + c.key + "\x00" + step))
+	return hex.EncodeToString(h[:16])
+}
+
+// Step runs do once per request. When a previous run of this request saved
+// step, Step returns the saved value and does not call do. Otherwise it
+// calls do and saves its value as a recovery point, conditioned on this
+// run's lease: a stale run gets racefree.ErrStaleFence and saves nothing.
+// A first value saved is never replaced.
+func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Context) (string, error)) (string, error) {
+	if len(step) == 0 || len(step) > MaxStepBytes || !utf8.ValidString(step) {
+		return "", racefree.Invalid("step", "must be 1 to %d bytes of UTF-8", MaxStepBytes)
+	}
+	var exec racefree.Executor = c.s.db
+	if c.tx != nil {
+		exec = c.tx
+	}
+	var saved string
+	err := exec.QueryRowContext(ctx, c.s.q.Get("step_get"), c.scope, c.key, step, c.s.db.ClockArg()).Scan(&saved)
+	switch err = c.s.db.InterpretError(err); {
+	case err == nil:
+		c.ResumedSteps++
+		return saved, nil
+	case !errors.Is(err, racefree.ErrNotFound):
+		return "", fmt.Errorf("idempotency step %q: %w", step, err)
+	}
+	value, err := do(ctx)
+	if err != nil {
+		return "", err
+	}
+	save := func(tx *sql.Tx) error {
+		if err := c.s.claims.Guard(ctx, tx, c.claimKey(), c.holder, c.fence); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, c.s.q.Get("step_save"), c.scope, c.key, step, value, c.fence, c.s.opts.Retention.Milliseconds(), c.s.db.ClockArg())
+		return err
+	}
+	if c.tx != nil {
+		err = save(c.tx)
+	} else {
+		err = c.s.db.InTx(ctx, save)
+	}
+	if err != nil {
+		return "", fmt.Errorf("idempotency step %q: %w", step, err)
+	}
+	return value, nil
+}
+
+func (c *Call) claimKey() string { return claimKey(c.scope, c.key) }
+
+// Store represents the idempotency records of one database. It is safe for
+// concurrent use.
+type Store struct {
+	db     *racefree.DB
+	claims *claim.Store
+	q      query.Set
+	opts   Options
+}
+
+// New returns the Store of db. It does no I/O.
+func New(db *racefree.DB, opts *Options) *Store {
+	s := &Store{db: db, claims: claim.NewNamespace(db, Namespace), q: query.MustLoad(sqlFiles, "sql", db.Engine())}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.Lease <= 0 {
+		s.opts.Lease = 30 * time.Second
+	}
+	if s.opts.Retention <= 0 {
+		s.opts.Retention = 24 * time.Hour
+	}
+	return s
+}
+
+// Do runs fn once for (scope, key) and returns its response, or replays
+// the stored response of an earlier completed run.
+//
+// fingerprint identifies the request (a hash of what it asks for); the
+// same key with another fingerprint returns racefree.ErrMismatch. A
+// duplicate while the first run is in progress returns an
+// *InProgressError. When fn returns an error nothing is stored, the lease
+// is released, and the next retry runs fn again; any recovery points fn
+// saved remain. When the lease is lost while fn runs (the heartbeat
+// failed), fn's context is cancelled and Do returns the lease error.
+func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(ctx context.Context, call *Call) ([]byte, error)) (*Result, error) {
+	if err := validate(scope, key, fingerprint); err != nil {
+		return nil, err
+	}
+	call := &Call{s: s, scope: scope, key: key, holder: newHolder()}
+	var replay *Result
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		replay, err = s.begin(ctx, tx, call, fingerprint)
+		return err
+	})
+	if err != nil || replay != nil {
+		return replay, err
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	var leaseErr error
+	heartbeat := make(chan struct{})
+	go func() {
+		defer close(heartbeat)
+		leaseErr = s.heartbeat(runCtx, call)
+		if leaseErr != nil {
+			stop()
+		}
+	}()
+	response, fnErr := fn(runCtx, call)
+	stop()
+	<-heartbeat
+	if leaseErr != nil {
+		return nil, fmt.Errorf("idempotency: lease lost while running: %w", leaseErr)
+	}
+	if fnErr != nil {
+		// Free the key for the retry at once; failing that, it lapses.
+		_ = s.claims.Release(context.WithoutCancel(ctx), s.db, call.claimKey(), call.holder, call.fence)
+		return nil, fnErr
+	}
+	err = s.db.InTx(context.WithoutCancel(ctx), func(tx *sql.Tx) error { return s.complete(ctx, tx, call, response) })
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Response: response}, nil
+}
+
+// DoTx is Do inside the caller's transaction tx: fn gets tx, and the claim,
+// fn's writes and the stored response commit or roll back together. No
+// in-progress state is visible outside tx. A duplicate running at the same
+// time waits for tx (PostgreSQL row lock, SQLite write lock) and then
+// replays the committed response.
+func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint string, fn func(ctx context.Context, tx *sql.Tx, call *Call) ([]byte, error)) (*Result, error) {
+	if err := validate(scope, key, fingerprint); err != nil {
+		return nil, err
+	}
+	call := &Call{s: s, scope: scope, key: key, holder: newHolder(), tx: tx}
+	replay, err := s.begin(ctx, tx, call, fingerprint)
+	if err != nil || replay != nil {
+		return replay, err
+	}
+	response, err := fn(ctx, tx, call)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.complete(ctx, tx, call, response); err != nil {
+		return nil, err
+	}
+	return &Result{Response: response}, nil
+}
+
+// begin takes the key's lease and creates or reads its record, in exec.
+// It returns a replay for a completed record, an error for a duplicate in
+// progress or a mismatch, and nil, nil when call now holds the lease and
+// fn must run.
+func (s *Store) begin(ctx context.Context, exec racefree.Executor, call *Call, fingerprint string) (*Result, error) {
+	// Fast path: a completed record is immutable until it expires, so a
+	// replay needs no lease and writes nothing.
+	if rec, err := s.get(ctx, exec, call.scope, call.key); err == nil && rec.fingerprint != fingerprint {
+		return nil, mismatch(call.key)
+	} else if err == nil && rec.status == "completed" {
+		return &Result{Response: rec.response, Replayed: true}, nil
+	}
+	c, err := s.claims.Acquire(ctx, exec, call.claimKey(), call.holder, s.opts.Lease)
+	var held *claim.HeldError
+	switch {
+	case errors.As(err, &held):
+		// Someone holds the lease: running, or finished and not yet
+		// lapsed. The record says which.
+		rec, err := s.get(ctx, exec, call.scope, call.key)
+		switch {
+		case err == nil && rec.fingerprint != fingerprint:
+			return nil, mismatch(call.key)
+		case err == nil && rec.status == "completed":
+			return &Result{Response: rec.response, Replayed: true}, nil
+		case err != nil && !errors.Is(err, racefree.ErrNotFound):
+			return nil, err
+		}
+		return nil, &InProgressError{RetryAfter: max(held.Claim.ExpiresAt.Sub(held.Claim.LastSeen), time.Second)}
+	case err != nil:
+		return nil, fmt.Errorf("idempotency: %w", err)
+	}
+	call.fence = c.Fence
+	if _, err := exec.ExecContext(ctx, s.q.Get("begin"), call.scope, call.key, fingerprint, s.opts.Retention.Milliseconds(), s.db.ClockArg()); err != nil {
+		return nil, fmt.Errorf("idempotency begin: %w", s.db.InterpretError(err))
+	}
+	rec, err := s.get(ctx, exec, call.scope, call.key)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency begin: %w", err)
+	}
+	if rec.fingerprint != fingerprint {
+		return nil, errors.Join(mismatch(call.key), s.release(ctx, exec, call))
+	}
+	if rec.status == "completed" {
+		return &Result{Response: rec.response, Replayed: true}, s.release(ctx, exec, call)
+	}
+	return nil, nil
+}
+
+// complete stores response, conditioned on call's lease, and releases it.
+func (s *Store) complete(ctx context.Context, tx *sql.Tx, call *Call, response []byte) error {
+	if err := s.claims.Guard(ctx, tx, call.claimKey(), call.holder, call.fence); err != nil {
+		return fmt.Errorf("idempotency complete: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, s.q.Get("complete"), call.scope, call.key, response, s.opts.Retention.Milliseconds(), s.db.ClockArg())
+	if err != nil {
+		return fmt.Errorf("idempotency complete: %w", s.db.InterpretError(err))
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("idempotency complete: record of %q is no longer in progress (%d rows, %v)", call.key, n, err)
+	}
+	return s.release(ctx, tx, call)
+}
+
+func (s *Store) release(ctx context.Context, exec racefree.Executor, call *Call) error {
+	return s.claims.Release(ctx, exec, call.claimKey(), call.holder, call.fence)
+}
+
+// heartbeat renews call's lease every Lease/3 until ctx ends. It returns
+// the error when a renewal finds the lease lost; transient failures are
+// retried at the next tick.
+func (s *Store) heartbeat(ctx context.Context, call *Call) error {
+	t := time.NewTicker(s.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			_, err := s.claims.Renew(ctx, s.db, call.claimKey(), call.holder, call.fence, s.opts.Lease)
+			if errors.Is(err, racefree.ErrStaleFence) || errors.Is(err, racefree.ErrNotHeld) {
+				return err
+			}
+		}
+	}
+}
+
+type record struct {
+	fingerprint, status string
+	response            []byte
+}
+
+func (s *Store) get(ctx context.Context, exec racefree.Executor, scope, key string) (*record, error) {
+	var r record
+	err := exec.QueryRowContext(ctx, s.q.Get("get"), scope, key, s.db.ClockArg()).Scan(&r.fingerprint, &r.status, &r.response)
+	if err != nil {
+		return nil, s.db.InterpretError(err)
+	}
+	return &r, nil
+}
+
+// Reap deletes expired records and recovery points, batch rows per
+// statement (0: 1000), until none is left or ctx ends, and returns how
+// many it deleted.
+func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	var total int64
+	for _, q := range []string{"reap", "reap_steps"} {
+		for {
+			res, err := s.db.ExecContext(ctx, s.q.Get(q), batch, s.db.ClockArg())
+			if err != nil {
+				return total, fmt.Errorf("idempotency reap: %w", s.db.InterpretError(err))
+			}
+			n, _ := res.RowsAffected()
+			total += n
+			if n < int64(batch) {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+func validate(scope, key, fingerprint string) error {
+	switch {
+	case len(scope) > MaxScopeBytes || !utf8.ValidString(scope):
+		return racefree.Invalid("scope", "must be at most %d bytes of UTF-8", MaxScopeBytes)
+	case len(key) == 0 || len(key) > MaxKeyBytes || !utf8.ValidString(key):
+		return racefree.Invalid("idempotency key", "must be 1 to %d bytes of UTF-8", MaxKeyBytes)
+	case len(fingerprint) == 0 || len(fingerprint) > MaxFingerprintBytes:
+		return racefree.Invalid("fingerprint", "must be 1 to %d bytes", MaxFingerprintBytes)
+	}
+	return nil
+}
+
+func mismatch(key string) error {
+	return fmt.Errorf("idempotency key %q: %w", key, racefree.ErrMismatch)
+}
+
+// claimKey names the lease of (scope, key) within the claim key limit.
+func claimKey(scope, key string) string {
+	h := sha256.Sum256([]byte(scope + "\x00" + key))
+	return hex.EncodeToString(h[:])
+}
+
+func newHolder() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
