@@ -143,3 +143,23 @@ func TestEventsOverHTTP(t *testing.T) {
 		}
 	})
 }
+
+func TestRetriedAcquireWithIdempotencyKeyGetsItsOwnClaim(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		h := server.New(db, server.Options{}).Handler()
+		body := `{"holder":"w1","ttl_ms":60000}`
+		code, first, _ := do(t, h, "POST", "/v1/claims/job", body, "Idempotency-Key", `"try-1"`)
+		if code != 200 {
+			t.Fatalf("first: %d %v", code, first)
+		}
+		// The reply was lost; the client retries the same request.
+		code, again, hdr := do(t, h, "POST", "/v1/claims/job", body, "Idempotency-Key", `"try-1"`)
+		if code != 200 || again["fence"] != first["fence"] || hdr.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("retry: %d %v %v", code, again, hdr)
+		}
+		if code, body, _ := do(t, h, "POST", "/v1/claims/job", `{"holder":"w2","ttl_ms":60000}`, "Idempotency-Key", `"try-1"`); code != 422 {
+			t.Fatalf("same key, other holder: %d %v; want 422", code, body)
+		}
+	})
+}
