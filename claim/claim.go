@@ -211,6 +211,36 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 	return c, nil
 }
 
+// Reap deletes the namespace's claims that lapsed at least grace ago,
+// batch rows per statement (0: 1000), until none is left or ctx ends, and
+// returns how many it deleted. Claims in compatible mode (NULL expiry) are
+// kept.
+//
+// Deleting a claim restarts its fence at 1, so a holder still holding an
+// older fence could pass Guard again. Choose grace longer than any holder
+// can stall: at least the longest TTL in use, and for idempotency leases
+// the retention period.
+func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64, error) {
+	if grace < 0 {
+		return 0, racefree.Invalid("grace", "must not be negative")
+	}
+	if batch <= 0 {
+		batch = 1000
+	}
+	var total int64
+	for {
+		res, err := s.db.ExecContext(ctx, s.q.Get("reap"), s.ns, grace.Milliseconds(), batch, s.db.ClockArg())
+		if err != nil {
+			return total, fmt.Errorf("claim reap: %w", s.db.InterpretError(err))
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}
+
 // whyNot settles which error a Renew, Release or Guard that matched no row
 // returns. The statement has already decided the outcome; this read only
 // tells the caller why.

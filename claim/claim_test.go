@@ -357,3 +357,30 @@ func TestAcquireRollsBackWithTheCallersTransaction(t *testing.T) {
 		}
 	})
 }
+
+func TestReapDeletesOnlyLongLapsedClaims(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		for i := range 5 {
+			if _, err := b.claims.Acquire(ctx, b.db, fmt.Sprintf("k%d", i), "a", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		other := claim.NewNamespace(b.db, "other")
+		if _, err := other.Acquire(ctx, b.db, "k0", "a", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(time.Minute + time.Hour - time.Millisecond)
+		if n, err := b.claims.Reap(ctx, time.Hour, 2); err != nil || n != 0 {
+			t.Fatalf("within the grace period: reaped %d, %v", n, err)
+		}
+		b.clock.Advance(time.Millisecond)
+		if n, err := b.claims.Reap(ctx, time.Hour, 2); err != nil || n != 5 {
+			t.Fatalf("after the grace period: reaped %d, %v; want 5", n, err)
+		}
+		if _, err := other.Get(ctx, b.db, "k0"); err != nil {
+			t.Fatalf("another namespace was reaped: %v", err)
+		}
+	})
+}

@@ -330,9 +330,10 @@ func (s *Store) get(ctx context.Context, exec racefree.Executor, scope, key stri
 	return &r, nil
 }
 
-// Reap deletes expired records and recovery points, batch rows per
-// statement (0: 1000), until none is left or ctx ends, and returns how
-// many it deleted.
+// Reap deletes expired records, recovery points and the leases of keys
+// idle for the retention period, batch rows per statement (0: 1000), until
+// none is left or ctx ends, and returns how many records and recovery
+// points it deleted.
 func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
@@ -350,6 +351,9 @@ func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 				break
 			}
 		}
+	}
+	if _, err := s.claims.Reap(ctx, s.opts.Retention, batch); err != nil {
+		return total, fmt.Errorf("idempotency reap: %w", err)
 	}
 	return total, nil
 }

@@ -263,6 +263,10 @@ func TestReapDeletesExpiredRecords(t *testing.T) {
 		if n, err := b.store.Reap(ctx, 2); err != nil || n != 10 {
 			t.Fatalf("reap after expiry: %d, %v; want 10 (5 records, 5 steps)", n, err)
 		}
+		var leases int
+		if err := b.db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_claims WHERE ns = 'idempotency'`).Scan(&leases); err != nil || leases != 0 {
+			t.Fatalf("%d leases left, %v; want 0", leases, err)
+		}
 		// An expired key is a fresh key.
 		res, err := b.store.Do(ctx, "s", "0", "another-fp", func(context.Context, *idempotency.Call) ([]byte, error) { return []byte("new"), nil })
 		if err != nil || res.Replayed {

@@ -5,3 +5,6 @@
 ALTER TABLE racefree_claims ADD COLUMN fence BIGINT;
 ALTER TABLE racefree_claims ADD COLUMN claimed_at BIGINT;
 ALTER TABLE racefree_claims ADD COLUMN expires_at BIGINT;
+
+-- The reaper finds lapsed claims of a namespace by expiry.
+CREATE INDEX racefree_claims_expiry ON racefree_claims (ns, expires_at);
