@@ -52,6 +52,9 @@ type Spec struct {
 	IfNotExists bool
 	// Source says where the spec came from, e.g. "migration.sql:12".
 	Source string
+	// Notes are copied to Report.Warnings: what FromMigration found about
+	// this index that the check of the current data cannot settle.
+	Notes []string
 }
 
 // Report is the verdict on one Spec. DuplicateGroups is zero exactly when
@@ -196,7 +199,7 @@ func (c *Checker) Check(ctx context.Context, spec Spec) (*Report, error) {
 
 	rep := &Report{
 		Source: spec.Source, Table: name.String(), Keys: spec.Keys, Where: spec.Where,
-		NullsNotDistinct: spec.NullsNotDistinct, Groups: []Group{}, Warnings: []string{},
+		NullsNotDistinct: spec.NullsNotDistinct, Groups: []Group{}, Warnings: append([]string{}, spec.Notes...),
 	}
 	err = c.readOnly(ctx, timeout, func(q querier) error {
 		if err := c.preflight(ctx, q, name, spec, rep); err != nil {

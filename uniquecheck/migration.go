@@ -24,8 +24,9 @@ func (w Warning) String() string { return w.Source + ": " + w.Message }
 // the column's DEFAULT, which every existing row receives; without one every
 // row is NULL and nothing can collide). Key expressions and predicates are
 // returned as the file wrote them. It warns when an earlier statement in the
-// file rewrites a key or predicate column, changes the table's rows, or
-// creates the table.
+// file rewrites a key or predicate column or changes the table's rows (in
+// Spec.Notes, which Check copies to Report.Warnings), and returns as
+// Warnings what concerns no checked index, such as a table the file creates.
 //
 // The file is parsed with PostgreSQL's own parser (libpg_query, run as
 // WebAssembly in pure Go). For engine racefree.SQLite, a file PostgreSQL
@@ -353,13 +354,13 @@ func (m *migration) addColumn(col columnDef, table string, s stmt, src string) {
 		m.warn(src, "ADD COLUMN %s UNIQUE: cannot find the text of its DEFAULT; not checked", col.Colname)
 		return
 	}
-	m.warn(src, "ADD COLUMN %s UNIQUE: checked as its DEFAULT %s, the value every existing row receives", col.Colname, expr)
 	cols := map[string]bool{}
 	columnRefs(def.RawExpr, cols)
-	m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, Source: src}, cols)
+	m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, Source: src,
+		Notes: []string{fmt.Sprintf("ADD COLUMN %s UNIQUE: checked as its DEFAULT %s, the value every existing row receives", col.Colname, expr)}}, cols)
 }
 
-// add records spec, unless its table is created in this file, and warns
+// add records spec, unless its table is created in this file, with notes
 // about earlier statements that change what the check reads.
 func (m *migration) add(spec Spec, cols map[string]bool) {
 	if at, ok := m.created[m.key(spec.Table)]; ok {
@@ -368,12 +369,12 @@ func (m *migration) add(spec Spec, cols map[string]bool) {
 	}
 	for _, rw := range m.rewrites[m.key(spec.Table)] {
 		if rw.cols == nil {
-			m.warn(spec.Source, "%s %s %s before this index is built: the check sees the rows as they are now", rw.source, rw.what, spec.Table)
+			spec.Notes = append(spec.Notes, fmt.Sprintf("%s %s %s before this index is built: the check sees the rows as they are now", rw.source, rw.what, spec.Table))
 			continue
 		}
 		for _, c := range rw.cols {
 			if cols[c] {
-				m.warn(spec.Source, "%s %s, a column of this index, before the index is built: the check sees the values as they are now", rw.source, rw.what)
+				spec.Notes = append(spec.Notes, fmt.Sprintf("%s %s, a column of this index, before the index is built: the check sees the values as they are now", rw.source, rw.what))
 				break
 			}
 		}

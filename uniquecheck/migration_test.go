@@ -55,15 +55,19 @@ CREATE UNIQUE INDEX u_email ON users (email);
 	for _, sub := range []string{
 		"line 7: ADD COLUMN ref UNIQUE: every existing row gets NULL",
 		`line 11: "fresh" is created by this migration (line 10)`,
-		"line 12: line 2 updates email, a column of this index",
-		"line 7: ADD COLUMN code UNIQUE: checked as its DEFAULT upper('x')",
 	} {
 		if !strings.Contains(all, sub) {
 			t.Errorf("warnings lack %q:\n%s", sub, all)
 		}
 	}
-	if strings.Contains(all, "line 3: line 2") {
-		t.Errorf("warned about app.users for an update of users:\n%s", all)
+	if got, want := specs[3].Notes, []string{"line 2 updates email, a column of this index, before the index is built: the check sees the values as they are now"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("notes of u_email: %q, want %q", got, want)
+	}
+	if len(specs[0].Notes) != 0 {
+		t.Errorf("noted an update of users on app.users: %q", specs[0].Notes)
+	}
+	if got := specs[2].Notes; len(got) != 1 || !strings.Contains(got[0], "checked as its DEFAULT upper('x')") {
+		t.Errorf("notes of ADD COLUMN code: %q", got)
 	}
 }
 
