@@ -14,10 +14,15 @@ import (
 // names reach it only through quoteIdent; key expressions and the predicate
 // are the operator's own SQL, which checkExpr has kept to one expression and
 // which run only inside the read-only transaction of Checker.readOnly. Each
-// is wrapped as "(\n" + expr + "\n)", so a trailing -- comment ends at the
-// newline.
+// is wrapped in parentheses, on lines of its own when it holds "--", so that
+// a trailing line comment ends before the closing parenthesis.
 
-func wrap(expr string) string { return "(\n" + expr + "\n)" }
+func wrap(expr string) string {
+	if strings.Contains(expr, "--") {
+		return "(\n" + expr + "\n)"
+	}
+	return "(" + expr + ")"
+}
 
 // preflight finds the table and its primary key, checks the engine supports
 // the spec, has the engine prepare each expression, and collects warnings.
