@@ -387,3 +387,24 @@ func TestNullsNotDistinctOnSQLite(t *testing.T) {
 		t.Fatalf("got %v, want ErrInvalidInput", err)
 	}
 }
+
+// TestInvalidIndexWarning leaves an INVALID index behind with a failed
+// CREATE UNIQUE INDEX CONCURRENTLY, as a real deploy would, and expects the
+// check of the same index to say so.
+func TestInvalidIndexWarning(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+	exec(t, db.SQL(), `INSERT INTO users VALUES (1, 'a'), (2, 'a')`)
+	if _, err := db.ExecContext(context.Background(), `CREATE UNIQUE INDEX CONCURRENTLY users_email ON users (email)`); err == nil {
+		t.Fatal("the concurrent build succeeded on duplicates")
+	}
+	rep, err := uniquecheck.Check(context.Background(), db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, IndexName: "users_email", IfNotExists: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(rep.Warnings, "\n")
+	if !strings.Contains(all, "INVALID") || !strings.Contains(all, "IF NOT EXISTS") {
+		t.Fatalf("warnings: %s", all)
+	}
+}
