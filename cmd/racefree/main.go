@@ -2,6 +2,7 @@
 //
 //	racefree serve      [--db DSN] [--addr HOST:PORT] [--token T]
 //	racefree migrate up|status|sql [--db DSN]
+//	racefree unique-check --db DSN (--table T --key EXPR… | --migration FILE.sql)
 //	racefree version
 //
 // DSN is sqlite:PATH (the default, sqlite:racefree.db) or postgres://….
@@ -37,7 +38,7 @@ func run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), migrateCmd(), versionCmd())
+	root.AddCommand(serveCmd(), migrateCmd(), uniqueCheckCmd(), versionCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/uniquecheck"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of unique-check.
+const (
+	exitDuplicates = 1
+	exitFailed     = 2
+)
+
+func uniqueCheckCmd() *cobra.Command {
+	var (
+		db, table, where, migration, format, dedupe, ageColumn string
+		keys                                                   []string
+		nullsNotDistinct, reveal                               bool
+		limit                                                  int
+		timeout                                                time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "unique-check",
+		Short: "Find the rows that would make adding a UNIQUE index fail; reads only (exit 0 clean, 1 duplicates, 2 error)",
+		Long: `unique-check groups a table's rows exactly as a unique index would: by the
+index's own key expressions, without rows that have a NULL key (unless
+--nulls-not-distinct), and only the rows a partial index's --where covers.
+It runs in a read-only transaction with a statement timeout and never writes.
+
+  racefree unique-check --db DSN --table users --key 'lower(email)' --where 'deleted_at IS NULL'
+  racefree unique-check --db DSN --migration migrations/042_unique_email.sql
+
+Key values are masked (sha256 prefix and length) unless --reveal-values.
+Exit status: 0 no duplicates, 1 duplicates found, 2 error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			err := uniqueCheck(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), uniqueCheckOptions{
+				db: db, table: table, keys: keys, where: where, nullsNotDistinct: nullsNotDistinct,
+				migration: migration, format: format, limit: limit, reveal: reveal, timeout: timeout,
+				dedupe: dedupe, ageColumn: ageColumn,
+			})
+			var ee *exitError
+			if err != nil && !errors.As(err, &ee) {
+				err = &exitError{exitFailed, err}
+			}
+			return err
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{exitFailed, err} })
+	f := cmd.Flags()
+	f.StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
+	f.StringVar(&table, "table", "", "table to check: name, schema.name, or \"Quoted\" as in SQL")
+	f.StringArrayVar(&keys, "key", nil, "key column or expression of the index, as in the index (repeat for a composite key): email, 'lower(email)'")
+	f.StringVar(&where, "where", "", "predicate of a partial index: 'deleted_at IS NULL'")
+	f.BoolVar(&nullsNotDistinct, "nulls-not-distinct", false, "NULL keys are equal, as UNIQUE NULLS NOT DISTINCT (PostgreSQL 15 and later)")
+	f.StringVar(&migration, "migration", "", "check every unique index or constraint a migration FILE.sql adds, instead of --table/--key")
+	f.StringVar(&format, "format", "text", "output: text or json (one JSON object per check and line)")
+	f.IntVar(&limit, "limit", uniquecheck.DefaultLimit, "groups to list per check, largest first (totals always count all); -1 for all")
+	f.BoolVar(&reveal, "reveal-values", false, "print key values instead of their sha256 prefix and length (they are often personal data)")
+	f.DurationVar(&timeout, "timeout", uniquecheck.DefaultTimeout, "statement timeout of each check")
+	f.StringVar(&dedupe, "dedupe-sql", "", "print (never run) SQL that archives and deletes the surplus rows: keep=oldest|newest|min-id")
+	f.StringVar(&ageColumn, "age-column", "created_at", "column that keep=oldest and keep=newest order by")
+	return cmd
+}
+
+type uniqueCheckOptions struct {
+	db, table, where, migration, format, dedupe, ageColumn string
+	keys                                                   []string
+	nullsNotDistinct, reveal                               bool
+	limit                                                  int
+	timeout                                                time.Duration
+}
+
+func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if o.format != "text" && o.format != "json" {
+		return racefree.Invalid("format", "%q: want text or json", o.format)
+	}
+	var keep uniquecheck.Keep
+	if o.dedupe != "" {
+		k, ok := strings.CutPrefix(o.dedupe, "keep=")
+		if !ok {
+			return racefree.Invalid("dedupe-sql", "%q: want keep=oldest, keep=newest or keep=min-id", o.dedupe)
+		}
+		keep = uniquecheck.Keep(k)
+		if keep != uniquecheck.KeepOldest && keep != uniquecheck.KeepNewest && keep != uniquecheck.KeepMinID {
+			return racefree.Invalid("dedupe-sql", "%q: want keep=oldest, keep=newest or keep=min-id", o.dedupe)
+		}
+	}
+	if o.limit == 0 || o.limit < -1 {
+		return racefree.Invalid("limit", "%d: want a positive number, or -1 for all", o.limit)
+	}
+	if o.timeout <= 0 {
+		return racefree.Invalid("timeout", "%s: must be positive", o.timeout)
+	}
+	engine, _, err := dsn.Parse(o.db)
+	if err != nil {
+		return err
+	}
+
+	var specs []uniquecheck.Spec
+	var notes []uniquecheck.Warning
+	switch {
+	case o.migration != "" && (o.table != "" || len(o.keys) > 0 || o.where != "" || o.nullsNotDistinct):
+		return racefree.Invalid("migration", "give either --migration or --table and --key, not both")
+	case o.migration != "":
+		text, err := os.ReadFile(o.migration)
+		if err != nil {
+			return err
+		}
+		if specs, notes, err = uniquecheck.FromMigration(engine, string(text)); err != nil {
+			return fmt.Errorf("%s: %w", o.migration, err)
+		}
+		for i := range specs {
+			specs[i].Source = o.migration + ":" + strings.TrimPrefix(specs[i].Source, "line ")
+		}
+	case o.table == "" || len(o.keys) == 0:
+		return racefree.Invalid("table", "give --table and at least one --key, or --migration FILE")
+	default:
+		specs = []uniquecheck.Spec{{Table: o.table, Keys: o.keys, Where: o.where, NullsNotDistinct: o.nullsNotDistinct}}
+	}
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "racefree: warning: %s:%s: %s\n", o.migration, strings.TrimPrefix(n.Source, "line "), n.Message)
+	}
+
+	c, err := uniquecheck.Open(o.db)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.Timeout = o.timeout
+	var reps []*uniquecheck.Report
+	dups := 0
+	for _, s := range specs {
+		s.Limit = o.limit
+		stop := progress(stderr, s)
+		rep, err := c.Check(ctx, s)
+		stop()
+		if err != nil {
+			if s.Source != "" {
+				return fmt.Errorf("%s: %w", s.Source, err)
+			}
+			return err
+		}
+		if rep.DuplicateGroups > 0 {
+			dups++
+		}
+		reps = append(reps, rep)
+	}
+
+	out := reps
+	if !o.reveal {
+		out = make([]*uniquecheck.Report, len(reps))
+		for i, r := range reps {
+			out[i] = r.Masked()
+		}
+	}
+	if keep != "" {
+		// stdout carries only the SQL, so that it can be saved and reviewed;
+		// the report goes to stderr.
+		if err := uniquecheck.WriteText(stderr, out); err != nil {
+			return err
+		}
+		for _, r := range reps {
+			if r.DuplicateGroups == 0 {
+				continue
+			}
+			script, err := uniquecheck.DedupeSQL(engine, r, keep, o.ageColumn)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, script)
+		}
+	} else if o.format == "json" {
+		err = uniquecheck.WriteJSON(stdout, out)
+	} else {
+		err = uniquecheck.WriteText(stdout, out)
+	}
+	if err != nil {
+		return err
+	}
+	if dups > 0 {
+		return &exitError{exitDuplicates, fmt.Errorf("unique-check: %d of %d checks found duplicates", dups, len(reps))}
+	}
+	return nil
+}
+
+// progress shows, on a terminal only, that a long scan is still running.
+// It returns the function that stops it and clears the line.
+func progress(w io.Writer, s uniquecheck.Spec) func() {
+	f, ok := w.(*os.File)
+	if !ok {
+		return func() {}
+	}
+	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		shown := false
+		for {
+			select {
+			case <-done:
+				if shown {
+					fmt.Fprint(f, "\r\033[K")
+				}
+				return
+			case <-t.C:
+				shown = true
+				fmt.Fprintf(f, "\r\033[Kracefree: scanning %s (%s) … %s", s.Table, strings.Join(s.Keys, ", "), time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}

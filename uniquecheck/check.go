@@ -1,0 +1,265 @@
+package uniquecheck
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/dsn"
+	_ "modernc.org/sqlite" // the read-only SQLite pool Open builds
+)
+
+// DefaultTimeout bounds a check when Checker.Timeout is zero.
+const DefaultTimeout = 60 * time.Second
+
+// DefaultLimit is how many groups a Report lists when Spec.Limit is zero.
+const DefaultLimit = 20
+
+// Spec describes one unique index to check: the rows of Table for which
+// Where holds, grouped by Keys, exactly as CREATE UNIQUE INDEX would see
+// them.
+type Spec struct {
+	// Table is the table, as written in SQL: users, app.users, "Users".
+	Table string
+	// Keys are the index's key expressions, as written in the index:
+	// column names (email) or expressions (lower(email)). At least one.
+	Keys []string
+	// Where is the predicate of a partial index (deleted_at IS NULL);
+	// empty for a full index.
+	Where string
+	// NullsNotDistinct makes NULL key values equal to each other, as
+	// UNIQUE NULLS NOT DISTINCT does (PostgreSQL 15 and later only).
+	// Defaults to false: a row with a NULL in any key never conflicts.
+	NullsNotDistinct bool
+	// Limit bounds the groups listed in Report.Groups (the totals always
+	// cover every group). Defaults to DefaultLimit; negative lists all.
+	Limit int
+
+	// IndexName is the name the migration gives the index or constraint,
+	// when known; Check then warns about an existing index of that name.
+	IndexName string
+	// IfNotExists records that the migration creates the index with
+	// IF NOT EXISTS, which skips silently over an existing index.
+	IfNotExists bool
+	// Source says where the spec came from, e.g. "migration.sql:12".
+	Source string
+	// Notes are copied to Report.Warnings: what FromMigration found about
+	// this index that the check of the current data cannot settle.
+	Notes []string
+}
+
+// Report is the verdict on one Spec. DuplicateGroups is zero exactly when
+// the engine would build the unique index.
+type Report struct {
+	Source           string   `json:"source,omitempty"`
+	Table            string   `json:"table"`
+	Keys             []string `json:"keys"`
+	Where            string   `json:"where"`
+	NullsNotDistinct bool     `json:"nulls_not_distinct"`
+	PrimaryKey       []string `json:"primary_key"` // columns identifying a row in Groups; ["rowid"] or ["ctid"] when the table has none
+	DuplicateGroups  int64    `json:"duplicate_groups"`
+	SurplusRows      int64    `json:"surplus_rows"` // Σ(count − 1): the rows to remove for the index to build
+	Groups           []Group  `json:"groups"`       // the largest groups first, up to Spec.Limit
+	Warnings         []string `json:"warnings"`
+}
+
+// Group is a set of rows that share one key.
+type Group struct {
+	Values      []*string         `json:"values"` // the key values as text, nil for NULL; see Report.Masked
+	Count       int64             `json:"count"`
+	PrimaryKeys []json.RawMessage `json:"primary_keys"` // one JSON value per row (an array for a composite key), ascending
+}
+
+// Checker runs checks on one database, reading only. It is safe for
+// concurrent use.
+type Checker struct {
+	engine string
+	db     *sql.DB
+	owned  bool
+	// Timeout bounds each check, as a statement timeout on PostgreSQL and
+	// a context deadline on both engines. Defaults to DefaultTimeout.
+	Timeout time.Duration
+}
+
+// New returns a Checker on an existing pool of engine (racefree.SQLite or
+// racefree.Postgres). It does no I/O. The caller keeps ownership of db.
+func New(engine string, db *sql.DB) (*Checker, error) {
+	if engine != racefree.SQLite && engine != racefree.Postgres {
+		return nil, racefree.Invalid("engine", "unknown engine %q", engine)
+	}
+	return &Checker{engine: engine, db: db}, nil
+}
+
+// Open opens the database named by dsnStr for checking only. It neither
+// creates nor migrates anything: a SQLite file is opened read-only
+// (mode=ro, query_only) and must exist; a PostgreSQL pool is opened
+// without a connection until the first check.
+func Open(dsnStr string) (*Checker, error) {
+	engine, addr, err := dsn.Parse(dsnStr)
+	if err != nil {
+		return nil, err
+	}
+	if engine == racefree.Postgres {
+		e, err := dsn.Engine(dsnStr)
+		if err != nil {
+			return nil, err
+		}
+		return &Checker{engine: engine, db: e.SQL(), owned: true}, nil
+	}
+	if strings.ContainsAny(addr, "?#") {
+		return nil, racefree.Invalid("dsn", "sqlite path %q must not contain ? or #", addr)
+	}
+	if st, err := os.Stat(addr); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("sqlite %s: no such database file", addr)
+	}
+	abs, err := filepath.Abs(addr)
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "query_only(1)")
+	q.Add("_pragma", "busy_timeout(10000)")
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}).String())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", addr, err)
+	}
+	return &Checker{engine: engine, db: db, owned: true}, nil
+}
+
+// Engine returns racefree.SQLite or racefree.Postgres.
+func (c *Checker) Engine() string { return c.engine }
+
+// Close closes the pool if Open made it.
+func (c *Checker) Close() error {
+	if c.owned {
+		return c.db.Close()
+	}
+	return nil
+}
+
+// Check reports the duplicates that would make CREATE UNIQUE INDEX on spec
+// fail. It runs in one read-only transaction (a consistent snapshot) bounded
+// by c.Timeout, and never writes. Invalid names or expressions are an
+// *racefree.InputError; an expression the engine rejects is returned as the
+// engine's error.
+func Check(ctx context.Context, db *racefree.DB, spec Spec) (*Report, error) {
+	c, err := New(db.Engine(), db.SQL())
+	if err != nil {
+		return nil, err
+	}
+	return c.Check(ctx, spec)
+}
+
+// Check is the package-level Check on c's database.
+func (c *Checker) Check(ctx context.Context, spec Spec) (*Report, error) {
+	name, err := ParseName(spec.Table)
+	if err != nil {
+		return nil, err
+	}
+	table, err := name.Quoted()
+	if err != nil {
+		return nil, err
+	}
+	if len(spec.Keys) == 0 {
+		return nil, racefree.Invalid("keys", "at least one key expression is needed")
+	}
+	for _, k := range spec.Keys {
+		if err := checkExpr("key", k); err != nil {
+			return nil, err
+		}
+	}
+	if spec.Where != "" {
+		if err := checkExpr("where", spec.Where); err != nil {
+			return nil, err
+		}
+	}
+	if spec.NullsNotDistinct && c.engine == racefree.SQLite {
+		return nil, racefree.Invalid("nulls-not-distinct", "SQLite unique indexes always treat NULLs as distinct")
+	}
+	limit := spec.Limit
+	if limit == 0 {
+		limit = DefaultLimit
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	rep := &Report{
+		Source: spec.Source, Table: name.String(), Keys: spec.Keys, Where: spec.Where,
+		NullsNotDistinct: spec.NullsNotDistinct, Groups: []Group{}, Warnings: append([]string{}, spec.Notes...),
+	}
+	err = c.readOnly(ctx, timeout, func(q querier) error {
+		if err := c.preflight(ctx, q, name, spec, rep); err != nil {
+			return err
+		}
+		return c.scan(ctx, q, table, spec, limit, rep)
+	})
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("unique-check %s: timed out after %s: %w", rep.Table, timeout, err)
+		}
+		return nil, fmt.Errorf("unique-check %s: %w", rep.Table, err)
+	}
+	return rep, nil
+}
+
+// querier is what the read-only transaction offers: *sql.Tx or *sql.Conn.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// readOnly runs fn in a read-only transaction. PostgreSQL: BEGIN READ ONLY
+// at REPEATABLE READ with SET LOCAL statement_timeout. SQLite: a dedicated
+// connection with PRAGMA query_only=1 and a deferred BEGIN (never IMMEDIATE,
+// which would take the write lock); the context deadline interrupts it.
+func (c *Checker) readOnly(ctx context.Context, timeout time.Duration, fn func(querier) error) error {
+	if c.engine == racefree.Postgres {
+		tx, err := c.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
+		if err != nil {
+			return fmt.Errorf("begin read only: %w", err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('statement_timeout', $1, true)`, fmt.Sprintf("%dms", timeout.Milliseconds())); err != nil {
+			return fmt.Errorf("statement timeout: %w", err)
+		}
+		return fn(tx)
+	}
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	clean := false
+	defer func() {
+		if !clean { // never hand a query_only or mid-transaction connection back to the pool
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	if _, err := conn.ExecContext(ctx, `PRAGMA query_only = 1`); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
+		return err
+	}
+	ferr := fn(conn)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, rerr := conn.ExecContext(bg, `ROLLBACK`)
+	_, perr := conn.ExecContext(bg, `PRAGMA query_only = 0`)
+	clean = rerr == nil && perr == nil
+	return ferr
+}

@@ -1,0 +1,194 @@
+package uniquecheck
+
+import (
+	"errors"
+	"strings"
+)
+
+// token is one lexical token of a statement the parser has already
+// accepted: the lexer only has to find boundaries, not judge syntax.
+type token struct {
+	start, end int // byte offsets into stmt.text
+	depth      int // parenthesis depth before the token
+	text       string
+}
+
+// stmt is one statement of a migration: text[start:end].
+type stmt struct {
+	text       string
+	start, end int
+}
+
+func (s stmt) tokens() []token {
+	var out []token
+	t := s.text
+	depth := 0
+	for i := s.start; i < s.end; {
+		c := t[i]
+		j := i + 1
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+			continue
+		case c == '-' && j < s.end && t[j] == '-':
+			for j < s.end && t[j] != '\n' {
+				j++
+			}
+			i = j
+			continue
+		case c == '/' && j < s.end && t[j] == '*':
+			if k := strings.Index(t[j:s.end], "*/"); k >= 0 {
+				i = j + k + 2
+			} else {
+				i = s.end
+			}
+			continue
+		case c == '\'' || c == '"':
+			for j < s.end {
+				if t[j] == c {
+					if j+1 < s.end && t[j+1] == c {
+						j += 2
+						continue
+					}
+					j++
+					break
+				}
+				if c == '\'' && t[j] == '\\' && i > s.start && (t[i-1] == 'E' || t[i-1] == 'e') {
+					j++
+				}
+				j++
+			}
+		case c == '$':
+			tag := "$"
+			if k := strings.IndexByte(t[j:s.end], '$'); k >= 0 && isTag(t[j:j+k]) {
+				tag = t[i : j+k+1]
+				if e := strings.Index(t[j+k+1:s.end], tag); e >= 0 {
+					j = j + k + 1 + e + len(tag)
+				}
+			}
+			for j < s.end && tag == "$" && t[j] >= '0' && t[j] <= '9' {
+				j++
+			}
+		case isWord(c):
+			for j < s.end && (isWord(t[j]) || t[j] == '$') {
+				j++
+			}
+			// E'…', U&'…', B'…', X'…' string prefixes stay one token.
+			if j < s.end && t[j] == '\'' && j-i <= 2 {
+				continue
+			}
+		case c == '(':
+			out = append(out, token{i, j, depth, "("})
+			depth++
+			i = j
+			continue
+		case c == ')':
+			depth--
+			out = append(out, token{i, j, depth, ")"})
+			i = j
+			continue
+		case strings.IndexByte(",.;[]", c) >= 0:
+		default:
+			for j < s.end && strings.IndexByte("+-*/<>=~!@#%^&|`?", t[j]) >= 0 {
+				j++
+			}
+		}
+		out = append(out, token{i, j, depth, t[i:j]})
+		i = j
+	}
+	return out
+}
+
+func isWord(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+func isTag(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isWord(s[i]) || (i == 0 && s[i] >= '0' && s[i] <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// indexParts returns the tokens of each key of a CREATE INDEX, and the text
+// of its WHERE predicate.
+func (s stmt) indexParts() ([][]token, string, error) {
+	toks := s.tokens()
+	i := 0
+	for ; i < len(toks) && !(toks[i].depth == 0 && strings.EqualFold(toks[i].text, "ON")); i++ {
+	}
+	for ; i < len(toks) && !(toks[i].depth == 0 && toks[i].text == "("); i++ {
+	}
+	if i == len(toks) {
+		return nil, "", errors.New("no key list")
+	}
+	var elems [][]token
+	var cur []token
+	for i++; i < len(toks); i++ {
+		t := toks[i]
+		if t.depth == 0 && t.text == ")" {
+			elems = append(elems, cur)
+			break
+		}
+		if t.depth == 1 && t.text == "," {
+			elems = append(elems, cur)
+			cur = nil
+			continue
+		}
+		cur = append(cur, t)
+	}
+	for ; i < len(toks); i++ {
+		if toks[i].depth == 0 && strings.EqualFold(toks[i].text, "WHERE") && i+1 < len(toks) {
+			return elems, strings.TrimSpace(s.text[toks[i+1].start:toks[len(toks)-1].end]), nil
+		}
+	}
+	return elems, "", nil
+}
+
+// dropParens removes a trailing parenthesised group.
+func dropParens(toks []token) []token {
+	if len(toks) == 0 || toks[len(toks)-1].text != ")" {
+		return toks
+	}
+	d := toks[len(toks)-1].depth
+	for i := len(toks) - 2; i >= 0; i-- {
+		if toks[i].text == "(" && toks[i].depth == d {
+			return toks[:i]
+		}
+	}
+	return toks
+}
+
+// defaultExpr returns the text of the DEFAULT expression whose keyword is
+// at offset at, ending before the next constraint of the column (bounds) or
+// at the end of the column definition.
+func (s stmt) defaultExpr(at int, bounds []int) string {
+	toks := s.tokens()
+	i := 0
+	for ; i < len(toks) && toks[i].start != at; i++ {
+	}
+	if i == len(toks) {
+		return ""
+	}
+	d := toks[i].depth
+	first, last := i+1, -1
+	for j := first; j < len(toks); j++ {
+		t := toks[j]
+		stop := t.depth < d || t.depth == d && (t.text == "," || t.text == ";")
+		for _, b := range bounds {
+			if b == t.start && b != at {
+				stop = true
+			}
+		}
+		if stop {
+			break
+		}
+		last = j
+	}
+	if last < first {
+		return ""
+	}
+	return s.text[toks[first].start:toks[last].end]
+}

@@ -1,0 +1,538 @@
+package uniquecheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/racefree/racefree"
+	"github.com/wasilibs/go-pgquery/parser"
+)
+
+// Warning is something about a migration that the check alone cannot settle.
+type Warning struct {
+	Source  string // "line N" of the migration
+	Message string
+}
+
+func (w Warning) String() string { return w.Source + ": " + w.Message }
+
+// FromMigration finds every unique index or constraint a migration adds, in
+// the order the file adds them: CREATE UNIQUE INDEX (with its expressions,
+// collations, predicate and NULLS NOT DISTINCT), ALTER TABLE … ADD
+// [CONSTRAINT …] UNIQUE, and ALTER TABLE … ADD COLUMN … UNIQUE (checked as
+// the column's DEFAULT, which every existing row receives; without one every
+// row is NULL and nothing can collide). Key expressions and predicates are
+// returned as the file wrote them. It warns when an earlier statement in the
+// file rewrites a key or predicate column or changes the table's rows (in
+// Spec.Notes, which Check copies to Report.Warnings), and returns as
+// Warnings what concerns no checked index, such as a table the file creates.
+//
+// The file is parsed with PostgreSQL's own parser (libpg_query, run as
+// WebAssembly in pure Go). For engine racefree.SQLite, a file PostgreSQL
+// cannot parse is split into statements, SQLite's `ident` and [ident]
+// quoting and its schema-qualified index names (CREATE UNIQUE INDEX main.i
+// ON t …) are rewritten, and each statement is parsed alone; a statement
+// that still fails is skipped with a warning, unless it creates a unique
+// index, which is an error. It does no I/O. The first call in a process
+// spends a few seconds compiling the parser.
+func FromMigration(engine, sqlText string) ([]Spec, []Warning, error) {
+	if engine != racefree.SQLite && engine != racefree.Postgres {
+		return nil, nil, racefree.Invalid("engine", "unknown engine %q", engine)
+	}
+	m := &migration{engine: engine, rewrites: map[string][]rewrite{}, created: map[string]string{}}
+	if err := m.file(sqlText, 0, sqlText); err == nil {
+		return m.specs, m.warnings, nil
+	} else if !isParseError(err) {
+		return nil, nil, err
+	} else if engine == racefree.Postgres {
+		return nil, nil, racefree.Invalid("migration", "%v", err)
+	}
+	m = &migration{engine: engine, rewrites: map[string][]rewrite{}, created: map[string]string{}}
+	for _, st := range splitStatements(sqlText) {
+		text := sqliteToPostgres(st.text)
+		src := lineOf(sqlText, st.offset)
+		if err := m.file(text, st.offset, sqlText); err != nil {
+			if !isParseError(err) {
+				return nil, nil, err
+			}
+			if isUniqueIndex(text) {
+				return nil, nil, racefree.Invalid("migration", "%s: cannot parse this CREATE UNIQUE INDEX: %v", src, err)
+			}
+			m.warn(src, "skipped a statement the parser does not understand (%v)", err)
+		}
+	}
+	return m.specs, m.warnings, nil
+}
+
+type parseError struct{ err error }
+
+func (e *parseError) Error() string { return e.err.Error() }
+
+func isParseError(err error) bool { _, ok := err.(*parseError); return ok }
+
+type rewrite struct {
+	source string
+	what   string
+	cols   []string // nil: the statement changes whole rows
+}
+
+type migration struct {
+	engine   string
+	specs    []Spec
+	warnings []Warning
+	rewrites map[string][]rewrite // by table
+	created  map[string]string    // table -> source of its CREATE TABLE
+}
+
+// key names a table for matching statements on it: SQLite's main schema is
+// the default one.
+func (m *migration) key(table string) string {
+	if m.engine == racefree.SQLite {
+		return strings.TrimPrefix(table, `"main".`)
+	}
+	return table
+}
+
+func (m *migration) warn(src, format string, args ...any) {
+	m.warnings = append(m.warnings, Warning{Source: src, Message: fmt.Sprintf(format, args...)})
+}
+
+// The parse tree, as libpg_query writes it in JSON: only the parts read here.
+type (
+	parseTree struct {
+		Stmts []struct {
+			Stmt map[string]json.RawMessage `json:"stmt"`
+			Loc  int                        `json:"stmt_location"`
+			Len  int                        `json:"stmt_len"`
+		}
+	}
+	rangeVar  struct{ Schemaname, Relname string }
+	strNode   struct{ String struct{ Sval string } }
+	indexStmt struct {
+		Idxname          string
+		Relation         rangeVar
+		IndexParams      []struct{ IndexElem indexElem }
+		WhereClause      json.RawMessage
+		Unique           bool
+		NullsNotDistinct bool `json:"nulls_not_distinct"`
+		IfNotExists      bool `json:"if_not_exists"`
+	}
+	indexElem struct {
+		Name          string
+		Expr          json.RawMessage
+		Collation     []strNode
+		Opclass       []strNode
+		Opclassopts   []json.RawMessage
+		Ordering      string
+		NullsOrdering string `json:"nulls_ordering"`
+	}
+	constraint struct {
+		Contype          string
+		Conname          string
+		Indexname        string
+		Keys             []strNode
+		NullsNotDistinct bool            `json:"nulls_not_distinct"`
+		RawExpr          json.RawMessage `json:"raw_expr"`
+		Location         int
+	}
+	columnDef struct {
+		Colname     string
+		Constraints []struct{ Constraint constraint }
+	}
+	alterTableStmt struct {
+		Relation rangeVar
+		Cmds     []struct {
+			AlterTableCmd struct {
+				Subtype string
+				Name    string
+				Def     struct {
+					Constraint *constraint
+					ColumnDef  *columnDef
+				}
+			}
+		}
+	}
+	updateStmt struct {
+		Relation   rangeVar
+		TargetList []struct{ ResTarget struct{ Name string } }
+	}
+	relStmt      struct{ Relation rangeVar }
+	truncateStmt struct{ Relations []struct{ RangeVar rangeVar } }
+	renameStmt   struct {
+		RenameType string
+		Relation   rangeVar
+		Subname    string
+		Newname    string
+	}
+)
+
+func (r rangeVar) name() string { return Name{Schema: r.Schemaname, Table: r.Relname}.String() }
+
+// file parses text (which starts at offset base of the whole migration, for
+// line numbers) and reads each statement.
+func (m *migration) file(text string, base int, whole string) error {
+	js, err := parser.ParseToJSON(text)
+	if err != nil {
+		return &parseError{err}
+	}
+	var tree parseTree
+	if err := json.Unmarshal([]byte(js), &tree); err != nil {
+		return fmt.Errorf("parse tree: %w", err)
+	}
+	for _, st := range tree.Stmts {
+		end := len(text)
+		if st.Len > 0 {
+			end = st.Loc + st.Len
+		}
+		s := stmt{text: text, start: st.Loc, end: end}
+		src := lineOf(whole, base+st.Loc)
+		for kind, raw := range st.Stmt {
+			if err := m.statement(kind, raw, s, src); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (m *migration) statement(kind string, raw json.RawMessage, s stmt, src string) error {
+	switch kind {
+	case "IndexStmt":
+		var st indexStmt
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return err
+		}
+		if !st.Unique {
+			return nil
+		}
+		spec := Spec{Table: st.Relation.name(), NullsNotDistinct: st.NullsNotDistinct, IndexName: st.Idxname, IfNotExists: st.IfNotExists, Source: src}
+		elems, where, err := s.indexParts()
+		if err != nil || len(elems) != len(st.IndexParams) {
+			return racefree.Invalid("migration", "%s: cannot find the key list of this index (%v)", src, err)
+		}
+		cols := map[string]bool{}
+		for i, p := range st.IndexParams {
+			el := p.IndexElem
+			toks := elems[i]
+			if el.NullsOrdering != "" && el.NullsOrdering != "SORTBY_NULLS_DEFAULT" {
+				toks = toks[:len(toks)-2]
+			}
+			if el.Ordering != "" && el.Ordering != "SORTBY_DEFAULT" {
+				toks = toks[:len(toks)-1]
+			}
+			if len(el.Opclassopts) > 0 {
+				toks = dropParens(toks)
+			}
+			if n := len(el.Opclass); n > 0 {
+				toks = toks[:len(toks)-(2*n-1)]
+			}
+			if len(toks) == 0 {
+				return racefree.Invalid("migration", "%s: empty index key", src)
+			}
+			spec.Keys = append(spec.Keys, s.text[toks[0].start:toks[len(toks)-1].end])
+			if el.Name != "" {
+				cols[el.Name] = true
+			}
+			columnRefs(el.Expr, cols)
+		}
+		if st.WhereClause != nil {
+			spec.Where = where
+			columnRefs(st.WhereClause, cols)
+		}
+		m.add(spec, cols)
+	case "AlterTableStmt":
+		var st alterTableStmt
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return err
+		}
+		table := st.Relation.name()
+		for _, c := range st.Cmds {
+			cmd := c.AlterTableCmd
+			switch cmd.Subtype {
+			case "AT_AddConstraint":
+				if cmd.Def.Constraint != nil {
+					m.constraint(*cmd.Def.Constraint, table, src)
+				}
+			case "AT_AddColumn":
+				if cmd.Def.ColumnDef != nil {
+					m.addColumn(*cmd.Def.ColumnDef, table, s, src)
+				}
+			case "AT_AlterColumnType":
+				m.rewrites[m.key(table)] = append(m.rewrites[m.key(table)], rewrite{src, "changes the type of column " + cmd.Name, []string{cmd.Name}})
+			case "AT_DropColumn":
+				m.rewrites[m.key(table)] = append(m.rewrites[m.key(table)], rewrite{src, "drops column " + cmd.Name, []string{cmd.Name}})
+			}
+		}
+	case "UpdateStmt":
+		var st updateStmt
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return err
+		}
+		var cols []string
+		for _, t := range st.TargetList {
+			cols = append(cols, t.ResTarget.Name)
+		}
+		t := st.Relation.name()
+		m.rewrites[m.key(t)] = append(m.rewrites[m.key(t)], rewrite{src, "updates " + strings.Join(cols, ", "), cols})
+	case "DeleteStmt", "InsertStmt":
+		var st relStmt
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return err
+		}
+		what := map[string]string{"DeleteStmt": "deletes rows of", "InsertStmt": "inserts rows into"}[kind]
+		t := st.Relation.name()
+		m.rewrites[m.key(t)] = append(m.rewrites[m.key(t)], rewrite{src, what, nil})
+	case "TruncateStmt":
+		var st truncateStmt
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return err
+		}
+		for _, r := range st.Relations {
+			t := r.RangeVar.name()
+			m.rewrites[m.key(t)] = append(m.rewrites[m.key(t)], rewrite{src, "truncates", nil})
+		}
+	case "RenameStmt":
+		var st renameStmt
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return err
+		}
+		if st.RenameType == "OBJECT_COLUMN" {
+			t := st.Relation.name()
+			m.rewrites[m.key(t)] = append(m.rewrites[m.key(t)], rewrite{src, "renames column " + st.Subname + " to " + st.Newname, []string{st.Subname, st.Newname}})
+		}
+	case "CreateStmt":
+		var st relStmt
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return err
+		}
+		m.created[m.key(st.Relation.name())] = src
+	}
+	return nil
+}
+
+func (m *migration) constraint(con constraint, table, src string) {
+	if con.Contype != "CONSTR_UNIQUE" {
+		return
+	}
+	if con.Indexname != "" {
+		m.warn(src, "UNIQUE USING INDEX %s: the existing index already decides; nothing to check", con.Indexname)
+		return
+	}
+	spec := Spec{Table: table, NullsNotDistinct: con.NullsNotDistinct, IndexName: con.Conname, Source: src}
+	cols := map[string]bool{}
+	for _, k := range con.Keys {
+		spec.Keys = append(spec.Keys, Name{Table: k.String.Sval}.String())
+		cols[k.String.Sval] = true
+	}
+	m.add(spec, cols)
+}
+
+func (m *migration) addColumn(col columnDef, table string, s stmt, src string) {
+	var unique, nnd bool
+	var def *constraint
+	var bounds []int
+	for _, c := range col.Constraints {
+		con := c.Constraint
+		bounds = append(bounds, con.Location)
+		switch con.Contype {
+		case "CONSTR_UNIQUE":
+			unique, nnd = true, con.NullsNotDistinct
+		case "CONSTR_DEFAULT":
+			def = &c.Constraint
+		}
+	}
+	if !unique {
+		return
+	}
+	if def == nil {
+		m.warn(src, "ADD COLUMN %s UNIQUE: every existing row gets NULL, so no two collide; nothing to check", col.Colname)
+		return
+	}
+	expr := s.defaultExpr(def.Location, bounds)
+	if expr == "" {
+		m.warn(src, "ADD COLUMN %s UNIQUE: cannot find the text of its DEFAULT; not checked", col.Colname)
+		return
+	}
+	cols := map[string]bool{}
+	columnRefs(def.RawExpr, cols)
+	m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, Source: src,
+		Notes: []string{fmt.Sprintf("ADD COLUMN %s UNIQUE: checked as its DEFAULT %s, the value every existing row receives", col.Colname, expr)}}, cols)
+}
+
+// add records spec, unless its table is created in this file, with notes
+// about earlier statements that change what the check reads.
+func (m *migration) add(spec Spec, cols map[string]bool) {
+	if at, ok := m.created[m.key(spec.Table)]; ok {
+		m.warn(spec.Source, "%s is created by this migration (%s): it has no rows yet; nothing to check", spec.Table, at)
+		return
+	}
+	for _, rw := range m.rewrites[m.key(spec.Table)] {
+		if rw.cols == nil {
+			spec.Notes = append(spec.Notes, fmt.Sprintf("%s %s %s before this index is built: the check sees the rows as they are now", rw.source, rw.what, spec.Table))
+			continue
+		}
+		for _, c := range rw.cols {
+			if cols[c] {
+				spec.Notes = append(spec.Notes, fmt.Sprintf("%s %s, a column of this index, before the index is built: the check sees the values as they are now", rw.source, rw.what))
+				break
+			}
+		}
+	}
+	m.specs = append(m.specs, spec)
+}
+
+// columnRefs adds the last name of every column reference in the JSON parse
+// tree raw to out.
+func columnRefs(raw json.RawMessage, out map[string]bool) {
+	if len(raw) == 0 {
+		return
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if cr, ok := v["ColumnRef"].(map[string]any); ok {
+				if fields, ok := cr["fields"].([]any); ok && len(fields) > 0 {
+					if s, ok := fields[len(fields)-1].(map[string]any)["String"].(map[string]any); ok {
+						if name, ok := s["sval"].(string); ok {
+							out[name] = true
+						}
+					}
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+}
+
+func lineOf(text string, offset int) string {
+	offset = min(max(offset, 0), len(text))
+	// A statement's location is where the previous one ended; skip to its
+	// first token.
+	for offset < len(text) {
+		rest := text[offset:]
+		switch {
+		case strings.HasPrefix(rest, "--"):
+			if i := strings.IndexByte(rest, '\n'); i >= 0 {
+				offset += i + 1
+				continue
+			}
+			offset = len(text)
+		case strings.HasPrefix(rest, "/*"):
+			if i := strings.Index(rest, "*/"); i >= 0 {
+				offset += i + 2
+				continue
+			}
+			offset = len(text)
+		case strings.ContainsRune(" \t\r\n;", rune(rest[0])):
+			offset++
+			continue
+		}
+		break
+	}
+	return fmt.Sprintf("line %d", strings.Count(text[:offset], "\n")+1)
+}
+
+type statement struct {
+	text   string
+	offset int
+}
+
+// splitStatements splits SQLite SQL on the semicolons outside quotes,
+// brackets and comments. (A CREATE TRIGGER body is split too; its pieces
+// are skipped with a warning.)
+func splitStatements(s string) []statement {
+	var out []statement
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'', '"', '`':
+			for i++; i < len(s) && s[i] != c; i++ {
+			}
+		case '[':
+			for i++; i < len(s) && s[i] != ']'; i++ {
+			}
+		case '-':
+			if i+1 < len(s) && s[i+1] == '-' {
+				for ; i < len(s) && s[i] != '\n'; i++ {
+				}
+			}
+		case '/':
+			if i+1 < len(s) && s[i+1] == '*' {
+				if j := strings.Index(s[i+2:], "*/"); j >= 0 {
+					i += j + 3
+				} else {
+					i = len(s)
+				}
+			}
+		case ';':
+			out = append(out, statement{s[start:i], start})
+			start = i + 1
+		}
+	}
+	if strings.TrimSpace(s[start:]) != "" {
+		out = append(out, statement{s[start:], start})
+	}
+	return out
+}
+
+// sqliteToPostgres rewrites the SQLite spellings PostgreSQL's parser does
+// not accept: `ident` and [ident] become "ident", and the schema moves from
+// a unique index's name to its table (SQLite's CREATE UNIQUE INDEX s.i ON t
+// builds i on s.t).
+func sqliteToPostgres(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'', '"':
+			j := i + 1
+			for ; j < len(s) && s[j] != c; j++ {
+			}
+			b.WriteString(s[i:min(j+1, len(s))])
+			i = j
+		case '`', '[':
+			end := byte('`')
+			if c == '[' {
+				end = ']'
+			}
+			j := i + 1
+			for ; j < len(s) && s[j] != end; j++ {
+			}
+			b.WriteString(`"` + strings.ReplaceAll(s[i+1:min(j, len(s))], `"`, `""`) + `"`)
+			i = j
+		default:
+			b.WriteByte(c)
+		}
+	}
+	out := b.String()
+	f := strings.Fields(out)
+	// CREATE UNIQUE INDEX [IF NOT EXISTS] schema.name ON table
+	i := 3
+	if len(f) > 6 && strings.EqualFold(f[3], "IF") {
+		i = 6
+	}
+	if isUniqueIndex(out) && len(f) > i+2 && strings.EqualFold(f[i+1], "ON") && strings.Count(f[i], ".") == 1 && !strings.Contains(f[i+2], ".") {
+		schema, name, _ := strings.Cut(f[i], ".")
+		f[i] = name
+		f[i+2] = schema + "." + f[i+2]
+		return strings.Join(f, " ")
+	}
+	return out
+}
+
+func isUniqueIndex(s string) bool {
+	f := strings.Fields(strings.ToUpper(s))
+	return len(f) >= 3 && f[0] == "CREATE" && f[1] == "UNIQUE" && f[2] == "INDEX"
+}
