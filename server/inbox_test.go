@@ -106,4 +106,3 @@ func TestParseInboxSecrets(t *testing.T) {
 		}
 	}
 }
-
