@@ -24,6 +24,16 @@ type Options struct {
 	Token string
 	// Logger receives request failures. Defaults to slog.Default().
 	Logger *slog.Logger
+	// InboxSecrets maps each webhook source served at /v1/inbox/{source}
+	// to its Standard Webhooks secrets ("whsec_…"; several for rotation).
+	// Deliveries POSTed there are authenticated by their signature, not by
+	// Token. Defaults to none: every source is unknown (404).
+	InboxSecrets map[string][]string
+	// InboxMaxBody bounds a delivery's body. Defaults to 1 MiB.
+	InboxMaxBody int64
+	// InboxRetention is how long delivered event IDs are kept to recognise
+	// redeliveries. Defaults to 7 days.
+	InboxRetention time.Duration
 }
 
 // Server represents racefree's HTTP API over one database.
@@ -35,6 +45,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	inbox   *inboxRoutes
 
 	claims *claim.Store
 	events *dedup.Log
@@ -70,6 +81,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.claimRoutes()
+	s.inboxRoutes()
 }
 
 // Handler returns the server's root handler: routing, metrics, the bearer
@@ -87,7 +99,7 @@ func (s *Server) Handler() http.Handler {
 // serve routes r and returns the route pattern for the metrics.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
 	h, pattern := s.mux.Handler(r)
-	if s.opts.Token != "" && strings.HasPrefix(r.URL.Path, "/v1/") && !s.authorized(r) {
+	if s.opts.Token != "" && strings.HasPrefix(r.URL.Path, "/v1/") && !signedRoute(pattern) && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="racefree"`)
 		writeProblem(w, Problem{Type: ProblemType("unauthorized"), Title: "Unauthorized", Status: http.StatusUnauthorized,
 			Detail: "this server requires Authorization: Bearer <token>"})

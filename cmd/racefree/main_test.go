@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/inbox"
 	"github.com/racefree/racefree/internal/testdb"
 )
 
@@ -31,7 +33,7 @@ func TestMain(m *testing.M) {
 // cli returns a command that runs racefree with args in a child process.
 func cli(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "RACEFREE_TEST_AS_CLI=1", "RACEFREE_DB=", "RACEFREE_ADDR=", "RACEFREE_TOKEN=")
+	cmd.Env = append(os.Environ(), "RACEFREE_TEST_AS_CLI=1", "RACEFREE_DB=", "RACEFREE_ADDR=", "RACEFREE_TOKEN=", "RACEFREE_INBOX_SECRETS=")
 	return cmd
 }
 
@@ -111,6 +113,8 @@ func TestBadInputIsOneLineAndWritesNothing(t *testing.T) {
 		{"migrate", "up", "--db", "nope"},
 		{"migrate", "sideways"},
 		{"serve", "--no-such-flag"},
+		{"serve", "--db", "sqlite:" + file, "--addr", "127.0.0.1:0", "--inbox-secret", "stripe=not-a-secret"},
+		{"serve", "--db", "sqlite:" + file, "--addr", "127.0.0.1:0", "--inbox-secret", "stripe=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "--inbox-retention", "-1h"},
 	} {
 		r := runCLI(t, args...)
 		if r.code == 0 {
@@ -194,5 +198,46 @@ func waitFor(t *testing.T, url string) int {
 			t.Fatal(fmt.Errorf("%s never answered: %w", url, err))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestServeInboxFromEnvironment(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	addr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := cli(ctx, "serve", "--db", "sqlite:"+filepath.Join(t.TempDir(), "r.db"), "--addr", addr, "--token", "tok")
+	cmd.Env = append(cmd.Env, "RACEFREE_INBOX_SECRETS=stripe="+secret+",github="+secret)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	if code := waitFor(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz: %d\n%s", code, stderr.String())
+	}
+	body := `{"type":"ping"}`
+	at := time.Now()
+	sig, err := inbox.Sign(secret, "evt_1", at, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, source := range []string{"stripe", "github"} {
+		for range 2 {
+			req, _ := http.NewRequest("POST", "http://"+addr+"/v1/inbox/"+source, strings.NewReader(body))
+			req.Header.Set("webhook-id", "evt_1")
+			req.Header.Set("webhook-timestamp", strconv.FormatInt(at.Unix(), 10))
+			req.Header.Set("webhook-signature", sig)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNoContent {
+				t.Fatalf("POST %s: %d, want 204\n%s", source, resp.StatusCode, stderr.String())
+			}
+		}
 	}
 }

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/inbox"
 	"github.com/racefree/racefree/server"
 	"github.com/spf13/cobra"
 )
@@ -23,13 +25,23 @@ func serveCmd() *cobra.Command {
 		db, addr, token string
 		migrate         bool
 		grace           time.Duration
+		inboxSecrets    []string
+		inboxOpts       server.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the HTTP API (binds 127.0.0.1:8080 by default)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return serve(cmd.Context(), db, addr, token, migrate, grace)
+			if !cmd.Flags().Changed("inbox-secret") {
+				inboxSecrets = strings.Split(os.Getenv("RACEFREE_INBOX_SECRETS"), ",")
+			}
+			secrets, err := server.ParseInboxSecrets(inboxSecrets)
+			if err != nil {
+				return err
+			}
+			inboxOpts.InboxSecrets = secrets
+			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts)
 		},
 	}
 	f := cmd.Flags()
@@ -37,11 +49,14 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&addr, "addr", envOr("RACEFREE_ADDR", "127.0.0.1:8080"), "listen address (env RACEFREE_ADDR)")
 	f.StringVar(&token, "token", envOr("RACEFREE_TOKEN", ""), "bearer token required on /v1/ when set (env RACEFREE_TOKEN)")
 	f.BoolVar(&migrate, "migrate", true, "apply pending schema migrations at start")
+	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,src2=whsec_b)")
+	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
+	f.DurationVar(&inboxOpts.InboxRetention, "inbox-retention", inbox.DefaultRetention, "how long webhook event IDs are kept to recognise redeliveries (at least the senders' retry horizon)")
 	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
 	return cmd
 }
 
-func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration) error {
+func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration, opts server.Options) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -51,6 +66,12 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 
 	if _, _, err := dsn.Parse(dsnStr); err != nil {
 		return err
+	}
+	if opts.InboxMaxBody < 1 {
+		return racefree.Invalid("inbox-max-body", "must be positive")
+	}
+	if opts.InboxRetention < time.Millisecond {
+		return racefree.Invalid("inbox-retention", "must be positive")
 	}
 	// Listen before opening the database, so that a port in use fails
 	// before anything is written.
@@ -71,15 +92,25 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 		return err
 	}
 	defer db.Close()
+	reaper, err := inbox.New(db, &inbox.Options{Retention: opts.InboxRetention})
+	if err != nil {
+		return err
+	}
 
+	opts.Token, opts.Logger = token, log
+	api := server.New(db, opts)
 	srv := &http.Server{
-		Handler:           server.New(db, server.Options{Token: token, Logger: log}).Handler(),
+		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("racefree serving", "addr", ln.Addr().String(), "engine", db.Engine(), "auth", token != "")
+	reapCtx, stopReaping := context.WithCancel(ctx)
+	reaped := make(chan struct{})
+	go func() { defer close(reaped); reapInbox(reapCtx, reaper, log) }()
+	defer func() { stopReaping(); <-reaped }()
+	log.Info("racefree serving", "addr", ln.Addr().String(), "engine", db.Engine(), "auth", token != "", "inbox_sources", api.InboxSources())
 
 	select {
 	case err := <-errc:
@@ -97,4 +128,22 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// reapInbox deletes expired webhook event IDs every minute until ctx ends.
+func reapInbox(ctx context.Context, in *inbox.Inbox, log *slog.Logger) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		if n, err := in.Reap(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("inbox reap failed", "err", err)
+		} else if n > 0 {
+			log.Info("inbox reaped", "events", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -1,0 +1,47 @@
+// Package getorcreate returns a row, creating it when it does not exist,
+// without ever creating it twice.
+//
+// "SELECT, and INSERT when nothing came back" lets two concurrent callers
+// both see nothing and both insert. Do instead relies on the database:
+//
+//  1. A UNIQUE constraint or unique index on the key (the caller's schema)
+//     makes a second row impossible, whatever the code does.
+//  2. INSERT … ON CONFLICT (<key>) DO NOTHING RETURNING <columns> returns the
+//     row when this call created it, and no row when it already existed.
+//  3. Only then, SELECT <the same columns> … WHERE <key> reads the existing
+//     row.
+//
+// The guarantee: however many callers run Do for one key at once, exactly
+// one gets created == true, all get the same row, and the table holds one
+// row for the key. The insert and select are the caller's own SQL on the
+// caller's own tables, run on the caller's executor (*sql.DB, *sql.Tx,
+// *sql.Conn or *racefree.DB), so a created row commits or rolls back with
+// the caller's transaction.
+//
+// # The conflict target must match the unique index
+//
+// Name the key's columns — or, for an expression index, the same expression
+// — in ON CONFLICT. Against
+//
+//	CREATE UNIQUE INDEX users_email ON users (lower(email));
+//
+// ON CONFLICT (email) is rejected on both PostgreSQL and SQLite (Do returns
+// ErrConflictTarget); write ON CONFLICT (lower(email)) and select with
+// WHERE lower(email) = lower($1). A bare ON CONFLICT DO NOTHING, without a
+// target, also swallows conflicts on every other unique constraint of the
+// table; the select then finds no row for the key, and Do fails with
+// ErrVanished rather than invent a result.
+//
+// # Failure modes
+//
+// At PostgreSQL's READ COMMITTED, the select can miss the row the insert
+// conflicted with, when that row is deleted in between. Do then tries the
+// insert again, up to MaxAttempts (5) rounds in all, and returns ErrVanished
+// if the row never settles. Inside a REPEATABLE READ or SERIALIZABLE
+// transaction PostgreSQL reports a conflict with a row the snapshot cannot
+// see as a serialization failure (40001), which Do returns as it is, for the
+// caller's transaction helper (racefree.DB.InTx) to retry. An insert
+// without ON CONFLICT … DO NOTHING or without RETURNING, or a select that is
+// not a SELECT, is refused with racefree.ErrInvalidInput before anything
+// runs.
+package getorcreate

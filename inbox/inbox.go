@@ -1,0 +1,302 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/query"
+)
+
+//go:embed sql
+var queries embed.FS
+
+// Defaults of Options.
+const (
+	DefaultRetention = 7 * 24 * time.Hour
+	DefaultReapBatch = 1000
+)
+
+// Limits on input, checked before anything is written.
+const (
+	MaxSourceLen  = 200  // bytes in a source name
+	MaxEventIDLen = 255  // bytes in an event ID
+	maxReasonLen  = 1024 // bytes of a permanent failure's reason kept
+)
+
+// Options configures an Inbox. A nil *Options means all defaults.
+type Options struct {
+	// Retention is how long an event ID is kept, and so how long a
+	// redelivery of it is recognised as a duplicate. Set it to at least the
+	// sender's retry horizon. Defaults to DefaultRetention, 7 days.
+	Retention time.Duration
+	// ReapBatch bounds the rows one DELETE of Reap removes. Defaults to
+	// DefaultReapBatch, 1000.
+	ReapBatch int
+}
+
+// Inbox represents the received events of one database. It is safe for
+// concurrent use and holds no state besides its configuration, so any
+// number of Inboxes, in any number of processes, may share a database.
+type Inbox struct {
+	db        *racefree.DB
+	q         query.Set
+	retention time.Duration
+	reapBatch int
+}
+
+// New returns an Inbox over db. It does no I/O. It rejects options out of
+// range with racefree.ErrInvalidInput.
+func New(db *racefree.DB, opts *Options) (*Inbox, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case o.Retention == 0:
+		o.Retention = DefaultRetention
+	case o.Retention < time.Millisecond || o.Retention > 10*365*24*time.Hour:
+		return nil, racefree.Invalid("Retention", "must be between 1ms and 10 years, got %s", o.Retention)
+	}
+	switch {
+	case o.ReapBatch == 0:
+		o.ReapBatch = DefaultReapBatch
+	case o.ReapBatch < 0 || o.ReapBatch > 100_000:
+		return nil, racefree.Invalid("ReapBatch", "must be between 1 and 100000, got %d", o.ReapBatch)
+	}
+	return &Inbox{db: db, q: query.MustLoad(queries, "sql", db.Engine()), retention: o.Retention, reapBatch: o.ReapBatch}, nil
+}
+
+// Result says what Receive did with a delivery. The zero Result is a
+// delivery processed for the first time.
+type Result struct {
+	// Duplicate reports that the event ID was already recorded, processed or
+	// permanently failed, by an earlier delivery; fn was not called.
+	Duplicate bool
+	// Failed reports that fn failed permanently on this delivery and the
+	// failure was recorded: redeliveries are duplicates from now on.
+	Failed bool
+	// Reason is the permanent failure's message, when Failed.
+	Reason string
+	// Seq is the event's arrival number within its source (the cursor of
+	// List), when it was recorded by this delivery.
+	Seq int64
+}
+
+// Receive records the delivery of event eventID from source and, when the
+// event is new, calls fn in the same transaction.
+//
+// The event ID is inserted under a UNIQUE (source, event ID) constraint
+// before fn runs, in fn's transaction, so that:
+//
+//   - A delivery of an ID already recorded returns Result{Duplicate: true}
+//     without calling fn. A concurrent delivery of the same ID waits for the
+//     first one's transaction and then counts as a duplicate if it
+//     committed.
+//   - When fn returns an error, its writes and the record roll back
+//     together, so the next delivery processes the event again.
+//
+// Failures are classified asymmetrically: an error from fn is transient
+// (Receive returns it, and the sender should retry: answer 5xx) unless fn
+// marked it with Permanent. A permanent failure is recorded with status
+// "failed" and its reason in a transaction of its own, after fn's
+// transaction rolled back, and Receive returns Result{Failed: true} and a
+// nil error: acknowledge it (2xx) so that the sender stops retrying.
+//
+// In short, a nil error means "acknowledge", a non-nil one "have it sent
+// again". fn must confine its effects to tx: like racefree.DB.InTx, Receive
+// runs it again when the engine aborts the transaction for a transient
+// conflict. fn may be nil, to only record the event. payload is stored as
+// it is (it may be nil) for List.
+func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []byte, fn func(tx *sql.Tx) error) (Result, error) {
+	if err := validate(source, eventID); err != nil {
+		return Result{}, err
+	}
+	var res Result
+	err := in.db.InTx(ctx, func(tx *sql.Tx) error {
+		res = Result{}
+		var id int64
+		err := tx.QueryRowContext(ctx, in.q.Get("receive"), source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds()).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			res.Duplicate = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record event: %w", err)
+		}
+		if fn != nil {
+			if err := fn(tx); err != nil {
+				return err
+			}
+		}
+		res.Seq, err = in.assignSeq(ctx, tx, source, id)
+		return err
+	})
+	if err == nil {
+		return res, nil
+	}
+	if !IsPermanent(err) {
+		return Result{}, fmt.Errorf("inbox: receive %s/%s: %w", source, eventID, err)
+	}
+	return in.recordFailure(ctx, source, eventID, payload, reasonOf(err))
+}
+
+// recordFailure records a permanent failure in a transaction of its own.
+func (in *Inbox) recordFailure(ctx context.Context, source, eventID string, payload []byte, reason string) (Result, error) {
+	var res Result
+	err := in.db.InTx(ctx, func(tx *sql.Tx) error {
+		res = Result{Failed: true, Reason: reason}
+		var id int64
+		err := tx.QueryRowContext(ctx, in.q.Get("record_failure"), source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds(), reason).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			// Another delivery recorded the event since fn's transaction
+			// rolled back: this one is a duplicate of it.
+			res = Result{Duplicate: true}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record failure: %w", err)
+		}
+		res.Seq, err = in.assignSeq(ctx, tx, source, id)
+		return err
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("inbox: receive %s/%s: %w", source, eventID, err)
+	}
+	return res, nil
+}
+
+// assignSeq numbers the event row id within source. It runs last in the
+// transaction: on PostgreSQL the source's counter row stays locked until
+// commit, so that arrival numbers become visible in order.
+func (in *Inbox) assignSeq(ctx context.Context, tx *sql.Tx, source string, id int64) (int64, error) {
+	var seq int64
+	if err := tx.QueryRowContext(ctx, in.q.Get("next_seq"), source).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("next arrival number: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, in.q.Get("set_seq"), id, seq); err != nil {
+		return 0, fmt.Errorf("set arrival number: %w", err)
+	}
+	return seq, nil
+}
+
+// Event represents a recorded event.
+type Event struct {
+	Seq        int64     // arrival number within the source, from 1
+	ID         string    // the sender's event ID
+	Status     string    // StatusProcessed or StatusFailed
+	Reason     string    // why it failed permanently; empty when processed
+	Payload    []byte    // as received
+	ReceivedAt time.Time // when it was recorded, UTC, millisecond precision
+}
+
+// Event statuses.
+const (
+	StatusProcessed = "processed"
+	StatusFailed    = "failed"
+)
+
+// MaxListLimit bounds the limit of List.
+const MaxListLimit = 1000
+
+// List returns up to limit events of source with an arrival number greater
+// than after, in arrival order. Pass 0 to start at the beginning, then the
+// Seq of the last event returned. Arrival numbers become visible in order
+// (a later number never commits before an earlier one), so paging with
+// after never skips an event; reaped events are gone.
+func (in *Inbox) List(ctx context.Context, source string, after int64, limit int) ([]Event, error) {
+	if err := validate(source, "x"); err != nil {
+		return nil, err
+	}
+	if after < 0 {
+		return nil, racefree.Invalid("after", "must not be negative")
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return nil, racefree.Invalid("limit", "must be between 1 and %d, got %d", MaxListLimit, limit)
+	}
+	rows, err := in.db.QueryContext(ctx, in.q.Get("list"), source, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list %s: %w", source, err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var (
+			e      Event
+			reason sql.NullString
+			at     int64
+		)
+		if err := rows.Scan(&e.Seq, &e.ID, &e.Status, &reason, &e.Payload, &at); err != nil {
+			return nil, fmt.Errorf("inbox: list %s: %w", source, err)
+		}
+		e.Reason, e.ReceivedAt = reason.String, racefree.FromMillis(at)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox: list %s: %w", source, err)
+	}
+	return out, nil
+}
+
+// Reap deletes the events whose retention has passed, in batches of at most
+// Options.ReapBatch rows each in its own statement, so that it never holds
+// locks for long. It returns how many it deleted. A redelivery of a reaped
+// event is processed again, which is why Retention must cover the sender's
+// retry horizon. Run it periodically (racefree serve does, every minute);
+// several processes may run it at once.
+func (in *Inbox) Reap(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		res, err := in.db.ExecContext(ctx, in.q.Get("reap"), in.db.ClockArg(), in.reapBatch)
+		if err != nil {
+			return total, fmt.Errorf("inbox: reap: %w", in.db.InterpretError(err))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("inbox: reap: %w", err)
+		}
+		total += n
+		if n < int64(in.reapBatch) {
+			return total, nil
+		}
+	}
+}
+
+func validate(source, eventID string) error {
+	if err := validText("source", source, MaxSourceLen); err != nil {
+		return err
+	}
+	return validText("event ID", eventID, MaxEventIDLen)
+}
+
+func validText(field, s string, max int) error {
+	switch {
+	case s == "":
+		return racefree.Invalid(field, "empty")
+	case len(s) > max:
+		return racefree.Invalid(field, "longer than %d bytes", max)
+	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
+		return racefree.Invalid(field, "must be UTF-8 text without NUL")
+	}
+	return nil
+}
+
+// reasonOf returns the message of a permanent failure, as TEXT both engines
+// accept, truncated to maxReasonLen bytes.
+func reasonOf(err error) string {
+	var p *PermanentError
+	if errors.As(err, &p) {
+		err = p.Err
+	}
+	s := strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", "")
+	if len(s) > maxReasonLen {
+		s = strings.ToValidUTF8(s[:maxReasonLen], "")
+	}
+	return s
+}
