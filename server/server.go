@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
@@ -119,6 +120,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
 	}
 	s.mux.ServeHTTP(w, r)
 	return pattern
+}
+
+// Reap deletes what has outlived its retention: webhook event IDs and
+// idempotency records with their leases. Serve calls it every minute.
+func (s *Server) Reap(ctx context.Context) (inboxEvents, idempotencyRecords int64, err error) {
+	if s.inbox.in != nil {
+		if inboxEvents, err = s.inbox.in.Reap(ctx); err != nil {
+			return inboxEvents, 0, err
+		}
+	}
+	idempotencyRecords, err = s.idem.Reap(ctx, 0)
+	return inboxEvents, idempotencyRecords, err
 }
 
 // idempotent wraps a state-changing handler in the Idempotency-Key

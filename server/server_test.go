@@ -95,3 +95,13 @@ func TestBearerTokenGuardsV1Only(t *testing.T) {
 		}
 	})
 }
+
+func TestReapRunsOnAFreshDatabase(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		events, records, err := server.New(db, server.Options{}).Reap(t.Context())
+		if err != nil || events != 0 || records != 0 {
+			t.Fatalf("reap: %d, %d, %v", events, records, err)
+		}
+	})
+}

@@ -92,11 +92,6 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 		return err
 	}
 	defer db.Close()
-	reaper, err := inbox.New(db, &inbox.Options{Retention: opts.InboxRetention})
-	if err != nil {
-		return err
-	}
-
 	opts.Token, opts.Logger = token, log
 	api := server.New(db, opts)
 	srv := &http.Server{
@@ -108,7 +103,7 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	go func() { errc <- srv.Serve(ln) }()
 	reapCtx, stopReaping := context.WithCancel(ctx)
 	reaped := make(chan struct{})
-	go func() { defer close(reaped); reapInbox(reapCtx, reaper, log) }()
+	go func() { defer close(reaped); reap(reapCtx, api, log) }()
 	defer func() { stopReaping(); <-reaped }()
 	log.Info("racefree serving", "addr", ln.Addr().String(), "engine", db.Engine(), "auth", token != "", "inbox_sources", api.InboxSources())
 
@@ -130,15 +125,16 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	return nil
 }
 
-// reapInbox deletes expired webhook event IDs every minute until ctx ends.
-func reapInbox(ctx context.Context, in *inbox.Inbox, log *slog.Logger) {
+// reap deletes what has outlived its retention every minute until ctx
+// ends.
+func reap(ctx context.Context, api *server.Server, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
-		if n, err := in.Reap(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("inbox reap failed", "err", err)
-		} else if n > 0 {
-			log.Info("inbox reaped", "events", n)
+		if events, records, err := api.Reap(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("reap failed", "err", err)
+		} else if events+records > 0 {
+			log.Info("reaped", "inbox_events", events, "idempotency_records", records)
 		}
 		select {
 		case <-ctx.Done():
