@@ -150,7 +150,7 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 // *StaleFenceError when another tenure began since, and an error matching
 // racefree.ErrNotHeld when the claim is not the caller's.
 func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder string, fence int64) error {
-	if err := validate(key, holder, MinTTL); err != nil {
+	if err := validateHolder(key, holder); err != nil {
 		return err
 	}
 	if err := s.requireLeases(ctx); err != nil {
@@ -174,7 +174,7 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 // other writer. Writes made in tx after a successful Guard are therefore
 // exclusive to the holder. It returns the same errors as Renew.
 func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence int64) error {
-	if err := validate(key, holder, MinTTL); err != nil {
+	if err := validateHolder(key, holder); err != nil {
 		return err
 	}
 	if err := s.requireLeases(ctx); err != nil {
@@ -324,14 +324,21 @@ func (s *Store) getLegacy(ctx context.Context, exec racefree.Executor, key strin
 }
 
 func validate(key, holder string, ttl time.Duration) error {
+	if err := validateHolder(key, holder); err != nil {
+		return err
+	}
+	if ttl < MinTTL || ttl > MaxTTL {
+		return racefree.Invalid("ttl", "must be between %v and %v, got %v", MinTTL, MaxTTL, ttl)
+	}
+	return nil
+}
+
+func validateHolder(key, holder string) error {
 	if err := validateKey(key); err != nil {
 		return err
 	}
 	if len(holder) == 0 || len(holder) > MaxHolderBytes || !utf8.ValidString(holder) {
 		return racefree.Invalid("holder", "must be 1 to %d bytes of UTF-8", MaxHolderBytes)
-	}
-	if ttl < MinTTL || ttl > MaxTTL {
-		return racefree.Invalid("ttl", "must be between %v and %v, got %v", MinTTL, MaxTTL, ttl)
 	}
 	return nil
 }
