@@ -167,6 +167,9 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 	if err := validate(scope, key, fingerprint); err != nil {
 		return nil, err
 	}
+	if replay, err := s.replayIfDone(ctx, s.db, scope, key, fingerprint); err != nil || replay != nil {
+		return replay, err
+	}
 	call := &Call{s: s, scope: scope, key: key, holder: newHolder()}
 	var replay *Result
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
@@ -215,6 +218,9 @@ func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint st
 	if err := validate(scope, key, fingerprint); err != nil {
 		return nil, err
 	}
+	if replay, err := s.replayIfDone(ctx, tx, scope, key, fingerprint); err != nil || replay != nil {
+		return replay, err
+	}
 	call := &Call{s: s, scope: scope, key: key, holder: newHolder(), tx: tx}
 	replay, err := s.begin(ctx, tx, call, fingerprint)
 	if err != nil || replay != nil {
@@ -230,18 +236,29 @@ func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint st
 	return &Result{Response: response}, nil
 }
 
+// replayIfDone is the fast path: a completed record is immutable until it
+// expires, so a replay (or a mismatch) needs no lease, no transaction and
+// no write. It returns nil, nil when the request must go on to begin.
+func (s *Store) replayIfDone(ctx context.Context, exec racefree.Executor, scope, key, fingerprint string) (*Result, error) {
+	rec, err := s.get(ctx, exec, scope, key)
+	switch {
+	case errors.Is(err, racefree.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("idempotency: %w", err)
+	case rec.fingerprint != fingerprint:
+		return nil, mismatch(key)
+	case rec.status == "completed":
+		return &Result{Response: rec.response, Replayed: true}, nil
+	}
+	return nil, nil
+}
+
 // begin takes the key's lease and creates or reads its record, in exec.
 // It returns a replay for a completed record, an error for a duplicate in
 // progress or a mismatch, and nil, nil when call now holds the lease and
 // fn must run.
 func (s *Store) begin(ctx context.Context, exec racefree.Executor, call *Call, fingerprint string) (*Result, error) {
-	// Fast path: a completed record is immutable until it expires, so a
-	// replay needs no lease and writes nothing.
-	if rec, err := s.get(ctx, exec, call.scope, call.key); err == nil && rec.fingerprint != fingerprint {
-		return nil, mismatch(call.key)
-	} else if err == nil && rec.status == "completed" {
-		return &Result{Response: rec.response, Replayed: true}, nil
-	}
 	c, err := s.claims.Acquire(ctx, exec, call.claimKey(), call.holder, s.opts.Lease)
 	var held *claim.HeldError
 	switch {
