@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/problem"
 )
 
 // Header is the request header that carries the idempotency key.
@@ -90,7 +91,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 			raw, present := r.Header[Header]
 			if !present {
 				if opts.Required {
-					problem(w, http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key required", "this route requires an Idempotency-Key header")
+					writeProblem(w, http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key required", "this route requires an Idempotency-Key header")
 					return
 				}
 				next.ServeHTTP(w, r)
@@ -98,16 +99,16 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 			}
 			key, err := parseKey(raw)
 			if err != nil {
-				problem(w, http.StatusBadRequest, "idempotency-key-malformed", "Malformed Idempotency-Key", err.Error())
+				writeProblem(w, http.StatusBadRequest, "idempotency-key-malformed", "Malformed Idempotency-Key", err.Error())
 				return
 			}
 			body, err := io.ReadAll(io.LimitReader(r.Body, opts.MaxBodyBytes+1))
 			if err != nil {
-				problem(w, http.StatusBadRequest, "invalid-input", "Unreadable body", err.Error())
+				writeProblem(w, http.StatusBadRequest, "invalid-input", "Unreadable body", err.Error())
 				return
 			}
 			if int64(len(body)) > opts.MaxBodyBytes {
-				problem(w, http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large",
+				writeProblem(w, http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large",
 					fmt.Sprintf("idempotent requests are limited to %d bytes", opts.MaxBodyBytes))
 				return
 			}
@@ -134,20 +135,20 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 				write(w, notStored.resp, false)
 			case errors.As(err, &inProgress):
 				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(inProgress.RetryAfter.Seconds()))))
-				problem(w, http.StatusConflict, "idempotency-in-progress", "Request in progress",
+				writeProblem(w, http.StatusConflict, "idempotency-in-progress", "Request in progress",
 					"a request with this Idempotency-Key is still being processed; retry later")
 			case errors.Is(err, racefree.ErrMismatch):
-				problem(w, http.StatusUnprocessableEntity, "idempotency-key-mismatch", "Idempotency-Key reused",
+				writeProblem(w, http.StatusUnprocessableEntity, "idempotency-key-mismatch", "Idempotency-Key reused",
 					"this Idempotency-Key was used with a different request")
 			case errors.As(err, &input):
-				problem(w, http.StatusBadRequest, "idempotency-key-malformed", "Malformed Idempotency-Key", input.Error())
+				writeProblem(w, http.StatusBadRequest, "idempotency-key-malformed", "Malformed Idempotency-Key", input.Error())
 			case err != nil:
-				problem(w, http.StatusServiceUnavailable, "idempotency-unavailable", "Idempotency store unavailable",
+				writeProblem(w, http.StatusServiceUnavailable, "idempotency-unavailable", "Idempotency store unavailable",
 					"the outcome of this request could not be recorded; retry with the same Idempotency-Key")
 			case res.Replayed:
 				var stored storedResponse
 				if err := json.Unmarshal(res.Response, &stored); err != nil {
-					problem(w, http.StatusInternalServerError, "internal", "Internal error", "stored response unreadable")
+					writeProblem(w, http.StatusInternalServerError, "internal", "Internal error", "stored response unreadable")
 					return
 				}
 				write(w, &stored, true)
@@ -179,10 +180,8 @@ func pick(h http.Header, names []string) map[string][]string {
 	return out
 }
 
-func problem(w http.ResponseWriter, status int, typ, title, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"type": "urn:racefree:problem:" + typ, "title": title, "status": status, "detail": detail})
+func writeProblem(w http.ResponseWriter, status int, name, title, detail string) {
+	problem.Write(w, problem.New(status, name, title, detail))
 }
 
 // parseKey reads the key per the draft: a Structured Field string

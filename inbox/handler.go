@@ -3,13 +3,13 @@ package inbox
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/problem"
 )
 
 // DefaultMaxBody bounds a delivery's body when Handler.MaxBody is zero.
@@ -100,15 +100,6 @@ func (h *Handler) log() *slog.Logger {
 	return slog.Default()
 }
 
-// writeProblem writes an RFC 9457 document in the shape of racefree's
-// server, with the type urn:racefree:problem:<name>.
 func writeProblem(w http.ResponseWriter, status int, name, title, detail string) {
-	p := map[string]any{"type": "urn:racefree:problem:" + name, "title": title, "status": status}
-	if detail != "" {
-		p["detail"] = detail
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(p)
+	problem.Write(w, problem.New(status, name, title, detail))
 }

@@ -9,40 +9,16 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/internal/problem"
 )
 
 // Problem represents an RFC 9457 problem details document.
-type Problem struct {
-	Type   string `json:"type"`             // stable, e.g. "urn:racefree:problem:held"
-	Title  string `json:"title"`            // short, the same for every instance of Type
-	Status int    `json:"status"`           // the HTTP status
-	Detail string `json:"detail,omitempty"` // this occurrence
-	// Extra holds extension members, such as the live holder of a claim.
-	Extra map[string]any `json:"-"`
-}
+type Problem = problem.Problem
 
 // ProblemType returns the stable type URI for name.
-func ProblemType(name string) string { return "urn:racefree:problem:" + name }
+func ProblemType(name string) string { return problem.Type(name) }
 
-// MarshalJSON writes the standard members followed by the extensions.
-func (p Problem) MarshalJSON() ([]byte, error) {
-	m := map[string]any{}
-	for k, v := range p.Extra {
-		m[k] = v
-	}
-	m["type"], m["title"], m["status"] = p.Type, p.Title, p.Status
-	if p.Detail != "" {
-		m["detail"] = p.Detail
-	}
-	return json.Marshal(m)
-}
-
-func writeProblem(w http.ResponseWriter, p Problem) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
-}
+func writeProblem(w http.ResponseWriter, p Problem) { problem.Write(w, p) }
 
 func badRequest(w http.ResponseWriter, detail string) {
 	writeProblem(w, Problem{Type: ProblemType("invalid-input"), Title: "Invalid input", Status: http.StatusBadRequest, Detail: detail})
