@@ -132,17 +132,7 @@ func New(ctx context.Context, engine Engine, cfg *Config) (*DB, error) {
 // SQLITE_BUSY rather than waiting; those attempts are retried like a
 // transaction.
 func (db *DB) connect(ctx context.Context) error {
-	backoff := db.cfg.TxBackoff
-	for attempt := 1; ; attempt++ {
-		err := db.InterpretError(db.sql.PingContext(ctx))
-		if err == nil || !errors.Is(err, ErrRetryable) || attempt >= db.cfg.TxAttempts {
-			return err
-		}
-		if err := sleepJitter(ctx, backoff); err != nil {
-			return err
-		}
-		backoff = min(2*backoff, time.Second)
-	}
+	return db.retry(ctx, func() error { return db.sql.PingContext(ctx) })
 }
 
 // Engine returns SQLite or Postgres.

@@ -23,19 +23,25 @@ import (
 // effects to tx: anything it does outside the database happens once per
 // attempt. Errors from fn are returned as they are, after InterpretError.
 func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.retry(ctx, func() error { return db.tryTx(ctx, fn) })
+}
+
+// retry runs op until it returns nil or an error that is not
+// ErrRetryable, at most Config.TxAttempts times, sleeping a jittered,
+// doubling backoff (from Config.TxBackoff, at most one second) in between.
+// op's error is returned after InterpretError.
+func (db *DB) retry(ctx context.Context, op func() error) error {
 	backoff := db.cfg.TxBackoff
-	var err error
 	for attempt := 1; ; attempt++ {
-		err = db.InterpretError(db.tryTx(ctx, fn))
+		err := db.InterpretError(op())
 		if err == nil || !errors.Is(err, ErrRetryable) || attempt >= db.cfg.TxAttempts {
-			break
+			return err
 		}
 		if err := sleepJitter(ctx, backoff); err != nil {
-			return fmt.Errorf("transaction retry: %w", err)
+			return fmt.Errorf("retry: %w", err)
 		}
 		backoff = min(2*backoff, time.Second)
 	}
-	return err
 }
 
 func (db *DB) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {

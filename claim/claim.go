@@ -2,8 +2,10 @@ package claim
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -321,6 +323,14 @@ func (s *Store) getLegacy(ctx context.Context, exec racefree.Executor, key strin
 	}
 	c.FirstSeen, c.LastSeen = racefree.FromMillis(first), racefree.FromMillis(last)
 	return &c, nil
+}
+
+// NewHolder returns a random holder name (24 hex digits), unique to the
+// caller, for callers that have no stable worker name of their own.
+func NewHolder() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func validate(key, holder string, ttl time.Duration) error {

@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"embed"
@@ -96,7 +95,7 @@ func (l *Log) Observe(ctx context.Context, ev Event, window time.Duration) (*Obs
 	if ev.Fingerprint == "" {
 		ev.Fingerprint = Fingerprint(ev.Source, ev.Level, ev.Message)
 	}
-	observer := newObserverID()
+	observer := claim.NewHolder()
 	var obs *Observation
 	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
 		c, err := l.claims.Acquire(ctx, tx, ev.Fingerprint, observer, window)
@@ -211,10 +210,4 @@ func validField(name, v string, max int) error {
 		return racefree.Invalid(name, "must be 1 to %d bytes of UTF-8", max)
 	}
 	return nil
-}
-
-func newObserverID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return "observer-" + hex.EncodeToString(b)
 }

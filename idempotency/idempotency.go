@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"embed"
@@ -170,7 +169,7 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 	if replay, err := s.replayIfDone(ctx, s.db, scope, key, fingerprint); err != nil || replay != nil {
 		return replay, err
 	}
-	call := &Call{s: s, scope: scope, key: key, holder: newHolder()}
+	call := &Call{s: s, scope: scope, key: key, holder: claim.NewHolder()}
 	var replay *Result
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -221,7 +220,7 @@ func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint st
 	if replay, err := s.replayIfDone(ctx, tx, scope, key, fingerprint); err != nil || replay != nil {
 		return replay, err
 	}
-	call := &Call{s: s, scope: scope, key: key, holder: newHolder(), tx: tx}
+	call := &Call{s: s, scope: scope, key: key, holder: claim.NewHolder(), tx: tx}
 	replay, err := s.begin(ctx, tx, call, fingerprint)
 	if err != nil || replay != nil {
 		return replay, err
@@ -395,10 +394,4 @@ func mismatch(key string) error {
 func claimKey(scope, key string) string {
 	h := sha256.Sum256([]byte(scope + "\x00" + key))
 	return hex.EncodeToString(h[:])
-}
-
-func newHolder() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

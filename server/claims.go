@@ -49,13 +49,14 @@ func toClaimJSON(c *claim.Claim) claimJSON {
 		FirstSeen: formatTime(c.FirstSeen), LastSeen: formatTime(c.LastSeen)}
 }
 
-// ttlFrom converts a required ttl_ms field.
-func ttlFrom(ms *int64) (time.Duration, error) {
+// durationFrom converts a required milliseconds field within the claim
+// TTL limits.
+func durationFrom(field string, ms *int64) (time.Duration, error) {
 	if ms == nil {
-		return 0, racefree.Invalid("ttl_ms", "is required")
+		return 0, racefree.Invalid(field, "is required")
 	}
 	if *ms < claim.MinTTL.Milliseconds() || *ms > claim.MaxTTL.Milliseconds() {
-		return 0, racefree.Invalid("ttl_ms", "must be between %d and %d", claim.MinTTL.Milliseconds(), claim.MaxTTL.Milliseconds())
+		return 0, racefree.Invalid(field, "must be between %d and %d", claim.MinTTL.Milliseconds(), claim.MaxTTL.Milliseconds())
 	}
 	return time.Duration(*ms) * time.Millisecond, nil
 }
@@ -68,7 +69,7 @@ func (s *Server) acquireClaim(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	ttl, err := ttlFrom(req.TTLMs)
+	ttl, err := durationFrom("ttl_ms", req.TTLMs)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -94,7 +95,7 @@ func (s *Server) renewClaim(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, racefree.Invalid("fence", "is required"))
 		return
 	}
-	ttl, err := ttlFrom(req.TTLMs)
+	ttl, err := durationFrom("ttl_ms", req.TTLMs)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -144,8 +145,8 @@ func (s *Server) observeEvent(w http.ResponseWriter, r *http.Request) {
 	var window time.Duration
 	if req.WindowMs != nil {
 		var err error
-		if window, err = ttlFrom(req.WindowMs); err != nil {
-			s.writeError(w, r, racefree.Invalid("window_ms", "must be between %d and %d", claim.MinTTL.Milliseconds(), claim.MaxTTL.Milliseconds()))
+		if window, err = durationFrom("window_ms", req.WindowMs); err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 	}
