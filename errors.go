@@ -3,6 +3,8 @@ package racefree
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Callers test for them with errors.Is; the engines map
@@ -85,4 +87,28 @@ func (e *SchemaError) Is(target error) bool {
 		return target == ErrSchemaTooNew
 	}
 	return target == ErrSchemaOutdated
+}
+
+// ErrUnavailable means the database could not be reached or refused the
+// work for a reason outside the request: a connection that failed or was
+// terminated, a server shutting down or starting up (PostgreSQL SQLSTATE
+// classes 08 and 57). The outcome of a write that returns it is unknown:
+// retry it with the same idempotency key, or re-read. HTTP answers it with
+// 503 and Retry-After.
+var ErrUnavailable = errors.New("racefree: database unavailable")
+
+// CheckText validates a text argument of 1 to maxBytes bytes: valid UTF-8
+// and no NUL byte. SQLite stores a NUL inside text and PostgreSQL rejects
+// it, so both engines refuse it here, before either sees it. It returns an
+// *InputError naming field.
+func CheckText(field, value string, maxBytes int) error {
+	switch {
+	case len(value) == 0 || len(value) > maxBytes:
+		return Invalid(field, "must be 1 to %d bytes, got %d", maxBytes, len(value))
+	case !utf8.ValidString(value):
+		return Invalid(field, "must be valid UTF-8")
+	case strings.IndexByte(value, 0) >= 0:
+		return Invalid(field, "must not contain a NUL byte")
+	}
+	return nil
 }

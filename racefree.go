@@ -33,7 +33,7 @@ type Engine interface {
 	// SQL returns the connection pool.
 	SQL() *sql.DB
 	// InterpretError maps a driver error onto the sentinel errors
-	// (ErrNotFound, ErrConflict, ErrRetryable), keeping the driver error
+	// (ErrNotFound, ErrConflict, ErrRetryable, ErrUnavailable), keeping the driver error
 	// in the chain. It returns err unchanged when no sentinel applies.
 	InterpretError(err error) error
 	// Migrations returns the engine's migrations, named NNN_name.sql.
@@ -157,7 +157,7 @@ func (db *DB) ClockArg() any {
 
 // InterpretError maps a driver error onto racefree's sentinel errors.
 func (db *DB) InterpretError(err error) error {
-	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrRetryable) {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrRetryable) || errors.Is(err, ErrUnavailable) {
 		return err
 	}
 	return db.engine.InterpretError(err)

@@ -177,3 +177,22 @@ func TestDSNErrors(t *testing.T) {
 		t.Errorf("unknown scheme: got %v, want ErrInvalidInput", err)
 	}
 }
+
+func TestCheckText(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{
+		{"a", true}, {"héll", true}, {"12345", true}, {"123456", false},
+		{"", false}, {"a\x00b", false}, {"\xff", false},
+	} {
+		err := racefree.CheckText("key", c.in, 5)
+		if got := err == nil; got != c.ok {
+			t.Errorf("CheckText(%q) = %v, want ok=%v", c.in, err, c.ok)
+		}
+		if err != nil && !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("CheckText(%q) = %v, not an InputError", c.in, err)
+		}
+	}
+}

@@ -3,10 +3,14 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -68,20 +72,44 @@ func (e *Engine) LockMigrations(ctx context.Context, tx *sql.Tx) error {
 
 // InterpretError maps SQLSTATEs onto racefree's sentinels: 23505
 // unique_violation is ErrConflict; 40001 serialization_failure and 40P01
-// deadlock_detected are ErrRetryable; sql.ErrNoRows is ErrNotFound.
+// deadlock_detected are ErrRetryable; classes 08 (connection exception) and
+// 57 (operator intervention: a shutdown, a terminated backend), except
+// 57014 query_canceled, are ErrUnavailable, as is a connection that failed
+// or broke before the server answered; sql.ErrNoRows is ErrNotFound. A
+// cancelled or expired context is returned as it is.
 func (e *Engine) InterpretError(err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %w", racefree.ErrNotFound, err)
 	}
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	switch pe.Code {
-	case "23505":
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		if connectionLost(err) {
+			return fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
+		}
+		return err
+	}
+	switch {
+	case pe.Code == "23505":
 		return fmt.Errorf("%w: %w", racefree.ErrConflict, err)
-	case "40001", "40P01":
+	case pe.Code == "40001", pe.Code == "40P01":
 		return fmt.Errorf("%w: %w", racefree.ErrRetryable, err)
+	case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57") && pe.Code != "57014":
+		return fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
 	}
 	return err
+}
+
+// connectionLost reports an error that came from the connection rather
+// than from the server's answer: a failed connect, a broken or closed
+// connection, a network error.
+func connectionLost(err error) bool {
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, sql.ErrConnDone) || pgconn.SafeToRetry(err)
 }

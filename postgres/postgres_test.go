@@ -34,3 +34,37 @@ func TestInterpretError(t *testing.T) {
 		t.Errorf("40P01: got %v", err)
 	}
 }
+
+func TestInterpretErrorUnavailable(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	ctx := context.Background()
+	for _, code := range []string{"08006", "57P01", "57P03"} {
+		_, err := db.ExecContext(ctx, `DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '`+code+`'; END $$`)
+		if !errors.Is(db.InterpretError(err), racefree.ErrUnavailable) {
+			t.Errorf("%s: got %v", code, err)
+		}
+	}
+	_, err := db.ExecContext(ctx, `DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '57014'; END $$`)
+	if errors.Is(db.InterpretError(err), racefree.ErrUnavailable) {
+		t.Errorf("57014 query_canceled is not an outage: got %v", err)
+	}
+
+	// A backend terminated under an open connection.
+	conn, err := db.SQL().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var pid int
+	if err := conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	err = conn.QueryRowContext(ctx, `SELECT 1`).Scan(new(int))
+	if got := db.InterpretError(err); !errors.Is(got, racefree.ErrUnavailable) {
+		t.Errorf("terminated backend: got %v", got)
+	}
+}
