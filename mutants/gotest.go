@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"slices"
+	"strings"
+)
+
+// A testID names one test of one package: the package's import path and
+// the test's full name, subtests included ("TestAcquire/postgres"). An
+// empty name stands for the package as a whole, whose test binary can fail
+// outside any test (TestMain, goleak, a crash).
+type testID struct {
+	pkg, name string
+}
+
+// A testRun is what one go test -json run showed.
+type testRun struct {
+	passed      map[testID]bool // tests and packages that passed
+	failed      []testID        // tests and packages that failed, in the order go test reported them
+	buildFailed []string        // packages that did not build or load
+	timedOut    []string        // packages whose test binary hit -timeout
+	output      bytes.Buffer    // the human-readable output: go test's text without the JSON
+}
+
+// An event is one line of go test -json (cmd/test2json).
+type event struct {
+	Action      string
+	Package     string
+	Test        string
+	Output      string
+	ImportPath  string // build-output and build-fail events
+	FailedBuild string // a package's fail event when it did not build
+}
+
+// A jsonSink parses go test -json output written to it line by line into
+// run, copying the text to stream if that is not nil. Lines that are not
+// JSON (go's own complaints on stderr) are kept as text.
+type jsonSink struct {
+	run    *testRun
+	stream io.Writer
+	buf    []byte
+}
+
+func newTestRun() *testRun { return &testRun{passed: map[testID]bool{}} }
+
+// Write implements [io.Writer].
+func (s *jsonSink) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	for {
+		i := bytes.IndexByte(s.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		s.line(s.buf[:i+1])
+		s.buf = s.buf[i+1:]
+	}
+}
+
+// flush handles a final unterminated line, if any.
+func (s *jsonSink) flush() {
+	if len(s.buf) > 0 {
+		s.line(append(s.buf, '\n'))
+		s.buf = nil
+	}
+}
+
+func (s *jsonSink) text(t string) {
+	s.run.output.WriteString(t)
+	if s.stream != nil {
+		io.WriteString(s.stream, t)
+	}
+}
+
+func (s *jsonSink) line(l []byte) {
+	var e event
+	if !bytes.HasPrefix(l, []byte("{")) || json.Unmarshal(l, &e) != nil || e.Action == "" {
+		s.text(string(l))
+		return
+	}
+	r := s.run
+	id := testID{e.Package, e.Test}
+	switch e.Action {
+	case "output", "build-output":
+		s.text(e.Output)
+		pkg := e.Package
+		if pkg == "" {
+			pkg = e.ImportPath
+		}
+		switch {
+		case strings.Contains(e.Output, "panic: test timed out after"):
+			r.addTimedOut(pkg)
+		case e.Test == "" && (strings.Contains(e.Output, "[build failed]") || strings.Contains(e.Output, "[setup failed]")):
+			r.addBuildFailed(pkg)
+		}
+	case "build-fail":
+		r.addBuildFailed(e.ImportPath)
+	case "pass":
+		r.passed[id] = true
+	case "fail":
+		switch {
+		case e.FailedBuild != "":
+			r.addBuildFailed(e.Package)
+		case slices.Contains(r.timedOut, e.Package):
+			// The test that was running when the binary timed out, and
+			// the package, fail because of the time-out: not evidence.
+		default:
+			r.failed = append(r.failed, id)
+		}
+	}
+}
+
+func (r *testRun) addBuildFailed(pkg string) {
+	if pkg != "" && !slices.Contains(r.buildFailed, pkg) {
+		r.buildFailed = append(r.buildFailed, pkg)
+	}
+}
+
+func (r *testRun) addTimedOut(pkg string) {
+	if pkg != "" && !slices.Contains(r.timedOut, pkg) {
+		r.timedOut = append(r.timedOut, pkg)
+	}
+}
+
+// catching returns the tests that passed on base and failed in r, in the
+// order r reported them, tests before packages: a package fails with any of
+// its tests, so it is named only when it failed outside every test.
+func (r *testRun) catching(base *testRun) []testID {
+	var tests, pkgs []testID
+	for _, id := range r.failed {
+		switch {
+		case !base.passed[id]:
+		case id.name != "":
+			tests = append(tests, id)
+		default:
+			pkgs = append(pkgs, id)
+		}
+	}
+	for _, p := range pkgs {
+		if !slices.ContainsFunc(tests, func(t testID) bool { return t.pkg == p.pkg }) {
+			tests = append(tests, p)
+		}
+	}
+	return tests
+}
+
+// topLevel returns the sorted names of the top-level tests of pkgs that
+// passed in r.
+func (r *testRun) topLevel(pkgs []string) []string {
+	var names []string
+	for id := range r.passed {
+		if id.name != "" && slices.Contains(pkgs, id.pkg) {
+			top, _, _ := strings.Cut(id.name, "/")
+			names = append(names, top)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
