@@ -18,11 +18,12 @@ type testID struct {
 
 // A testRun is what one go test -json run showed.
 type testRun struct {
-	passed      map[testID]bool // tests and packages that passed
-	failed      []testID        // tests and packages that failed, in the order go test reported them
-	buildFailed []string        // packages that did not build or load
-	timedOut    []string        // packages whose test binary hit -timeout
-	output      bytes.Buffer    // the human-readable output: go test's text without the JSON
+	passed      map[testID]bool          // tests and packages that passed
+	failed      []testID                 // tests and packages that failed, in the order go test reported them
+	buildFailed []string                 // packages that did not build or load
+	timedOut    []string                 // packages whose test binary hit -timeout
+	output      bytes.Buffer             // the human-readable output: go test's text without the JSON
+	pkgOutput   map[string]*bytes.Buffer // the same, by package
 }
 
 // An event is one line of go test -json (cmd/test2json).
@@ -44,7 +45,9 @@ type jsonSink struct {
 	buf    []byte
 }
 
-func newTestRun() *testRun { return &testRun{passed: map[testID]bool{}} }
+func newTestRun() *testRun {
+	return &testRun{passed: map[testID]bool{}, pkgOutput: map[string]*bytes.Buffer{}}
+}
 
 // Write implements [io.Writer].
 func (s *jsonSink) Write(p []byte) (int, error) {
@@ -67,8 +70,16 @@ func (s *jsonSink) flush() {
 	}
 }
 
-func (s *jsonSink) text(t string) {
+func (s *jsonSink) text(pkg, t string) {
 	s.run.output.WriteString(t)
+	if pkg != "" {
+		b := s.run.pkgOutput[pkg]
+		if b == nil {
+			b = new(bytes.Buffer)
+			s.run.pkgOutput[pkg] = b
+		}
+		b.WriteString(t)
+	}
 	if s.stream != nil {
 		io.WriteString(s.stream, t)
 	}
@@ -77,18 +88,18 @@ func (s *jsonSink) text(t string) {
 func (s *jsonSink) line(l []byte) {
 	var e event
 	if !bytes.HasPrefix(l, []byte("{")) || json.Unmarshal(l, &e) != nil || e.Action == "" {
-		s.text(string(l))
+		s.text("", string(l))
 		return
 	}
 	r := s.run
 	id := testID{e.Package, e.Test}
 	switch e.Action {
 	case "output", "build-output":
-		s.text(e.Output)
 		pkg := e.Package
 		if pkg == "" {
-			pkg = e.ImportPath
+			pkg, _, _ = strings.Cut(e.ImportPath, " ") // "p [p.test]" is p's test build
 		}
+		s.text(pkg, e.Output)
 		switch {
 		case strings.Contains(e.Output, "panic: test timed out after"):
 			r.addTimedOut(pkg)
@@ -96,7 +107,8 @@ func (s *jsonSink) line(l []byte) {
 			r.addBuildFailed(pkg)
 		}
 	case "build-fail":
-		r.addBuildFailed(e.ImportPath)
+		pkg, _, _ := strings.Cut(e.ImportPath, " ")
+		r.addBuildFailed(pkg)
 	case "pass":
 		r.passed[id] = true
 	case "fail":

@@ -27,6 +27,7 @@ type runner struct {
 	jobs    int           // mutants run in parallel
 	verbose bool          // stream go test's output; report every catching test
 	timeout time.Duration // go test -timeout for the baseline and each mutant
+	env     []string      // added to the environment of go test
 	out     *printer
 
 	mod   module
@@ -225,8 +226,10 @@ func (rn *runner) baseline(ctx context.Context, pkgs []string) *baseline {
 			rn.out.printf("BASELINE FAILED  %s: %s\n", rn.mod.dir(p), strings.Join(why, ", "))
 		}
 	}
-	if len(b.failed) > 0 {
-		rn.tail(b.run.output.Bytes())
+	for _, p := range pkgs {
+		if b.failed[p] != nil && b.run.pkgOutput[p] != nil {
+			rn.tail(b.run.pkgOutput[p].Bytes())
+		}
 	}
 	return b
 }
@@ -283,7 +286,11 @@ func (rn *runner) mutant(ctx context.Context, base *baseline, m *mutant, pkgs []
 	r.catching = got.catching(base.run)
 	switch {
 	case len(got.buildFailed) > 0:
-		r.reason = "the mutated code does not build: " + strings.Join(got.buildFailed, " ")
+		var dirs []string
+		for _, p := range got.buildFailed {
+			dirs = append(dirs, rn.mod.dir(p))
+		}
+		r.reason = "the mutated code does not build: " + strings.Join(dirs, " ")
 	case len(r.catching) > 0:
 		r.outcome = caught
 	case len(got.timedOut) > 0 || errors.Is(err, context.DeadlineExceeded):
@@ -314,7 +321,7 @@ func (rn *runner) scratch(ctx context.Context, patch string) (string, error) {
 	}
 	if patch != "" {
 		var out bytes.Buffer
-		if err := command(ctx, dir, &out, "git", "apply", "--whitespace=nowarn", patch); err != nil {
+		if err := command(ctx, dir, &out, nil, "git", "apply", "--whitespace=nowarn", patch); err != nil {
 			os.RemoveAll(dir)
 			return "", fmt.Errorf("the patch does not apply: %v\n%s", err, out.Bytes())
 		}
@@ -334,7 +341,7 @@ func (rn *runner) goTest(ctx context.Context, dir string, pkgs []string, stream 
 	args = append(args, pkgs...)
 	r := newTestRun()
 	sink := &jsonSink{run: r, stream: stream}
-	err := command(ctx, dir, sink, "go", args...)
+	err := command(ctx, dir, sink, rn.env, "go", args...)
 	sink.flush()
 	if lw, ok := stream.(*lineWriter); ok {
 		lw.flush()
@@ -350,15 +357,17 @@ func isExit(err error) bool {
 	return errors.As(err, &exit)
 }
 
-// command runs name with args in dir, writing its combined output to w. On
+// command runs name with args in dir, with env added to the environment,
+// writing its combined output to w. On
 // cancellation the process and its children are interrupted, and killed
 // once the process has exited or ten seconds later.
-func command(ctx context.Context, dir string, w io.Writer, name string, args ...string) error {
+func command(ctx context.Context, dir string, w io.Writer, env []string, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	// Keep git from finding a repository above the scratch directory, in
 	// which git apply would silently skip paths outside the current one.
 	cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(dir))
+	cmd.Env = append(cmd.Env, env...)
 	newGroup(cmd)
 	cmd.Cancel = func() error { return signalGroup(cmd, syscall.SIGINT) }
 	cmd.WaitDelay = 10 * time.Second
@@ -391,6 +400,11 @@ func (rn *runner) report(r result) {
 		rn.out.printf("BROKEN   %s  %s  %s: %s\n", r.m.file, secs, r.m.desc, r.reason)
 	case timedOut:
 		rn.out.printf("TIMEOUT  %s  %s  %s\n", r.m.file, secs, r.m.desc)
+		// What was running matters, not the goroutine dump's end.
+		if i := bytes.Index(r.output, []byte("panic: test timed out")); i >= 0 {
+			lines := strings.SplitN(string(r.output[i:]), "\n", tailLines+1)
+			r.output = []byte(strings.Join(lines[:min(len(lines), tailLines)], "\n"))
+		}
 	case baselineFailed:
 		rn.out.printf("BASELINE FAILED  %s  %s: the unmutated tests of %s fail\n", r.m.file, r.m.desc, r.reason)
 		return
