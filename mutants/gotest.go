@@ -137,8 +137,9 @@ func (r *testRun) addTimedOut(pkg string) {
 }
 
 // catching returns the tests that passed on base and failed in r, in the
-// order r reported them, tests before packages: a package fails with any of
-// its tests, so it is named only when it failed outside every test.
+// order r reported them: the innermost subtests, then packages. A parent
+// test fails with any of its subtests and a package with any of its tests,
+// so each is named only when it failed on its own.
 func (r *testRun) catching(base *testRun) []testID {
 	var tests, pkgs []testID
 	for _, id := range r.failed {
@@ -150,6 +151,13 @@ func (r *testRun) catching(base *testRun) []testID {
 			pkgs = append(pkgs, id)
 		}
 	}
+	// A parent fails with its subtests: name only the innermost.
+	all := slices.Clone(tests)
+	tests = slices.DeleteFunc(tests, func(parent testID) bool {
+		return slices.ContainsFunc(all, func(t testID) bool {
+			return t.pkg == parent.pkg && strings.HasPrefix(t.name, parent.name+"/")
+		})
+	})
 	for _, p := range pkgs {
 		if !slices.ContainsFunc(tests, func(t testID) bool { return t.pkg == p.pkg }) {
 			tests = append(tests, p)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -247,4 +248,23 @@ func TestRunnerVerdicts(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return lines[len(lines)-1]
+}
+
+// TestCatchingNamesInnermostTests checks that a parent test failing with its
+// subtest, and a package failing with its test, are not named as catches,
+// and that a test that did not pass on the baseline is never one.
+func TestCatchingNamesInnermostTests(t *testing.T) {
+	t.Parallel()
+	base := newTestRun()
+	for _, id := range []testID{{"p", ""}, {"p", "TestA"}, {"p", "TestA/sqlite"}, {"p", "TestA/postgres"}, {"p", "TestB"}, {"q", ""}} {
+		base.passed[id] = true
+	}
+	run := newTestRun()
+	// TestC skipped on the baseline; q fails outside every test.
+	run.failed = []testID{{"p", "TestC"}, {"p", "TestA/postgres"}, {"p", "TestA"}, {"p", "TestB"}, {"p", ""}, {"q", ""}}
+	got := run.catching(base)
+	want := []testID{{"p", "TestA/postgres"}, {"p", "TestB"}, {"q", ""}}
+	if !slices.Equal(got, want) {
+		t.Errorf("catching = %v, want %v", got, want)
+	}
 }
