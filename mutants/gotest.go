@@ -19,6 +19,7 @@ type testID struct {
 // A testRun is what one go test -json run showed.
 type testRun struct {
 	passed      map[testID]bool          // tests and packages that passed
+	skipped     int                      // tests that skipped: they prove nothing
 	failed      []testID                 // tests and packages that failed, in the order go test reported them
 	buildFailed []string                 // packages that did not build or load
 	timedOut    []string                 // packages whose test binary hit -timeout
@@ -111,6 +112,10 @@ func (s *jsonSink) line(l []byte) {
 		r.addBuildFailed(pkg)
 	case "pass":
 		r.passed[id] = true
+	case "skip":
+		if e.Test != "" {
+			r.skipped++
+		}
 	case "fail":
 		switch {
 		case e.FailedBuild != "":
@@ -151,19 +156,24 @@ func (r *testRun) catching(base *testRun) []testID {
 			pkgs = append(pkgs, id)
 		}
 	}
-	// A parent fails with its subtests: name only the innermost.
-	all := slices.Clone(tests)
-	tests = slices.DeleteFunc(tests, func(parent testID) bool {
-		return slices.ContainsFunc(all, func(t testID) bool {
-			return t.pkg == parent.pkg && strings.HasPrefix(t.name, parent.name+"/")
-		})
-	})
+	tests = innermost(tests)
 	for _, p := range pkgs {
 		if !slices.ContainsFunc(tests, func(t testID) bool { return t.pkg == p.pkg }) {
 			tests = append(tests, p)
 		}
 	}
 	return tests
+}
+
+// innermost returns tests without the parents of other tests in it: a
+// parent fails with its subtests, so only the innermost says what broke.
+func innermost(tests []testID) []testID {
+	all := slices.Clone(tests)
+	return slices.DeleteFunc(tests, func(parent testID) bool {
+		return parent.name != "" && slices.ContainsFunc(all, func(t testID) bool {
+			return t.pkg == parent.pkg && strings.HasPrefix(t.name, parent.name+"/")
+		})
+	})
 }
 
 // topLevel returns the sorted names of the top-level tests of pkgs that

@@ -210,6 +210,19 @@ func TestRunnerVerdicts(t *testing.T) {
 	addMutant(t, root, "103-does-not-compile.patch", "Add returns a string", "calc/calc.go", "return a + b", `return "a"`)
 	addMutant(t, root, "104-postgres-only.patch", "QuoteIdent quotes with single quotes: only the postgres subtest can tell", "pg/pg.go", `"\"" + s + "\""`, `"'" + s + "'"`)
 	addMutant(t, root, "105-hangs.patch", "Wait never returns", "slow/slow.go", "time.Sleep(d)", "time.Sleep(time.Hour)")
+	// The baseline's failing test is a subtest: name it, not its parent.
+	brokenTest := filepath.Join(root, "broken", "broken_test.go")
+	data, err := os.ReadFile(brokenTest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.Replace(data, []byte(`func TestAlreadyFailing(t *testing.T) { t.Fatal("fails without any mutation") }`),
+		[]byte(`func TestAlreadyFailing(t *testing.T) {
+	t.Run("sub", func(t *testing.T) { t.Fatal("fails without any mutation") })
+}`), 1)
+	if err := os.WriteFile(brokenTest, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	code, out := runTiny(t, root, ".")
 	for _, c := range []struct{ file, want string }{
@@ -224,7 +237,7 @@ func TestRunnerVerdicts(t *testing.T) {
 			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
 		}
 	}
-	if !strings.Contains(out, "BASELINE FAILED  broken: TestAlreadyFailing\n") {
+	if !strings.Contains(out, "BASELINE FAILED  broken: TestAlreadyFailing/sub\n") {
 		t.Errorf("the output does not name the test that failed on the baseline")
 	}
 	if got, want := lastLine(out), "mutants: 1 caught, 2 survived, 1 broken, 1 timed out, 1 baseline failed"; got != want {

@@ -194,7 +194,7 @@ func (rn *runner) baseline(ctx context.Context, pkgs []string) *baseline {
 	}
 	for _, p := range pkgs {
 		var why []string
-		for _, id := range b.run.failed {
+		for _, id := range innermost(slices.Clone(b.run.failed)) {
 			if id.pkg == p && id.name != "" {
 				why = append(why, id.name)
 			}
@@ -220,7 +220,7 @@ func (rn *runner) baseline(ctx context.Context, pkgs []string) *baseline {
 			n++
 		}
 	}
-	rn.out.printf("baseline: %d packages, %d tests passed (%.1fs)\n", len(pkgs), n, time.Since(start).Seconds())
+	rn.out.printf("baseline: %d packages, %d tests passed, %d skipped (%.1fs)\n", len(pkgs), n, b.run.skipped, time.Since(start).Seconds())
 	for _, p := range pkgs {
 		if why := b.failed[p]; why != nil {
 			rn.out.printf("BASELINE FAILED  %s: %s\n", rn.mod.dir(p), strings.Join(why, ", "))
