@@ -13,10 +13,11 @@ import (
 	"time"
 )
 
-// tinyModule is a throwaway module with four packages: calc, whose tests
+// tinyModule is a throwaway module with five packages: calc, whose tests
 // pass; broken, which has a test that fails without any mutation; pg, whose
 // postgres subtest skips unless TINY_DB is set (as racefree's do without
-// TEST_DATABASE_URL); and slow, whose test hangs if Wait does.
+// TEST_DATABASE_URL); slow, whose test hangs if Wait does; and untested,
+// which has no test files.
 var tinyModule = map[string]string{
 	"go.mod": "module example.com/tiny\n\ngo 1.22\n",
 	"calc/calc.go": `package calc
@@ -101,6 +102,11 @@ func Wait(d time.Duration) { time.Sleep(d) }
 import "testing"
 
 func TestWait(t *testing.T) { Wait(0) }
+`,
+	"untested/untested.go": `package untested
+
+// One returns 1; no test checks it.
+func One() int { return 1 }
 `,
 }
 
@@ -195,7 +201,7 @@ func verdict(t *testing.T, out, file string) string {
 	return ""
 }
 
-// TestRunnerVerdicts runs a catalogue of six mutants of the tiny module and
+// TestRunnerVerdicts runs a catalogue of seven mutants of the tiny module and
 // checks the verdict on each: only a test that passed on the baseline
 // catches a mutant.
 func TestRunnerVerdicts(t *testing.T) {
@@ -210,6 +216,7 @@ func TestRunnerVerdicts(t *testing.T) {
 	addMutant(t, root, "103-does-not-compile.patch", "Add returns a string", "calc/calc.go", "return a + b", `return "a"`)
 	addMutant(t, root, "104-postgres-only.patch", "QuoteIdent quotes with single quotes: only the postgres subtest can tell", "pg/pg.go", `"\"" + s + "\""`, `"'" + s + "'"`)
 	addMutant(t, root, "105-hangs.patch", "Wait never returns", "slow/slow.go", "time.Sleep(d)", "time.Sleep(time.Hour)")
+	addMutant(t, root, "106-untested.patch", "One returns 2, in a package without tests", "untested/untested.go", "return 1", "return 2")
 	// The baseline's failing test is a subtest: name it, not its parent.
 	brokenTest := filepath.Join(root, "broken", "broken_test.go")
 	data, err := os.ReadFile(brokenTest)
@@ -232,6 +239,7 @@ func TestRunnerVerdicts(t *testing.T) {
 		{"103-does-not-compile.patch", `^BROKEN .*does not build`},
 		{"104-postgres-only.patch", `^SURVIVED `},
 		{"105-hangs.patch", `^TIMEOUT `},
+		{"106-untested.patch", `^SURVIVED `},
 	} {
 		if got := verdict(t, out, c.file); !regexp.MustCompile(c.want).MatchString(got) {
 			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
@@ -240,7 +248,7 @@ func TestRunnerVerdicts(t *testing.T) {
 	if !strings.Contains(out, "BASELINE FAILED  broken: TestAlreadyFailing/sub\n") {
 		t.Errorf("the output does not name the test that failed on the baseline")
 	}
-	if got, want := lastLine(out), "mutants: 1 caught, 2 survived, 1 broken, 1 timed out, 1 baseline failed"; got != want {
+	if got, want := lastLine(out), "mutants: 1 caught, 3 survived, 1 broken, 1 timed out, 1 baseline failed"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 	if got, want := code, 1; got != want {
