@@ -21,6 +21,37 @@ type mutant struct {
 	touched  []string // slash-separated, repository-relative paths the diff changes
 }
 
+// engines are the names of the engines: the directories of their SQL
+// (claim/sql/postgres/…) and the subtests that testdb.Each runs.
+var engines = []string{"sqlite", "postgres"}
+
+// otherEngine returns the engine whose subtests cannot see the mutant: when
+// every file the diff changes is one engine's SQL (…/sql/postgres/…), the
+// other engine never runs that SQL, so a failure of its subtests is no
+// evidence. Otherwise it returns "".
+func (m *mutant) otherEngine() string {
+	only := ""
+	for _, p := range m.touched {
+		parts := strings.Split(p, "/")
+		engine := ""
+		for i := 0; i+1 < len(parts); i++ {
+			if parts[i] == "sql" && slices.Contains(engines, parts[i+1]) {
+				engine = parts[i+1]
+			}
+		}
+		if engine == "" || (only != "" && engine != only) {
+			return ""
+		}
+		only = engine
+	}
+	for _, e := range engines {
+		if only != "" && e != only {
+			return e
+		}
+	}
+	return ""
+}
+
 // loadCatalogue parses every *.patch file in dir, sorted by file name. A
 // missing directory is an empty catalogue.
 func loadCatalogue(dir string) ([]*mutant, error) {

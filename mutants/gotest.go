@@ -146,21 +146,28 @@ func (r *testRun) addTimedOut(pkg string) {
 // catching returns the tests that passed on base and failed in r, in the
 // order r reported them: the innermost subtests, then packages. A parent
 // test fails with any of its subtests and a package with any of its tests,
-// so each is named only when it failed on its own.
-func (r *testRun) catching(base *testRun) []testID {
+// so each is named only when it failed on its own. Subtests named blind (an
+// engine the mutant's SQL does not reach) are no evidence and are left out,
+// and so are their parents and packages.
+func (r *testRun) catching(base *testRun, blind string) []testID {
 	var tests, pkgs []testID
+	failedTests := map[string]bool{} // packages with a failed test
 	for _, id := range r.failed {
 		switch {
-		case !base.passed[id]:
 		case id.name != "":
-			tests = append(tests, id)
-		default:
+			failedTests[id.pkg] = true
+			if base.passed[id] {
+				tests = append(tests, id)
+			}
+		case base.passed[id]:
 			pkgs = append(pkgs, id)
 		}
 	}
-	tests = innermost(tests)
+	tests = slices.DeleteFunc(innermost(tests), func(id testID) bool {
+		return blind != "" && slices.Contains(strings.Split(id.name, "/"), blind)
+	})
 	for _, p := range pkgs {
-		if !slices.ContainsFunc(tests, func(t testID) bool { return t.pkg == p.pkg }) {
+		if !failedTests[p.pkg] {
 			tests = append(tests, p)
 		}
 	}

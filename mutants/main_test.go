@@ -283,9 +283,44 @@ func TestCatchingNamesInnermostTests(t *testing.T) {
 	run := newTestRun()
 	// TestC skipped on the baseline; q fails outside every test.
 	run.failed = []testID{{"p", "TestC"}, {"p", "TestA/postgres"}, {"p", "TestA"}, {"p", "TestB"}, {"p", ""}, {"q", ""}}
-	got := run.catching(base)
+	got := run.catching(base, "")
 	want := []testID{{"p", "TestA/postgres"}, {"p", "TestB"}, {"q", ""}}
 	if !slices.Equal(got, want) {
 		t.Errorf("catching = %v, want %v", got, want)
+	}
+}
+
+// TestEngineSQLMutantIsCaughtOnlyByItsEngine checks that a mutant of one
+// engine's SQL is not caught by a failure of the other engine's subtests,
+// which never run that SQL: such a failure is a flake, not evidence.
+func TestEngineSQLMutantIsCaughtOnlyByItsEngine(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		touched []string
+		want    string
+	}{
+		{[]string{"claim/sql/postgres/acquire.sql"}, "sqlite"},
+		{[]string{"claim/sql/sqlite/acquire.sql", "dedup/sql/sqlite/record.sql"}, "postgres"},
+		{[]string{"claim/sql/postgres/acquire.sql", "claim/sql/sqlite/acquire.sql"}, ""},
+		{[]string{"claim/sql/postgres/acquire.sql", "claim/claim.go"}, ""},
+		{[]string{"postgres/postgres.go"}, ""},
+	} {
+		m := &mutant{touched: c.touched}
+		if got := m.otherEngine(); got != c.want {
+			t.Errorf("otherEngine of %v = %q, want %q", c.touched, got, c.want)
+		}
+	}
+
+	base := newTestRun()
+	for _, id := range []testID{{"p", ""}, {"p", "TestE"}, {"p", "TestE/sqlite"}, {"p", "TestE/postgres"}} {
+		base.passed[id] = true
+	}
+	run := newTestRun()
+	run.failed = []testID{{"p", "TestE/sqlite"}, {"p", "TestE"}, {"p", ""}}
+	if got := run.catching(base, "sqlite"); len(got) != 0 {
+		t.Errorf("a postgres SQL mutant is caught by %v, want no test: only the sqlite subtest failed", got)
+	}
+	if got, want := run.catching(base, "postgres"), []testID{{"p", "TestE/sqlite"}}; !slices.Equal(got, want) {
+		t.Errorf("a sqlite SQL mutant is caught by %v, want %v", got, want)
 	}
 }

@@ -283,7 +283,7 @@ func (rn *runner) mutant(ctx context.Context, base *baseline, m *mutant, pkgs []
 	}
 	got, err := rn.goTest(ctx, scratch, pkgs, stream, extra...)
 	r.output = got.output.Bytes()
-	r.catching = got.catching(base.run)
+	r.catching = got.catching(base.run, m.otherEngine())
 	switch {
 	case len(got.buildFailed) > 0:
 		var dirs []string
