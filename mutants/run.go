@@ -114,6 +114,7 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 	union = slices.Compact(union)
 
 	var base *baseline
+	start := time.Now()
 	if len(todo) > 0 {
 		base = rn.baseline(ctx, union)
 		if ctx.Err() != nil {
@@ -146,11 +147,21 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 		wg.Wait()
 		close(results)
 	}()
+	mutantsStart := time.Now()
+	ran := 0
 	for r := range results {
 		counts[r.outcome]++
 		if r.outcome != interrupted {
 			rn.report(r)
 		}
+		if r.outcome != interrupted && r.outcome != baselineFailed {
+			ran++
+		}
+	}
+	if base != nil {
+		secs := time.Since(mutantsStart).Seconds()
+		rn.out.printf("mutants: baseline %.1fs; %d mutants in %.1fs with -j %d (%.1fs each); %.1fs in all\n",
+			base.elapsed.Seconds(), ran, secs, rn.jobs, secs/float64(max(ran, 1)), time.Since(start).Seconds())
 	}
 	rn.out.printf("mutants: %d caught, %d survived, %d broken, %d timed out, %d baseline failed\n",
 		counts[caught], counts[survived], counts[broken], counts[timedOut], counts[baselineFailed])
@@ -169,7 +180,7 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 func (rn *runner) baseline(ctx context.Context, pkgs []string) *baseline {
 	start := time.Now()
 	b := &baseline{run: newTestRun(), failed: map[string][]string{}}
-	defer func() { b.elapsed = time.Since(start) }()
+	defer func() { b.elapsed = time.Since(start) }() // b.run is replaced, b is not
 	fail := func(why string) *baseline {
 		for _, p := range pkgs {
 			b.failed[p] = append(b.failed[p], why)
