@@ -120,11 +120,21 @@ func checkRows(rows []guarantee, catalogue map[string][]string) []string {
 				problems = append(problems, fmt.Sprintf("%s: mutant %s: no mutants/catalogue/%s-*.patch", at, n, n))
 			}
 		}
-		if !slices.Contains(engineValues, g.engines) {
-			problems = append(problems, fmt.Sprintf("%s: engines %q, want one of %s", at, g.engines, strings.Join(engineValues, ", ")))
+		if !validEngines(g.engines) {
+			problems = append(problems, fmt.Sprintf("%s: engines %q, want one of %s, optionally with a (note)", at, g.engines, strings.Join(engineValues, ", ")))
 		}
 	}
 	return problems
+}
+
+// validEngines reports whether an engines cell is one of engineValues,
+// optionally followed by a note in parentheses: "both (the lock race is
+// PostgreSQL's)".
+func validEngines(cell string) bool {
+	value, note, _ := strings.Cut(cell, " ")
+	note = strings.TrimSpace(note)
+	return slices.Contains(engineValues, value) &&
+		(note == "" || strings.HasPrefix(note, "(") && strings.HasSuffix(note, ")"))
 }
 
 // parseGuarantees reads the table rows of the GUARANTEES.md at path and
@@ -255,6 +265,7 @@ func TestGuaranteesCheckerRejects(t *testing.T) {
 		"| promise | tests | mutants | engines |",
 		"|---|---|---|---|",
 		"| fine, a subtest named | `claim:TestExactlyOneWinnerPerTTL/postgres`, `.:TestCheckText` | 010 | both |",
+		"| fine, engines with a note | `.:TestCheckText` | — | both (the race is PostgreSQL's) |",
 		"| no test | — | 010 | both |",
 		"| no such test | `claim:TestNoSuchThing` | — | both |",
 		"| no such directory | `nowhere:TestCheckText` | — | — |",
@@ -263,6 +274,7 @@ func TestGuaranteesCheckerRejects(t *testing.T) {
 		"| no such mutant | `.:TestCheckText` | 999 | — |",
 		"| not a mutant number | `.:TestCheckText` | 10 | — |",
 		"| bad engines | `.:TestCheckText` | — | mysql |",
+		"| engines with a note not in parentheses | `.:TestCheckText` | — | both, mostly |",
 		"| three cells | `.:TestCheckText` | — |",
 	}, "\n")
 	path := filepath.Join(t.TempDir(), "GUARANTEES.md")
@@ -272,21 +284,22 @@ func TestGuaranteesCheckerRejects(t *testing.T) {
 	rows, problems := parseGuarantees(path)
 	problems = append(problems, checkRows(rows, map[string][]string{"010": {"010-claim-do-nothing.patch"}})...)
 	for _, want := range []string{
-		`:5 (claim): "no test" names no test`,
-		`:6 (claim): claim:TestNoSuchThing: no func TestNoSuchThing( in claim/*_test.go`,
-		`:7 (claim): nowhere:TestCheckText: nowhere has no _test.go files`,
-		`:8 (claim): ../x:TestCheckText: ../x is not a directory inside the repository`,
-		`:9 (claim): "TestCheckText" is not dir:TestName`,
-		`:10 (claim): mutant 999: no mutants/catalogue/999-*.patch`,
-		`:11: mutant "10" is not a three-digit catalogue number or —`,
-		`:12 (claim): engines "mysql", want one of`,
-		`:13: 3 cells, want 4`,
+		`:6 (claim): "no test" names no test`,
+		`:7 (claim): claim:TestNoSuchThing: no func TestNoSuchThing( in claim/*_test.go`,
+		`:8 (claim): nowhere:TestCheckText: nowhere has no _test.go files`,
+		`:9 (claim): ../x:TestCheckText: ../x is not a directory inside the repository`,
+		`:10 (claim): "TestCheckText" is not dir:TestName`,
+		`:11 (claim): mutant 999: no mutants/catalogue/999-*.patch`,
+		`:12: mutant "10" is not a three-digit catalogue number or —`,
+		`:13 (claim): engines "mysql", want one of`,
+		`:14 (claim): engines "both, mostly", want one of`,
+		`:15: 3 cells, want 4`,
 	} {
 		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, want) }) {
 			t.Errorf("no problem reported containing %q", want)
 		}
 	}
-	if got, want := len(problems), 9; got != want {
+	if got, want := len(problems), 10; got != want {
 		t.Errorf("%d problems, want %d:\n%s", got, want, strings.Join(problems, "\n"))
 	}
 }
