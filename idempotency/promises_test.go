@@ -3,8 +3,8 @@ package idempotency_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
