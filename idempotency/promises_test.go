@@ -152,7 +152,10 @@ func TestReapSparesARecordRestartedInAnOpenTransaction(t *testing.T) {
 	each(t, &idempotency.Options{Retention: time.Hour}, func(t *testing.T, b bundle) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		ok := func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) { return []byte("first"), nil }
+		ok := func(ctx context.Context, _ *sql.Tx, call *idempotency.Call) ([]byte, error) {
+			_, err := call.Step(ctx, "charge", func(context.Context) (string, error) { return "ch_first", nil })
+			return []byte("first"), err
+		}
 		for _, key := range []string{"old", "restarted"} {
 			if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
 				_, err := b.store.DoTx(ctx, tx, "s", key, "fp", ok)
@@ -168,8 +171,9 @@ func TestReapSparesARecordRestartedInAnOpenTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		res, err := b.store.DoTx(ctx, tx, "s", "restarted", "fp2", func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) {
-			return []byte("second"), nil
+		res, err := b.store.DoTx(ctx, tx, "s", "restarted", "fp2", func(ctx context.Context, _ *sql.Tx, call *idempotency.Call) ([]byte, error) {
+			_, err := call.Step(ctx, "charge", func(context.Context) (string, error) { return "ch_second", nil })
+			return []byte("second"), err
 		})
 		if err != nil || res.Replayed {
 			t.Fatalf("restart: %+v, %v", res, err)
@@ -197,10 +201,14 @@ func TestReapSparesARecordRestartedInAnOpenTransaction(t *testing.T) {
 		if err != nil || !got.Replayed || string(got.Response) != "second" {
 			t.Fatalf("restarted record after the reap: %+v, %v; want the replay of \"second\"", got, err)
 		}
-		// The reaper did run: the other expired record is gone.
+		var step string
+		if err := b.db.QueryRowContext(ctx, `SELECT value FROM racefree_idempotency_steps WHERE key = 'restarted'`).Scan(&step); err != nil || step != "ch_second" {
+			t.Fatalf("restarted recovery point after the reap: %q, %v; want ch_second", step, err)
+		}
+		// The reaper did run: the other expired record and its step are gone.
 		var n int
-		if err := b.db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_idempotency WHERE key = 'old'`).Scan(&n); err != nil || n != 0 {
-			t.Fatalf("expired record: %d rows, %v; want reaped", n, err)
+		if err := b.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM racefree_idempotency WHERE key = 'old') + (SELECT count(*) FROM racefree_idempotency_steps WHERE key = 'old')`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("expired record and step: %d rows, %v; want reaped", n, err)
 		}
 	})
 }
@@ -444,7 +452,10 @@ func TestPostgresClockIsNotTheTransactionStart(t *testing.T) {
 	store := idempotency.New(db, &idempotency.Options{Retention: retention})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) { return []byte("first"), nil }); err != nil {
+	if _, err := store.Do(ctx, "s", "k", "fp", func(ctx context.Context, call *idempotency.Call) ([]byte, error) {
+		_, err := call.Step(ctx, "charge", func(context.Context) (string, error) { return "ch_first", nil })
+		return []byte("first"), err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	var expires int64
@@ -470,9 +481,19 @@ func TestPostgresClockIsNotTheTransactionStart(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	res, err := store.DoTx(ctx, tx, "s", "k", "fp", func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) { return []byte("second"), nil })
-	if err != nil || res.Replayed || string(res.Response) != "second" {
+	res, err := store.DoTx(ctx, tx, "s", "k", "fp", func(ctx context.Context, _ *sql.Tx, call *idempotency.Call) ([]byte, error) {
+		v, err := call.Step(ctx, "charge", func(context.Context) (string, error) { return "ch_second", nil })
+		if v != "ch_second" || call.ResumedSteps != 0 {
+			t.Errorf("expired step: %q (resumed %d), want run again", v, call.ResumedSteps)
+		}
+		return []byte(v), err
+	})
+	if err != nil || res.Replayed || string(res.Response) != "ch_second" {
 		t.Fatalf("in a transaction older than the expiry: %+v, %v; want a fresh run", res, err)
+	}
+	var step string
+	if err := tx.QueryRowContext(ctx, `SELECT value FROM racefree_idempotency_steps WHERE key = 'k'`).Scan(&step); err != nil || step != "ch_second" {
+		t.Fatalf("saved step: %q, %v; want ch_second", step, err)
 	}
 	var restarted int64
 	if err := tx.QueryRowContext(ctx, `SELECT expires_at FROM racefree_idempotency WHERE key = 'k'`).Scan(&restarted); err != nil {
