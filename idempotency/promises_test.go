@@ -106,7 +106,9 @@ func TestDoReleasesAfterTheCallerCancels(t *testing.T) {
 func TestDoTxStepsCommitWithTheCaller(t *testing.T) {
 	t.Parallel()
 	each(t, nil, func(t *testing.T, b bundle) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// A Step that left the caller's transaction would wait for the
+		// caller's own write lock: fail fast instead.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		rollback := errors.New("caller rolls back")
 		var charges atomic.Int64
