@@ -20,6 +20,8 @@ func counting(runs *atomic.Int64, status *atomic.Int64) http.Handler {
 		n := runs.Add(1)
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("X-Not-Stored", "1")
+		w.Header().Set("Location", fmt.Sprintf("/v1/orders/%d", n))
+		w.Header().Set("Retry-After", "7")
 		w.WriteHeader(int(status.Load()))
 		fmt.Fprintf(w, "run %d", n)
 	})
@@ -249,6 +251,12 @@ func TestMiddlewareStoresOnlyWhatExecuted(t *testing.T) {
 			}
 			if got := retry.Header().Get("Content-Type"); got != "text/plain" {
 				t.Errorf("replay of %d: Content-Type %q, want text/plain", code, got)
+			}
+			if got, want := retry.Header().Get("Location"), first.Header().Get("Location"); got != want || want == "" {
+				t.Errorf("replay of %d: Location %q, want %q", code, got, want)
+			}
+			if got := retry.Header().Get("Retry-After"); got != "7" {
+				t.Errorf("replay of %d: Retry-After %q, want 7", code, got)
 			}
 		}
 		// A Store of one's own: here, every status is stored.

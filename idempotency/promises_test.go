@@ -505,3 +505,47 @@ func TestPostgresClockIsNotTheTransactionStart(t *testing.T) {
 		t.Fatalf("restarted record expires at %d, want at least %d (completion time + retention)", restarted, now+retention.Milliseconds())
 	}
 }
+
+// A stale worker whose fn fails cannot release its successor's lease: a
+// duplicate still gets ErrInProgress while the successor runs.
+func TestStaleWorkerCannotRelease(t *testing.T) {
+	t.Parallel()
+	each(t, &idempotency.Options{Lease: time.Hour}, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		boom := errors.New("declined")
+		started, release := make(chan struct{}), make(chan struct{})
+		staleDone := make(chan error, 1)
+		go func() {
+			_, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
+				close(started)
+				<-release // stalls past its lease
+				return nil, boom
+			})
+			staleDone <- err
+		}()
+		<-started
+		b.clock.Advance(time.Hour)
+		running, finish := make(chan struct{}), make(chan struct{})
+		successorDone := make(chan error, 1)
+		go func() {
+			_, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
+				close(running)
+				<-finish
+				return []byte("successor"), nil
+			})
+			successorDone <- err
+		}()
+		<-running
+		close(release)
+		if err := <-staleDone; !errors.Is(err, boom) {
+			t.Fatalf("stale worker: %v, want %v", err, boom)
+		}
+		if _, err := b.store.Do(ctx, "s", "k", "fp", nil); !errors.Is(err, racefree.ErrInProgress) {
+			t.Fatalf("duplicate after the stale worker's release: %v, want ErrInProgress", err)
+		}
+		close(finish)
+		if err := <-successorDone; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
