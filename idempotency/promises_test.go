@@ -549,3 +549,88 @@ func TestStaleWorkerCannotRelease(t *testing.T) {
 		}
 	})
 }
+
+// When the heartbeat finds the lease lost (here: it lapsed, by the
+// injected clock), fn's context is cancelled and Do returns the lease
+// error; nothing is stored.
+func TestLostLeaseCancelsFn(t *testing.T) {
+	t.Parallel()
+	each(t, &idempotency.Options{Lease: 300 * time.Millisecond}, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		started := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.store.Do(ctx, "s", "k", "fp", func(ctx context.Context, _ *idempotency.Call) ([]byte, error) {
+				close(started)
+				select {
+				case <-ctx.Done():
+					return []byte("too late"), nil
+				case <-time.After(time.Minute):
+					return nil, errors.New("fn's context was never cancelled")
+				}
+			})
+			done <- err
+		}()
+		<-started
+		b.clock.Advance(300 * time.Millisecond) // the lease lapses before any renewal counts
+		err := <-done
+		if !errors.Is(err, racefree.ErrNotHeld) && !errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("Do after the lease was lost: %v, want the lease error", err)
+		}
+		res, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) { return []byte("retry"), nil })
+		if err != nil || res.Replayed || string(res.Response) != "retry" {
+			t.Fatalf("retry: %+v, %v; want a fresh run, nothing stored", res, err)
+		}
+	})
+}
+
+// CompleteTimeout bounds the recording of fn's outcome: with no time at
+// all, Do reports that it could not record it.
+func TestCompleteTimeoutBoundsTheRecording(t *testing.T) {
+	t.Parallel()
+	each(t, &idempotency.Options{CompleteTimeout: time.Nanosecond}, func(t *testing.T, b bundle) {
+		_, err := b.store.Do(context.Background(), "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) { return []byte("r"), nil })
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Do with a 1 ns CompleteTimeout: %v, want context.DeadlineExceeded", err)
+		}
+	})
+}
+
+// StepKey is the same in every run of a request, and differs between
+// steps, keys and scopes.
+func TestStepKeyIsStable(t *testing.T) {
+	t.Parallel()
+	each(t, &idempotency.Options{Lease: time.Minute}, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		keys := map[string]string{}
+		run := func(scope, key string, fail bool) {
+			_, _ = b.store.Do(ctx, scope, key, "fp", func(_ context.Context, call *idempotency.Call) ([]byte, error) {
+				for _, step := range []string{"charge", "ship"} {
+					name := scope + "/" + key + "/" + step
+					if k, ok := keys[name]; ok && k != call.StepKey(step) {
+						t.Errorf("StepKey(%s) changed between runs: %s, then %s", name, k, call.StepKey(step))
+					}
+					keys[name] = call.StepKey(step)
+				}
+				if fail {
+					return nil, errors.New("retry me")
+				}
+				return []byte("ok"), nil
+			})
+		}
+		run("s", "k", true)
+		run("s", "k", false) // the retry: the same StepKeys
+		run("s", "k2", false)
+		run("s2", "k", false)
+		if len(keys) != 6 {
+			t.Fatalf("%d step keys, want 6", len(keys))
+		}
+		seen := map[string]string{}
+		for name, k := range keys {
+			if other, dup := seen[k]; dup {
+				t.Errorf("StepKey of %s equals that of %s", name, other)
+			}
+			seen[k] = name
+		}
+	})
+}
