@@ -2,17 +2,18 @@
 -- (now.sql, a constant, so that the expiry index is used).
 -- The subquery takes the oldest expired rows in index order and locks
 -- them, skipping rows that another transaction holds: a record being
--- restarted by begin.sql is left alone, not waited for. The outer WHERE
--- probes by primary key and repeats the expiry test, because at READ
--- COMMITTED a DELETE re-checks only its own WHERE against a row version
--- that changed under it, never the subquery's snapshot (invariant 10).
+-- restarted by begin.sql is left alone, not waited for. The DELETE probes
+-- the rows it locked by their ctid (a TID scan, cheaper than a primary
+-- key descent per row; a locked row cannot move) and repeats the expiry
+-- test in its own WHERE, the only one PostgreSQL re-checks at READ
+-- COMMITTED when a row changed under the statement (invariant 10).
 -- $1 batch size, $2 cutoff ms
-DELETE FROM racefree_idempotency AS r
-USING (
-  SELECT scope, key FROM racefree_idempotency
+DELETE FROM racefree_idempotency
+WHERE ctid = ANY(ARRAY(
+  SELECT ctid FROM racefree_idempotency
   WHERE expires_at <= $2::bigint
   ORDER BY expires_at
   LIMIT $1
   FOR UPDATE SKIP LOCKED
-) AS expired
-WHERE r.scope = expired.scope AND r.key = expired.key AND r.expires_at <= $2::bigint
+))
+AND expires_at <= $2::bigint
