@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -60,12 +61,34 @@ func TestReapScale(t *testing.T) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
+		// One client keeps writing while the reaper runs.
+		var latencies []time.Duration
+		client := make(chan struct{})
+		go func() {
+			defer close(client)
+			for i := 0; rctx.Err() == nil; i++ {
+				begin := time.Now()
+				_, err := store.Do(ctx, "client", strconv.Itoa(i), "fp", func(context.Context, *idempotency.Call) ([]byte, error) { return []byte("r"), nil })
+				if err != nil {
+					t.Errorf("client: %v", err)
+					return
+				}
+				latencies = append(latencies, time.Since(begin))
+			}
+		}()
 		start = time.Now()
 		n, err := store.Reap(rctx, 1000)
 		elapsed := time.Since(start)
+		cancel()
+		<-client
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatal(err)
 		}
 		t.Logf("%s: reaped %d of %d expired records in %v: %.0f rows/s", db.Engine(), n, rows, elapsed, float64(n)/elapsed.Seconds())
+		slices.Sort(latencies)
+		if len(latencies) > 0 {
+			t.Logf("%s: meanwhile one client's Do: %d calls, %.0f/s, p50 %v, p99 %v", db.Engine(), len(latencies),
+				float64(len(latencies))/elapsed.Seconds(), latencies[len(latencies)/2], latencies[len(latencies)*99/100])
+		}
 	})
 }
