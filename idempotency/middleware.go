@@ -173,7 +173,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 				next.ServeHTTP(w, r)
 				return
 			}
-			key, err := parseKey(raw)
+			key, err := ParseKey(raw)
 			if err != nil {
 				writeProblem(w, http.StatusBadRequest, "idempotency-key-malformed", "Malformed Idempotency-Key", err.Error())
 				return
@@ -189,7 +189,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 				return
 			}
 			var fresh *storedResponse
-			res, err := s.Do(r.Context(), opts.Scope(r), key, requestFingerprint(r, body), func(ctx context.Context, _ *Call) ([]byte, error) {
+			res, err := s.Do(r.Context(), opts.Scope(r), key, Fingerprint(r, body), func(ctx context.Context, _ *Call) ([]byte, error) {
 				rec := &recorder{header: http.Header{}, status: http.StatusOK}
 				req := r.WithContext(ctx)
 				req.Body = io.NopCloser(bytes.NewReader(body))
@@ -265,9 +265,12 @@ func writeProblem(w http.ResponseWriter, status int, name, title, detail string)
 // meets a quoted one.
 const unquoted = "\t"
 
-// parseKey reads the Idempotency-Key header: an RFC 8941 string, or, as a
-// documented leniency, an unquoted key of token characters stored apart.
-func parseKey(values []string) (string, error) {
+// ParseKey returns the key that the Idempotency-Key header's values (all
+// its lines, as in r.Header["Idempotency-Key"]) carry, as Middleware reads
+// it: an RFC 8941 string, or, as a documented leniency, an unquoted key of
+// token characters, returned in a form that no string key takes. An error
+// means a 400.
+func ParseKey(values []string) (string, error) {
 	if len(values) != 1 {
 		return "", errors.New("exactly one Idempotency-Key header is allowed")
 	}
@@ -305,9 +308,10 @@ func isUnquotedKey(v string) bool {
 	return true
 }
 
-// requestFingerprint covers the method, the path, the query string as sent
-// and a hash of the body.
-func requestFingerprint(r *http.Request, body []byte) string {
+// Fingerprint returns the fingerprint Middleware gives a request whose
+// body is body: a hash of the method, the path, the query string as sent
+// and the body.
+func Fingerprint(r *http.Request, body []byte) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", r.Method, r.URL.Path, r.URL.RawQuery)
 	h.Write(body)
