@@ -320,3 +320,53 @@ func TestMiddlewareDefaults(t *testing.T) {
 		}
 	})
 }
+
+func TestParseKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		header []string
+		want   string // "" for an error
+	}{
+		{[]string{`"abc"`}, "abc"},
+		{[]string{`  "abc"  `}, "abc"},
+		{[]string{`"a\"b"`}, `a"b`},
+		{[]string{`"a\\b"`}, `a\b`},
+		{[]string{`"a b"`}, "a b"},
+		{[]string{`"abc";a=1`}, "abc"},
+		{[]string{`"abc";a=1;b=?0;c="x";d=:YQ==:;e=1.5;f=tok`}, "abc"},
+		{[]string{`" "`}, " "},
+		{[]string{`"42"`}, "42"},
+		{[]string{`42`}, "\t42"},
+		{[]string{`abc`}, "\tabc"},
+		{[]string{`-1.5e3`}, "\t-1.5e3"},
+		{[]string{`urn:uuid/x`}, "\turn:uuid/x"},
+		{[]string{`8e03978e-40d5-43e8-bc93-6894a57f9324`}, "\t8e03978e-40d5-43e8-bc93-6894a57f9324"},
+		{[]string{`"` + strings.Repeat("k", 255) + `"`}, strings.Repeat("k", 255)},
+		{[]string{strings.Repeat("k", 254)}, "\t" + strings.Repeat("k", 254)},
+		{[]string{`"` + strings.Repeat("k", 256) + `"`}, ""},
+		{[]string{strings.Repeat("k", 255)}, ""},
+		{[]string{`""`}, ""},
+		{[]string{``}, ""},
+		{[]string{`"a"`, `"b"`}, ""},
+		{nil, ""},
+		{[]string{`"a", "b"`}, ""},
+		{[]string{`"a\x"`}, ""},
+		{[]string{`"é"`}, ""},
+		{[]string{`:YWJj:`}, ""},
+		{[]string{`(a b)`}, ""},
+		{[]string{`(`}, ""},
+		{[]string{`a=1`}, ""},
+		{[]string{`abc;a=1`}, ""},
+		{[]string{`?1`}, ""},
+		{[]string{`@2026`}, ""},
+		{[]string{`%"display"`}, ""},
+		{[]string{`"k" "l"`}, ""},
+		{[]string{`a b`}, ""},
+		{[]string{"a\x00b"}, ""},
+	} {
+		got, err := idempotency.ParseKey(tc.header)
+		if (err != nil) != (tc.want == "") || got != tc.want {
+			t.Errorf("ParseKey(%q) = %q, %v; want %q", tc.header, got, err, tc.want)
+		}
+	}
+}
