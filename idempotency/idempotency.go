@@ -367,7 +367,7 @@ func (s *Store) get(ctx context.Context, exec racefree.Executor, scope, key stri
 // start and skips, on PostgreSQL, rows that a transaction holds: a record
 // restarted while Reap runs is never deleted. On SQLite, which has one
 // writer at a time, Reap pauses between batches for as long as the batch
-// took, so that other writers get at least half of the write lock.
+// took, so that it holds the write lock at most half the time.
 func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
