@@ -363,9 +363,9 @@ func (s *Store) get(ctx context.Context, exec racefree.Executor, scope, key stri
 // Reap deletes expired records, recovery points and the leases of keys
 // idle for the retention period, batch rows per statement (0: 1000), until
 // none is left or ctx ends, and returns how many records and recovery
-// points it deleted. Each batch deletes the oldest rows expired at its
-// start and skips, on PostgreSQL, rows that a transaction holds: a record
-// restarted while Reap runs is never deleted. On SQLite, which has one
+// points it deleted. Each batch deletes rows expired at its start, found
+// through the expiry index, and skips, on PostgreSQL, rows that a
+// transaction holds: a record restarted while Reap runs is never deleted. On SQLite, which has one
 // writer at a time, Reap pauses between batches for as long as the batch
 // took, so that it holds the write lock at most half the time.
 func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
