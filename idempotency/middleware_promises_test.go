@@ -370,3 +370,32 @@ func TestParseKey(t *testing.T) {
 		}
 	}
 }
+
+// A duplicate in flight is a 409 problem with Retry-After in whole
+// seconds (the lease: 30 s by default), and is not stored: once the first
+// request completes, the retry gets its response.
+func TestMiddlewareInFlightIs409WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		started, release := make(chan struct{}), make(chan struct{})
+		h := b.store.Middleware(idempotency.MiddlewareOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(started)
+			<-release
+			w.WriteHeader(http.StatusCreated)
+		}))
+		first := make(chan *httptest.ResponseRecorder, 1)
+		go func() { first <- do(h, post("/v1/orders", `"k"`, "{}")) }()
+		<-started
+		rec := do(h, post("/v1/orders", `"k"`, "{}"))
+		if rec.Code != http.StatusConflict || rec.Header().Get("Retry-After") != "30" || rec.Header().Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("in flight: %d Retry-After %q %q; want a 409 problem, Retry-After 30", rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("Content-Type"))
+		}
+		close(release)
+		if rec := <-first; rec.Code != http.StatusCreated {
+			t.Fatalf("first: %d", rec.Code)
+		}
+		if rec := do(h, post("/v1/orders", `"k"`, "{}")); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("retry after the first completed: %d, want the replayed 201", rec.Code)
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/testdb"
 )
@@ -631,6 +632,25 @@ func TestStepKeyIsStable(t *testing.T) {
 				t.Errorf("StepKey of %s equals that of %s", name, other)
 			}
 			seen[k] = name
+		}
+	})
+}
+
+// The in-progress leases live in the claim namespace "idempotency": a
+// claim of the same key in another namespace does not hold a request up.
+func TestLeasesLiveInTheirOwnNamespace(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		if _, err := claim.New(b.db).Acquire(ctx, b.db, leaseKey("s", "k"), "someone-else", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) { return []byte("ran"), nil })
+		if err != nil || res.Replayed {
+			t.Fatalf("Do beside a claim of the same key in the default namespace: %+v, %v", res, err)
+		}
+		if got, want := idempotency.Namespace, "idempotency"; got != want {
+			t.Fatalf("Namespace = %q, want %q", got, want)
 		}
 	})
 }
