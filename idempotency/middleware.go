@@ -88,9 +88,11 @@ func Principal(ctx context.Context) (string, bool) {
 
 // DefaultScope is the default MiddlewareOptions.Scope: a hash of the
 // request's principal (WithPrincipal) or, when none was set, of its
-// Authorization header, then the method and the path. Requests with
-// neither share one key space: put a server that authenticates no one
-// behind a Scope of its own if its clients must not meet.
+// Authorization header, then the method and the path (escaped; hashed when
+// it would make the scope longer than MaxScopeBytes). Requests with
+// neither principal nor header share one key space: put a server that
+// authenticates no one behind a Scope of its own if its clients must not
+// meet.
 func DefaultScope(r *http.Request) string {
 	var who [sha256.Size]byte
 	if p, ok := Principal(r.Context()); ok {
@@ -98,7 +100,13 @@ func DefaultScope(r *http.Request) string {
 	} else {
 		who = sha256.Sum256([]byte("authorization\x00" + r.Header.Get("Authorization")))
 	}
-	return hex.EncodeToString(who[:8]) + " " + r.Method + " " + r.URL.Path
+	scope := hex.EncodeToString(who[:8]) + " " + r.Method + " "
+	path := r.URL.EscapedPath()
+	if len(scope)+len(path) > MaxScopeBytes {
+		h := sha256.Sum256([]byte(path))
+		path = "sha256:" + hex.EncodeToString(h[:])
+	}
+	return scope + path
 }
 
 // storedResponse is what Middleware stores for a key.

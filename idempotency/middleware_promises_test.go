@@ -399,3 +399,24 @@ func TestMiddlewareInFlightIs409WithRetryAfter(t *testing.T) {
 		}
 	})
 }
+
+// The default scope takes any path: a long one, or one with escaped
+// bytes that are no text (%00, %FF), is a scope like any other.
+func TestMiddlewareDefaultScopeTakesAnyPath(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		var runs, status atomic.Int64
+		status.Store(http.StatusCreated)
+		h := b.store.Middleware(idempotency.MiddlewareOptions{})(counting(&runs, &status))
+		long := "/v1/" + strings.Repeat("a", 600)
+		for i, target := range []string{long, long + "b", "/v1/a%00b", "/v1/a%FFb"} {
+			for j := range 2 {
+				rec := do(h, post(target, `"k"`, "{}"))
+				replayed := rec.Header().Get("Idempotent-Replayed") == "true"
+				if rec.Code != http.StatusCreated || rec.Body.String() != fmt.Sprintf("run %d", i+1) || replayed != (j == 1) {
+					t.Errorf("%.20s…: %d %q replayed=%v", target, rec.Code, rec.Body, replayed)
+				}
+			}
+		}
+	})
+}
