@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
@@ -112,6 +114,10 @@ func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Contex
 	value, err := do(ctx)
 	if err != nil {
 		return "", err
+	}
+	if !utf8.ValidString(value) || strings.IndexByte(value, 0) >= 0 {
+		// Both engines refuse it alike (PostgreSQL text cannot hold it).
+		return "", racefree.Invalid("step value", "must be UTF-8 without NUL bytes")
 	}
 	save := func(tx *sql.Tx) error {
 		if err := c.s.claims.Guard(ctx, tx, c.claimKey(), c.holder, c.fence); err != nil {

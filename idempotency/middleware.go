@@ -133,6 +133,8 @@ func (errNotStored) Error() string { return "response not stored" }
 //     hash) is 422;
 //   - a replay returns the stored status, headers and body with
 //     Idempotent-Replayed: true;
+//   - when the store cannot be reached or cannot record the outcome, the
+//     answer is a 503 problem with Retry-After: retry with the same key;
 //   - a response whose status MiddlewareOptions.Store refuses (by default
 //     StoreStatus: validation and authentication failures, 404, 405, 408,
 //     413, 415, 429 and 5xx) is not stored, so a retry runs again.
@@ -227,6 +229,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 			case errors.As(err, &input):
 				writeProblem(w, http.StatusBadRequest, "idempotency-key-malformed", "Malformed Idempotency-Key", input.Error())
 			case err != nil:
+				w.Header().Set("Retry-After", "1")
 				writeProblem(w, http.StatusServiceUnavailable, "idempotency-unavailable", "Idempotency store unavailable",
 					"the outcome of this request could not be recorded; retry with the same Idempotency-Key")
 			case res.Replayed:

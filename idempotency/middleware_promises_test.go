@@ -420,3 +420,24 @@ func TestMiddlewareDefaultScopeTakesAnyPath(t *testing.T) {
 		}
 	})
 }
+
+// When the store cannot be reached the answer is a 503 problem with
+// Retry-After, and the handler does not run.
+func TestMiddlewareStoreUnavailableIs503(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		var runs, status atomic.Int64
+		status.Store(http.StatusCreated)
+		h := b.store.Middleware(idempotency.MiddlewareOptions{})(counting(&runs, &status))
+		if err := b.db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rec := do(h, post("/v1/orders", `"k"`, "{}"))
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || rec.Header().Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("store closed: %d Retry-After %q; want a 503 problem with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+		}
+		if got := runs.Load(); got != 0 {
+			t.Fatalf("the handler ran %d times without a store", got)
+		}
+	})
+}

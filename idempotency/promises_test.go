@@ -654,3 +654,22 @@ func TestLeasesLiveInTheirOwnNamespace(t *testing.T) {
 		}
 	})
 }
+
+// A step's value must be text without NUL bytes, on both engines alike.
+func TestStepValueMustBeText(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		for _, value := range []string{"a\x00b", "\xff"} {
+			_, err := b.store.Do(context.Background(), "s", fmt.Sprintf("%q", value), "fp", func(ctx context.Context, call *idempotency.Call) ([]byte, error) {
+				_, err := call.Step(ctx, "charge", func(context.Context) (string, error) { return value, nil })
+				return nil, err
+			})
+			if !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Errorf("step value %q: %v, want ErrInvalidInput", value, err)
+			}
+		}
+		if got := countSteps(t, b.db); got != 0 {
+			t.Fatalf("%d recovery points saved", got)
+		}
+	})
+}
