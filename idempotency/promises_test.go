@@ -251,11 +251,11 @@ func waitReaperDoneOrBlockedBy(t *testing.T, ctx context.Context, db *racefree.D
 
 // The heartbeat renews the lease every Lease/3 while fn runs, so a live
 // worker keeps its key however long it runs: every duplicate meanwhile
-// gets ErrInProgress, never a takeover. Real clock, lease 900 ms.
+// gets ErrInProgress, never a takeover. Real clock, lease 1.5 s.
 func TestHeartbeatKeepsTheLeaseOfALongRun(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		const lease = 900 * time.Millisecond
+		const lease = 1500 * time.Millisecond
 		store := idempotency.New(db, &idempotency.Options{Lease: lease})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
