@@ -451,7 +451,7 @@ func TestDefaults(t *testing.T) {
 func TestPostgresClockIsNotTheTransactionStart(t *testing.T) {
 	t.Parallel()
 	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
-	const retention = 300 * time.Millisecond
+	const retention = time.Second
 	store := idempotency.New(db, &idempotency.Options{Retention: retention})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
