@@ -566,7 +566,7 @@ func TestLostLeaseCancelsFn(t *testing.T) {
 				select {
 				case <-ctx.Done():
 					return []byte("too late"), nil
-				case <-time.After(time.Minute):
+				case <-time.After(10 * time.Second):
 					return nil, errors.New("fn's context was never cancelled")
 				}
 			})
