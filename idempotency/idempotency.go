@@ -373,7 +373,9 @@ func (s *Store) get(ctx context.Context, exec racefree.Executor, scope, key stri
 // through the expiry index, and skips, on PostgreSQL, rows that a
 // transaction holds: a record restarted while Reap runs is never deleted. On SQLite, which has one
 // writer at a time, Reap pauses between batches for as long as the batch
-// took, so that it holds the write lock at most half the time.
+// took, so that it holds the write lock at most half the time. Reap runs
+// on the pool, never in the caller's transaction: each batch commits on its
+// own, so that no lock is held for a whole run.
 func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
