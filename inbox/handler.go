@@ -51,7 +51,7 @@ type Handler struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeProblem(w, http.StatusMethodNotAllowed, "no-route", "Method Not Allowed", "deliveries are POSTed")
+		writeProblem(w, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "deliveries are POSTed")
 		return
 	}
 	limit := h.MaxBody
