@@ -84,7 +84,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case errors.As(err, &ie):
 		writeProblem(w, http.StatusBadRequest, "invalid-input", "Invalid input", ie.Error())
-	case errors.Is(err, racefree.ErrRetryable):
+	case errors.Is(err, racefree.ErrRetryable), errors.Is(err, racefree.ErrUnavailable):
 		h.log().WarnContext(r.Context(), "inbox delivery not stored: retry", "source", h.Source, "id", id, "err", err)
 		writeProblem(w, http.StatusServiceUnavailable, "retry", "Busy, retry later", "")
 	default:
