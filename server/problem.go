@@ -36,6 +36,9 @@ func badRequest(w http.ResponseWriter, detail string) {
 // write is unknown: retry it with the same Idempotency-Key); anything else
 // is a 500 whose detail says nothing about internals, and is logged.
 func (s *Server) problemFor(r *http.Request, err error) Problem {
+	// A primitive that returned a driver's error as it came is mapped here,
+	// by the engine's one interpretation.
+	err = s.db.InterpretError(err)
 	var (
 		ie   *racefree.InputError
 		held *claim.HeldError
@@ -67,7 +70,8 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return problem.KeyMismatch.New("this Idempotency-Key was used with a different request")
 	case errors.Is(err, racefree.ErrSchemaOutdated), errors.Is(err, racefree.ErrSchemaTooNew):
 		return problem.Schema.New(err.Error())
-	case errors.Is(err, racefree.ErrUnavailable), errors.Is(err, racefree.ErrRetryable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, racefree.ErrUnavailable), errors.Is(err, racefree.ErrRetryable), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(r.Context().Err(), context.DeadlineExceeded):
 		s.log.WarnContext(r.Context(), "request not served: database unavailable or busy", "method", r.Method, "path", r.URL.Path, "err", err)
 		return problem.Unavailable.New("the database is unavailable or busy; retry (with the same Idempotency-Key for a POST)")
 	}

@@ -41,6 +41,10 @@ type Options struct {
 	// "Authorization: Bearer <MetricsToken>" (it may equal Token).
 	// Defaults to none: /metrics is open, like /healthz and /readyz.
 	MetricsToken string
+	// RequestTimeout bounds each request's work: a request still waiting
+	// for the database after it (a lock held elsewhere, a busy SQLite)
+	// answers 503 with Retry-After and changes nothing. Defaults to none.
+	RequestTimeout time.Duration
 }
 
 // Server represents racefree's HTTP API over one database.
@@ -99,6 +103,11 @@ func (s *Server) routes() {
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if s.opts.RequestTimeout > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		route := s.serve(rec, r)
 		s.reqs.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
