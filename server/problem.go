@@ -96,7 +96,11 @@ const maxBody = 1 << 20
 // readBody reads r's body, at most maxBody bytes; a larger body returns an
 // *http.MaxBytesError.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if mbe := (*http.MaxBytesError)(nil); err != nil && !errors.As(err, &mbe) {
+		return nil, racefree.Invalid("request body", "could not be read: it was sent too slowly or cut short")
+	}
+	return body, err
 }
 
 // decode reads one JSON object from body into v, refusing unknown fields

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -239,5 +240,120 @@ func TestServeInboxFromEnvironment(t *testing.T) {
 				t.Fatalf("POST %s: %d, want 204\n%s", source, resp.StatusCode, stderr.String())
 			}
 		}
+	}
+}
+
+func TestMigrateStatusCreatesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := runCLI(t, "migrate", "status", "--db", "sqlite:"+filepath.Join(dir, "typo.db"))
+	if r.code == 0 || !strings.Contains(r.stderr, "no such database file") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q; want one line saying the file does not exist", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("migrate status created %d files, want none", len(entries))
+	}
+}
+
+func TestServeTimeoutsMetricsTokenAndExposureWarning(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	local := "127.0.0.1:" + strconv.Itoa(port)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := cli(ctx, "serve", "--db", "sqlite:"+filepath.Join(t.TempDir(), "r.db"), "--addr", "0.0.0.0:"+strconv.Itoa(port),
+		"--read-timeout", "1s", "--request-timeout", "2s", "--write-timeout", "3s", "--metrics-token", "scrape")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitFor(t, "http://"+local+"/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz: %d", code)
+	}
+
+	for _, c := range []struct {
+		auth string
+		want int
+	}{{"", 401}, {"Bearer scrape", 200}} {
+		req, _ := http.NewRequest("GET", "http://"+local+"/metrics", nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("/metrics with %q: %d, want %d", c.auth, resp.StatusCode, c.want)
+		}
+	}
+
+	// A body sent one byte at a time must not hold the connection past
+	// --read-timeout: the server answers or closes the connection.
+	conn, err := net.Dial("tcp", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /v1/claims/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_, _ = io.Copy(io.Discard, conn)
+	}()
+	drip := time.NewTicker(100 * time.Millisecond)
+	defer drip.Stop()
+dripping:
+	for {
+		select {
+		case <-closed:
+			break dripping
+		case <-drip.C:
+			if _, err := conn.Write([]byte("x")); err != nil {
+				<-closed
+				break dripping
+			}
+		case <-ctx.Done():
+			t.Fatal("the slow body held the connection for a minute")
+		}
+	}
+	if held := time.Since(start); held > 5*time.Second {
+		t.Errorf("a slow body held the connection for %v with --read-timeout 1s", held)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v\n%s", err, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "non-loopback address without --token"); n != 1 {
+		t.Errorf("%d warnings about the exposed address, want 1:\n%s", n, stderr.String())
+	}
+}
+
+func TestServeRefusesBadTimeouts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--read-timeout", "0s"},
+		{"--idle-timeout", "-1s"},
+		{"--request-timeout", "30s", "--write-timeout", "30s"},
+	} {
+		r := runCLI(t, append([]string{"serve", "--db", "sqlite:" + filepath.Join(dir, "x.db"), "--addr", "127.0.0.1:0"}, args...)...)
+		if r.code == 0 || !strings.HasPrefix(r.stderr, "racefree: invalid ") {
+			t.Errorf("%v: exit %d, %q; want a refusal", args, r.code, r.stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("refused flags wrote %d files", len(entries))
 	}
 }

@@ -27,6 +27,7 @@ func serveCmd() *cobra.Command {
 		grace           time.Duration
 		inboxSecrets    []string
 		inboxOpts       server.Options
+		limits          timeouts
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -41,7 +42,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			inboxOpts.InboxSecrets = secrets
-			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts)
+			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits)
 		},
 	}
 	f := cmd.Flags()
@@ -53,10 +54,36 @@ func serveCmd() *cobra.Command {
 	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
 	f.DurationVar(&inboxOpts.InboxRetention, "inbox-retention", inbox.DefaultRetention, "how long webhook event IDs are kept to recognise redeliveries (at least the senders' retry horizon)")
 	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
+	f.StringVar(&inboxOpts.MetricsToken, "metrics-token", envOr("RACEFREE_METRICS_TOKEN", ""), "bearer token required on /metrics when set; may equal --token (env RACEFREE_METRICS_TOKEN)")
+	f.DurationVar(&limits.readHeader, "read-header-timeout", 10*time.Second, "how long a client may take to send the request headers")
+	f.DurationVar(&limits.read, "read-timeout", 15*time.Second, "how long a client may take to send the whole request, body included")
+	f.DurationVar(&inboxOpts.RequestTimeout, "request-timeout", 20*time.Second, "how long a request may wait for the database before it answers 503")
+	f.DurationVar(&limits.write, "write-timeout", 30*time.Second, "how long a request may take from its headers to the end of its response (more than --request-timeout)")
+	f.DurationVar(&limits.idle, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
 	return cmd
 }
 
-func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration, opts server.Options) error {
+// timeouts bound how long a client may hold a connection.
+type timeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+func (t timeouts) check(request time.Duration) error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read-header-timeout", t.readHeader}, {"read-timeout", t.read}, {"write-timeout", t.write}, {"idle-timeout", t.idle}, {"request-timeout", request}} {
+		if d.v <= 0 {
+			return racefree.Invalid(d.name, "must be positive")
+		}
+	}
+	if t.write <= request {
+		return racefree.Invalid("write-timeout", "must be longer than --request-timeout (%v), so that a request that timed out still gets its 503", request)
+	}
+	return nil
+}
+
+func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration, opts server.Options, limits timeouts) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -72,6 +99,9 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	}
 	if opts.InboxRetention < time.Millisecond {
 		return racefree.Invalid("inbox-retention", "must be positive")
+	}
+	if err := limits.check(opts.RequestTimeout); err != nil {
+		return err
 	}
 	// Listen before opening the database, so that a port in use fails
 	// before anything is written.
@@ -96,8 +126,14 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	api := server.New(db, opts)
 	srv := &http.Server{
 		Handler:           api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: limits.readHeader,
+		ReadTimeout:       limits.read,
+		WriteTimeout:      limits.write,
+		IdleTimeout:       limits.idle,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if token == "" && !loopback(ln.Addr()) {
+		log.Warn("listening on a non-loopback address without --token: anyone who can reach it can use the API", "addr", ln.Addr().String())
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -123,6 +159,13 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// loopback reports whether addr accepts connections from this machine
+// only.
+func loopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // reap deletes what has outlived its retention every minute until ctx
