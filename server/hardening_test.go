@@ -418,3 +418,41 @@ func TestDomainMetricsMove(t *testing.T) {
 		}
 	})
 }
+
+func TestBearerTokenOnEveryV1Route(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		h := server.New(db, server.Options{Token: "s3cret", InboxSecrets: map[string][]string{"stripe": {secret}}}).Handler()
+		routes := []struct{ method, path, body string }{
+			{"POST", "/v1/claims/k", `{"holder":"w","ttl_ms":60000}`},
+			{"POST", "/v1/claims/k/renew", `{"holder":"w","fence":1,"ttl_ms":60000}`},
+			{"GET", "/v1/claims/k", ""},
+			{"DELETE", "/v1/claims/k?holder=w&fence=1", ""},
+			{"POST", "/v1/events", `{"source":"s","level":"l","message":"m"}`},
+			{"POST", "/v1/events/fp/result", `{"fence":1,"classification":"c"}`},
+			{"GET", "/v1/inbox/stripe", ""},
+			{"GET", "/v1/nowhere", ""},
+		}
+		for _, auth := range []string{"", "Bearer wrong", "s3cret", "Bearer s3cret "} {
+			for _, r := range routes {
+				code, body, hdr := do(t, h, r.method, r.path, r.body, "Authorization", auth, "Idempotency-Key", `"x"`)
+				if code != 401 || hdr.Get("WWW-Authenticate") == "" || body["type"] != "urn:racefree:problem:unauthorized" {
+					t.Errorf("%s %s with %q: %d %v; want 401", r.method, r.path, auth, code, body)
+				}
+			}
+		}
+		for _, table := range []string{"racefree_claims", "racefree_dedup_events", "racefree_idempotency"} {
+			var n int
+			if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM `+table).Scan(&n); err != nil || n != 0 {
+				t.Errorf("%s: %d rows after refused requests, %v; want none", table, n, err)
+			}
+		}
+		// With the token every route answers; the signed inbox POST needs none.
+		if code, body, _ := do(t, h, "POST", "/v1/claims/k", `{"holder":"w","ttl_ms":60000}`, "Authorization", "Bearer s3cret"); code != 200 {
+			t.Fatalf("with the token: %d %v", code, body)
+		}
+		if code, body, _ := do(t, h, "POST", "/v1/inbox/stripe", `{}`, webhook(t, secret, "evt_1", time.Now(), `{}`)...); code != 204 {
+			t.Fatalf("signed delivery without the token: %d %v", code, body)
+		}
+	})
+}

@@ -357,3 +357,71 @@ func TestServeRefusesBadTimeouts(t *testing.T) {
 		t.Errorf("refused flags wrote %d files", len(entries))
 	}
 }
+
+func TestServeFinishesInFlightRequestsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	db := testdb.Open(t, d, nil)
+	app := fmt.Sprintf("rf_shutdown_%d", time.Now().UnixNano())
+	addr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := cli(ctx, "serve", "--db", d+"&application_name="+app, "--addr", addr)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitFor(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz: %d", code)
+	}
+	post := func(path, body string) int {
+		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/v1/claims/k", `{"holder":"w","ttl_ms":60000}`); code != 200 {
+		t.Fatalf("acquire: %d", code)
+	}
+	// Hold the claim's row so that a renew is in flight, waiting on it.
+	tx, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM racefree_claims WHERE key = 'k' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	renewed := make(chan int, 1)
+	go func() { renewed <- post("/v1/claims/k/renew", `{"holder":"w","fence":1,"ttl_ms":60000}`) }()
+	for waiting := 0; waiting == 0; time.Sleep(10 * time.Millisecond) { // poll the state
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Shutting down: no new connection is accepted ...
+	for ; ; time.Sleep(10 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			break
+		}
+		c.Close()
+	}
+	// ... and the request in flight finishes once the row is free.
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-renewed; code != 200 {
+		t.Fatalf("in-flight renew: %d, want 200\n%s", code, stderr.String())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v, want exit 0\n%s", err, stderr.String())
+	}
+}
