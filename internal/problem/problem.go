@@ -48,7 +48,6 @@ var (
 	StaleFence            = Kind{"stale-fence", "Stale fencing token", http.StatusConflict}
 	InProgress            = Kind{"idempotency-in-progress", "Request in progress", http.StatusConflict}
 	TooLarge              = Kind{"too-large", "Request body too large", http.StatusRequestEntityTooLarge}
-	UnsupportedMediaType  = Kind{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
 	KeyMismatch           = Kind{"idempotency-key-mismatch", "Idempotency-Key reused", http.StatusUnprocessableEntity}
 	Internal              = Kind{"internal", "Internal error", http.StatusInternalServerError}
 	Unavailable           = Kind{"unavailable", "Temporarily unavailable", http.StatusServiceUnavailable}
@@ -61,7 +60,7 @@ var (
 func Kinds() []Kind {
 	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature,
 		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, TooLarge,
-		UnsupportedMediaType, KeyMismatch, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady}
+		KeyMismatch, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady}
 }
 
 // aliases are names used before the registry, kept so that old call sites

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -90,5 +91,33 @@ func TestUnavailableCarriesRetryAfter(t *testing.T) {
 	}
 	if got, want := rec.Header().Get("Content-Type"), "application/problem+json"; got != want {
 		t.Fatalf("Content-Type %q, want %q", got, want)
+	}
+}
+
+// TestREADMEListsEveryKind keeps the README's table of problem types equal
+// to the registry.
+func TestREADMEListsEveryKind(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| ([0-9]{3}) \\| ([^|(]+?) (?:\\(.*\\) )?\\|$")
+	documented := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		k, ok := problem.Lookup(m[1])
+		if !ok || k.Name != m[1] {
+			t.Errorf("README lists %q, which is not registered", m[1])
+			continue
+		}
+		documented[m[1]] = true
+		if got := strconv.Itoa(k.Status) + " " + k.Title; got != m[2]+" "+m[3] {
+			t.Errorf("README: %s is %s %s, registered as %s", m[1], m[2], m[3], got)
+		}
+	}
+	for _, k := range problem.Kinds() {
+		if !documented[k.Name] {
+			t.Errorf("README does not list %s", k.Name)
+		}
 	}
 }
