@@ -456,3 +456,23 @@ func TestBearerTokenOnEveryV1Route(t *testing.T) {
 		}
 	})
 }
+
+// TestEventRoutesStoreTheirResponseAfterTheOperation pins down what the
+// README says of the event routes: their response is stored after the
+// operation, so a crash between the two leaves the key in progress.
+func TestEventRoutesStoreTheirResponseAfterTheOperation(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		h := server.New(db, server.Options{}).Handler()
+		repair := crashOnStore(t, db)
+		ev := `{"source":"s","level":"l","message":"m"}`
+		if code, body, _ := do(t, h, "POST", "/v1/events", ev, "Idempotency-Key", `"e"`); code != 503 {
+			t.Fatalf("with the store failing: %d %v, want 503", code, body)
+		}
+		repair()
+		code, body, hdr := do(t, h, "POST", "/v1/events", ev, "Idempotency-Key", `"e"`)
+		if code != 409 || hdr.Get("Retry-After") == "" || body["type"] != "urn:racefree:problem:idempotency-in-progress" {
+			t.Fatalf("retry: %d %v; want 409 in progress until the lease lapses", code, body)
+		}
+	})
+}

@@ -427,3 +427,40 @@ func TestServeFinishesInFlightRequestsOnSIGTERM(t *testing.T) {
 		t.Fatalf("after SIGTERM: %v, want exit 0\n%s", err, stderr.String())
 	}
 }
+
+func TestMigrateSQLConnectsToNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, d := range []string{"postgres://nobody@127.0.0.1:1/x?connect_timeout=1", "sqlite:" + filepath.Join(dir, "x.db")} {
+		r := runCLI(t, "migrate", "sql", "--db", d)
+		if r.code != 0 || !strings.Contains(r.stdout, "CREATE TABLE racefree_claims") {
+			t.Errorf("migrate sql --db %s: exit %d, %q", d, r.code, r.stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("migrate sql created %d files, want none", len(entries))
+	}
+}
+
+func TestServeWithoutMigrateRefusesAnOutdatedSchema(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, dsn string) {
+		r := runCLI(t, "serve", "--db", dsn, "--addr", "127.0.0.1:0", "--migrate=false")
+		if r.code == 0 || !strings.Contains(r.stderr, "racefree migrate up") {
+			t.Fatalf("exit %d, stderr %q; want a refusal naming migrate up", r.code, r.stderr)
+		}
+	})
+}
+
+func TestServeDefaults(t *testing.T) {
+	t.Parallel()
+	f := serveCmd().Flags()
+	for name, want := range map[string]string{
+		"addr": "127.0.0.1:8080", "migrate": "true", "shutdown-timeout": "30s",
+		"read-header-timeout": "10s", "read-timeout": "15s", "request-timeout": "20s", "write-timeout": "30s", "idle-timeout": "1m0s",
+	} {
+		if got := f.Lookup(name).DefValue; got != want {
+			t.Errorf("--%s defaults to %s, want %s", name, got, want)
+		}
+	}
+}
