@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -208,6 +211,9 @@ func TestDatabaseOutageIs503OnEveryRoute(t *testing.T) {
 		if code != 503 || hdr.Get("Retry-After") == "" || hdr.Get("Content-Type") != "application/problem+json" {
 			t.Errorf("%s %s %v: %d %v %v; want 503 problem with Retry-After", c.method, c.path, c.header, code, body, hdr)
 		}
+	}
+	if m := scrape(t, h); !strings.Contains(m, `racefree_inbox_deliveries_total{outcome="failed",source="stripe"} 1`+"\n") {
+		t.Errorf("the failed delivery is not counted")
 	}
 	code, body, hdr := do(t, h, "GET", "/readyz", "")
 	if code != 503 || body["type"] != "urn:racefree:problem:not-ready" || hdr.Get("Retry-After") == "" {
@@ -474,5 +480,44 @@ func TestEventRoutesStoreTheirResponseAfterTheOperation(t *testing.T) {
 		if code != 409 || hdr.Get("Retry-After") == "" || body["type"] != "urn:racefree:problem:idempotency-in-progress" {
 			t.Fatalf("retry: %d %v; want 409 in progress until the lease lapses", code, body)
 		}
+		if m := scrape(t, h); !strings.Contains(m, `racefree_idempotency_requests_total{outcome="in_progress"} 1`+"\n") {
+			t.Errorf("the in-progress 409 is not counted:\n%s", m)
+		}
 	})
+}
+
+// scrape returns what /metrics shows.
+func scrape(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
+}
+
+// TestControlCharactersInHeadersAreRefusedByNetHTTP pins down what the
+// README says: Go's net/http refuses such a request with a plain-text 400
+// before racefree's handler sees it.
+func TestControlCharactersInHeadersAreRefusedByNetHTTP(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	ts := httptest.NewServer(server.New(db, server.Options{}).Handler())
+	defer ts.Close()
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /v1/claims/k HTTP/1.1\r\nHost: x\r\nIdempotency-Key: \"a\x01b\"\r\nContent-Length: 2\r\n\r\n{}")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 400 || strings.Contains(resp.Header.Get("Content-Type"), "problem") {
+		t.Fatalf("%d %s; want net/http's plain 400", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM racefree_claims`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d claims, %v; want none", n, err)
+	}
 }
