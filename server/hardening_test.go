@@ -521,3 +521,66 @@ func TestControlCharactersInHeadersAreRefusedByNetHTTP(t *testing.T) {
 		t.Fatalf("%d claims, %v; want none", n, err)
 	}
 }
+
+// TestTerminatedBackendIs503 terminates the connection of a request that
+// waits for a row lock, as a PostgreSQL restart or an operator would: the
+// request answers 503 with Retry-After, not 500.
+func TestTerminatedBackendIs503(t *testing.T) {
+	t.Parallel()
+	app := fmt.Sprintf("rf_terminate_%d", time.Now().UnixNano())
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres)+"&application_name="+app, nil)
+	admin := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	h := server.New(db, server.Options{}).Handler()
+	if code, body, _ := do(t, h, "POST", "/v1/claims/k", `{"holder":"w1","ttl_ms":60000}`); code != 200 {
+		t.Fatalf("acquire: %d %v", code, body)
+	}
+	for _, c := range []struct {
+		method, path, body string
+		header             []string
+	}{
+		{"POST", "/v1/claims/k/renew", `{"holder":"w1","fence":1,"ttl_ms":60000}`, nil},
+		{"POST", "/v1/claims/k", `{"holder":"w1","ttl_ms":60000}`, []string{"Idempotency-Key", `"t1"`}},
+		{"DELETE", "/v1/claims/k?holder=w1&fence=1", "", nil},
+	} {
+		tx, err := db.SQL().BeginTx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(t.Context(), `SELECT 1 FROM racefree_claims WHERE key = 'k' FOR UPDATE`); err != nil {
+			t.Fatal(err)
+		}
+		type answer struct {
+			code int
+			body map[string]any
+			hdr  http.Header
+		}
+		done := make(chan answer, 1)
+		go func() {
+			code, body, hdr := do(t, h, c.method, c.path, c.body, c.header...)
+			done <- answer{code, body, hdr}
+		}()
+		var pid int
+		for pid == 0 {
+			err := admin.QueryRowContext(t.Context(), `SELECT COALESCE(max(pid), 0) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pid == 0 {
+				time.Sleep(10 * time.Millisecond) // poll the state
+			}
+		}
+		if _, err := admin.ExecContext(t.Context(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			t.Fatal(err)
+		}
+		a := <-done
+		if a.code != 503 || a.hdr.Get("Retry-After") == "" || a.body["type"] != "urn:racefree:problem:unavailable" {
+			t.Errorf("%s %s %v with its connection terminated: %d %v; want 503 unavailable with Retry-After", c.method, c.path, c.header, a.code, a.body)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, body, _ := do(t, h, "POST", "/v1/claims/k/renew", `{"holder":"w1","fence":1,"ttl_ms":60000}`); code != 200 {
+		t.Fatalf("renew once the database answers again: %d %v", code, body)
+	}
+}
