@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
@@ -27,8 +26,12 @@ const (
 	MaxTTL         = 30 * 24 * time.Hour
 )
 
-// leaseSchema is the migration that turned claims into leases.
-const leaseSchema = 2
+// leaseSchema is the migration that turned claims into leases, and
+// floorSchema the one that added the fence floors Reap raises.
+const (
+	leaseSchema = 2
+	floorSchema = 6
+)
 
 // Claim represents the state of one key's claim.
 type Claim struct {
@@ -115,7 +118,13 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 	if !modern {
 		return s.acquireLegacy(ctx, exec, key, holder)
 	}
-	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get("acquire"), s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()))
+	acquire := "acquire"
+	if floors, err := s.db.SchemaAtLeast(ctx, floorSchema); err != nil {
+		return nil, fmt.Errorf("claim acquire: %w", err)
+	} else if !floors {
+		acquire = "acquire_before_floors"
+	}
+	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get(acquire), s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()))
 	if err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
 	}
@@ -131,6 +140,9 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 // the caller's. A renewal whose reply was lost can simply be retried.
 func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder string, fence int64, ttl time.Duration) (*Claim, error) {
 	if err := validate(key, holder, ttl); err != nil {
+		return nil, err
+	}
+	if err := ValidateFence(fence); err != nil {
 		return nil, err
 	}
 	if err := s.requireLeases(ctx); err != nil {
@@ -155,6 +167,9 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 	if err := validateHolder(key, holder); err != nil {
 		return err
 	}
+	if err := ValidateFence(fence); err != nil {
+		return err
+	}
 	if err := s.requireLeases(ctx); err != nil {
 		return err
 	}
@@ -177,6 +192,9 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 // exclusive to the holder. It returns the same errors as Renew.
 func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence int64) error {
 	if err := validateHolder(key, holder); err != nil {
+		return err
+	}
+	if err := ValidateFence(fence); err != nil {
 		return err
 	}
 	if err := s.requireLeases(ctx); err != nil {
@@ -215,13 +233,30 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 
 // Reap deletes the namespace's claims that lapsed at least grace ago,
 // batch rows per statement (0: 1000), until none is left or ctx ends, and
-// returns how many it deleted. Claims in compatible mode (NULL expiry) are
-// kept.
+// returns how many it deleted. Claims in compatible mode (NULL expiry) and
+// live claims are kept: on PostgreSQL a claim that a caller's open
+// transaction is re-acquiring is skipped (locked rows are not waited for),
+// and the expiry test is re-checked on the row's latest version.
 //
-// Deleting a claim restarts its fence at 1, so a holder still holding an
-// older fence could pass Guard again. Choose grace longer than any holder
-// can stall: at least the longest TTL in use, and for idempotency leases
-// the retention period.
+// Reaping never makes a fence go backwards: in the transaction that
+// deletes a batch, Reap raises the namespace's fence floor to the highest
+// fence it deleted, and Acquire starts a key that has no row one above the
+// floor. A holder that outlived its reaped row gets ErrNotHeld from Renew,
+// Release and Guard, and its fence is lower than any fence issued for the
+// key afterwards. Grace is therefore only about how long a lapsed claim
+// stays readable (Get, Count, FirstSeen); for idempotency leases it is the
+// retention period.
+//
+// Each batch's cutoff (now - grace) is computed once, from the engine's
+// clock, so the (ns, expires_at) index is used at every batch size. On
+// SQLite, where a batch holds the database's only write lock, Reap waits
+// after each full batch as long as the batch took, so that writers get the
+// lock in between.
+//
+// Reap needs migration 006 (fence floors): against an older schema
+// (compatible mode) it deletes nothing and returns an error matching
+// racefree.ErrSchemaOutdated, because deleting a claim without raising
+// the floor would restart its fence.
 func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64, error) {
 	if grace < 0 {
 		return 0, racefree.Invalid("grace", "must not be negative")
@@ -229,17 +264,75 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 	if batch <= 0 {
 		batch = 1000
 	}
+	if floors, err := s.db.SchemaAtLeast(ctx, floorSchema); err != nil {
+		return 0, fmt.Errorf("claim reap: %w", err)
+	} else if !floors {
+		return 0, fmt.Errorf("claim reap: needs migration %03d (fence floors): %w", floorSchema, racefree.ErrSchemaOutdated)
+	}
 	var total int64
 	for {
-		res, err := s.db.ExecContext(ctx, s.q.Get("reap"), s.ns, grace.Milliseconds(), batch, s.db.ClockArg())
+		start := time.Now()
+		n, err := s.reapBatch(ctx, grace, batch)
+		total += n
 		if err != nil {
 			return total, fmt.Errorf("claim reap: %w", s.db.InterpretError(err))
 		}
-		n, _ := res.RowsAffected()
-		total += n
 		if n < int64(batch) {
 			return total, nil
 		}
+		if s.db.Engine() == racefree.SQLite {
+			if err := pause(ctx, time.Since(start)); err != nil {
+				return total, fmt.Errorf("claim reap: %w", err)
+			}
+		}
+	}
+}
+
+// reapBatch deletes one batch and raises the floor over it, atomically.
+func (s *Store) reapBatch(ctx context.Context, grace time.Duration, batch int) (int64, error) {
+	now, err := s.now(ctx)
+	if err != nil {
+		return 0, err
+	}
+	cutoff := now - grace.Milliseconds()
+	if s.db.Engine() == racefree.Postgres {
+		var n int64
+		err := s.db.QueryRowContext(ctx, s.q.Get("reap"), s.ns, cutoff, batch).Scan(&n)
+		return n, err
+	}
+	var n int64
+	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.q.Get("reap_floor"), s.ns, cutoff, batch); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.q.Get("reap"), s.ns, cutoff, batch)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+// now reads the clock a query would: the injected Clock, or the engine's.
+func (s *Store) now(ctx context.Context) (int64, error) {
+	if c := s.db.ClockArg(); c != nil {
+		return c.(int64), nil
+	}
+	var now int64
+	err := s.db.QueryRowContext(ctx, s.q.Get("now")).Scan(&now)
+	return now, err
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -255,6 +348,8 @@ func (s *Store) whyNot(ctx context.Context, exec racefree.Executor, key, holder 
 		return err
 	case c.Fence > fence:
 		return &StaleFenceError{Key: key, Fence: fence, Current: c.Fence}
+	case c.Fence < fence:
+		return fmt.Errorf("claim %q: %w: fence %d is ahead of the current fence %d and was never issued", key, racefree.ErrNotHeld, fence, c.Fence)
 	case c.Holder != holder || c.Fence != fence:
 		return fmt.Errorf("claim %q: %w: held by %q at fence %d", key, racefree.ErrNotHeld, c.Holder, c.Fence)
 	}
@@ -347,15 +442,18 @@ func validateHolder(key, holder string) error {
 	if err := validateKey(key); err != nil {
 		return err
 	}
-	if len(holder) == 0 || len(holder) > MaxHolderBytes || !utf8.ValidString(holder) {
-		return racefree.Invalid("holder", "must be 1 to %d bytes of UTF-8", MaxHolderBytes)
-	}
-	return nil
+	return racefree.CheckText("holder", holder, MaxHolderBytes)
 }
 
 func validateKey(key string) error {
-	if len(key) == 0 || len(key) > MaxKeyBytes || !utf8.ValidString(key) {
-		return racefree.Invalid("key", "must be 1 to %d bytes of UTF-8", MaxKeyBytes)
+	return racefree.CheckText("key", key, MaxKeyBytes)
+}
+
+// ValidateFence returns an *racefree.InputError unless fence is positive:
+// Acquire never issues a fence below 1.
+func ValidateFence(fence int64) error {
+	if fence <= 0 {
+		return racefree.Invalid("fence", "must be positive, got %d", fence)
 	}
 	return nil
 }

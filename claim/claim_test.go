@@ -283,7 +283,7 @@ func TestCompatibleModeOnThePreviousSchema(t *testing.T) {
 		if _, err := claims.Acquire(ctx, db, "k", "b", time.Millisecond); !errors.Is(err, racefree.ErrHeld) {
 			t.Fatalf("second holder on the old schema: %v, want ErrHeld (never two winners)", err)
 		}
-		if _, err := claims.Renew(ctx, db, "k", "a", 0, time.Second); !errors.Is(err, racefree.ErrSchemaOutdated) {
+		if _, err := claims.Renew(ctx, db, "k", "a", 1, time.Second); !errors.Is(err, racefree.ErrSchemaOutdated) {
 			t.Fatalf("renew on the old schema: %v, want ErrSchemaOutdated", err)
 		}
 		// The migration lands while the code runs: the same Store switches
