@@ -124,9 +124,19 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 	} else if !floors {
 		acquire = "acquire_before_floors"
 	}
-	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get(acquire), s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()))
+	var inserted bool
+	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get(acquire), s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()), &inserted)
 	if err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
+	}
+	if inserted {
+		// The statement read the floor in its snapshot, which can predate a
+		// reap that committed before the insert; a fresh statement reads it
+		// again (PostgreSQL only: SQLite's statement sees every commit).
+		err := exec.QueryRowContext(ctx, s.q.Get("raise_to_floor"), s.ns, key, holder, c.Fence).Scan(&c.Fence)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("claim acquire: %w", s.db.InterpretError(err))
+		}
 	}
 	if c.Holder != holder {
 		return nil, &HeldError{Claim: *c}
@@ -368,13 +378,13 @@ func (s *Store) requireLeases(ctx context.Context) error {
 }
 
 // scan reads the columns every lease query returns.
-func (s *Store) scan(key string, row *sql.Row) (*Claim, error) {
+func (s *Store) scan(key string, row *sql.Row, extra ...any) (*Claim, error) {
 	var (
 		c                       = Claim{Key: key}
 		fence, claimed, expires sql.NullInt64
 		first, last, now        int64
 	)
-	err := row.Scan(&c.Holder, &fence, &claimed, &expires, &c.Count, &first, &last, &now)
+	err := row.Scan(append([]any{&c.Holder, &fence, &claimed, &expires, &c.Count, &first, &last, &now}, extra...)...)
 	if err != nil {
 		return nil, s.db.InterpretError(err)
 	}

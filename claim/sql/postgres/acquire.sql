@@ -8,13 +8,16 @@
 -- re-acquiring extends its own claim and keeps the fence. The caller won
 -- when the returned holder is its own.
 --
--- A key with no row starts one above the greater of two reads taken from
--- the statement's one snapshot: the fence of the key's row (a row the
--- reaper deleted after the snapshot was taken, so the insert no longer
--- conflicts with it) and the namespace's floor (which the reaper raises in
--- the transaction that deletes the rows). The snapshot sees the row or the
--- raised floor, never neither, so a fence never goes backwards after a
--- reap. A legacy row (NULL fence) continues from the same value.
+-- A key with no row starts one above the greater of the fence of the
+-- key's row as the statement's snapshot saw it (a row the reaper deleted
+-- since, so the insert no longer conflicts with it) and the namespace's
+-- floor (which the reaper raises in the transaction that deletes rows).
+-- That covers every reap the snapshot saw, but not a row inserted and
+-- reaped after the snapshot was taken (the statement may have waited on a
+-- lock meanwhile): the statement returns inserted = true (xmax = 0 only on
+-- a freshly inserted row) and the caller then runs raise_to_floor, whose
+-- fresh snapshot sees every reap that committed before this insert. A
+-- legacy row (NULL fence) continues from the same value.
 -- $1 ns, $2 key, $3 holder, $4 ttl ms, $5 clock (NULL: the database clock)
 WITH clock AS (
   SELECT COALESCE($5::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now
@@ -32,4 +35,4 @@ ON CONFLICT (ns, key) DO UPDATE SET
   expires_at = CASE WHEN c.expires_at IS NULL OR c.expires_at <= excluded.last_seen OR c.holder = excluded.holder THEN excluded.expires_at ELSE c.expires_at END,
   count      = c.count + 1,
   last_seen  = excluded.last_seen
-RETURNING holder, fence, claimed_at, expires_at, count, first_seen, last_seen, last_seen AS now
+RETURNING holder, fence, claimed_at, expires_at, count, first_seen, last_seen, last_seen AS now, (c.xmax = 0) AS inserted

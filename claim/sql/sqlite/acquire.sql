@@ -29,4 +29,4 @@ ON CONFLICT (ns, key) DO UPDATE SET
   expires_at = CASE WHEN c.expires_at IS NULL OR c.expires_at <= excluded.last_seen OR c.holder = excluded.holder THEN excluded.expires_at ELSE c.expires_at END,
   count      = c.count + 1,
   last_seen  = excluded.last_seen
-RETURNING holder, fence, claimed_at, expires_at, count, first_seen, last_seen, last_seen AS now
+RETURNING holder, fence, claimed_at, expires_at, count, first_seen, last_seen, last_seen AS now, 0 AS inserted
