@@ -282,12 +282,17 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 	var total int64
 	for {
 		start := time.Now()
-		n, err := s.reapBatch(ctx, grace, batch)
-		total += n
+		var n int
+		err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+			keys, err := s.ReapBatch(ctx, tx, grace, batch)
+			n = len(keys)
+			return err
+		})
 		if err != nil {
-			return total, fmt.Errorf("claim reap: %w", s.db.InterpretError(err))
+			return total, fmt.Errorf("claim reap: %w", err)
 		}
-		if n < int64(batch) {
+		total += int64(n)
+		if n < batch {
 			return total, nil
 		}
 		if s.db.Engine() == racefree.SQLite {
@@ -298,40 +303,52 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 	}
 }
 
-// reapBatch deletes one batch and raises the floor over it, atomically.
-func (s *Store) reapBatch(ctx context.Context, grace time.Duration, batch int) (int64, error) {
-	now, err := s.now(ctx)
+// ReapBatch deletes up to batch of the namespace's claims that lapsed at
+// least grace ago, raises the namespace's fence floor over them, and
+// returns their keys, all in tx. It is one batch of Reap, for primitives
+// that keep rows beside their claims and delete them in the same
+// transaction (dedup deletes the events of the fingerprints it reaps). The
+// claims a concurrent transaction holds locked are skipped. Like Reap it
+// needs migration 006; tx must be READ COMMITTED (the default).
+func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, batch int) ([]string, error) {
+	if grace < 0 || batch <= 0 {
+		return nil, racefree.Invalid("grace", "grace must not be negative and batch must be positive")
+	}
+	now, err := s.now(ctx, tx)
 	if err != nil {
-		return 0, err
+		return nil, s.db.InterpretError(err)
 	}
 	cutoff := now - grace.Milliseconds()
-	if s.db.Engine() == racefree.Postgres {
-		var n int64
-		err := s.db.QueryRowContext(ctx, s.q.Get("reap"), s.ns, cutoff, batch).Scan(&n)
-		return n, err
-	}
-	var n int64
-	err = s.db.InTx(ctx, func(tx *sql.Tx) error {
+	if s.db.Engine() == racefree.SQLite {
+		// No data-modifying CTE in SQLite: raise the floor over the same
+		// selection first; the write lock keeps the two statements together.
 		if _, err := tx.ExecContext(ctx, s.q.Get("reap_floor"), s.ns, cutoff, batch); err != nil {
-			return err
+			return nil, s.db.InterpretError(err)
 		}
-		res, err := tx.ExecContext(ctx, s.q.Get("reap"), s.ns, cutoff, batch)
-		if err != nil {
-			return err
+	}
+	rows, err := tx.QueryContext(ctx, s.q.Get("reap"), s.ns, cutoff, batch)
+	if err != nil {
+		return nil, s.db.InterpretError(err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, s.db.InterpretError(err)
 		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return n, err
+		keys = append(keys, k)
+	}
+	return keys, s.db.InterpretError(rows.Err())
 }
 
 // now reads the clock a query would: the injected Clock, or the engine's.
-func (s *Store) now(ctx context.Context) (int64, error) {
+func (s *Store) now(ctx context.Context, exec racefree.Executor) (int64, error) {
 	if c := s.db.ClockArg(); c != nil {
 		return c.(int64), nil
 	}
 	var now int64
-	err := s.db.QueryRowContext(ctx, s.q.Get("now")).Scan(&now)
+	err := exec.QueryRowContext(ctx, s.q.Get("now")).Scan(&now)
 	return now, err
 }
 

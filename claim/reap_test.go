@@ -168,9 +168,9 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		claims := claim.New(db)
-		workers, tenures := 8, 40
+		workers, tenures := 8, 30
 		if db.Engine() == racefree.SQLite {
-			workers, tenures = 4, 15 // one writer at a time: fewer, slower rounds
+			workers, tenures = 4, 10 // one writer at a time: fewer, slower rounds
 		}
 		var (
 			mu     sync.Mutex
@@ -178,7 +178,10 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 			seen   []int64
 			wg     sync.WaitGroup
 			reaped int64
+			// releases counts releases; losers wait on released for it to move.
+			releases int
 		)
+		released := sync.NewCond(&mu)
 		stop := make(chan struct{})
 		reaperDone := make(chan struct{})
 		go func() {
@@ -205,8 +208,18 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 				defer wg.Done()
 				holder := fmt.Sprintf("w%d", w)
 				for won := 0; won < tenures; {
+					mu.Lock()
+					gen := releases
+					mu.Unlock()
 					c, err := claims.Acquire(ctx, db, "k", holder, time.Minute)
 					if errors.Is(err, racefree.ErrHeld) {
+						// Wait for the holder's release instead of
+						// spinning on the write lock it needs.
+						mu.Lock()
+						for releases == gen {
+							released.Wait()
+						}
+						mu.Unlock()
 						continue
 					}
 					if err != nil {
@@ -221,7 +234,12 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 					last = c.Fence
 					seen = append(seen, c.Fence)
 					mu.Unlock()
-					if err := claims.Release(ctx, db, "k", holder, c.Fence); err != nil {
+					err = claims.Release(ctx, db, "k", holder, c.Fence)
+					mu.Lock()
+					releases++
+					released.Broadcast()
+					mu.Unlock()
+					if err != nil {
 						t.Errorf("release: %v", err)
 						return
 					}

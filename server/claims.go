@@ -150,7 +150,7 @@ func (s *Server) observeEvent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	o, err := s.events.Observe(r.Context(), dedup.Event{Source: req.Source, Level: req.Level, Message: req.Message, Fingerprint: req.Fingerprint}, window)
+	o, err := s.events.Observe(r.Context(), s.db, dedup.Event{Source: req.Source, Level: req.Level, Message: req.Message, Fingerprint: req.Fingerprint}, window)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -175,7 +175,7 @@ func (s *Server) recordEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fp := r.PathValue("fingerprint")
-	if err := s.events.Record(r.Context(), fp, *req.Fence, dedup.Result{Classification: req.Classification, ExternalID: req.ExternalID}); err != nil {
+	if err := s.events.Record(r.Context(), s.db, fp, *req.Fence, dedup.Result{Classification: req.Classification, ExternalID: req.ExternalID}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -11,6 +11,7 @@
 -- waited for a row re-checks only its own WHERE on the row's new version.
 -- Rows are probed by ctid (a TID scan), so the plan stays the same at
 -- every batch size. Rows with a NULL expiry (compatible mode) never match.
+-- It returns the deleted keys.
 -- $1 ns, $2 cutoff ms, $3 batch size
 WITH del AS (
   DELETE FROM racefree_claims AS c
@@ -21,10 +22,10 @@ WITH del AS (
           LIMIT $3
           FOR UPDATE SKIP LOCKED))
     AND c.ns = $1 AND c.expires_at <= $2::bigint
-  RETURNING c.fence
+  RETURNING c.key, c.fence
 ), raised AS (
   INSERT INTO racefree_claim_floors AS f (ns, floor)
   SELECT $1, max(del.fence) FROM del HAVING max(del.fence) IS NOT NULL
   ON CONFLICT (ns) DO UPDATE SET floor = GREATEST(f.floor, excluded.floor)
 )
-SELECT count(*) FROM del
+SELECT key FROM del
