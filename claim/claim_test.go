@@ -321,6 +321,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}{
 			{"", "h", time.Second}, {long, "h", time.Second}, {"\xff", "h", time.Second},
 			{"k", "", time.Second}, {"k", long[:129], time.Second},
+			{"k\x00", "h", time.Second}, {"k", "h\x00", time.Second},
 			{"k", "h", 0}, {"k", "h", -time.Second}, {"k", "h", 31 * 24 * time.Hour},
 		} {
 			_, err := b.claims.Acquire(ctx, b.db, tc.key, tc.holder, tc.ttl)
