@@ -98,15 +98,21 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // Acquire takes the claim on key for holder until now + ttl and returns it.
 //
 // It wins when the key was never claimed, or its claim lapsed or was
-// released: the fence then grows by one. It also wins, keeping the fence
+// released: the fence then grows by one. A key with no row starts at one
+// above the namespace's fence floor: fence 1 until Reap has run in the
+// namespace, and afterwards above every fence Reap deleted there, so a
+// fence never goes backwards after a reap (on PostgreSQL this takes a
+// second statement after inserting a new row, which reads the floor again). It also wins, keeping the fence
 // and extending the expiry, when holder already holds the live claim, so a
 // retry after a lost reply gets the caller's own claim back. Otherwise it
 // returns a *HeldError (racefree.ErrHeld) carrying the live claim. Every
 // attempt, won or lost, counts in Count and LastSeen.
 //
-// exec may be the caller's transaction: the claim then commits or rolls back
-// with it. Holder names must be unique per worker: two workers sharing a
-// name share the claim.
+// exec may be the caller's transaction (READ COMMITTED on PostgreSQL): the
+// claim then commits or rolls back with it. Holder names must be unique per
+// worker: two workers sharing a name share the claim. Keys (1 to
+// MaxKeyBytes) and holders (1 to MaxHolderBytes) must be UTF-8 without a
+// NUL byte; anything else is an *racefree.InputError and writes nothing.
 func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder string, ttl time.Duration) (*Claim, error) {
 	if err := validate(key, holder, ttl); err != nil {
 		return nil, err
@@ -146,8 +152,10 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 
 // Renew extends the live claim of (holder, fence) to now + ttl and keeps
 // the fence. It returns a *StaleFenceError when another tenure began since,
-// and an error matching racefree.ErrNotHeld when the claim lapsed or is not
-// the caller's. A renewal whose reply was lost can simply be retried.
+// an error matching racefree.ErrNotHeld when the claim lapsed, was reaped,
+// is not the caller's, or fence is ahead of the current fence (never
+// issued), and an *racefree.InputError for a fence below 1. A renewal whose
+// reply was lost can simply be retried.
 func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder string, fence int64, ttl time.Duration) (*Claim, error) {
 	if err := validate(key, holder, ttl); err != nil {
 		return nil, err
@@ -172,7 +180,8 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 // Releasing a tenure that lapsed without being taken over succeeds, so a
 // release whose reply was lost can be retried. It returns a
 // *StaleFenceError when another tenure began since, and an error matching
-// racefree.ErrNotHeld when the claim is not the caller's.
+// racefree.ErrNotHeld when the claim is not the caller's or fence is ahead
+// of the current fence. A fence below 1 is an *racefree.InputError.
 func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder string, fence int64) error {
 	if err := validateHolder(key, holder); err != nil {
 		return err
