@@ -27,10 +27,8 @@ func (s *Server) claimRoutes() {
 	s.mux.Handle("POST /v1/claims/{key}/renew", s.transactional(s.renewClaim))
 	s.mux.HandleFunc("DELETE /v1/claims/{key}", s.releaseClaim)
 	s.mux.HandleFunc("GET /v1/claims/{key}", s.getClaim)
-	// dedup.Observe and Record run their own transactions: these two keep
-	// the middleware, whose stored response commits after the operation.
-	s.mux.Handle("POST /v1/events", s.idempotent(s.plain(s.observeEvent)))
-	s.mux.Handle("POST /v1/events/{fingerprint}/result", s.idempotent(s.plain(s.recordEvent)))
+	s.mux.Handle("POST /v1/events", s.transactional(s.observeEvent))
+	s.mux.Handle("POST /v1/events/{fingerprint}/result", s.transactional(s.recordEvent))
 }
 
 type claimJSON struct {
@@ -165,7 +163,7 @@ func (s *Server) getClaim(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toClaimJSON(c))
 }
 
-func (s *Server) observeEvent(ctx context.Context, _ racefree.Executor, r *http.Request, body []byte) (any, error) {
+func (s *Server) observeEvent(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
 	var req struct {
 		Source      string `json:"source"`
 		Level       string `json:"level"`
@@ -188,7 +186,7 @@ func (s *Server) observeEvent(ctx context.Context, _ racefree.Executor, r *http.
 			return nil, err
 		}
 	}
-	o, err := s.events.Observe(ctx, dedup.Event{Source: req.Source, Level: req.Level, Message: req.Message, Fingerprint: req.Fingerprint}, window)
+	o, err := s.events.Observe(ctx, exec, dedup.Event{Source: req.Source, Level: req.Level, Message: req.Message, Fingerprint: req.Fingerprint}, window)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +197,7 @@ func (s *Server) observeEvent(ctx context.Context, _ racefree.Executor, r *http.
 	}, nil
 }
 
-func (s *Server) recordEvent(ctx context.Context, _ racefree.Executor, r *http.Request, body []byte) (any, error) {
+func (s *Server) recordEvent(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
 	var req struct {
 		Fence          *int64 `json:"fence"`
 		Classification string `json:"classification"`
@@ -217,7 +215,7 @@ func (s *Server) recordEvent(ctx context.Context, _ racefree.Executor, r *http.R
 	if err := positiveFence(req.Fence); err != nil {
 		return nil, err
 	}
-	err := s.events.Record(ctx, fp, *req.Fence, dedup.Result{Classification: req.Classification, ExternalID: req.ExternalID})
+	err := s.events.Record(ctx, exec, fp, *req.Fence, dedup.Result{Classification: req.Classification, ExternalID: req.ExternalID})
 	s.metrics.claim("record", err)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/testdb"
 	"github.com/racefree/racefree/server"
 )
@@ -463,25 +464,68 @@ func TestBearerTokenOnEveryV1Route(t *testing.T) {
 	})
 }
 
-// TestEventRoutesStoreTheirResponseAfterTheOperation pins down what the
-// README says of the event routes: their response is stored after the
-// operation, so a crash between the two leaves the key in progress.
-func TestEventRoutesStoreTheirResponseAfterTheOperation(t *testing.T) {
+func TestEventRoutesCommitWithTheirStoredResponse(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		h := server.New(db, server.Options{}).Handler()
 		repair := crashOnStore(t, db)
 		ev := `{"source":"s","level":"l","message":"m"}`
-		if code, body, _ := do(t, h, "POST", "/v1/events", ev, "Idempotency-Key", `"e"`); code != 503 {
-			t.Fatalf("with the store failing: %d %v, want 503", code, body)
+		if code, body, _ := do(t, h, "POST", "/v1/events", ev, "Idempotency-Key", `"e"`); code < 500 {
+			t.Fatalf("with the store failing: %d %v, want a 5xx", code, body)
 		}
 		repair()
-		code, body, hdr := do(t, h, "POST", "/v1/events", ev, "Idempotency-Key", `"e"`)
-		if code != 409 || hdr.Get("Retry-After") == "" || body["type"] != "urn:racefree:problem:idempotency-in-progress" {
-			t.Fatalf("retry: %d %v; want 409 in progress until the lease lapses", code, body)
+		code, first, hdr := do(t, h, "POST", "/v1/events", ev, "Idempotency-Key", `"e"`)
+		if code != 200 || first["process"] != true || first["count"] != float64(1) || hdr.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("retry: %d %v; want the first observation, counted once", code, first)
+		}
+		fp := first["fingerprint"].(string)
+		result := `{"fence":1,"classification":"c","external_id":"X"}`
+		if code, body, _ := do(t, h, "POST", "/v1/events/"+fp+"/result", result, "Idempotency-Key", `"r"`); code != 200 {
+			t.Fatalf("result: %d %v", code, body)
+		}
+		if code, body, hdr := do(t, h, "POST", "/v1/events/"+fp+"/result", result, "Idempotency-Key", `"r"`); code != 200 || hdr.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("result again: %d %v %v; want the replay", code, body, hdr)
+		}
+		code, again, hdr := do(t, h, "POST", "/v1/events", ev, "Idempotency-Key", `"e"`)
+		if code != 200 || again["count"] != float64(1) || hdr.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("observe again: %d %v %v; want the replay", code, again, hdr)
+		}
+	})
+}
+
+func TestDuplicateWhileAnotherRunHoldsTheKeyIs409(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		h := server.New(db, server.Options{}).Handler()
+		body := `{"holder":"w1","ttl_ms":60000}`
+		req := httptest.NewRequest("POST", "/v1/claims/k", strings.NewReader(body))
+		scope, fp := idempotency.DefaultScope(req), idempotency.RequestFingerprint(req, []byte(body))
+		// Another process runs the same request under the key's lease.
+		running, finish := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := idempotency.New(db, nil).Do(context.Background(), scope, "busy", fp, func(context.Context, *idempotency.Call) ([]byte, error) {
+				close(running)
+				<-finish
+				return []byte(`{"status":200,"body":{}}`), nil
+			})
+			done <- err
+		}()
+		<-running
+		code, resp, hdr := do(t, h, "POST", "/v1/claims/k", body, "Idempotency-Key", `"busy"`)
+		close(finish)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if code != 409 || hdr.Get("Retry-After") == "" || resp["type"] != "urn:racefree:problem:idempotency-in-progress" {
+			t.Fatalf("duplicate in flight: %d %v %v; want 409 with Retry-After", code, resp, hdr)
 		}
 		if m := scrape(t, h); !strings.Contains(m, `racefree_idempotency_requests_total{outcome="in_progress"} 1`+"\n") {
-			t.Errorf("the in-progress 409 is not counted:\n%s", m)
+			t.Errorf("the in-progress 409 is not counted")
+		}
+		var n int
+		if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM racefree_claims WHERE ns = ''`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d claims, %v; the duplicate must not run", n, err)
 		}
 	})
 }
@@ -583,4 +627,42 @@ func TestTerminatedBackendIs503(t *testing.T) {
 	if code, body, _ := do(t, h, "POST", "/v1/claims/k/renew", `{"holder":"w1","fence":1,"ttl_ms":60000}`); code != 200 {
 		t.Fatalf("renew once the database answers again: %d %v", code, body)
 	}
+}
+
+func TestConcurrentDuplicatesWaitAndReplay(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		h := server.New(db, server.Options{}).Handler()
+		const n = 16
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			fences   = map[any]int{}
+			replayed int
+		)
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code, body, hdr := do(t, h, "POST", "/v1/claims/dup", `{"holder":"w1","ttl_ms":60000}`, "Idempotency-Key", `"same"`)
+				mu.Lock()
+				defer mu.Unlock()
+				if code != 200 {
+					t.Errorf("duplicate: %d %v", code, body)
+					return
+				}
+				fences[body["fence"]]++
+				if hdr.Get("Idempotent-Replayed") == "true" {
+					replayed++
+				}
+			}()
+		}
+		wg.Wait()
+		if len(fences) != 1 || fences[float64(1)] != n || replayed != n-1 {
+			t.Fatalf("fences %v, %d replayed; want fence 1 for all %d and %d replays", fences, replayed, n, n-1)
+		}
+		if fence, count := claimRow(t, db, "dup"); fence != 1 || count != 1 {
+			t.Fatalf("claim row: fence %d, count %d; want one attempt", fence, count)
+		}
+	})
 }

@@ -122,22 +122,6 @@ func (s *Server) stored(r *http.Request, v any, err error) ([]byte, error) {
 	return json.Marshal(resp)
 }
 
-// plain serves op on the pool, outside any transaction of the server's.
-// It is for operations whose primitive does not take an executor yet; with
-// an Idempotency-Key their operation and stored response commit
-// separately (see the README).
-func (s *Server) plain(op operation) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		body, err := readBody(w, r)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		v, err := op(r.Context(), s.db, r, body)
-		s.respond(w, r, v, err)
-	}
-}
-
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, v any, err error) {
 	if err != nil {
 		s.writeError(w, r, err)

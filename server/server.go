@@ -188,11 +188,10 @@ func (s *Server) Reap(ctx context.Context) (inboxEvents, idempotencyRecords int6
 	return inboxEvents, idempotencyRecords, err
 }
 
-// idempotent wraps a state-changing handler in the Idempotency-Key
-// middleware: a client that retries with the same key after a lost reply
-// gets the first answer instead of a second effect.
-func (s *Server) idempotent(h http.HandlerFunc) http.Handler {
-	return s.idem.Middleware(idempotency.MiddlewareOptions{})(h)
+// CountReaped adds n to the rows reaped of what, for the reapers that run
+// beside Reap (serve's, of claims and dedup fingerprints).
+func (s *Server) CountReaped(what string, n int64) {
+	s.metrics.reaped.WithLabelValues(what).Add(float64(n))
 }
 
 // bearer reports whether r carries "Authorization: Bearer <token>".

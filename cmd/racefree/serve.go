@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/inbox"
 	"github.com/racefree/racefree/server"
@@ -28,6 +30,7 @@ func serveCmd() *cobra.Command {
 		inboxSecrets    []string
 		inboxOpts       server.Options
 		limits          timeouts
+		reaping         reapOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -42,7 +45,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			inboxOpts.InboxSecrets = secrets
-			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits)
+			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits, reaping)
 		},
 	}
 	f := cmd.Flags()
@@ -53,6 +56,8 @@ func serveCmd() *cobra.Command {
 	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,src2=whsec_b)")
 	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
 	f.DurationVar(&inboxOpts.InboxRetention, "inbox-retention", inbox.DefaultRetention, "how long webhook event IDs are kept to recognise redeliveries (at least the senders' retry horizon)")
+	f.DurationVar(&reaping.ClaimGrace, "claim-grace", defaultClaimGrace, "how long a lapsed or released application claim stays readable before the reaper deletes it (fences never go backwards after a reap)")
+	f.DurationVar(&reaping.DedupRetention, "dedup-retention", defaultDedupRetention, "how long after its window lapsed a dedup fingerprint (its counts and recorded result) is kept")
 	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
 	f.StringVar(&inboxOpts.MetricsToken, "metrics-token", envOr("RACEFREE_METRICS_TOKEN", ""), "bearer token required on /metrics when set; may equal --token (env RACEFREE_METRICS_TOKEN)")
 	f.DurationVar(&limits.readHeader, "read-header-timeout", 10*time.Second, "how long a client may take to send the request headers")
@@ -83,7 +88,7 @@ func (t timeouts) check(request time.Duration) error {
 	return nil
 }
 
-func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration, opts server.Options, limits timeouts) error {
+func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration, opts server.Options, limits timeouts, reaping reapOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -102,6 +107,12 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	}
 	if err := limits.check(opts.RequestTimeout); err != nil {
 		return err
+	}
+	if reaping.ClaimGrace < 0 {
+		return racefree.Invalid("claim-grace", "must not be negative")
+	}
+	if reaping.DedupRetention < 0 {
+		return racefree.Invalid("dedup-retention", "must not be negative")
 	}
 	// Listen before opening the database, so that a port in use fails
 	// before anything is written.
@@ -139,7 +150,7 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	go func() { errc <- srv.Serve(ln) }()
 	reapCtx, stopReaping := context.WithCancel(ctx)
 	reaped := make(chan struct{})
-	go func() { defer close(reaped); reap(reapCtx, api, log) }()
+	go func() { defer close(reaped); reap(reapCtx, api, claim.New(db), dedup.New(db), reaping, log) }()
 	defer func() { stopReaping(); <-reaped }()
 	log.Info("racefree serving", "addr", ln.Addr().String(), "engine", db.Engine(), "auth", token != "", "inbox_sources", api.InboxSources())
 
@@ -168,21 +179,53 @@ func loopback(addr net.Addr) bool {
 	return ok && ta.IP.IsLoopback()
 }
 
-// reap deletes what has outlived its retention every minute until ctx
-// ends.
-func reap(ctx context.Context, api *server.Server, log *slog.Logger) {
+// Defaults of the reaper's retention flags.
+const (
+	defaultClaimGrace     = time.Hour
+	defaultDedupRetention = 24 * time.Hour
+)
+
+// reapOptions says how long the reaper keeps what lapsed.
+type reapOptions struct {
+	ClaimGrace     time.Duration // application claims, after they lapse or are released
+	DedupRetention time.Duration // dedup fingerprints, after their window lapses
+}
+
+// reap runs reapOnce every minute until ctx ends.
+func reap(ctx context.Context, api *server.Server, claims *claim.Store, fingerprints *dedup.Log, opts reapOptions, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
-		if events, records, err := api.Reap(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("reap failed", "err", err)
-		} else if events+records > 0 {
-			log.Info("reaped", "inbox_events", events, "idempotency_records", records)
-		}
+		reapOnce(ctx, api, claims, fingerprints, opts, log)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// reapOnce deletes what has outlived its retention: inbox events,
+// idempotency records, application claims and dedup fingerprints. A
+// failure is logged and does not stop the others.
+func reapOnce(ctx context.Context, api *server.Server, claims *claim.Store, fingerprints *dedup.Log, opts reapOptions, log *slog.Logger) {
+	if events, records, err := api.Reap(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("reap failed", "err", err)
+	} else if events+records > 0 {
+		log.Info("reaped", "inbox_events", events, "idempotency_records", records)
+	}
+	n, err := claims.Reap(ctx, opts.ClaimGrace, 0)
+	api.CountReaped("claims", n)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("reap of claims failed", "err", err)
+	} else if n > 0 {
+		log.Info("reaped", "claims", n)
+	}
+	n, err = fingerprints.Reap(ctx, opts.DedupRetention, 0)
+	api.CountReaped("dedup_fingerprints", n)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("reap of dedup fingerprints failed", "err", err)
+	} else if n > 0 {
+		log.Info("reaped", "dedup_fingerprints", n)
 	}
 }
