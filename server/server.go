@@ -43,7 +43,8 @@ type Options struct {
 	MetricsToken string
 	// RequestTimeout bounds each request's work: a request still waiting
 	// for the database after it (a lock held elsewhere, a busy SQLite)
-	// answers 503 with Retry-After and changes nothing. Defaults to none.
+	// answers 503 with Retry-After; its transaction rolls back (a single
+	// write outside one may have run: retry it). Defaults to none.
 	RequestTimeout time.Duration
 }
 
