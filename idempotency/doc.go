@@ -13,19 +13,27 @@
 // the lease (racefree.ErrStaleFence), so there are no stuck in-progress
 // records and no zombie completions.
 //
-// DoTx runs fn inside the caller's transaction: the claim, fn's writes and
-// the stored response commit together, and no in-progress state is ever
-// visible to anyone else.
+// Once fn has returned, storing its response and releasing the lease run
+// on a context that the caller's cancellation cannot stop, bounded by
+// Options.CompleteTimeout: a client that hangs up after fn ran gets a
+// replay when it retries, not a second run.
 //
-// Recovery points: a multi-step fn saves the result of each external side
-// effect with Call.Step. A retry after a crash resumes after the last saved
-// step instead of repeating it. A step that crashed between its side effect
-// and its save runs again, so pass Call.StepKey to the external system as
-// its own idempotency key.
+// DoTx runs fn inside the caller's transaction: the claim, fn's writes,
+// its recovery points and the stored response commit or roll back
+// together, and no in-progress state is ever visible to anyone else.
+//
+// A crash between an external side effect and the stored response (the
+// process dies, the database is unreachable) means that fn runs again once
+// the lease lapses. Recovery points are the remedy: a multi-step fn saves
+// the result of each external side effect with Call.Step. A retry after a
+// crash resumes after the last saved step instead of repeating it. A step
+// that crashed between its side effect and its save runs again, so pass
+// Call.StepKey to the external system as its own idempotency key.
 //
 // Keys are scoped by a caller-given scope (tenant or principal, plus
 // route). Records are kept for the retention period (default 24 hours),
-// then deleted by Reap in batches.
+// then deleted by Reap in batches; a record restarted while Reap runs is
+// never deleted.
 //
 // Middleware applies all of this to net/http handlers, following the IETF
 // draft "The Idempotency-Key HTTP Header Field".

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -40,6 +41,12 @@ type Options struct {
 	// Retention is how long a record is kept after its last write.
 	// Defaults to 24 hours.
 	Retention time.Duration
+	// CompleteTimeout bounds the work that records fn's outcome once fn
+	// has returned: storing the response and releasing the lease. That
+	// work runs on a context the caller cannot cancel (a client that hangs
+	// up after fn ran must not make the store forget that it ran), so this
+	// is its only bound. Defaults to 10 seconds.
+	CompleteTimeout time.Duration
 }
 
 // InProgressError reports that the key's first request is still running.
@@ -88,8 +95,8 @@ func (c *Call) StepKey(step string) string {
 // run's lease: a stale run gets racefree.ErrStaleFence and saves nothing.
 // A first value saved is never replaced.
 func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Context) (string, error)) (string, error) {
-	if len(step) == 0 || len(step) > MaxStepBytes || !utf8.ValidString(step) {
-		return "", racefree.Invalid("step", "must be 1 to %d bytes of UTF-8", MaxStepBytes)
+	if err := racefree.CheckText("step", step, MaxStepBytes); err != nil {
+		return "", err
 	}
 	var exec racefree.Executor = c.s.db
 	if c.tx != nil {
@@ -107,6 +114,10 @@ func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Contex
 	value, err := do(ctx)
 	if err != nil {
 		return "", err
+	}
+	if !utf8.ValidString(value) || strings.IndexByte(value, 0) >= 0 {
+		// Both engines refuse it alike (PostgreSQL text cannot hold it).
+		return "", racefree.Invalid("step value", "must be UTF-8 without NUL bytes")
 	}
 	save := func(tx *sql.Tx) error {
 		if err := c.s.claims.Guard(ctx, tx, c.claimKey(), c.holder, c.fence); err != nil {
@@ -148,6 +159,9 @@ func New(db *racefree.DB, opts *Options) *Store {
 	}
 	if s.opts.Retention <= 0 {
 		s.opts.Retention = 24 * time.Hour
+	}
+	if s.opts.CompleteTimeout <= 0 {
+		s.opts.CompleteTimeout = 10 * time.Second
 	}
 	return s
 }
@@ -191,6 +205,10 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 		}
 	}()
 	response, fnErr := fn(runCtx, call)
+	// fn has run: from here on nothing the caller does may cancel the
+	// recording of its outcome (invariant 9), only CompleteTimeout.
+	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.CompleteTimeout)
+	defer cancel()
 	stop()
 	<-heartbeat
 	if leaseErr != nil {
@@ -198,10 +216,10 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 	}
 	if fnErr != nil {
 		// Free the key for the retry at once; failing that, it lapses.
-		_ = s.claims.Release(context.WithoutCancel(ctx), s.db, call.claimKey(), call.holder, call.fence)
+		_ = s.release(after, s.db, call)
 		return nil, fnErr
 	}
-	err = s.db.InTx(context.WithoutCancel(ctx), func(tx *sql.Tx) error { return s.complete(ctx, tx, call, response) })
+	err = s.db.InTx(after, func(tx *sql.Tx) error { return s.complete(after, tx, call, response) })
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +247,9 @@ func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint st
 	if err != nil {
 		return nil, err
 	}
-	if err := s.complete(ctx, tx, call, response); err != nil {
+	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.CompleteTimeout)
+	defer cancel()
+	if err := s.complete(after, tx, call, response); err != nil {
 		return nil, err
 	}
 	return &Result{Response: response}, nil
@@ -349,7 +369,11 @@ func (s *Store) get(ctx context.Context, exec racefree.Executor, scope, key stri
 // Reap deletes expired records, recovery points and the leases of keys
 // idle for the retention period, batch rows per statement (0: 1000), until
 // none is left or ctx ends, and returns how many records and recovery
-// points it deleted.
+// points it deleted. Each batch deletes rows expired at its start, found
+// through the expiry index, and skips, on PostgreSQL, rows that a
+// transaction holds: a record restarted while Reap runs is never deleted. On SQLite, which has one
+// writer at a time, Reap pauses between batches for as long as the batch
+// took, so that it holds the write lock at most half the time.
 func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
@@ -357,7 +381,12 @@ func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 	var total int64
 	for _, q := range []string{"reap", "reap_steps"} {
 		for {
-			res, err := s.db.ExecContext(ctx, s.q.Get(q), batch, s.db.ClockArg())
+			start := time.Now()
+			var cutoff int64
+			if err := s.db.QueryRowContext(ctx, s.q.Get("now"), s.db.ClockArg()).Scan(&cutoff); err != nil {
+				return total, fmt.Errorf("idempotency reap: %w", s.db.InterpretError(err))
+			}
+			res, err := s.db.ExecContext(ctx, s.q.Get(q), batch, cutoff)
 			if err != nil {
 				return total, fmt.Errorf("idempotency reap: %w", s.db.InterpretError(err))
 			}
@@ -365,6 +394,11 @@ func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 			total += n
 			if n < int64(batch) {
 				break
+			}
+			if s.db.Engine() == racefree.SQLite {
+				if err := pause(ctx, time.Since(start)); err != nil {
+					return total, fmt.Errorf("idempotency reap: %w", err)
+				}
 			}
 		}
 	}
@@ -374,16 +408,28 @@ func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 	return total, nil
 }
 
-func validate(scope, key, fingerprint string) error {
-	switch {
-	case len(scope) > MaxScopeBytes || !utf8.ValidString(scope):
-		return racefree.Invalid("scope", "must be at most %d bytes of UTF-8", MaxScopeBytes)
-	case len(key) == 0 || len(key) > MaxKeyBytes || !utf8.ValidString(key):
-		return racefree.Invalid("idempotency key", "must be 1 to %d bytes of UTF-8", MaxKeyBytes)
-	case len(fingerprint) == 0 || len(fingerprint) > MaxFingerprintBytes:
-		return racefree.Invalid("fingerprint", "must be 1 to %d bytes", MaxFingerprintBytes)
+// pause waits d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return nil
+}
+
+func validate(scope, key, fingerprint string) error {
+	if scope != "" { // the empty scope is one scope like any other
+		if err := racefree.CheckText("scope", scope, MaxScopeBytes); err != nil {
+			return err
+		}
+	}
+	if err := racefree.CheckText("idempotency key", key, MaxKeyBytes); err != nil {
+		return err
+	}
+	return racefree.CheckText("fingerprint", fingerprint, MaxFingerprintBytes)
 }
 
 func mismatch(key string) error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,7 +280,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 	t.Parallel()
 	each(t, nil, func(t *testing.T, b bundle) {
 		ctx := context.Background()
-		for _, tc := range [][3]string{{"s", "", "fp"}, {"s", string(make([]byte, 256)), "fp"}, {"s", "k", ""}, {"\xff", "k", "fp"}} {
+		for _, tc := range [][3]string{
+			{"s", "", "fp"}, {"s", string(make([]byte, 256)), "fp"}, {"s", "k", ""}, {"\xff", "k", "fp"},
+			{"s", "k\x00", "fp"}, {"s\x00", "k", "fp"}, {"s", "k", "fp\x00"}, {"s", "\xff", "fp"}, {"s", "k", "\xff"},
+			{strings.Repeat("s", 513), "k", "fp"}, {"s", "k", strings.Repeat("f", 257)},
+		} {
 			if _, err := b.store.Do(ctx, tc[0], tc[1], tc[2], nil); !errors.Is(err, racefree.ErrInvalidInput) {
 				t.Errorf("Do(%q): %v, want ErrInvalidInput", tc, err)
 			}
@@ -287,6 +292,29 @@ func TestBadInputChangesNothing(t *testing.T) {
 		var n int
 		if err := b.db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_idempotency`).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("%d records, %v", n, err)
+		}
+		// Limits are inclusive: a 255-byte key, 512-byte scope and
+		// 256-byte fingerprint are taken.
+		if _, err := b.store.Do(ctx, strings.Repeat("s", 512), strings.Repeat("k", 255), strings.Repeat("f", 256), func(context.Context, *idempotency.Call) ([]byte, error) { return nil, nil }); err != nil {
+			t.Fatalf("at the limits: %v", err)
+		}
+		// A step name is checked before its side effect runs.
+		_, err := b.store.Do(ctx, "s", "steps", "fp", func(ctx context.Context, call *idempotency.Call) ([]byte, error) {
+			for _, step := range []string{"", "a\x00b", "\xff", strings.Repeat("x", 129)} {
+				if _, err := call.Step(ctx, step, func(context.Context) (string, error) {
+					t.Errorf("step %q ran", step)
+					return "", nil
+				}); !errors.Is(err, racefree.ErrInvalidInput) {
+					t.Errorf("Step(%q): %v, want ErrInvalidInput", step, err)
+				}
+			}
+			return nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := countSteps(t, b.db); got != 0 {
+			t.Fatalf("%d recovery points after bad step names", got)
 		}
 	})
 }

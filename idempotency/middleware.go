@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dunglas/httpsfv"
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/problem"
 )
@@ -31,15 +32,81 @@ type MiddlewareOptions struct {
 	// without a key pass through unprotected.
 	Required bool
 	// Scope returns the scope of a request's key: the principal plus the
-	// route, so that two clients' keys never meet. Defaults to a hash of
-	// the Authorization header, the method and the path.
+	// route, so that two clients' keys never meet. Defaults to
+	// DefaultScope: the principal the server authenticated (see
+	// WithPrincipal), or else a hash of the Authorization header, plus the
+	// method and the path.
 	Scope func(r *http.Request) string
+	// Store decides from the handler's status whether its response is
+	// stored and replayed to retries. A response that is not stored
+	// reaches the client, and the next retry runs the handler again.
+	// Defaults to StoreStatus.
+	Store func(status int) bool
 	// MaxBodyBytes bounds the request body, which is read in full to
 	// fingerprint it. Defaults to 1 MiB; larger bodies get 413.
 	MaxBodyBytes int64
 	// Headers are the response headers stored and replayed. Defaults to
 	// Content-Type, Location and Retry-After.
 	Headers []string
+}
+
+// StoreStatus is the default MiddlewareOptions.Store: it stores the
+// responses of requests that executed, and no others, as the most-used
+// payment APIs do. Stored: 1xx-3xx, and 4xx but for the following. Not
+// stored: 400 (the request failed validation), 401, 403 (not
+// authenticated or not allowed), 404, 405 (no such resource or method),
+// 408 (timed out reading the request), 413, 415 (body refused unread), 429
+// (rate limited), and every 5xx (the outcome is unknown or transient).
+// The middleware's own 409 (the key is in flight) and 422 (the key was
+// used with another request) are never stored either: the handler does not
+// run for them.
+func StoreStatus(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden,
+		http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusRequestTimeout,
+		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusTooManyRequests:
+		return false
+	}
+	return status < 500
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns a copy of ctx that carries principal, the identity
+// the server authenticated for this request (a user, an API key's ID, a
+// tenant). The default scope puts every principal's keys apart; a server's
+// authentication sets it on the request before the middleware runs.
+func WithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
+}
+
+// Principal returns the principal set by WithPrincipal, if any.
+func Principal(ctx context.Context) (string, bool) {
+	p, ok := ctx.Value(principalKey{}).(string)
+	return p, ok
+}
+
+// DefaultScope is the default MiddlewareOptions.Scope: a hash of the
+// request's principal (WithPrincipal) or, when none was set, of its
+// Authorization header, then the method and the path (escaped; hashed when
+// it would make the scope longer than MaxScopeBytes). Requests with
+// neither principal nor header share one key space: put a server that
+// authenticates no one behind a Scope of its own if its clients must not
+// meet.
+func DefaultScope(r *http.Request) string {
+	var who [sha256.Size]byte
+	if p, ok := Principal(r.Context()); ok {
+		who = sha256.Sum256([]byte("principal\x00" + p))
+	} else {
+		who = sha256.Sum256([]byte("authorization\x00" + r.Header.Get("Authorization")))
+	}
+	scope := hex.EncodeToString(who[:8]) + " " + r.Method + " "
+	path := r.URL.EscapedPath()
+	if len(scope)+len(path) > MaxScopeBytes {
+		h := sha256.Sum256([]byte(path))
+		path = "sha256:" + hex.EncodeToString(h[:])
+	}
+	return scope + path
 }
 
 // storedResponse is what Middleware stores for a key.
@@ -50,7 +117,8 @@ type storedResponse struct {
 }
 
 // errNotStored carries a response that must reach the client but not be
-// stored (5xx and 429), so that a retry runs the handler again.
+// stored (MiddlewareOptions.Store refused its status), so that a retry runs
+// the handler again.
 type errNotStored struct{ resp *storedResponse }
 
 func (errNotStored) Error() string { return "response not stored" }
@@ -61,11 +129,26 @@ func (errNotStored) Error() string { return "response not stored" }
 //   - a malformed key, or a missing one when Required, is 400;
 //   - a duplicate while the first request is in flight is 409 with
 //     Retry-After;
-//   - the same key with another request (method, path and body hash) is
-//     422;
+//   - the same key with another request (method, path, query and body
+//     hash) is 422;
 //   - a replay returns the stored status, headers and body with
 //     Idempotent-Replayed: true;
-//   - 5xx and 429 responses are not stored, so a retry runs again.
+//   - when the store cannot be reached or cannot record the outcome, the
+//     answer is a 503 problem with Retry-After: retry with the same key;
+//   - a response whose status MiddlewareOptions.Store refuses (by default
+//     StoreStatus: validation and authentication failures, 404, 405, 408,
+//     413, 415, 429 and 5xx) is not stored, so a retry runs again.
+//
+// Once the handler has returned, its response is stored even if the
+// client has gone (Options.CompleteTimeout).
+//
+// The key is parsed as the draft says, as an RFC 8941 Structured Field
+// string: "…" with \" and \\ escapes; parameters ("k";a=1) are ignored.
+// As a leniency for clients that do not quote, an unquoted key of token
+// characters (letters, digits and !#$%&'*+-.^_`|~/:, not starting with
+// ":") is accepted too, as a key of its own kind: 42 and "42" are two
+// keys. Anything else (a byte sequence, a list, a boolean, a
+// parameterised token, two header lines) is a 400.
 //
 // Errors are application/problem+json. The whole response of next is
 // buffered, so streaming handlers do not belong behind it.
@@ -74,7 +157,10 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 		opts.Methods = []string{http.MethodPost, http.MethodPatch}
 	}
 	if opts.Scope == nil {
-		opts.Scope = defaultScope
+		opts.Scope = DefaultScope
+	}
+	if opts.Store == nil {
+		opts.Store = StoreStatus
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
@@ -97,7 +183,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 				next.ServeHTTP(w, r)
 				return
 			}
-			key, err := parseKey(raw)
+			key, err := ParseKey(raw)
 			if err != nil {
 				writeProblem(w, http.StatusBadRequest, "idempotency-key-malformed", "Malformed Idempotency-Key", err.Error())
 				return
@@ -113,7 +199,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 				return
 			}
 			var fresh *storedResponse
-			res, err := s.Do(r.Context(), opts.Scope(r), key, requestFingerprint(r, body), func(ctx context.Context, _ *Call) ([]byte, error) {
+			res, err := s.Do(r.Context(), opts.Scope(r), key, Fingerprint(r, body), func(ctx context.Context, _ *Call) ([]byte, error) {
 				rec := &recorder{header: http.Header{}, status: http.StatusOK}
 				req := r.WithContext(ctx)
 				req.Body = io.NopCloser(bytes.NewReader(body))
@@ -122,7 +208,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 				for k, v := range rec.header {
 					fresh.Header[k] = v
 				}
-				if rec.status >= 500 || rec.status == http.StatusTooManyRequests {
+				if !opts.Store(rec.status) {
 					return nil, errNotStored{fresh}
 				}
 				return json.Marshal(storedResponse{Status: rec.status, Body: fresh.Body, Header: pick(rec.header, opts.Headers)})
@@ -143,6 +229,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 			case errors.As(err, &input):
 				writeProblem(w, http.StatusBadRequest, "idempotency-key-malformed", "Malformed Idempotency-Key", input.Error())
 			case err != nil:
+				w.Header().Set("Retry-After", "1")
 				writeProblem(w, http.StatusServiceUnavailable, "idempotency-unavailable", "Idempotency store unavailable",
 					"the outcome of this request could not be recorded; retry with the same Idempotency-Key")
 			case res.Replayed:
@@ -184,42 +271,62 @@ func writeProblem(w http.ResponseWriter, status int, name, title, detail string)
 	problem.Write(w, problem.New(status, name, title, detail))
 }
 
-// parseKey reads the key per the draft: a Structured Field string
-// ("…"), with a bare token also accepted, as many clients send one. Keys
-// are 1 to 255 printable ASCII characters.
-func parseKey(values []string) (string, error) {
+// unquoted prefixes the stored form of an unquoted key. A tab can appear
+// in no Structured Field string and in no token, so an unquoted key never
+// meets a quoted one.
+const unquoted = "\t"
+
+// ParseKey returns the key that the Idempotency-Key header's values (all
+// its lines, as in r.Header["Idempotency-Key"]) carry, as Middleware reads
+// it: an RFC 8941 string, or, as a documented leniency, an unquoted key of
+// token characters, returned in a form that no string key takes. An error
+// means a 400.
+func ParseKey(values []string) (string, error) {
 	if len(values) != 1 {
 		return "", errors.New("exactly one Idempotency-Key header is allowed")
 	}
-	v := strings.TrimSpace(values[0])
-	if strings.HasPrefix(v, `"`) {
-		if len(v) < 2 || !strings.HasSuffix(v, `"`) || strings.ContainsAny(v[1:len(v)-1], `"\`) {
-			return "", errors.New(`Idempotency-Key must be a string such as "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
+	item, err := httpsfv.UnmarshalItem(values)
+	if str, ok := item.Value.(string); err == nil && ok {
+		if len(str) == 0 || len(str) > MaxKeyBytes {
+			return "", fmt.Errorf("Idempotency-Key must be 1 to %d characters", MaxKeyBytes)
 		}
-		v = v[1 : len(v)-1]
+		return str, nil
 	}
-	if len(v) == 0 || len(v) > MaxKeyBytes {
-		return "", fmt.Errorf("Idempotency-Key must be 1 to %d characters", MaxKeyBytes)
+	v := strings.Trim(values[0], " \t")
+	if !isUnquotedKey(v) {
+		return "", errors.New(`Idempotency-Key must be a Structured Field string such as "8e03978e-40d5-43e8-bc93-6894a57f9324"`)
+	}
+	if len(v) > MaxKeyBytes-len(unquoted) {
+		return "", fmt.Errorf("an unquoted Idempotency-Key must be 1 to %d characters", MaxKeyBytes-len(unquoted))
+	}
+	return unquoted + v, nil
+}
+
+// isUnquotedKey reports whether v is 1*(tchar / ":" / "/") not starting
+// with ":" (which opens a byte sequence).
+func isUnquotedKey(v string) bool {
+	if v == "" || v[0] == ':' {
+		return false
 	}
 	for _, c := range []byte(v) {
-		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
-			return "", errors.New("Idempotency-Key must be printable ASCII without spaces, quotes or backslashes")
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~:/", c) >= 0:
+		default:
+			return false
 		}
 	}
-	return v, nil
+	return true
 }
 
-// requestFingerprint covers the method, the path and a hash of the body.
-func requestFingerprint(r *http.Request, body []byte) string {
+// Fingerprint returns the fingerprint Middleware gives a request whose
+// body is body: a hash of the method, the path, the query string as sent
+// and the body.
+func Fingerprint(r *http.Request, body []byte) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00", r.Method, r.URL.Path)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", r.Method, r.URL.Path, r.URL.RawQuery)
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-func defaultScope(r *http.Request) string {
-	principal := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-	return hex.EncodeToString(principal[:8]) + " " + r.Method + " " + r.URL.Path
 }
 
 // recorder buffers a handler's response.
