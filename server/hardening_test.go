@@ -499,7 +499,7 @@ func TestDuplicateWhileAnotherRunHoldsTheKeyIs409(t *testing.T) {
 		h := server.New(db, server.Options{}).Handler()
 		body := `{"holder":"w1","ttl_ms":60000}`
 		req := httptest.NewRequest("POST", "/v1/claims/k", strings.NewReader(body))
-		scope, fp := idempotency.DefaultScope(req), idempotency.RequestFingerprint(req, []byte(body))
+		scope, fp := idempotency.DefaultScope(req), idempotency.Fingerprint(req, []byte(body))
 		// Another process runs the same request under the key's lease.
 		running, finish := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)

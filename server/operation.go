@@ -25,12 +25,13 @@ type response struct {
 }
 
 // executed reports whether err is an outcome the operation decided (a
-// claim held by another, a stale fence...), which is stored and replayed
-// like a success, rather than a request refused before it ran (bad input)
-// or a failure (an outage), after which the retry must run again.
+// claim held by another, a stale fence: 409), which is stored and replayed
+// like a success, rather than a request refused before it ran (bad input,
+// an unknown fingerprint) or a failure (an outage), after which the retry
+// must run again. It keeps idempotency.StoreStatus's rule.
 func executed(err error) bool {
 	return err == nil || errors.Is(err, racefree.ErrHeld) || errors.Is(err, racefree.ErrNotHeld) ||
-		errors.Is(err, racefree.ErrStaleFence) || errors.Is(err, racefree.ErrNotFound)
+		errors.Is(err, racefree.ErrStaleFence)
 }
 
 // transactional serves op in one transaction. With an Idempotency-Key, the
@@ -47,8 +48,9 @@ func (s *Server) transactional(op operation) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		key, present, err := idempotency.ParseKey(r.Header)
-		if err != nil {
+		raw, present := r.Header[idempotency.Header]
+		key, err := idempotency.ParseKey(raw)
+		if present && err != nil {
 			writeProblem(w, problem.IdempotencyMalformed.New(err.Error()))
 			return
 		}
@@ -71,7 +73,7 @@ func (s *Server) transactional(op operation) http.Handler {
 			s.respond(w, r, v, err)
 			return
 		}
-		scope, fingerprint := idempotency.DefaultScope(r), idempotency.RequestFingerprint(r, body)
+		scope, fingerprint := idempotency.DefaultScope(r), idempotency.Fingerprint(r, body)
 		var res *idempotency.Result
 		err = s.db.InTx(ctx, func(tx *sql.Tx) (err error) {
 			res, err = s.idem.DoTx(ctx, tx, scope, key, fingerprint, func(ctx context.Context, tx *sql.Tx, _ *idempotency.Call) ([]byte, error) {
