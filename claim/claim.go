@@ -108,7 +108,7 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 	if err := validate(key, holder, ttl); err != nil {
 		return nil, err
 	}
-	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
 	if err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
 	}
@@ -133,7 +133,7 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 	if err := validate(key, holder, ttl); err != nil {
 		return nil, err
 	}
-	if err := s.requireLeases(ctx); err != nil {
+	if err := s.requireLeases(ctx, exec); err != nil {
 		return nil, err
 	}
 	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get("renew"), s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()))
@@ -155,7 +155,7 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 	if err := validateHolder(key, holder); err != nil {
 		return err
 	}
-	if err := s.requireLeases(ctx); err != nil {
+	if err := s.requireLeases(ctx, exec); err != nil {
 		return err
 	}
 	res, err := exec.ExecContext(ctx, s.q.Get("release"), s.ns, key, holder, fence, s.db.ClockArg())
@@ -179,7 +179,7 @@ func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence
 	if err := validateHolder(key, holder); err != nil {
 		return err
 	}
-	if err := s.requireLeases(ctx); err != nil {
+	if err := s.requireLeases(ctx, tx); err != nil {
 		return err
 	}
 	var one int
@@ -199,7 +199,7 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
 	if err != nil {
 		return nil, fmt.Errorf("claim get: %w", err)
 	}
@@ -261,8 +261,8 @@ func (s *Store) whyNot(ctx context.Context, exec racefree.Executor, key, holder 
 	return fmt.Errorf("claim %q: %w: lapsed at %s", key, racefree.ErrNotHeld, c.ExpiresAt.Format(time.RFC3339Nano))
 }
 
-func (s *Store) requireLeases(ctx context.Context) error {
-	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+func (s *Store) requireLeases(ctx context.Context, exec racefree.Executor) error {
+	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
 	if err != nil {
 		return err
 	}
