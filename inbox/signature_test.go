@@ -1,7 +1,11 @@
 package inbox_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"database/sql"
 	"errors"
 	"io"
@@ -105,6 +109,84 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// TestVerifyFollowsTheReferenceLibraries pins the cases where racefree
+// once differed from the Standard Webhooks reference libraries (the
+// official Go library and svix's): signatures are separated by single
+// spaces only, compared as canonical base64 text, and the timestamp is
+// signed as the integer it denotes, not as the header's text. Where the
+// libraries are lenient (a signed timestamp), racefree is stricter.
+func TestVerifyFollowsTheReferenceLibraries(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(1796032020, 0)
+	v, err := inbox.NewVerifier([]string{secretA}, &inbox.VerifierOptions{Clock: racefree.NewManualClock(at)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const body = `{"type":"invoice.paid"}`
+	good := signed(t, secretA, "e1", at, body)
+	sig := good.Get("webhook-signature")
+	other := signed(t, secretB, "e1", at, body).Get("webhook-signature")
+	// A genuine signature re-encoded: the last base64 digit before "="
+	// carries two padding bits that a loose decoder ignores.
+	last := strings.IndexByte(sig, '=') - 1
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	reencoded := sig[:last] + string(alphabet[strings.IndexByte(alphabet, sig[last])^1]) + sig[last+1:]
+	// A sender that signs over the header's text "01796032020".
+	textMAC := func() string {
+		key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(secretA, "whsec_"))
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte("e1.01796032020." + body))
+		return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+	}()
+	with := func(ts, sigs string) http.Header {
+		h := good.Clone()
+		h.Set("webhook-timestamp", ts)
+		h.Set("webhook-signature", sigs)
+		return h
+	}
+	for _, c := range []struct {
+		name string
+		h    http.Header
+		ok   bool
+	}{
+		{"genuine", good, true},
+		{"space-separated list", with("1796032020", other+" "+sig), true},
+		{"TAB-separated list", with("1796032020", other+"\t"+sig), false},
+		{"TAB after the signature", with("1796032020", sig+"\t"), false},
+		{"re-encoded signature", with("1796032020", reencoded), false},
+		{"signature without padding", with("1796032020", strings.TrimSuffix(sig, "=")), false},
+		{"leading zero, signed as the integer", with("01796032020", sig), true},
+		{"leading zero, signed as the text", with("01796032020", textMAC), false},
+		{"plus sign", with("+1796032020", sig), false},
+		{"fractional seconds", with("1796032020.0", sig), false},
+		{"empty signature list entry", with("1796032020", " "+sig), true},
+		{"v1 with a third field", with("1796032020", sig+",x"), false},
+	} {
+		_, err := v.Verify(c.h, []byte(body))
+		if got := err == nil; got != c.ok {
+			t.Errorf("%s: verified %v (%v), want %v", c.name, got, err, c.ok)
+		}
+		if err != nil && !errors.Is(err, inbox.ErrSignature) {
+			t.Errorf("%s: %v does not match ErrSignature", c.name, err)
+		}
+	}
+	if reencoded == sig {
+		t.Fatal("the re-encoding did not change the text")
+	}
+	if b1, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(reencoded, "v1,")); !bytes.Equal(b1, mustDecode(t, strings.TrimPrefix(sig, "v1,"))) {
+		t.Fatal("the re-encoded signature does not decode to the genuine bytes: the case tests nothing")
+	}
+}
+
+func mustDecode(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestNewVerifierRejectsBadSecrets(t *testing.T) {
 	t.Parallel()
 	for _, s := range [][]string{nil, {"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, {"whsec_not base64!"}, {"whsec_c2hvcnQ="}} {
@@ -136,6 +218,10 @@ func TestHandler(t *testing.T) {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			raw, _ := io.ReadAll(rec.Body)
+			// RFC 9110: a 401 carries a challenge, and only a 401 does.
+			if got, want := rec.Header().Get("WWW-Authenticate"), map[bool]string{true: `Standard-Webhooks realm="stripe"`}[rec.Code == 401]; got != want {
+				t.Errorf("%d with WWW-Authenticate %q, want %q", rec.Code, got, want)
+			}
 			return rec.Code, string(raw)
 		}
 		now := time.Now()
