@@ -205,11 +205,19 @@ const (
 // MaxListLimit bounds the limit of List.
 const MaxListLimit = 1000
 
+// MaxListBytes bounds the payload bytes of one page of List, 4 MiB.
+const MaxListBytes = 4 << 20
+
 // List returns up to limit events of source with an arrival number greater
 // than after, in arrival order. Pass 0 to start at the beginning, then the
 // Seq of the last event returned. Arrival numbers become visible in order
 // (a later number never commits before an earlier one), so paging with
 // after never skips an event; reaped events are gone.
+//
+// A page is bounded by bytes as well as by count: it holds at most
+// MaxListBytes of payload, or a single event when that one alone is
+// larger, so a page always makes progress. Fewer than limit events
+// therefore does not mean the end: keep paging until a page is empty.
 func (in *Inbox) List(ctx context.Context, source string, after int64, limit int) ([]Event, error) {
 	if err := validate(source, "x"); err != nil {
 		return nil, err
@@ -220,7 +228,7 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 	if limit < 1 || limit > MaxListLimit {
 		return nil, racefree.Invalid("limit", "must be between 1 and %d, got %d", MaxListLimit, limit)
 	}
-	rows, err := in.db.QueryContext(ctx, in.q.Get("list"), source, after, limit)
+	rows, err := in.db.QueryContext(ctx, in.q.Get("list"), source, after, limit, MaxListBytes)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: list %s: %w", source, err)
 	}

@@ -1,0 +1,202 @@
+package inbox_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/inbox"
+	"github.com/racefree/racefree/internal/testdb"
+)
+
+// TestListBoundsThePageByBytes proves that a page holds at most
+// MaxListBytes of payload, or a single event when that one alone is
+// larger, that it never stops before an event it could hold, and that
+// paging by the last Seq still returns every event once, in order.
+func TestListBoundsThePageByBytes(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		b := setup(t, db, nil)
+		const mib = 1 << 20
+		// Sizes in MiB; the bound is 4 MiB. Expected pages:
+		// [1.5 1.5 1] (exactly 4), [5] (alone), [0.5 3 nil nil], [2].
+		sizes := []int{3 * mib / 2, 3 * mib / 2, mib, 5 * mib, mib / 2, 3 * mib, -1, -1, 2 * mib}
+		for i, n := range sizes {
+			var p []byte
+			if n >= 0 {
+				p = bytes.Repeat([]byte{byte('a' + i)}, n)
+			}
+			if _, err := b.in.Receive(ctx, "big", fmt.Sprintf("e%d", i), p, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var pages [][]string
+		after := int64(0)
+		for {
+			evs, err := b.in.List(ctx, "big", after, inbox.MaxListLimit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) == 0 {
+				break
+			}
+			var page []string
+			total := 0
+			for _, e := range evs {
+				if e.Seq <= after {
+					t.Fatalf("seq %d after cursor %d", e.Seq, after)
+				}
+				after = e.Seq
+				total += len(e.Payload)
+				page = append(page, e.ID)
+			}
+			if total > inbox.MaxListBytes && len(evs) > 1 {
+				t.Fatalf("page %v holds %d bytes, more than %d", page, total, inbox.MaxListBytes)
+			}
+			pages = append(pages, page)
+		}
+		if got, want := fmt.Sprint(pages), "[[e0 e1 e2] [e3] [e4 e5 e6 e7] [e8]]"; got != want {
+			t.Fatalf("pages %s, want %s", got, want)
+		}
+		// The count bound still applies below the byte bound.
+		evs, err := b.in.List(ctx, "big", 6, 2)
+		if err != nil || len(evs) != 2 || evs[0].ID != "e6" || evs[0].Payload != nil || evs[1].ID != "e7" {
+			t.Fatalf("limit 2 after 6: %d events, %v", len(evs), err)
+		}
+	})
+}
+
+// TestSeqCursorNeverSkipsAnEvent runs 16 writers that receive events of one
+// source at once while a reader pages with after = the last Seq it saw.
+// Every event must reach the reader exactly once, in increasing Seq, and
+// the numbers must be 1, 2, 3, … with no gap, whatever another source
+// receives at the same time: a reader never skips an event
+// that commits after it read a higher number. This holds because Receive
+// takes the number last in its transaction, under the source's counter
+// row, which it holds until commit (PostgreSQL), or under the write lock
+// that every SQLite write transaction takes at BEGIN.
+func TestSeqCursorNeverSkipsAnEvent(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		b := setup(t, db, nil)
+		const writers, each = 16, 12
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := range each {
+					id := fmt.Sprintf("w%d-%d", w, i)
+					// The processing function writes between the insert of
+					// the event and its number, widening the window in which
+					// transactions overlap.
+					if _, err := b.in.Receive(ctx, "s", id, []byte(id), b.effect(ctx, id)); err != nil {
+						t.Error(err)
+						return
+					}
+					// Another source's events interleave with these: their
+					// numbers are counted apart.
+					if _, err := b.in.Receive(ctx, "noise", id, nil, nil); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		close(start)
+		seen := map[string]int64{}
+		after, finished := int64(0), false
+		for !finished {
+			select {
+			case <-done:
+				finished = true // one last pass after every writer returned
+			default:
+			}
+			for {
+				evs, err := b.in.List(ctx, "s", after, 7)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(evs) == 0 {
+					break
+				}
+				for _, e := range evs {
+					if e.Seq != after+1 {
+						t.Fatalf("after %d the reader got seq %d (%s): a gap, or an event it will never see", after, e.Seq, e.ID)
+					}
+					if s, dup := seen[e.ID]; dup {
+						t.Fatalf("%s seen twice, at seq %d and %d", e.ID, s, e.Seq)
+					}
+					seen[e.ID] = e.Seq
+					after = e.Seq
+				}
+			}
+		}
+		if got, want := len(seen), writers*each; got != want {
+			t.Fatalf("the reader saw %d events, want %d", got, want)
+		}
+	})
+}
+
+// TestSeqCursorOrderIsCommitOrder re-creates, step by step, the interleaving
+// that a cursor taken from the row's insert order gets wrong: event A is
+// inserted first but commits last, event B is inserted after it and
+// commits first, and a reader pages in between. The reader must still get
+// A after B. PostgreSQL only: SQLite runs write transactions one at a
+// time, so A's transaction would hold B back until it commits.
+func TestSeqCursorOrderIsCommitOrder(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		if db.Engine() != racefree.Postgres {
+			t.Skip("SQLite serialises write transactions: no interleaving to test")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		b := setup(t, db, nil)
+		inFn, release := make(chan struct{}), make(chan struct{})
+		aDone := make(chan error, 1)
+		go func() {
+			_, err := b.in.Receive(ctx, "s", "A", nil, func(tx *sql.Tx) error {
+				close(inFn) // A's row is inserted, not yet numbered or committed
+				select {
+				case <-release:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+			aDone <- err
+		}()
+		select {
+		case <-inFn:
+		case <-ctx.Done():
+			t.Fatal("A never reached its processing function")
+		}
+		if _, err := b.in.Receive(ctx, "s", "B", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		page, err := b.in.List(ctx, "s", 0, 10)
+		if err != nil || len(page) != 1 || page[0].ID != "B" {
+			t.Fatalf("first page: %+v, %v; want B alone", page, err)
+		}
+		close(release)
+		if err := <-aDone; err != nil {
+			t.Fatal(err)
+		}
+		page, err = b.in.List(ctx, "s", page[0].Seq, 10)
+		if err != nil || len(page) != 1 || page[0].ID != "A" {
+			t.Fatalf("second page after B's seq: %+v, %v; want A, which committed after the first page", page, err)
+		}
+	})
+}
