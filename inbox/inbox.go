@@ -258,10 +258,17 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 // event is processed again, which is why Retention must cover the sender's
 // retry horizon. Run it periodically (racefree serve does, every minute);
 // several processes may run it at once.
-func (in *Inbox) Reap(ctx context.Context) (int64, error) {
+//
+// Reap runs its statements on exec. Pass the pool (the *racefree.DB) to let
+// each batch commit on its own, or the caller's *sql.Tx to make the whole
+// reap part of the caller's transaction (its locks are then held until the
+// caller commits). On PostgreSQL a batch skips the rows that another
+// transaction has locked rather than wait for them; the next run takes
+// them.
+func (in *Inbox) Reap(ctx context.Context, exec racefree.Executor) (int64, error) {
 	var total int64
 	for {
-		res, err := in.db.ExecContext(ctx, in.q.Get("reap"), in.db.ClockArg(), in.reapBatch)
+		res, err := exec.ExecContext(ctx, in.q.Get("reap"), in.db.ClockArg(), in.reapBatch)
 		if err != nil {
 			return total, fmt.Errorf("inbox: reap: %w", in.db.InterpretError(err))
 		}

@@ -200,3 +200,84 @@ func TestSeqCursorOrderIsCommitOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestReapInTheCallersTransaction proves that Reap runs on the executor it
+// is given: inside the caller's transaction, the deletion rolls back with
+// it, and commits with it.
+func TestReapInTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		b := setup(t, db, &inbox.Options{Retention: time.Hour, ReapBatch: 2})
+		for i := range 5 {
+			if _, err := b.in.Receive(ctx, "s", fmt.Sprintf("e%d", i), nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(time.Hour)
+		errRollback := fmt.Errorf("the caller rolls back")
+		err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if n, err := b.in.Reap(ctx, tx); err != nil || n != 5 {
+				t.Errorf("reap in the transaction: %d, %v; want 5", n, err)
+			}
+			return errRollback
+		})
+		if err != errRollback {
+			t.Fatal(err)
+		}
+		if got, want := b.rows(t), 5; got != want {
+			t.Fatalf("%d rows after the caller's rollback, want %d", got, want)
+		}
+		err = db.InTx(ctx, func(tx *sql.Tx) error {
+			_, err := b.in.Reap(ctx, tx)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := b.rows(t), 0; got != want {
+			t.Fatalf("%d rows after the caller's commit, want %d", got, want)
+		}
+	})
+}
+
+// TestReapSkipsLockedRows proves that on PostgreSQL a reap does not wait
+// for an expired row that another transaction holds locked: it deletes the
+// others, and the locked row on a later run. SQLite has no row locks (a
+// reap waits for the write lock like every writer).
+func TestReapSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		if db.Engine() != racefree.Postgres {
+			t.Skip("SQLite has no row locks")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b := setup(t, db, &inbox.Options{Retention: time.Hour, ReapBatch: 2})
+		for i := range 5 {
+			if _, err := b.in.Receive(ctx, "s", fmt.Sprintf("e%d", i), nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(time.Hour)
+		holder, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = holder.Rollback() }()
+		if _, err := holder.ExecContext(ctx, `SELECT id FROM racefree_inbox WHERE event_id = 'e0' FOR UPDATE`); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := b.in.Reap(ctx, db); err != nil || n != 4 {
+			t.Fatalf("reap beside a locked row: %d, %v; want 4 without waiting", n, err)
+		}
+		if err := holder.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := b.in.Reap(ctx, db); err != nil || n != 1 {
+			t.Fatalf("reap after the lock: %d, %v; want 1", n, err)
+		}
+	})
+}

@@ -126,7 +126,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
 // idempotency records with their leases. Serve calls it every minute.
 func (s *Server) Reap(ctx context.Context) (inboxEvents, idempotencyRecords int64, err error) {
 	if s.inbox.in != nil {
-		if inboxEvents, err = s.inbox.in.Reap(ctx); err != nil {
+		if inboxEvents, err = s.inbox.in.Reap(ctx, s.db); err != nil {
 			return inboxEvents, 0, err
 		}
 	}
