@@ -208,7 +208,8 @@ func TestReapInTheCallersTransaction(t *testing.T) {
 	t.Parallel()
 	clock := racefree.NewManualClock(t0)
 	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		b := setup(t, db, &inbox.Options{Retention: time.Hour, ReapBatch: 2})
 		for i := range 5 {
 			if _, err := b.in.Receive(ctx, "s", fmt.Sprintf("e%d", i), nil, nil); err != nil {
