@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/racefree/racefree"
@@ -189,11 +190,24 @@ func scanStrings(rows *sql.Rows) ([]string, error) {
 	return out, rows.Err()
 }
 
-// groupQuery returns the query that groups the rows the index covers by its
-// keys and keeps the groups of more than one row, with the totals over all
-// groups as window columns, largest groups first.
+// groupQuery returns the query of a check, in three steps, so that only
+// the rows of the listed groups are ever sorted:
+//
+//   - d: the bare aggregate, the rows the index covers grouped by its keys,
+//     keeping the groups of more than one row (one hash aggregate, no sort
+//     of the table);
+//   - top: the groups to list, largest first, with the totals over all
+//     groups as window columns (a sort of the duplicate groups only);
+//   - hits: the rows of the listed groups (a second scan that keeps only
+//     the rows whose keys are in top), numbered per group in primary key
+//     order.
+//
+// The result has one row per listed group: the keys as text, the count,
+// the totals, and the first maxKeys primary keys as a JSON array. Its
+// parameters are the group limit and maxKeys.
 func (c *Checker) groupQuery(table string, spec Spec, pk []string) (string, error) {
-	var sel, filter, outer, order []string
+	pg := c.engine == racefree.Postgres
+	var sel, filter, keys, outer, order, topKeys, match []string
 	for i, k := range spec.Keys {
 		alias := fmt.Sprintf("k%d", i+1)
 		sel = append(sel, wrap(k)+" AS "+alias)
@@ -201,65 +215,105 @@ func (c *Checker) groupQuery(table string, spec Spec, pk []string) (string, erro
 			// NULLS DISTINCT: a row with a NULL in any key conflicts with nothing.
 			filter = append(filter, wrap(k)+" IS NOT NULL")
 		}
-		outer = append(outer, "CAST("+alias+" AS TEXT)")
+		keys = append(keys, wrap(k))
+		outer = append(outer, "CAST(top."+alias+" AS TEXT)")
 		order = append(order, alias)
+		topKeys = append(topKeys, "top."+alias)
+		match = append(match, "hits."+alias+" IS NOT DISTINCT FROM top."+alias)
 	}
 	if spec.Where != "" {
 		filter = append(filter, wrap(spec.Where))
 	}
-	pkq := make([]string, len(pk))
+	pkSel := make([]string, len(pk))
+	pkCols := make([]string, len(pk))
+	pkExprs := make([]string, len(pk))
 	for i, col := range pk {
-		if col == "rowid" || col == "ctid" {
-			pkq[i] = col
-			if col == "ctid" {
-				pkq[i] = "ctid::text"
+		q := col
+		switch {
+		case col == "ctid":
+			q = "ctid::text"
+		case col != "rowid":
+			var err error
+			if q, err = quoteIdent(col); err != nil {
+				return "", err
 			}
-			continue
 		}
-		q, err := quoteIdent(col)
-		if err != nil {
-			return "", err
-		}
-		pkq[i] = q
+		pkCols[i] = fmt.Sprintf("p%d", i+1)
+		pkExprs[i] = q
+		pkSel[i] = q + " AS " + pkCols[i]
 	}
-	row := pkq[0]
-	if len(pkq) > 1 {
-		if c.engine == racefree.Postgres {
-			row = "json_build_array(" + strings.Join(pkq, ", ") + ")"
+	row := pkCols[0]
+	if len(pkCols) > 1 {
+		if pg {
+			row = "json_build_array(" + strings.Join(pkCols, ", ") + ")"
 		} else {
-			row = "json_array(" + strings.Join(pkq, ", ") + ")"
+			row = "json_array(" + strings.Join(pkCols, ", ") + ")"
 		}
 	}
-	agg := "json_group_array(" + row + " ORDER BY " + strings.Join(pkq, ", ") + ")"
-	if c.engine == racefree.Postgres {
-		agg = "json_agg(" + row + " ORDER BY " + strings.Join(pkq, ", ") + ")::text"
+	agg := "json_group_array(" + row + " ORDER BY r)"
+	if pg {
+		agg = "json_agg(" + row + " ORDER BY r)::text"
+	} else {
+		// SQLite spells IS NOT DISTINCT FROM as IS.
+		for i := range match {
+			match[i] = strings.Replace(match[i], "IS NOT DISTINCT FROM", "IS", 1)
+		}
 	}
 	where := ""
 	if len(filter) > 0 {
 		where = "\nWHERE " + strings.Join(filter, "\n  AND ")
 	}
+	hitsFilter := append([]string{}, filter...)
+	if spec.NullsNotDistinct {
+		// IN never matches a NULL key: compare key by key, NULLs equal.
+		cond := make([]string, len(keys))
+		for i, k := range keys {
+			cond[i] = k + " IS NOT DISTINCT FROM t." + order[i]
+		}
+		hitsFilter = append(hitsFilter, "EXISTS (SELECT 1 FROM top AS t WHERE "+strings.Join(cond, " AND ")+")")
+	} else {
+		hitsFilter = append(hitsFilter, "("+strings.Join(keys, ", ")+") IN (SELECT "+strings.Join(order, ", ")+" FROM top)")
+	}
 	groupBy := make([]string, len(spec.Keys))
 	for i := range groupBy {
 		groupBy[i] = fmt.Sprint(i + 1)
 	}
-	return `SELECT ` + strings.Join(outer, ", ") + `, n, pks, count(*) OVER (), CAST(sum(n - 1) OVER () AS BIGINT)
-FROM (
-SELECT ` + strings.Join(sel, ", ") + `, count(*) AS n, ` + agg + ` AS pks
+	// MATERIALIZED on both engines: each step runs once, and hits is never
+	// inlined into the per-group subquery, which would scan the table once
+	// per listed group.
+	const materialized = " MATERIALIZED"
+	return `WITH d AS` + materialized + ` (
+SELECT ` + strings.Join(sel, ", ") + `, count(*) AS n
 FROM ` + table + where + `
 GROUP BY ` + strings.Join(groupBy, ", ") + `
 HAVING count(*) > 1
-) AS d
+), top AS` + materialized + ` (
+SELECT ` + strings.Join(order, ", ") + `, n, row_number() OVER (ORDER BY n DESC, ` + strings.Join(order, ", ") + `) AS g,
+  count(*) OVER () AS groups, CAST(sum(n - 1) OVER () AS BIGINT) AS surplus
+FROM d
 ORDER BY n DESC, ` + strings.Join(order, ", ") + `
-LIMIT ?`, nil
+LIMIT ?
+), hits AS` + materialized + ` (
+SELECT ` + strings.Join(sel, ", ") + `, ` + strings.Join(pkSel, ", ") + `,
+  row_number() OVER (PARTITION BY ` + strings.Join(keys, ", ") + ` ORDER BY ` + strings.Join(pkExprs, ", ") + `) AS r
+FROM ` + table + `
+WHERE ` + strings.Join(hitsFilter, "\n  AND ") + `
+)
+SELECT ` + strings.Join(outer, ", ") + `, top.n,
+  (SELECT ` + agg + ` FROM hits WHERE ` + strings.Join(match, " AND ") + ` AND hits.r <= ?),
+  top.groups, top.surplus
+FROM top
+ORDER BY top.g`, nil
 }
 
-func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, limit int, rep *Report) error {
+func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, limit, maxKeys int, rep *Report) error {
 	query, err := c.groupQuery(table, spec, rep.PrimaryKey)
 	if err != nil {
 		return err
 	}
 	if c.engine == racefree.Postgres {
 		query = strings.Replace(query, "LIMIT ?", "LIMIT $1", 1)
+		query = strings.Replace(query, "hits.r <= ?", "hits.r <= $2", 1)
 	}
 	var lim any = limit
 	if limit < 0 {
@@ -268,7 +322,11 @@ func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, 
 			lim = -1
 		}
 	}
-	rows, err := q.QueryContext(ctx, query, lim)
+	var keysPerGroup int64 = math.MaxInt64
+	if maxKeys > 0 {
+		keysPerGroup = int64(maxKeys)
+	}
+	rows, err := q.QueryContext(ctx, query, lim, keysPerGroup)
 	if err != nil {
 		return err
 	}
@@ -277,7 +335,7 @@ func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, 
 	for rows.Next() {
 		vals := make([]sql.NullString, nk)
 		var g Group
-		var pks string
+		var pks sql.NullString
 		dest := make([]any, 0, nk+4)
 		for i := range vals {
 			dest = append(dest, &vals[i])
@@ -294,8 +352,11 @@ func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, 
 				g.Values = append(g.Values, nil)
 			}
 		}
-		if err := json.Unmarshal([]byte(pks), &g.PrimaryKeys); err != nil {
-			return fmt.Errorf("primary keys: %w", err)
+		g.PrimaryKeys = []json.RawMessage{}
+		if pks.Valid {
+			if err := json.Unmarshal([]byte(pks.String), &g.PrimaryKeys); err != nil {
+				return fmt.Errorf("primary keys: %w", err)
+			}
 		}
 		rep.Groups = append(rep.Groups, g)
 	}
