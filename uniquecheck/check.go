@@ -78,6 +78,8 @@ type Report struct {
 	SurplusRows      int64    `json:"surplus_rows"` // Σ(count − 1): the rows to remove for the index to build
 	Groups           []Group  `json:"groups"`       // the largest groups first, up to Spec.Limit
 	Warnings         []string `json:"warnings"`
+
+	pkOrdered bool // a single-column primary key with min and max
 }
 
 // Group is a set of rows that share one key.
