@@ -462,3 +462,47 @@ func TestConcurrentCallersOnAnotherIndex(t *testing.T) {
 		}
 	})
 }
+
+// TestSerializationFailureIsReturned proves the documented PostgreSQL
+// failure mode: inside a REPEATABLE READ transaction, an insert that
+// conflicts with a row its snapshot cannot see is a serialization failure
+// (40001), which Do returns as it is (racefree.ErrRetryable once
+// interpreted) for the caller's transaction helper to retry, and a retry
+// in a fresh transaction gets the row.
+func TestSerializationFailureIsReturned(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		if db.Engine() != racefree.Postgres {
+			t.Skip("SQLite transactions are serializable by taking the write lock: no snapshot to conflict with")
+		}
+		ctx := context.Background()
+		setup(t, db)
+		ins := queries[db.Engine()].insert
+		tx, err := db.SQL().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM users`); err != nil { // takes the snapshot
+			t.Fatal(err)
+		}
+		if _, created, err := userByEmail(ctx, db, db, ins, "snap@x", "snap"); err != nil || !created {
+			t.Fatalf("outside the snapshot: created %v, %v", created, err)
+		}
+		_, created2, err := userByEmail(ctx, db, tx, ins, "snap@x", "snap")
+		if !errors.Is(db.InterpretError(err), racefree.ErrRetryable) || created2 {
+			t.Fatalf("in the older snapshot: created %v, %v; want a serialization failure", created2, err)
+		}
+		_ = tx.Rollback()
+		err = db.InTx(ctx, func(tx *sql.Tx) error {
+			_, created, err := userByEmail(ctx, db, tx, ins, "snap@x", "snap")
+			if err == nil && created {
+				return errors.New("created it again")
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("the retry: %v", err)
+		}
+	})
+}

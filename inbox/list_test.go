@@ -282,3 +282,29 @@ func TestReapSkipsLockedRows(t *testing.T) {
 		}
 	})
 }
+
+// TestDefaultRetentionIsSevenDays proves the documented default: with nil
+// Options an event ID is kept, and its redelivery a duplicate, for exactly
+// seven days, and reaped at the first millisecond after.
+func TestDefaultRetentionIsSevenDays(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		b := setup(t, db, nil)
+		if _, err := b.in.Receive(ctx, "s", "e", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(7*24*time.Hour - time.Millisecond)
+		if n, err := b.in.Reap(ctx, db); err != nil || n != 0 {
+			t.Fatalf("reap 1ms before seven days: %d, %v; want 0", n, err)
+		}
+		if res, err := b.in.Receive(ctx, "s", "e", nil, nil); err != nil || !res.Duplicate {
+			t.Fatalf("redelivery within seven days: %+v, %v; want a duplicate", res, err)
+		}
+		clock.Advance(time.Millisecond)
+		if n, err := b.in.Reap(ctx, db); err != nil || n != 1 {
+			t.Fatalf("reap at seven days: %d, %v; want 1", n, err)
+		}
+	})
+}

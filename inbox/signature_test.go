@@ -161,6 +161,13 @@ func TestVerifyFollowsTheReferenceLibraries(t *testing.T) {
 		{"fractional seconds", with("1796032020.0", sig), false},
 		{"empty signature list entry", with("1796032020", " "+sig), true},
 		{"v1 with a third field", with("1796032020", sig+",x"), false},
+		{"genuine bytes under another version", with("1796032020", "v2"+strings.TrimPrefix(sig, "v1")), false},
+		{"version without a signature", with("1796032020", "v1,"), false},
+		{"signature without a version", with("1796032020", strings.TrimPrefix(sig, "v1,")), false},
+		{"empty timestamp", with("", sig), false},
+		{"timestamp beyond int64", with("99999999999999999999", sig), false},
+		{"no webhook-id", func() http.Header { h := good.Clone(); h.Del("webhook-id"); return h }(), false},
+		{"no webhook-signature", func() http.Header { h := good.Clone(); h.Del("webhook-signature"); return h }(), false},
 	} {
 		_, err := v.Verify(c.h, []byte(body))
 		if got := err == nil; got != c.ok {
@@ -189,6 +196,16 @@ func mustDecode(t *testing.T, s string) []byte {
 
 func TestNewVerifierRejectsBadSecrets(t *testing.T) {
 	t.Parallel()
+	for _, tol := range []time.Duration{time.Second - 1, 24*time.Hour + 1, -time.Minute} {
+		if _, err := inbox.NewVerifier([]string{secretA}, &inbox.VerifierOptions{Tolerance: tol}); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("Tolerance %s: %v, want ErrInvalidInput", tol, err)
+		}
+	}
+	for _, tol := range []time.Duration{time.Second, 24 * time.Hour} {
+		if _, err := inbox.NewVerifier([]string{secretA}, &inbox.VerifierOptions{Tolerance: tol}); err != nil {
+			t.Errorf("Tolerance %s: %v, want accepted", tol, err)
+		}
+	}
 	for _, s := range [][]string{nil, {"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, {"whsec_not base64!"}, {"whsec_c2hvcnQ="}} {
 		if _, err := inbox.NewVerifier(s, nil); !errors.Is(err, racefree.ErrInvalidInput) {
 			t.Errorf("NewVerifier(%q): %v, want ErrInvalidInput", s, err)
@@ -238,12 +255,18 @@ func TestHandler(t *testing.T) {
 			{"too large", signed(t, secretA, "e3", now, strings.Repeat("x", 65)), strings.Repeat("x", 65), 413},
 			{"transient failure", signed(t, secretA, "transient", now, `{}`), `{}`, 500},
 			{"permanent failure", signed(t, secretA, "permanent", now, `{}`), `{}`, 204},
+			{"event ID longer than the inbox takes", signed(t, secretA, strings.Repeat("i", inbox.MaxEventIDLen+1), now, `{}`), `{}`, 400},
 		} {
 			if code, body := post(c.hdr, c.body); code != c.want {
 				t.Errorf("%s: %d %s, want %d", c.name, code, body, c.want)
 			} else if code >= 400 && !strings.Contains(body, `"urn:racefree:problem:`) {
 				t.Errorf("%s: body %s is not a problem document", c.name, body)
 			}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Code != 405 || rec.Header().Get("Allow") != "POST" {
+			t.Errorf("GET: %d, Allow %q; want 405 with Allow: POST", rec.Code, rec.Header().Get("Allow"))
 		}
 		got := b.effects(t)
 		if got["e1"] != 1 || got["e2"] != 0 || got["e3"] != 0 || got["transient"] != 0 || got["permanent"] != 0 {

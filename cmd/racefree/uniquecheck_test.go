@@ -193,6 +193,20 @@ func TestUniqueCheckMaxKeys(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stdout, "88 89 90 91 92 93 94 95 96 97 … 2 more (--max-keys)") {
 			t.Fatalf("text: exit %d\n%s", r.code, r.stdout)
 		}
+		// --limit lists the largest groups; the totals still count them all.
+		r = runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email", "--limit", "1", "--format", "json")
+		var rep struct {
+			DuplicateGroups int64 `json:"duplicate_groups"`
+			SurplusRows     int64 `json:"surplus_rows"`
+			Groups          []group
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 1 || rep.DuplicateGroups != 2 || rep.SurplusRows != 12 || len(rep.Groups) != 1 || rep.Groups[0].Count != 12 {
+			t.Fatalf("--limit 1: exit %d, %+v (%v)", r.code, rep, err)
+		}
+		r = runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email", "--limit", "1")
+		if r.code != 1 || !strings.Contains(r.stdout, "… 1 more groups (--limit)") {
+			t.Fatalf("text --limit 1: exit %d\n%s", r.code, r.stdout)
+		}
 		if r := runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email", "--max-keys", "0"); r.code != 2 {
 			t.Fatalf("--max-keys 0: exit %d, want 2", r.code)
 		}
