@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
@@ -284,22 +283,10 @@ func (in *Inbox) Reap(ctx context.Context, exec racefree.Executor) (int64, error
 }
 
 func validate(source, eventID string) error {
-	if err := validText("source", source, MaxSourceLen); err != nil {
+	if err := racefree.CheckText("source", source, MaxSourceLen); err != nil {
 		return err
 	}
-	return validText("event ID", eventID, MaxEventIDLen)
-}
-
-func validText(field, s string, max int) error {
-	switch {
-	case s == "":
-		return racefree.Invalid(field, "empty")
-	case len(s) > max:
-		return racefree.Invalid(field, "longer than %d bytes", max)
-	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
-		return racefree.Invalid(field, "must be UTF-8 text without NUL")
-	}
-	return nil
+	return racefree.CheckText("event ID", eventID, MaxEventIDLen)
 }
 
 // reasonOf returns the message of a permanent failure, as TEXT both engines
