@@ -117,7 +117,7 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 	if err := validate(key, holder, ttl); err != nil {
 		return nil, err
 	}
-	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
 	if err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
 	}
@@ -125,7 +125,7 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 		return s.acquireLegacy(ctx, exec, key, holder)
 	}
 	acquire := "acquire"
-	if floors, err := s.db.SchemaAtLeast(ctx, floorSchema); err != nil {
+	if floors, err := s.db.SchemaAtLeast(ctx, exec, floorSchema); err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
 	} else if !floors {
 		acquire = "acquire_before_floors"
@@ -163,7 +163,7 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 	if err := ValidateFence(fence); err != nil {
 		return nil, err
 	}
-	if err := s.requireLeases(ctx); err != nil {
+	if err := s.requireLeases(ctx, exec); err != nil {
 		return nil, err
 	}
 	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get("renew"), s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()))
@@ -189,7 +189,7 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 	if err := ValidateFence(fence); err != nil {
 		return err
 	}
-	if err := s.requireLeases(ctx); err != nil {
+	if err := s.requireLeases(ctx, exec); err != nil {
 		return err
 	}
 	res, err := exec.ExecContext(ctx, s.q.Get("release"), s.ns, key, holder, fence, s.db.ClockArg())
@@ -216,7 +216,7 @@ func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence
 	if err := ValidateFence(fence); err != nil {
 		return err
 	}
-	if err := s.requireLeases(ctx); err != nil {
+	if err := s.requireLeases(ctx, tx); err != nil {
 		return err
 	}
 	var one int
@@ -236,7 +236,7 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
 	if err != nil {
 		return nil, fmt.Errorf("claim get: %w", err)
 	}
@@ -283,7 +283,7 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 	if batch <= 0 {
 		batch = 1000
 	}
-	if floors, err := s.db.SchemaAtLeast(ctx, floorSchema); err != nil {
+	if floors, err := s.db.SchemaAtLeast(ctx, s.db, floorSchema); err != nil {
 		return 0, fmt.Errorf("claim reap: %w", err)
 	} else if !floors {
 		return 0, fmt.Errorf("claim reap: needs migration %03d (fence floors): %w", floorSchema, racefree.ErrSchemaOutdated)
@@ -392,8 +392,8 @@ func (s *Store) whyNot(ctx context.Context, exec racefree.Executor, key, holder 
 	return fmt.Errorf("claim %q: %w: lapsed at %s", key, racefree.ErrNotHeld, c.ExpiresAt.Format(time.RFC3339Nano))
 }
 
-func (s *Store) requireLeases(ctx context.Context) error {
-	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+func (s *Store) requireLeases(ctx context.Context, exec racefree.Executor) error {
+	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
 	if err != nil {
 		return err
 	}

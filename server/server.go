@@ -178,7 +178,7 @@ func unauthorized(w http.ResponseWriter) {
 // idempotency records with their leases. Serve calls it every minute.
 func (s *Server) Reap(ctx context.Context) (inboxEvents, idempotencyRecords int64, err error) {
 	if s.inbox.in != nil {
-		inboxEvents, err = s.inbox.in.Reap(ctx)
+		inboxEvents, err = s.inbox.in.Reap(ctx, s.db)
 		s.metrics.reaped.WithLabelValues("inbox_events").Add(float64(inboxEvents))
 		if err != nil {
 			return inboxEvents, 0, err
