@@ -1,0 +1,305 @@
+package racefree_test
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A guarantee is one row of a GUARANTEES.md table.
+type guarantee struct {
+	line    int    // 1-based line number in GUARANTEES.md
+	section string // the ## heading above the table
+	promise string
+	tests   []string // dir:TestName[/subtest], as written
+	mutants []string // three-digit catalogue numbers
+	engines string
+}
+
+var (
+	// testRef is a test named in the tests column: dir:TestName, where
+	// dir is relative to the repository root, optionally with /subtests.
+	testRef = regexp.MustCompile(`^([^\s:]+):((?:Test|Example|Fuzz)[\p{L}\p{N}_]*)(/\S*)?$`)
+	// backticked finds the `…` spans of a cell.
+	backticked = regexp.MustCompile("`([^`]*)`")
+	// mutantNumber is a catalogue number in the mutants column.
+	mutantNumber = regexp.MustCompile(`^[0-9]{3}$`)
+	// patchNumber is the number a catalogue file name starts with.
+	patchNumber = regexp.MustCompile(`^([0-9]{3})-.*\.patch$`)
+)
+
+// engineValues are the values the engines column may take.
+var engineValues = []string{"both", "sqlite", "postgres", "—"}
+
+// TestGuaranteesAreProven checks GUARANTEES.md against the code: every row
+// names at least one test, every named test function exists in its
+// directory's _test.go files, every named mutant exists in
+// mutants/catalogue, and every engines value is one of the documented ones.
+// The subtest every_catalogue_mutant_has_a_row checks the converse: no
+// mutant in the catalogue is left without a promise it re-creates the
+// breach of.
+func TestGuaranteesAreProven(t *testing.T) {
+	t.Parallel()
+	rows, problems := parseGuarantees("GUARANTEES.md")
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if len(rows) == 0 {
+		t.Fatal("GUARANTEES.md has no rows")
+	}
+	patches, err := filepath.Glob(filepath.Join("mutants", "catalogue", "*.patch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalogue := map[string][]string{} // number → file names
+	for _, p := range patches {
+		base := filepath.Base(p)
+		m := patchNumber.FindStringSubmatch(base)
+		if m == nil {
+			t.Errorf("mutants/catalogue/%s: the name does not start with a three-digit number and a dash", base)
+			continue
+		}
+		catalogue[m[1]] = append(catalogue[m[1]], base)
+	}
+
+	t.Run("rows", func(t *testing.T) {
+		for _, p := range checkRows(rows, catalogue) {
+			t.Error(p)
+		}
+	})
+
+	// Other branches add mutants and rows at once; until they merge this
+	// subtest is the one that says which mutant still lacks its promise.
+	t.Run("every_catalogue_mutant_has_a_row", func(t *testing.T) {
+		listed := map[string]bool{}
+		for _, g := range rows {
+			for _, n := range g.mutants {
+				listed[n] = true
+			}
+		}
+		for _, p := range patches {
+			base := filepath.Base(p)
+			if m := patchNumber.FindStringSubmatch(base); m != nil && !listed[m[1]] {
+				t.Errorf("mutants/catalogue/%s is in no row of GUARANTEES.md", base)
+			}
+		}
+	})
+}
+
+// checkRows returns what is wrong with rows: a row without a test, a test
+// that is not dir:TestName or whose function does not exist, a mutant
+// number without a patch in catalogue (number → file names), an engines
+// value that is not one of engineValues.
+func checkRows(rows []guarantee, catalogue map[string][]string) []string {
+	var problems []string
+	funcs := testFuncs{}
+	for _, g := range rows {
+		at := fmt.Sprintf("GUARANTEES.md:%d (%s)", g.line, g.section)
+		if len(g.tests) == 0 {
+			problems = append(problems, fmt.Sprintf("%s: %q names no test", at, g.promise))
+		}
+		for _, ref := range g.tests {
+			m := testRef.FindStringSubmatch(ref)
+			if m == nil {
+				problems = append(problems, fmt.Sprintf("%s: %q is not dir:TestName", at, ref))
+				continue
+			}
+			if err := funcs.check(m[1], m[2]); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %s: %v", at, ref, err))
+			}
+		}
+		for _, n := range g.mutants {
+			if len(catalogue[n]) == 0 {
+				problems = append(problems, fmt.Sprintf("%s: mutant %s: no mutants/catalogue/%s-*.patch", at, n, n))
+			}
+		}
+		if !validEngines(g.engines) {
+			problems = append(problems, fmt.Sprintf("%s: engines %q, want one of %s, optionally with a (note)", at, g.engines, strings.Join(engineValues, ", ")))
+		}
+	}
+	return problems
+}
+
+// validEngines reports whether an engines cell is one of engineValues,
+// optionally followed by a note in parentheses: "both (the lock race is
+// PostgreSQL's)".
+func validEngines(cell string) bool {
+	value, note, _ := strings.Cut(cell, " ")
+	note = strings.TrimSpace(note)
+	return slices.Contains(engineValues, value) &&
+		(note == "" || strings.HasPrefix(note, "(") && strings.HasSuffix(note, ")"))
+}
+
+// parseGuarantees reads the table rows of the GUARANTEES.md at path and
+// returns them with the problems found in their form.
+func parseGuarantees(path string) ([]guarantee, []string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, []string{err.Error()}
+	}
+	var (
+		rows     []guarantee
+		problems []string
+		section  string
+	)
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			section = h
+			continue
+		}
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		at := fmt.Sprintf("GUARANTEES.md:%d", i+1)
+		cells := splitRow(line)
+		if len(cells) != 4 {
+			problems = append(problems, fmt.Sprintf("%s: %d cells, want 4 (| promise | tests | mutants | engines |)", at, len(cells)))
+			continue
+		}
+		if cells[0] == "promise" || isSeparator(cells) {
+			continue
+		}
+		g := guarantee{line: i + 1, section: section, promise: cells[0], engines: cells[3]}
+		for _, m := range backticked.FindAllStringSubmatch(cells[1], -1) {
+			g.tests = append(g.tests, strings.TrimSpace(m[1]))
+		}
+		for _, n := range strings.FieldsFunc(cells[2], func(r rune) bool { return r == ',' || r == ' ' }) {
+			switch {
+			case mutantNumber.MatchString(n):
+				g.mutants = append(g.mutants, n)
+			case n != "—":
+				problems = append(problems, fmt.Sprintf("%s: mutant %q is not a three-digit catalogue number or —", at, n))
+			}
+		}
+		rows = append(rows, g)
+	}
+	return rows, problems
+}
+
+// splitRow splits a Markdown table row into its trimmed cells; a | inside
+// backticks belongs to the cell.
+func splitRow(line string) []string {
+	line = strings.TrimSuffix(strings.TrimPrefix(line, "|"), "|")
+	var cells []string
+	var cell strings.Builder
+	code := false
+	for _, r := range line {
+		switch {
+		case r == '`':
+			code = !code
+		case r == '|' && !code:
+			cells = append(cells, strings.TrimSpace(cell.String()))
+			cell.Reset()
+			continue
+		}
+		cell.WriteRune(r)
+	}
+	return append(cells, strings.TrimSpace(cell.String()))
+}
+
+// isSeparator reports whether cells are a table's |---|---| line.
+func isSeparator(cells []string) bool {
+	for _, c := range cells {
+		if strings.Trim(c, ":-") != "" || c == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// testFuncs caches, per directory, the names of the top-level functions
+// declared in its _test.go files.
+type testFuncs map[string]map[string]bool
+
+// check returns an error unless dir, relative to the repository root, has a
+// _test.go file that declares func name(.
+func (tf testFuncs) check(dir, name string) error {
+	clean := filepath.Clean(filepath.FromSlash(dir))
+	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%s is not a directory inside the repository", dir)
+	}
+	funcs, ok := tf[clean]
+	if !ok {
+		files, err := filepath.Glob(filepath.Join(clean, "*_test.go"))
+		if err != nil {
+			return err
+		}
+		if len(files) == 0 {
+			return fmt.Errorf("%s has no _test.go files", dir)
+		}
+		funcs = map[string]bool{}
+		fset := token.NewFileSet()
+		for _, f := range files {
+			file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			for _, d := range file.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil {
+					funcs[fd.Name.Name] = true
+				}
+			}
+		}
+		tf[clean] = funcs
+	}
+	if !funcs[name] {
+		return fmt.Errorf("no func %s( in %s/*_test.go", name, dir)
+	}
+	return nil
+}
+
+// TestGuaranteesCheckerRejects feeds the checker a table with one fault per
+// row and checks that it names each.
+func TestGuaranteesCheckerRejects(t *testing.T) {
+	t.Parallel()
+	page := strings.Join([]string{
+		"## claim",
+		"| promise | tests | mutants | engines |",
+		"|---|---|---|---|",
+		"| fine, a subtest named | `mutants:TestRunnerVerdicts/postgres`, `.:TestGuaranteesAreProven` | 010 | both |",
+		"| fine, engines with a note | `.:TestGuaranteesAreProven` | — | both (the race is PostgreSQL's) |",
+		"| no test | — | 010 | both |",
+		"| no such test | `mutants:TestNoSuchThing` | — | both |",
+		"| no such directory | `nowhere:TestGuaranteesAreProven` | — | — |",
+		"| outside the repository | `../x:TestGuaranteesAreProven` | — | — |",
+		"| not dir:TestName | `TestGuaranteesAreProven` | — | — |",
+		"| no such mutant | `.:TestGuaranteesAreProven` | 999 | — |",
+		"| not a mutant number | `.:TestGuaranteesAreProven` | 10 | — |",
+		"| bad engines | `.:TestGuaranteesAreProven` | — | mysql |",
+		"| engines with a note not in parentheses | `.:TestGuaranteesAreProven` | — | both, mostly |",
+		"| three cells | `.:TestGuaranteesAreProven` | — |",
+	}, "\n")
+	path := filepath.Join(t.TempDir(), "GUARANTEES.md")
+	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, problems := parseGuarantees(path)
+	problems = append(problems, checkRows(rows, map[string][]string{"010": {"010-claim-do-nothing.patch"}})...)
+	for _, want := range []string{
+		`:6 (claim): "no test" names no test`,
+		`:7 (claim): mutants:TestNoSuchThing: no func TestNoSuchThing( in mutants/*_test.go`,
+		`:8 (claim): nowhere:TestGuaranteesAreProven: nowhere has no _test.go files`,
+		`:9 (claim): ../x:TestGuaranteesAreProven: ../x is not a directory inside the repository`,
+		`:10 (claim): "TestGuaranteesAreProven" is not dir:TestName`,
+		`:11 (claim): mutant 999: no mutants/catalogue/999-*.patch`,
+		`:12: mutant "10" is not a three-digit catalogue number or —`,
+		`:13 (claim): engines "mysql", want one of`,
+		`:14 (claim): engines "both, mostly", want one of`,
+		`:15: 3 cells, want 4`,
+	} {
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, want) }) {
+			t.Errorf("no problem reported containing %q", want)
+		}
+	}
+	if got, want := len(problems), 10; got != want {
+		t.Errorf("%d problems, want %d:\n%s", got, want, strings.Join(problems, "\n"))
+	}
+}

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tinyModule is a throwaway module with five packages: calc, whose tests
+// pass; broken, which has a test that fails without any mutation; pg, whose
+// postgres subtest skips unless TINY_DB is set (as racefree's do without
+// TEST_DATABASE_URL); slow, whose test hangs if Wait does; and untested,
+// which has no test files.
+var tinyModule = map[string]string{
+	"go.mod": "module example.com/tiny\n\ngo 1.22\n",
+	"calc/calc.go": `package calc
+
+// Add returns the sum of a and b.
+func Add(a, b int) int { return a + b }
+`,
+	"calc/calc_test.go": `package calc
+
+import "testing"
+
+func TestAdd(t *testing.T) {
+	t.Run("zero", func(t *testing.T) {
+		if got, want := Add(0, 0), 0; got != want {
+			t.Fatalf("Add(0, 0) = %d, want %d", got, want)
+		}
+	})
+	t.Run("two", func(t *testing.T) {
+		if got, want := Add(1, 1), 2; got != want {
+			t.Fatalf("Add(1, 1) = %d, want %d", got, want)
+		}
+	})
+}
+`,
+	"broken/broken.go": `package broken
+
+// Half returns x/2.
+func Half(x int) int { return x / 2 }
+`,
+	"broken/broken_test.go": `package broken
+
+import "testing"
+
+func TestHalf(t *testing.T) {
+	if got, want := Half(4), 2; got != want {
+		t.Fatalf("Half(4) = %d, want %d", got, want)
+	}
+}
+
+func TestAlreadyFailing(t *testing.T) { t.Fatal("fails without any mutation") }
+`,
+	"pg/pg.go": `package pg
+
+// Quote quotes s for the sqlite engine.
+func Quote(s string) string { return "'" + s + "'" }
+
+// QuoteIdent quotes s for the postgres engine.
+func QuoteIdent(s string) string { return "\"" + s + "\"" }
+`,
+	"pg/pg_test.go": `package pg
+
+import (
+	"os"
+	"testing"
+)
+
+func TestQuote(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		if got, want := Quote("a"), "'a'"; got != want {
+			t.Fatalf("Quote = %s, want %s", got, want)
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		if os.Getenv("TINY_DB") == "" {
+			t.Skip("TINY_DB is not set")
+		}
+		if got, want := QuoteIdent("a"), "\"a\""; got != want {
+			t.Fatalf("QuoteIdent = %s, want %s", got, want)
+		}
+	})
+}
+`,
+	"slow/slow.go": `package slow
+
+import "time"
+
+// Wait returns after d.
+func Wait(d time.Duration) { time.Sleep(d) }
+`,
+	"slow/slow_test.go": `package slow
+
+import "testing"
+
+func TestWait(t *testing.T) { Wait(0) }
+`,
+	"untested/untested.go": `package untested
+
+// One returns 1; no test checks it.
+func One() int { return 1 }
+`,
+}
+
+// newTinyRepo writes tinyModule into a new git repository and returns its
+// root.
+func newTinyRepo(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, text := range tinyModule {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, root, "init", "-q")
+	git(t, root, "add", "-A")
+	return root
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// addMutant replaces old by new in file, saves git diff as the catalogue
+// entry name with the description desc, and restores the file.
+func addMutant(t *testing.T, root, name, desc, file, old, new string) {
+	t.Helper()
+	p := filepath.Join(root, filepath.FromSlash(file))
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(old)) {
+		t.Fatalf("%s has no %q", file, old)
+	}
+	if err := os.WriteFile(p, bytes.Replace(data, []byte(old), []byte(new), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	diff := git(t, root, "diff")
+	git(t, root, "checkout", "--", file)
+	dir := filepath.Join(root, filepath.FromSlash(catalogueDir))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(desc+"\n\n"+diff), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runTiny runs the catalogue of root (the mutants whose file name matches
+// filter) with the extra environment env and returns the exit status and
+// the output.
+func runTiny(t *testing.T, root, filter string, env ...string) (int, string) {
+	t.Helper()
+	all, err := loadCatalogue(filepath.Join(root, filepath.FromSlash(catalogueDir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(filter)
+	var selected []*mutant
+	for _, m := range all {
+		if re.MatchString(m.file) {
+			selected = append(selected, m)
+		}
+	}
+	var out bytes.Buffer
+	rn := &runner{root: root, jobs: 2, timeout: 5 * time.Second, env: env, out: &printer{w: &out}}
+	code := rn.run(context.Background(), selected)
+	t.Logf("runner output:\n%s", out.String())
+	return code, out.String()
+}
+
+// verdict returns the verdict line the runner printed for the mutant file.
+func verdict(t *testing.T, out, file string) string {
+	t.Helper()
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, " "+file+" ") {
+			return strings.TrimSpace(line)
+		}
+	}
+	t.Fatalf("no verdict for %s", file)
+	return ""
+}
+
+// TestRunnerVerdicts runs a catalogue of seven mutants of the tiny module and
+// checks the verdict on each: only a test that passed on the baseline
+// catches a mutant.
+func TestRunnerVerdicts(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := newTinyRepo(t)
+	addMutant(t, root, "100-add-subtracts.patch", "Add subtracts", "calc/calc.go", "a + b", "a - b")
+	addMutant(t, root, "101-comment-only.patch", "A comment changes, nothing else", "calc/calc.go", "the sum of", "the total of")
+	addMutant(t, root, "102-half-of-broken-package.patch", "Half doubles, in a package whose tests fail unmutated", "broken/broken.go", "x / 2", "x * 2")
+	addMutant(t, root, "103-does-not-compile.patch", "Add returns a string", "calc/calc.go", "return a + b", `return "a"`)
+	addMutant(t, root, "104-postgres-only.patch", "QuoteIdent quotes with single quotes: only the postgres subtest can tell", "pg/pg.go", `"\"" + s + "\""`, `"'" + s + "'"`)
+	addMutant(t, root, "105-hangs.patch", "Wait never returns", "slow/slow.go", "time.Sleep(d)", "time.Sleep(time.Hour)")
+	addMutant(t, root, "106-untested.patch", "One returns 2, in a package without tests", "untested/untested.go", "return 1", "return 2")
+	// The baseline's failing test is a subtest: name it, not its parent.
+	brokenTest := filepath.Join(root, "broken", "broken_test.go")
+	data, err := os.ReadFile(brokenTest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.Replace(data, []byte(`func TestAlreadyFailing(t *testing.T) { t.Fatal("fails without any mutation") }`),
+		[]byte(`func TestAlreadyFailing(t *testing.T) {
+	t.Run("sub", func(t *testing.T) { t.Fatal("fails without any mutation") })
+}`), 1)
+	if err := os.WriteFile(brokenTest, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out := runTiny(t, root, ".")
+	for _, c := range []struct{ file, want string }{
+		{"100-add-subtracts.patch", `^caught +\S+ +\(\S+\) +by calc:TestAdd/two +Add subtracts$`},
+		{"101-comment-only.patch", `^SURVIVED `},
+		{"102-half-of-broken-package.patch", `^BASELINE FAILED .*the unmutated tests of broken fail`},
+		{"103-does-not-compile.patch", `^BROKEN .*does not build`},
+		{"104-postgres-only.patch", `^SURVIVED `},
+		{"105-hangs.patch", `^TIMEOUT `},
+		{"106-untested.patch", `^SURVIVED `},
+	} {
+		if got := verdict(t, out, c.file); !regexp.MustCompile(c.want).MatchString(got) {
+			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
+		}
+	}
+	if !strings.Contains(out, "BASELINE FAILED  broken: TestAlreadyFailing/sub\n") {
+		t.Errorf("the output does not name the test that failed on the baseline")
+	}
+	if got, want := lastLine(out), "mutants: 1 caught, 3 survived, 1 broken, 1 timed out, 1 baseline failed"; got != want {
+		t.Errorf("summary = %q, want %q", got, want)
+	}
+	if got, want := code, 1; got != want {
+		t.Errorf("exit status = %d, want %d", got, want)
+	}
+
+	// With the database, the postgres subtest runs on the baseline and
+	// catches the mutant it could not see without.
+	code, out = runTiny(t, root, "10[04]", "TINY_DB=1")
+	if got, want := verdict(t, out, "104-postgres-only.patch"), "by pg:TestQuote/postgres"; !strings.Contains(got, want) {
+		t.Errorf("verdict on 104 = %q, want it to contain %q", got, want)
+	}
+	if got, want := code, 0; got != want {
+		t.Errorf("exit status with every mutant caught = %d, want %d", got, want)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestCatchingNamesInnermostTests checks that a parent test failing with its
+// subtest, and a package failing with its test, are not named as catches,
+// and that a test that did not pass on the baseline is never one.
+func TestCatchingNamesInnermostTests(t *testing.T) {
+	t.Parallel()
+	base := newTestRun()
+	for _, id := range []testID{{"p", ""}, {"p", "TestA"}, {"p", "TestA/sqlite"}, {"p", "TestA/postgres"}, {"p", "TestB"}, {"q", ""}} {
+		base.passed[id] = true
+	}
+	run := newTestRun()
+	// TestC skipped on the baseline; q fails outside every test.
+	run.failed = []testID{{"p", "TestC"}, {"p", "TestA/postgres"}, {"p", "TestA"}, {"p", "TestB"}, {"p", ""}, {"q", ""}}
+	got := run.catching(base, "")
+	want := []testID{{"p", "TestA/postgres"}, {"p", "TestB"}, {"q", ""}}
+	if !slices.Equal(got, want) {
+		t.Errorf("catching = %v, want %v", got, want)
+	}
+}
+
+// TestEngineSQLMutantIsCaughtOnlyByItsEngine checks that a mutant of one
+// engine's SQL is not caught by a failure of the other engine's subtests,
+// which never run that SQL: such a failure is a flake, not evidence.
+func TestEngineSQLMutantIsCaughtOnlyByItsEngine(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		touched []string
+		want    string
+	}{
+		{[]string{"claim/sql/postgres/acquire.sql"}, "sqlite"},
+		{[]string{"claim/sql/sqlite/acquire.sql", "dedup/sql/sqlite/record.sql"}, "postgres"},
+		{[]string{"claim/sql/postgres/acquire.sql", "claim/sql/sqlite/acquire.sql"}, ""},
+		{[]string{"claim/sql/postgres/acquire.sql", "claim/claim.go"}, ""},
+		{[]string{"postgres/postgres.go"}, ""},
+	} {
+		m := &mutant{touched: c.touched}
+		if got := m.otherEngine(); got != c.want {
+			t.Errorf("otherEngine of %v = %q, want %q", c.touched, got, c.want)
+		}
+	}
+
+	base := newTestRun()
+	for _, id := range []testID{{"p", ""}, {"p", "TestE"}, {"p", "TestE/sqlite"}, {"p", "TestE/postgres"}} {
+		base.passed[id] = true
+	}
+	run := newTestRun()
+	run.failed = []testID{{"p", "TestE/sqlite"}, {"p", "TestE"}, {"p", ""}}
+	if got := run.catching(base, "sqlite"); len(got) != 0 {
+		t.Errorf("a postgres SQL mutant is caught by %v, want no test: only the sqlite subtest failed", got)
+	}
+	if got, want := run.catching(base, "postgres"), []testID{{"p", "TestE/sqlite"}}; !slices.Equal(got, want) {
+		t.Errorf("a sqlite SQL mutant is caught by %v, want %v", got, want)
+	}
+}

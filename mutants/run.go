@@ -1,0 +1,559 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// tailLines is how many lines of output are shown for a mutant that
+// survived, broke or timed out, and for a failed baseline.
+const tailLines = 30
+
+// A runner runs mutants against a repository and reports on them.
+type runner struct {
+	root    string        // the repository's top directory
+	jobs    int           // mutants run in parallel
+	verbose bool          // stream go test's output; report every catching test
+	timeout time.Duration // go test -timeout for the baseline and each mutant
+	env     []string      // added to the environment of go test
+	out     *printer
+
+	mod   module
+	files []string // the repository's files, relative to root
+}
+
+// A printer serialises writes to the runner's output between parallel
+// mutants.
+type printer struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (p *printer) printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, format, args...)
+}
+
+// outcome is the verdict on one mutant.
+type outcome int
+
+const (
+	caught         outcome = iota // a test that passed on the baseline failed: good
+	survived                      // every test that passed on the baseline still passes
+	broken                        // the patch does not apply or the mutated code does not build
+	timedOut                      // go test timed out before a baseline-passing test failed
+	baselineFailed                // the unmutated packages' tests fail: no verdict is possible
+	interrupted                   // the run was interrupted; no verdict
+)
+
+// A result is the verdict on one mutant and the evidence for it.
+type result struct {
+	m        *mutant
+	outcome  outcome
+	reason   string   // why the mutant is broken, or which packages' baseline failed
+	catching []testID // the tests that caught it, first first
+	output   []byte   // output of git apply or go test
+	elapsed  time.Duration
+}
+
+// A baseline is the unmutated run of the selected mutants' packages.
+type baseline struct {
+	run     *testRun
+	failed  map[string][]string // package → failing tests ("" for the package itself); nil for none
+	elapsed time.Duration
+}
+
+// run runs mutants, reports each as it finishes and returns the exit status:
+// 0 only if every mutant was caught, 130 if ctx was cancelled.
+func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
+	var err error
+	if rn.mod, err = readModule(rn.root); err != nil {
+		rn.out.printf("mutants: %v\n", err)
+		return 1
+	}
+	if rn.files, err = listFiles(rn.root); err != nil {
+		rn.out.printf("mutants: %v\n", err)
+		return 1
+	}
+
+	// Resolve every mutant's packages; one that has none is broken.
+	pkgsOf := map[*mutant][]string{}
+	var union []string
+	var counts [interrupted + 1]int
+	var todo []*mutant
+	for _, m := range mutants {
+		patterns, err := m.packagesIn(rn.root)
+		var pkgs []string
+		if err == nil {
+			pkgs, err = rn.mod.importPaths(patterns)
+		}
+		if err != nil {
+			r := result{m: m, outcome: broken, reason: err.Error()}
+			counts[r.outcome]++
+			rn.report(r)
+			continue
+		}
+		pkgsOf[m] = pkgs
+		union = append(union, pkgs...)
+		todo = append(todo, m)
+	}
+	slices.Sort(union)
+	union = slices.Compact(union)
+
+	var base *baseline
+	start := time.Now()
+	if len(todo) > 0 {
+		base = rn.baseline(ctx, union)
+		if ctx.Err() != nil {
+			rn.out.printf("mutants: interrupted\n")
+			return 130
+		}
+	}
+
+	work := make(chan *mutant)
+	results := make(chan result)
+	go func() {
+		defer close(work)
+		for _, m := range todo {
+			select {
+			case work <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range min(rn.jobs, len(todo)) {
+		wg.Go(func() {
+			for m := range work {
+				results <- rn.mutant(ctx, base, m, pkgsOf[m])
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		close(results)
+	}()
+	mutantsStart := time.Now()
+	ran := 0
+	for r := range results {
+		counts[r.outcome]++
+		if r.outcome != interrupted {
+			rn.report(r)
+		}
+		if r.outcome != interrupted && r.outcome != baselineFailed {
+			ran++
+		}
+	}
+	if base != nil {
+		secs := time.Since(mutantsStart).Seconds()
+		rn.out.printf("mutants: baseline %.1fs; %d mutants in %.1fs with -j %d (%.1fs each); %.1fs in all\n",
+			base.elapsed.Seconds(), ran, secs, rn.jobs, secs/float64(max(ran, 1)), time.Since(start).Seconds())
+	}
+	rn.out.printf("mutants: %d caught, %d survived, %d broken, %d timed out, %d baseline failed\n",
+		counts[caught], counts[survived], counts[broken], counts[timedOut], counts[baselineFailed])
+	switch {
+	case ctx.Err() != nil:
+		rn.out.printf("mutants: interrupted\n")
+		return 130
+	case counts[caught] != len(mutants):
+		return 1
+	}
+	return 0
+}
+
+// baseline runs the tests of pkgs on an unmutated copy of the repository,
+// once for the whole run, and reports the packages whose tests fail.
+func (rn *runner) baseline(ctx context.Context, pkgs []string) *baseline {
+	start := time.Now()
+	b := &baseline{run: newTestRun(), failed: map[string][]string{}}
+	defer func() { b.elapsed = time.Since(start) }() // b.run is replaced, b is not
+	fail := func(why string) *baseline {
+		for _, p := range pkgs {
+			b.failed[p] = append(b.failed[p], why)
+		}
+		rn.out.printf("BASELINE FAILED  %s\n", why)
+		rn.tail(b.run.output.Bytes())
+		return b
+	}
+	scratch, err := rn.scratch(ctx, "")
+	if err != nil {
+		return fail(err.Error())
+	}
+	defer os.RemoveAll(scratch)
+	var stream io.Writer
+	if rn.verbose {
+		stream = &lineWriter{prefix: "baseline: ", out: rn.out}
+	}
+	var err2 error
+	b.run, err2 = rn.goTest(ctx, scratch, pkgs, stream)
+	if ctx.Err() != nil {
+		return b
+	}
+	for _, p := range pkgs {
+		var why []string
+		for _, id := range innermost(slices.Clone(b.run.failed)) {
+			if id.pkg == p && id.name != "" {
+				why = append(why, id.name)
+			}
+		}
+		switch {
+		case slices.Contains(b.run.buildFailed, p):
+			why = append(why, "[build failed]")
+		case slices.Contains(b.run.timedOut, p):
+			why = append(why, "[timed out]")
+		case len(why) == 0 && !b.run.passed[testID{p, ""}]:
+			why = append(why, "[package failed]")
+		}
+		if len(why) > 0 {
+			b.failed[p] = why
+		}
+	}
+	if len(b.failed) == 0 && err2 != nil && !isExit(err2) {
+		return fail("go test: " + err2.Error())
+	}
+	n := 0
+	for id := range b.run.passed {
+		if id.name != "" {
+			n++
+		}
+	}
+	rn.out.printf("baseline: %d packages, %d tests passed, %d skipped (%.1fs)\n", len(pkgs), n, b.run.skipped, time.Since(start).Seconds())
+	for _, p := range pkgs {
+		if why := b.failed[p]; why != nil {
+			rn.out.printf("BASELINE FAILED  %s: %s\n", rn.mod.dir(p), strings.Join(why, ", "))
+		}
+	}
+	for _, p := range pkgs {
+		if b.failed[p] != nil && b.run.pkgOutput[p] != nil {
+			rn.tail(b.run.pkgOutput[p].Bytes())
+		}
+	}
+	return b
+}
+
+// mutant applies m to a scratch copy of the repository and runs its
+// packages' tests there: only the top-level tests that passed on the
+// baseline, stopping at the first failure unless the run is verbose.
+func (rn *runner) mutant(ctx context.Context, base *baseline, m *mutant, pkgs []string) (r result) {
+	start := time.Now()
+	r = result{m: m, outcome: broken}
+	defer func() {
+		r.elapsed = time.Since(start)
+		if ctx.Err() != nil {
+			r.outcome = interrupted
+		}
+	}()
+	var bad []string
+	for _, p := range pkgs {
+		if base.failed[p] != nil {
+			bad = append(bad, rn.mod.dir(p))
+		}
+	}
+	if len(bad) > 0 {
+		r.outcome, r.reason = baselineFailed, strings.Join(bad, " ")
+		return r
+	}
+
+	scratch, err := rn.scratch(ctx, m.path)
+	if err != nil {
+		r.reason = err.Error()
+		return r
+	}
+	defer os.RemoveAll(scratch)
+
+	var stream io.Writer
+	if rn.verbose {
+		prefix := ""
+		if rn.jobs > 1 {
+			prefix = m.file + ": "
+		}
+		stream = &lineWriter{prefix: prefix, out: rn.out}
+	}
+	names := base.run.topLevel(pkgs)
+	run := "^$" // build, run nothing: no test could catch it
+	if len(names) > 0 {
+		run = "^(" + strings.Join(names, "|") + ")$"
+	}
+	extra := []string{"-run", run}
+	if !rn.verbose {
+		extra = append(extra, "-failfast")
+	}
+	got, err := rn.goTest(ctx, scratch, pkgs, stream, extra...)
+	r.output = got.output.Bytes()
+	r.catching = got.catching(base.run, m.otherEngine())
+	switch {
+	case len(got.buildFailed) > 0:
+		var dirs []string
+		for _, p := range got.buildFailed {
+			dirs = append(dirs, rn.mod.dir(p))
+		}
+		r.reason = "the mutated code does not build: " + strings.Join(dirs, " ")
+	case len(r.catching) > 0:
+		r.outcome = caught
+	case len(got.timedOut) > 0 || errors.Is(err, context.DeadlineExceeded):
+		r.outcome = timedOut
+	case err != nil && !isExit(err):
+		r.reason = "go test: " + err.Error()
+	case len(got.failed) > 0:
+		// Only tests that did not pass on the baseline failed: not evidence.
+		r.outcome = survived
+	case err != nil:
+		r.reason = "go test failed without a failing test: " + err.Error()
+	default:
+		r.outcome = survived
+	}
+	return r
+}
+
+// scratch copies the repository's files into a new temporary directory and
+// applies patch there if it is not "". The caller removes the directory.
+func (rn *runner) scratch(ctx context.Context, patch string) (string, error) {
+	dir, err := os.MkdirTemp("", "mutant-*")
+	if err != nil {
+		return "", err
+	}
+	if err := copyFiles(rn.root, dir, rn.files); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("copying the repository: %w", err)
+	}
+	if patch != "" {
+		var out bytes.Buffer
+		if err := command(ctx, dir, &out, nil, "git", "apply", "--whitespace=nowarn", patch); err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("the patch does not apply: %v\n%s", err, out.Bytes())
+		}
+	}
+	return dir, nil
+}
+
+// goTest runs go test -json on pkgs in dir and parses its output; text is
+// copied to stream if that is not nil. The builds are path-independent
+// (-trimpath), so that every scratch copy shares the build cache, and vet is
+// off: a mutant is judged by the tests alone.
+func (rn *runner) goTest(ctx context.Context, dir string, pkgs []string, stream io.Writer, extra ...string) (*testRun, error) {
+	ctx, cancel := context.WithTimeout(ctx, rn.timeout+2*time.Minute)
+	defer cancel()
+	args := []string{"test", "-json", "-count=1", "-trimpath", "-vet=off", "-timeout", rn.timeout.String()}
+	args = append(args, extra...)
+	args = append(args, pkgs...)
+	r := newTestRun()
+	sink := &jsonSink{run: r, stream: stream}
+	err := command(ctx, dir, sink, rn.env, "go", args...)
+	sink.flush()
+	if lw, ok := stream.(*lineWriter); ok {
+		lw.flush()
+	}
+	if ctx.Err() != nil && err != nil {
+		err = fmt.Errorf("%w: %v", ctx.Err(), err)
+	}
+	return r, err
+}
+
+func isExit(err error) bool {
+	var exit *exec.ExitError
+	return errors.As(err, &exit)
+}
+
+// command runs name with args in dir, with env added to the environment,
+// writing its combined output to w. On
+// cancellation the process and its children are interrupted, and killed
+// once the process has exited or ten seconds later.
+func command(ctx context.Context, dir string, w io.Writer, env []string, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	// Keep git from finding a repository above the scratch directory, in
+	// which git apply would silently skip paths outside the current one.
+	cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(dir))
+	cmd.Env = append(cmd.Env, env...)
+	newGroup(cmd)
+	cmd.Cancel = func() error { return signalGroup(cmd, syscall.SIGINT) }
+	cmd.WaitDelay = 10 * time.Second
+	cmd.Stdout, cmd.Stderr = w, w
+	err := cmd.Run()
+	if ctx.Err() != nil && cmd.Process != nil {
+		signalGroup(cmd, syscall.SIGKILL) // leave no test binary behind
+	}
+	return err
+}
+
+// report prints the verdict line for r and, unless the mutant was caught,
+// the tail of the output that explains it.
+func (rn *runner) report(r result) {
+	secs := fmt.Sprintf("(%.1fs)", r.elapsed.Seconds())
+	switch r.outcome {
+	case caught:
+		rn.out.printf("caught   %s  %s  by %s  %s\n", r.m.file, secs, rn.testName(r.catching[0]), r.m.desc)
+		if rn.verbose && len(r.catching) > 1 {
+			var names []string
+			for _, id := range r.catching[1:] {
+				names = append(names, rn.testName(id))
+			}
+			rn.out.printf("    also caught by %s\n", strings.Join(names, " "))
+		}
+		return
+	case survived:
+		rn.out.printf("SURVIVED %s  %s  %s\n", r.m.file, secs, r.m.desc)
+	case broken:
+		rn.out.printf("BROKEN   %s  %s  %s: %s\n", r.m.file, secs, r.m.desc, r.reason)
+	case timedOut:
+		rn.out.printf("TIMEOUT  %s  %s  %s\n", r.m.file, secs, r.m.desc)
+		// What was running matters, not the goroutine dump's end.
+		if i := bytes.Index(r.output, []byte("panic: test timed out")); i >= 0 {
+			lines := strings.SplitN(string(r.output[i:]), "\n", tailLines+1)
+			r.output = []byte(strings.Join(lines[:min(len(lines), tailLines)], "\n"))
+		}
+	case baselineFailed:
+		rn.out.printf("BASELINE FAILED  %s  %s: the unmutated tests of %s fail\n", r.m.file, r.m.desc, r.reason)
+		return
+	}
+	rn.tail(r.output)
+}
+
+// testName names a test as GUARANTEES.md does: dir:TestName/subtest, or
+// dir:TestMain for a package that failed outside every test.
+func (rn *runner) testName(id testID) string {
+	name := id.name
+	if name == "" {
+		name = "TestMain"
+	}
+	return rn.mod.dir(id.pkg) + ":" + name
+}
+
+// tail prints the last tailLines non-empty lines of output, indented.
+func (rn *runner) tail(output []byte) {
+	lines := strings.Split(strings.TrimRight(string(output), "\n"), "\n")
+	lines = slices.DeleteFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "" })
+	if len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
+	}
+	rn.out.mu.Lock()
+	defer rn.out.mu.Unlock()
+	for _, line := range lines {
+		fmt.Fprintf(rn.out.w, "    %s\n", line)
+	}
+}
+
+// gitRoot returns the top-level directory of the repository containing the
+// current directory.
+func gitRoot() (string, error) {
+	cmd := exec.Command("git", "rev-parse", "--show-toplevel")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the repository root: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// listFiles returns the repository-relative paths of the files git tracks
+// or would track: cached ones and untracked ones that are not ignored.
+func listFiles(root string) ([]string, error) {
+	cmd := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "-z")
+	cmd.Dir = root
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing the repository's files: %w", err)
+	}
+	files := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	slices.Sort(files)
+	return slices.Compact(files), nil
+}
+
+// copyFiles copies the named files from src to dst, preserving permissions
+// and symbolic links. Files missing from disk, directories (submodules) and
+// special files are skipped.
+func copyFiles(src, dst string, files []string) error {
+	for _, name := range files {
+		if name == "" {
+			continue
+		}
+		from, to := filepath.Join(src, name), filepath.Join(dst, name)
+		info, err := os.Lstat(from)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		switch mode := info.Mode(); {
+		case mode.IsRegular():
+			err = copyFile(from, to, mode.Perm())
+		case mode&fs.ModeSymlink != 0:
+			var target string
+			if target, err = os.Readlink(from); err == nil {
+				err = os.Symlink(target, to)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyFile copies the regular file from to a new file to with permissions perm.
+func copyFile(from, to string, perm fs.FileMode) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(to, perm) // OpenFile's perm is subject to the umask
+}
+
+// A lineWriter copies output to the runner's output a whole line at a time,
+// each line behind a prefix, so that parallel mutants' output interleaves
+// only at line boundaries.
+type lineWriter struct {
+	prefix string
+	out    *printer
+	buf    []byte
+}
+
+// Write implements [io.Writer].
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.out.printf("%s%s\n", w.prefix, w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+}
+
+// flush writes out a final unterminated line, if any.
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.Write([]byte("\n"))
+	}
+}
