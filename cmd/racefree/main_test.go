@@ -458,6 +458,7 @@ func TestServeDefaults(t *testing.T) {
 	for name, want := range map[string]string{
 		"addr": "127.0.0.1:8080", "migrate": "true", "shutdown-timeout": "30s",
 		"read-header-timeout": "10s", "read-timeout": "15s", "request-timeout": "20s", "write-timeout": "30s", "idle-timeout": "1m0s",
+		"claim-grace": "1h0m0s", "dedup-retention": "24h0m0s", "inbox-max-body": "1048576",
 	} {
 		if got := f.Lookup(name).DefValue; got != want {
 			t.Errorf("--%s defaults to %s, want %s", name, got, want)
