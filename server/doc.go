@@ -12,8 +12,10 @@
 // observations, idempotency replays and conflicts, inbox deliveries, rows
 // reaped).
 //
-// The claim routes run in one transaction each; with an Idempotency-Key
-// the operation and its stored response commit together.
+// Each state-changing route of racefree's own (claims, events) runs in one
+// transaction; with an Idempotency-Key the operation, the key's record and
+// the stored response commit together, so a crash between them leaves
+// nothing for the retry to trip on.
 //
 // When Options.Token is set, /v1/ requires "Authorization: Bearer <token>"
 // (except the signed POST /v1/inbox/{source}); Options.MetricsToken guards
