@@ -322,8 +322,11 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 // claims a concurrent transaction holds locked are skipped. Like Reap it
 // needs migration 006; tx must be READ COMMITTED (the default).
 func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, batch int) ([]string, error) {
-	if grace < 0 || batch <= 0 {
-		return nil, racefree.Invalid("grace", "grace must not be negative and batch must be positive")
+	if grace < 0 {
+		return nil, racefree.Invalid("grace", "must not be negative")
+	}
+	if batch <= 0 {
+		return nil, racefree.Invalid("batch", "must be positive")
 	}
 	now, err := s.now(ctx, tx)
 	if err != nil {
