@@ -98,15 +98,17 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // Acquire takes the claim on key for holder until now + ttl and returns it.
 //
 // It wins when the key was never claimed, or its claim lapsed or was
-// released: the fence then grows by one. A key with no row starts at one
-// above the namespace's fence floor: fence 1 until Reap has run in the
-// namespace, and afterwards above every fence Reap deleted there, so a
-// fence never goes backwards after a reap (on PostgreSQL this takes a
-// second statement after inserting a new row, which reads the floor again). It also wins, keeping the fence
+// released: the fence then grows by one. It also wins, keeping the fence
 // and extending the expiry, when holder already holds the live claim, so a
 // retry after a lost reply gets the caller's own claim back. Otherwise it
 // returns a *HeldError (racefree.ErrHeld) carrying the live claim. Every
 // attempt, won or lost, counts in Count and LastSeen.
+//
+// A key with no row starts one above the namespace's fence floor: fence 1
+// until Reap has run in the namespace, and afterwards above every fence
+// Reap deleted there, so a fence never goes backwards after a reap. On
+// PostgreSQL, inserting a new row takes a second statement that reads the
+// floor again with a fresh snapshot.
 //
 // exec may be the caller's transaction (READ COMMITTED on PostgreSQL): the
 // claim then commits or rolls back with it. Holder names must be unique per
@@ -320,8 +322,11 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 // claims a concurrent transaction holds locked are skipped. Like Reap it
 // needs migration 006; tx must be READ COMMITTED (the default).
 func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, batch int) ([]string, error) {
-	if grace < 0 || batch <= 0 {
-		return nil, racefree.Invalid("grace", "grace must not be negative and batch must be positive")
+	if grace < 0 {
+		return nil, racefree.Invalid("grace", "must not be negative")
+	}
+	if batch <= 0 {
+		return nil, racefree.Invalid("batch", "must be positive")
 	}
 	now, err := s.now(ctx, tx)
 	if err != nil {

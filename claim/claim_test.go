@@ -397,3 +397,26 @@ func TestReapDeletesOnlyLongLapsedClaims(t *testing.T) {
 		}
 	})
 }
+
+func TestReleaseOfALapsedTenureSucceeds(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		a, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(2 * time.Second)
+		if err := b.claims.Release(ctx, b.db, "k", "a", a.Fence); err != nil {
+			t.Fatalf("release of a lapsed tenure nobody took over: %v, want nil", err)
+		}
+		c, err := b.claims.Get(ctx, b.db, "k")
+		if err != nil || !c.ExpiresAt.Equal(a.ExpiresAt) {
+			t.Fatalf("after releasing a lapsed tenure: %+v, %v; want the expiry unchanged", c, err)
+		}
+		n, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Second)
+		if err != nil || n.Fence != a.Fence+1 {
+			t.Fatalf("next tenure: %+v, %v; want fence %d", n, err, a.Fence+1)
+		}
+	})
+}

@@ -388,3 +388,56 @@ func TestAFenceAheadIsNotStale(t *testing.T) {
 		}
 	})
 }
+
+// TestAReapDuringAnAcquireDoesNotRepeatAFence is the race the second
+// read of the floor closes, made deterministic: an acquire whose
+// statement began before a row of its key was inserted, released and
+// reaped (all in one transaction it waits for) must still get a fence
+// above the reaped one.
+func TestAReapDuringAnAcquireDoesNotRepeatAFence(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		tx, err := b.db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		first, err := b.claims.Acquire(ctx, tx, "k", "t", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		var second *claim.Claim
+		var acquireErr error
+		go func() {
+			defer close(done)
+			second, acquireErr = b.claims.Acquire(ctx, b.db, "k", "a", time.Second)
+		}()
+		if b.db.Engine() == racefree.Postgres {
+			var pid int
+			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			if !blockedBy(t, b.db, pid, done) {
+				t.Fatalf("the acquire did not wait for the open insert: %+v, %v", second, acquireErr)
+			}
+		}
+		if err := b.claims.Release(ctx, tx, "k", "t", first.Fence); err != nil {
+			t.Fatal(err)
+		}
+		if keys, err := b.claims.ReapBatch(ctx, tx, 0, 10); err != nil || len(keys) != 1 {
+			t.Fatalf("reap in tx: %v, %v; want [k]", keys, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		if acquireErr != nil {
+			t.Fatal(acquireErr)
+		}
+		if second.Fence <= first.Fence {
+			t.Fatalf("fence %d after the reaped fence %d: a fence went backwards or repeated", second.Fence, first.Fence)
+		}
+	})
+}

@@ -83,7 +83,8 @@ func New(db *racefree.DB) *Log {
 // the window (0: DefaultWindow). Counting, election and the event row are
 // written together: in exec when exec is the caller's transaction (they
 // then commit or roll back with it), in a transaction of their own when
-// exec is the *racefree.DB. Every occurrence counts, won or not.
+// exec is the *racefree.DB (a bare *sql.DB would run the two statements
+// apart). Every occurrence counts, won or not.
 func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, window time.Duration) (*Observation, error) {
 	if window == 0 {
 		window = DefaultWindow

@@ -6,8 +6,9 @@
 //	go run ./claim/internal/reapcost -db sqlite:/tmp/reap.db -rows 1000000
 //	go run ./claim/internal/reapcost -db 'postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable&search_path=reapcost' -rows 1000000
 //
-// It fills namespace "" with rows, so point it at a scratch database (on
-// PostgreSQL it creates and drops the schema named by search_path).
+// It fills namespace "" with rows, so point it at a scratch database: a
+// SQLite file that does not exist yet, or on PostgreSQL a schema named by
+// search_path, which it drops and creates.
 package main
 
 import (
@@ -73,6 +74,9 @@ func run(ctx context.Context, d string, rows, lapsed int) error {
 
 	// A reap that finds nothing.
 	for _, old := range []bool{true, false} {
+		if _, err := reap(ctx, db, claims, old, pg, 1000); err != nil { // warm up
+			return err
+		}
 		start := time.Now()
 		n, err := reap(ctx, db, claims, old, pg, 1000)
 		if err != nil {
@@ -92,31 +96,37 @@ func run(ctx context.Context, d string, rows, lapsed int) error {
 
 	// Rows per second, and on SQLite a client's acquire latency meanwhile.
 	base := rows
-	for _, old := range []bool{true, false} {
-		if err := fill(ctx, db, base, lapsed, now-2*time.Hour.Milliseconds()); err != nil {
-			return err
+	batches := []int{1000}
+	if pg {
+		batches = append(batches, 10000)
+	}
+	for _, batch := range batches {
+		for _, old := range []bool{true, false} {
+			if err := fill(ctx, db, base, lapsed, now-2*time.Hour.Milliseconds()); err != nil {
+				return err
+			}
+			base += lapsed
+			stop := make(chan struct{})
+			var lat []time.Duration
+			var wg sync.WaitGroup
+			if !pg {
+				wg.Add(1)
+				go func() { defer wg.Done(); lat = client(ctx, claims, db, stop) }()
+			}
+			start := time.Now()
+			n, err := reap(ctx, db, claims, old, pg, batch)
+			took := time.Since(start)
+			close(stop)
+			wg.Wait()
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%s reap of %d lapsed rows at batch %d: %v, %.0f rows/s", label(old), n, batch, took.Round(time.Millisecond), float64(n)/took.Seconds())
+			if !pg {
+				fmt.Printf("; a client's acquire+release meanwhile: %d pairs, %.0f pairs/s, p50 %v, p99 %v", len(lat), float64(len(lat))/took.Seconds(), pct(lat, 50), pct(lat, 99))
+			}
+			fmt.Println()
 		}
-		base += lapsed
-		stop := make(chan struct{})
-		var lat []time.Duration
-		var wg sync.WaitGroup
-		if !pg {
-			wg.Add(1)
-			go func() { defer wg.Done(); lat = client(ctx, claims, db, stop) }()
-		}
-		start := time.Now()
-		n, err := reap(ctx, db, claims, old, pg, 1000)
-		took := time.Since(start)
-		close(stop)
-		wg.Wait()
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%s reap of %d lapsed rows: %v, %.0f rows/s", label(old), n, took.Round(time.Millisecond), float64(n)/took.Seconds())
-		if !pg {
-			fmt.Printf("; a client's acquire+release meanwhile: %d pairs, %.0f pairs/s, p50 %v, p99 %v", len(lat), float64(len(lat))/took.Seconds(), pct(lat, 50), pct(lat, 99))
-		}
-		fmt.Println()
 	}
 	if !pg {
 		stop := make(chan struct{})

@@ -10,8 +10,11 @@
 -- WHERE repeats the expiry test, because at READ COMMITTED a DELETE that
 -- waited for a row re-checks only its own WHERE on the row's new version.
 -- Rows are probed by ctid (a TID scan), so the plan stays the same at
--- every batch size. Rows with a NULL expiry (compatible mode) never match.
--- It returns the deleted keys.
+-- every batch size; the outer WHERE leaves out ns (part of the primary
+-- key, never updated) so that the (ns, expires_at) index, which would walk
+-- every lapsed row of the namespace, is no candidate for the outer scan.
+-- Rows with a NULL expiry (compatible mode) never match. It returns the
+-- deleted keys.
 -- $1 ns, $2 cutoff ms, $3 batch size
 WITH del AS (
   DELETE FROM racefree_claims AS c
@@ -21,7 +24,7 @@ WITH del AS (
           ORDER BY r.expires_at
           LIMIT $3
           FOR UPDATE SKIP LOCKED))
-    AND c.ns = $1 AND c.expires_at <= $2::bigint
+    AND c.expires_at <= $2::bigint
   RETURNING c.key, c.fence
 ), raised AS (
   INSERT INTO racefree_claim_floors AS f (ns, floor)
