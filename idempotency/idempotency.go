@@ -52,7 +52,7 @@ type Options struct {
 // InProgressError reports that the key's first request is still running.
 // It matches racefree.ErrInProgress.
 type InProgressError struct {
-	RetryAfter time.Duration // until the current lease lapses, at most
+	RetryAfter time.Duration // the lease (at least 1 s): the current one lapses within it
 }
 
 func (e *InProgressError) Error() string {

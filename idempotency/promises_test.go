@@ -566,7 +566,7 @@ func TestLostLeaseCancelsFn(t *testing.T) {
 				select {
 				case <-ctx.Done():
 					return []byte("too late"), nil
-				case <-time.After(time.Minute):
+				case <-time.After(10 * time.Second):
 					return nil, errors.New("fn's context was never cancelled")
 				}
 			})
@@ -670,6 +670,38 @@ func TestStepValueMustBeText(t *testing.T) {
 		}
 		if got := countSteps(t, b.db); got != 0 {
 			t.Fatalf("%d recovery points saved", got)
+		}
+	})
+}
+
+// InProgressError.RetryAfter is the lease, and at least one second.
+func TestRetryAfterIsTheLeaseAndAtLeastOneSecond(t *testing.T) {
+	t.Parallel()
+	t.Run("short", func(t *testing.T) { retryAfterCase(t, 300*time.Millisecond, time.Second) })
+	t.Run("long", func(t *testing.T) { retryAfterCase(t, 90*time.Second, 90*time.Second) })
+}
+
+func retryAfterCase(t *testing.T, lease, want time.Duration) {
+	each(t, &idempotency.Options{Lease: lease}, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		started, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
+				close(started)
+				<-release
+				return []byte("r"), nil
+			})
+			done <- err
+		}()
+		<-started
+		var ip *idempotency.InProgressError
+		if _, err := b.store.Do(ctx, "s", "k", "fp", nil); !errors.As(err, &ip) || ip.RetryAfter != want {
+			t.Errorf("lease %v: %v, want RetryAfter %v", lease, err, want)
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	})
 }

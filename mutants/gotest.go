@@ -174,6 +174,29 @@ func (r *testRun) catching(base *testRun, blind string) []testID {
 	return tests
 }
 
+// A discount is a test that failed but is no evidence against a mutant.
+type discount struct {
+	id  testID
+	why string
+}
+
+// discounted returns the tests that failed in r but are no evidence against
+// the mutant: they did not pass on base, or they are subtests of the blind
+// engine.
+func (r *testRun) discounted(base *testRun, blind string) []discount {
+	var out []discount
+	for _, id := range r.failed {
+		switch {
+		case id.name == "":
+		case !base.passed[id]:
+			out = append(out, discount{id, "did not pass on the baseline"})
+		case blind != "" && slices.Contains(strings.Split(id.name, "/"), blind):
+			out = append(out, discount{id, "runs on " + blind + ", which the mutated SQL does not reach"})
+		}
+	}
+	return out
+}
+
 // innermost returns tests without the parents of other tests in it: a
 // parent fails with its subtests, so only the innermost says what broke.
 func innermost(tests []testID) []testID {

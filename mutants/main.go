@@ -10,7 +10,8 @@
 // mutant's packages. The mutant is
 //
 //   - caught when a test that passed on the baseline fails (the first such
-//     test is named),
+//     test is named); for a mutant of one engine's SQL (…/sql/postgres/…),
+//     the other engine's subtests never run that SQL and do not count,
 //   - SURVIVED when every test that passed on the baseline still passes (the
 //     suite has a hole); a test that skipped on the baseline, such as a
 //     PostgreSQL subtest without TEST_DATABASE_URL, proves nothing,

@@ -13,11 +13,12 @@ import (
 	"time"
 )
 
-// tinyModule is a throwaway module with five packages: calc, whose tests
+// tinyModule is a throwaway module with six packages: calc, whose tests
 // pass; broken, which has a test that fails without any mutation; pg, whose
 // postgres subtest skips unless TINY_DB is set (as racefree's do without
-// TEST_DATABASE_URL); slow, whose test hangs if Wait does; and untested,
-// which has no test files.
+// TEST_DATABASE_URL); slow, whose test hangs if Wait does; eng, whose SQL
+// lives in sql/<engine>/ as racefree's does; and untested, which has no
+// test files.
 var tinyModule = map[string]string{
 	"go.mod": "module example.com/tiny\n\ngo 1.22\n",
 	"calc/calc.go": `package calc
@@ -102,6 +103,37 @@ func Wait(d time.Duration) { time.Sleep(d) }
 import "testing"
 
 func TestWait(t *testing.T) { Wait(0) }
+`,
+	"eng/eng.go": `package eng
+
+import _ "embed"
+
+//go:embed sql/postgres/q.sql
+var PostgresQuery string
+
+//go:embed sql/sqlite/q.sql
+var SQLiteQuery string
+`,
+	"eng/sql/postgres/q.sql": "SELECT 1\n",
+	"eng/sql/sqlite/q.sql":   "SELECT 1\n",
+	"eng/eng_test.go": `package eng
+
+import "testing"
+
+// TestQuery's sqlite subtest also reads the PostgreSQL query, standing in
+// for a flake: it fails on a mutant of PostgreSQL's SQL that it never runs.
+func TestQuery(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		if SQLiteQuery != "SELECT 1\n" || PostgresQuery != "SELECT 1\n" {
+			t.Fatal("flake")
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		if PostgresQuery != "SELECT 1\n" {
+			t.Fatalf("PostgresQuery = %q", PostgresQuery)
+		}
+	})
+}
 `,
 	"untested/untested.go": `package untested
 
@@ -201,7 +233,7 @@ func verdict(t *testing.T, out, file string) string {
 	return ""
 }
 
-// TestRunnerVerdicts runs a catalogue of seven mutants of the tiny module and
+// TestRunnerVerdicts runs a catalogue of eight mutants of the tiny module and
 // checks the verdict on each: only a test that passed on the baseline
 // catches a mutant.
 func TestRunnerVerdicts(t *testing.T) {
@@ -216,6 +248,7 @@ func TestRunnerVerdicts(t *testing.T) {
 	addMutant(t, root, "103-does-not-compile.patch", "Add returns a string", "calc/calc.go", "return a + b", `return "a"`)
 	addMutant(t, root, "104-postgres-only.patch", "QuoteIdent quotes with single quotes: only the postgres subtest can tell", "pg/pg.go", `"\"" + s + "\""`, `"'" + s + "'"`)
 	addMutant(t, root, "105-hangs.patch", "Wait never returns", "slow/slow.go", "time.Sleep(d)", "time.Sleep(time.Hour)")
+	addMutant(t, root, "107-postgres-sql.patch", "PostgreSQL's query selects 2", "eng/sql/postgres/q.sql", "SELECT 1", "SELECT 2")
 	addMutant(t, root, "106-untested.patch", "One returns 2, in a package without tests", "untested/untested.go", "return 1", "return 2")
 	// The baseline's failing test is a subtest: name it, not its parent.
 	brokenTest := filepath.Join(root, "broken", "broken_test.go")
@@ -240,6 +273,9 @@ func TestRunnerVerdicts(t *testing.T) {
 		{"104-postgres-only.patch", `^SURVIVED `},
 		{"105-hangs.patch", `^TIMEOUT `},
 		{"106-untested.patch", `^SURVIVED `},
+		// The sqlite subtest fails first and -failfast stops the run: the
+		// runner runs every test again and the postgres subtest catches it.
+		{"107-postgres-sql.patch", `^caught .* by eng:TestQuery/postgres `},
 	} {
 		if got := verdict(t, out, c.file); !regexp.MustCompile(c.want).MatchString(got) {
 			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
@@ -248,7 +284,7 @@ func TestRunnerVerdicts(t *testing.T) {
 	if !strings.Contains(out, "BASELINE FAILED  broken: TestAlreadyFailing/sub\n") {
 		t.Errorf("the output does not name the test that failed on the baseline")
 	}
-	if got, want := lastLine(out), "mutants: 1 caught, 3 survived, 1 broken, 1 timed out, 1 baseline failed"; got != want {
+	if got, want := lastLine(out), "mutants: 2 caught, 3 survived, 1 broken, 1 timed out, 1 baseline failed"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 	if got, want := code, 1; got != want {

@@ -61,12 +61,13 @@ const (
 
 // A result is the verdict on one mutant and the evidence for it.
 type result struct {
-	m        *mutant
-	outcome  outcome
-	reason   string   // why the mutant is broken, or which packages' baseline failed
-	catching []testID // the tests that caught it, first first
-	output   []byte   // output of git apply or go test
-	elapsed  time.Duration
+	m          *mutant
+	outcome    outcome
+	reason     string     // why the mutant is broken, or which packages' baseline failed
+	catching   []testID   // the tests that caught it, first first
+	discounted []discount // tests that failed but are no evidence
+	output     []byte     // output of git apply or go test
+	elapsed    time.Duration
 }
 
 // A baseline is the unmutated run of the selected mutants' packages.
@@ -292,9 +293,18 @@ func (rn *runner) mutant(ctx context.Context, base *baseline, m *mutant, pkgs []
 	if !rn.verbose {
 		extra = append(extra, "-failfast")
 	}
+	blind := m.otherEngine()
 	got, err := rn.goTest(ctx, scratch, pkgs, stream, extra...)
+	if !rn.verbose && len(got.catching(base.run, blind)) == 0 && len(got.failed) > 0 &&
+		len(got.buildFailed) == 0 && len(got.timedOut) == 0 && ctx.Err() == nil {
+		// A failure that is no evidence (the other engine's subtest, a
+		// test that did not pass on the baseline) stopped the run before
+		// the tests that could catch the mutant ran: run them all.
+		got, err = rn.goTest(ctx, scratch, pkgs, stream, "-run", run)
+	}
 	r.output = got.output.Bytes()
-	r.catching = got.catching(base.run, m.otherEngine())
+	r.catching = got.catching(base.run, blind)
+	r.discounted = got.discounted(base.run, blind)
 	switch {
 	case len(got.buildFailed) > 0:
 		var dirs []string
@@ -407,6 +417,9 @@ func (rn *runner) report(r result) {
 		return
 	case survived:
 		rn.out.printf("SURVIVED %s  %s  %s\n", r.m.file, secs, r.m.desc)
+		for _, d := range r.discounted {
+			rn.out.printf("    failed, but no evidence: %s (%s)\n", rn.testName(d.id), d.why)
+		}
 	case broken:
 		rn.out.printf("BROKEN   %s  %s  %s: %s\n", r.m.file, secs, r.m.desc, r.reason)
 	case timedOut:
