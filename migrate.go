@@ -89,16 +89,24 @@ func (db *DB) SchemaVersion(ctx context.Context) (int64, error) {
 }
 
 // SchemaAtLeast reports whether migration version v is applied. It answers
-// from memory once it has seen v applied, and otherwise reads the database
-// again, so code running in compatible mode (SchemaAllowOutdated) switches
+// from memory once it has seen v applied (Open and every migration record
+// the version they see), and otherwise reads the version again through
+// exec, so code running in compatible mode (SchemaAllowOutdated) switches
 // to the new schema as soon as its migration lands, at the cost of one
-// small query per call until then.
-func (db *DB) SchemaAtLeast(ctx context.Context, v int64) (bool, error) {
+// small query per call until then. Pass the executor the operation was
+// given: the query then runs on the caller's transaction, never on the
+// pool, so that a caller holding the pool's last connection (MaxOpenConns
+// 1) cannot wait for itself.
+func (db *DB) SchemaAtLeast(ctx context.Context, exec Executor, v int64) (bool, error) {
 	if db.schema.Load() >= v {
 		return true, nil
 	}
-	have, err := db.SchemaVersion(ctx)
-	return have >= v, err
+	var have sql.NullInt64
+	if err := exec.QueryRowContext(ctx, `SELECT MAX(version) FROM racefree_schema_migrations`).Scan(&have); err != nil {
+		return false, fmt.Errorf("read schema version: %w", err)
+	}
+	db.sawSchema(have.Int64)
+	return have.Int64 >= v, nil
 }
 
 func (db *DB) sawSchema(v int64) {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/internal/testdb"
 	"go.uber.org/goleak"
@@ -195,4 +198,45 @@ func TestCheckText(t *testing.T) {
 			t.Errorf("CheckText(%q) = %v, not an InputError", c.in, err)
 		}
 	}
+}
+
+// TestCompatibleModeWithAPoolOfOne proves that compatible mode reads the
+// schema version through the caller's executor: with MaxOpenConns 1 and the
+// previous schema, a claim acquired inside the caller's transaction (which
+// holds the only connection) finishes instead of waiting for the pool
+// forever, and the same DB switches to the new schema once it lands.
+func TestCompatibleModeWithAPoolOfOne(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated, MaxOpenConns: 1})
+		if _, err := db.MigrateUpTo(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		claims := claim.New(db)
+		err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if modern, err := db.SchemaAtLeast(ctx, tx, 2); err != nil || modern {
+				return fmt.Errorf("SchemaAtLeast(2) on version 1 = %v, %w; want false", modern, err)
+			}
+			_, err := claims.Acquire(ctx, tx, "k", "a", time.Minute)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("acquire in the caller's transaction on a pool of one: %v", err)
+		}
+		if _, err := db.MigrateUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err = db.InTx(ctx, func(tx *sql.Tx) error {
+			if modern, err := db.SchemaAtLeast(ctx, tx, 2); err != nil || !modern {
+				return fmt.Errorf("SchemaAtLeast(2) after the migration = %v, %w; want true", modern, err)
+			}
+			_, err := claims.Acquire(ctx, tx, "k2", "a", time.Minute)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("after the migration: %v", err)
+		}
+	})
 }

@@ -56,8 +56,9 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				key := fmt.Sprintf("b%d", i)
 				var holder string
 				var n [7]int64 // fence, claimed_at, expires_at, count, first_seen, last_seen, now
+				var inserted bool
 				if err := db.QueryRowContext(ctx, acquire, "bare", key, "w", int64(60000), nil).
-					Scan(&holder, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6]); err != nil {
+					Scan(&holder, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6], &inserted); err != nil {
 					b.Fatal(err)
 				}
 				if _, err := db.ExecContext(ctx, release, "bare", key, "w", n[0], nil); err != nil {
@@ -91,9 +92,10 @@ func BenchmarkAcquireContended(b *testing.B) {
 				holder := fmt.Sprintf("w%d", worker.Add(1))
 				var s string
 				var n [7]int64
+				var inserted bool
 				for pb.Next() {
 					if err := db.QueryRowContext(ctx, acquire, "bare", "hot", holder, int64(60000), nil).
-						Scan(&s, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6]); err != nil {
+						Scan(&s, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6], &inserted); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
@@ -27,8 +26,12 @@ const (
 	MaxTTL         = 30 * 24 * time.Hour
 )
 
-// leaseSchema is the migration that turned claims into leases.
-const leaseSchema = 2
+// leaseSchema is the migration that turned claims into leases, and
+// floorSchema the one that added the fence floors Reap raises.
+const (
+	leaseSchema = 2
+	floorSchema = 6
+)
 
 // Claim represents the state of one key's claim.
 type Claim struct {
@@ -101,23 +104,47 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // returns a *HeldError (racefree.ErrHeld) carrying the live claim. Every
 // attempt, won or lost, counts in Count and LastSeen.
 //
-// exec may be the caller's transaction: the claim then commits or rolls back
-// with it. Holder names must be unique per worker: two workers sharing a
-// name share the claim.
+// A key with no row starts one above the namespace's fence floor: fence 1
+// until Reap has run in the namespace, and afterwards above every fence
+// Reap deleted there, so a fence never goes backwards after a reap. On
+// PostgreSQL, inserting a new row takes a second statement that reads the
+// floor again with a fresh snapshot.
+//
+// exec may be the caller's transaction (READ COMMITTED on PostgreSQL): the
+// claim then commits or rolls back with it. Holder names must be unique per
+// worker: two workers sharing a name share the claim. Keys (1 to
+// MaxKeyBytes) and holders (1 to MaxHolderBytes) must be UTF-8 without a
+// NUL byte; anything else is an *racefree.InputError and writes nothing.
 func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder string, ttl time.Duration) (*Claim, error) {
 	if err := validate(key, holder, ttl); err != nil {
 		return nil, err
 	}
-	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
 	if err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
 	}
 	if !modern {
 		return s.acquireLegacy(ctx, exec, key, holder)
 	}
-	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get("acquire"), s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()))
+	acquire := "acquire"
+	if floors, err := s.db.SchemaAtLeast(ctx, exec, floorSchema); err != nil {
+		return nil, fmt.Errorf("claim acquire: %w", err)
+	} else if !floors {
+		acquire = "acquire_before_floors"
+	}
+	var inserted bool
+	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get(acquire), s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()), &inserted)
 	if err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
+	}
+	if inserted {
+		// The statement read the floor in its snapshot, which can predate a
+		// reap that committed before the insert; a fresh statement reads it
+		// again (PostgreSQL only: SQLite's statement sees every commit).
+		err := exec.QueryRowContext(ctx, s.q.Get("raise_to_floor"), s.ns, key, holder, c.Fence).Scan(&c.Fence)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("claim acquire: %w", s.db.InterpretError(err))
+		}
 	}
 	if c.Holder != holder {
 		return nil, &HeldError{Claim: *c}
@@ -127,13 +154,18 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 
 // Renew extends the live claim of (holder, fence) to now + ttl and keeps
 // the fence. It returns a *StaleFenceError when another tenure began since,
-// and an error matching racefree.ErrNotHeld when the claim lapsed or is not
-// the caller's. A renewal whose reply was lost can simply be retried.
+// an error matching racefree.ErrNotHeld when the claim lapsed, was reaped,
+// is not the caller's, or fence is ahead of the current fence (never
+// issued), and an *racefree.InputError for a fence below 1. A renewal whose
+// reply was lost can simply be retried.
 func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder string, fence int64, ttl time.Duration) (*Claim, error) {
 	if err := validate(key, holder, ttl); err != nil {
 		return nil, err
 	}
-	if err := s.requireLeases(ctx); err != nil {
+	if err := ValidateFence(fence); err != nil {
+		return nil, err
+	}
+	if err := s.requireLeases(ctx, exec); err != nil {
 		return nil, err
 	}
 	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get("renew"), s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()))
@@ -150,12 +182,16 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 // Releasing a tenure that lapsed without being taken over succeeds, so a
 // release whose reply was lost can be retried. It returns a
 // *StaleFenceError when another tenure began since, and an error matching
-// racefree.ErrNotHeld when the claim is not the caller's.
+// racefree.ErrNotHeld when the claim is not the caller's or fence is ahead
+// of the current fence. A fence below 1 is an *racefree.InputError.
 func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder string, fence int64) error {
 	if err := validateHolder(key, holder); err != nil {
 		return err
 	}
-	if err := s.requireLeases(ctx); err != nil {
+	if err := ValidateFence(fence); err != nil {
+		return err
+	}
+	if err := s.requireLeases(ctx, exec); err != nil {
 		return err
 	}
 	res, err := exec.ExecContext(ctx, s.q.Get("release"), s.ns, key, holder, fence, s.db.ClockArg())
@@ -179,7 +215,10 @@ func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence
 	if err := validateHolder(key, holder); err != nil {
 		return err
 	}
-	if err := s.requireLeases(ctx); err != nil {
+	if err := ValidateFence(fence); err != nil {
+		return err
+	}
+	if err := s.requireLeases(ctx, tx); err != nil {
 		return err
 	}
 	var one int
@@ -199,7 +238,7 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
 	if err != nil {
 		return nil, fmt.Errorf("claim get: %w", err)
 	}
@@ -215,13 +254,30 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 
 // Reap deletes the namespace's claims that lapsed at least grace ago,
 // batch rows per statement (0: 1000), until none is left or ctx ends, and
-// returns how many it deleted. Claims in compatible mode (NULL expiry) are
-// kept.
+// returns how many it deleted. Claims in compatible mode (NULL expiry) and
+// live claims are kept: on PostgreSQL a claim that a caller's open
+// transaction is re-acquiring is skipped (locked rows are not waited for),
+// and the expiry test is re-checked on the row's latest version.
 //
-// Deleting a claim restarts its fence at 1, so a holder still holding an
-// older fence could pass Guard again. Choose grace longer than any holder
-// can stall: at least the longest TTL in use, and for idempotency leases
-// the retention period.
+// Reaping never makes a fence go backwards: in the transaction that
+// deletes a batch, Reap raises the namespace's fence floor to the highest
+// fence it deleted, and Acquire starts a key that has no row one above the
+// floor. A holder that outlived its reaped row gets ErrNotHeld from Renew,
+// Release and Guard, and its fence is lower than any fence issued for the
+// key afterwards. Grace is therefore only about how long a lapsed claim
+// stays readable (Get, Count, FirstSeen); for idempotency leases it is the
+// retention period.
+//
+// Each batch's cutoff (now - grace) is computed once, from the engine's
+// clock, so the (ns, expires_at) index is used at every batch size. On
+// SQLite, where a batch holds the database's only write lock, Reap waits
+// after each full batch as long as the batch took, so that writers get the
+// lock in between.
+//
+// Reap needs migration 006 (fence floors): against an older schema
+// (compatible mode) it deletes nothing and returns an error matching
+// racefree.ErrSchemaOutdated, because deleting a claim without raising
+// the floor would restart its fence.
 func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64, error) {
 	if grace < 0 {
 		return 0, racefree.Invalid("grace", "must not be negative")
@@ -229,17 +285,95 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 	if batch <= 0 {
 		batch = 1000
 	}
+	if floors, err := s.db.SchemaAtLeast(ctx, s.db, floorSchema); err != nil {
+		return 0, fmt.Errorf("claim reap: %w", err)
+	} else if !floors {
+		return 0, fmt.Errorf("claim reap: needs migration %03d (fence floors): %w", floorSchema, racefree.ErrSchemaOutdated)
+	}
 	var total int64
 	for {
-		res, err := s.db.ExecContext(ctx, s.q.Get("reap"), s.ns, grace.Milliseconds(), batch, s.db.ClockArg())
+		start := time.Now()
+		var n int
+		err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+			keys, err := s.ReapBatch(ctx, tx, grace, batch)
+			n = len(keys)
+			return err
+		})
 		if err != nil {
-			return total, fmt.Errorf("claim reap: %w", s.db.InterpretError(err))
+			return total, fmt.Errorf("claim reap: %w", err)
 		}
-		n, _ := res.RowsAffected()
-		total += n
-		if n < int64(batch) {
+		total += int64(n)
+		if n < batch {
 			return total, nil
 		}
+		if s.db.Engine() == racefree.SQLite {
+			if err := pause(ctx, time.Since(start)); err != nil {
+				return total, fmt.Errorf("claim reap: %w", err)
+			}
+		}
+	}
+}
+
+// ReapBatch deletes up to batch of the namespace's claims that lapsed at
+// least grace ago, raises the namespace's fence floor over them, and
+// returns their keys, all in tx. It is one batch of Reap, for primitives
+// that keep rows beside their claims and delete them in the same
+// transaction (dedup deletes the events of the fingerprints it reaps). The
+// claims a concurrent transaction holds locked are skipped. Like Reap it
+// needs migration 006; tx must be READ COMMITTED (the default).
+func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, batch int) ([]string, error) {
+	if grace < 0 {
+		return nil, racefree.Invalid("grace", "must not be negative")
+	}
+	if batch <= 0 {
+		return nil, racefree.Invalid("batch", "must be positive")
+	}
+	now, err := s.now(ctx, tx)
+	if err != nil {
+		return nil, s.db.InterpretError(err)
+	}
+	cutoff := now - grace.Milliseconds()
+	if s.db.Engine() == racefree.SQLite {
+		// No data-modifying CTE in SQLite: raise the floor over the same
+		// selection first; the write lock keeps the two statements together.
+		if _, err := tx.ExecContext(ctx, s.q.Get("reap_floor"), s.ns, cutoff, batch); err != nil {
+			return nil, s.db.InterpretError(err)
+		}
+	}
+	rows, err := tx.QueryContext(ctx, s.q.Get("reap"), s.ns, cutoff, batch)
+	if err != nil {
+		return nil, s.db.InterpretError(err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, s.db.InterpretError(err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, s.db.InterpretError(rows.Err())
+}
+
+// now reads the clock a query would: the injected Clock, or the engine's.
+func (s *Store) now(ctx context.Context, exec racefree.Executor) (int64, error) {
+	if c := s.db.ClockArg(); c != nil {
+		return c.(int64), nil
+	}
+	var now int64
+	err := exec.QueryRowContext(ctx, s.q.Get("now")).Scan(&now)
+	return now, err
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -255,14 +389,16 @@ func (s *Store) whyNot(ctx context.Context, exec racefree.Executor, key, holder 
 		return err
 	case c.Fence > fence:
 		return &StaleFenceError{Key: key, Fence: fence, Current: c.Fence}
+	case c.Fence < fence:
+		return fmt.Errorf("claim %q: %w: fence %d is ahead of the current fence %d and was never issued", key, racefree.ErrNotHeld, fence, c.Fence)
 	case c.Holder != holder || c.Fence != fence:
 		return fmt.Errorf("claim %q: %w: held by %q at fence %d", key, racefree.ErrNotHeld, c.Holder, c.Fence)
 	}
 	return fmt.Errorf("claim %q: %w: lapsed at %s", key, racefree.ErrNotHeld, c.ExpiresAt.Format(time.RFC3339Nano))
 }
 
-func (s *Store) requireLeases(ctx context.Context) error {
-	modern, err := s.db.SchemaAtLeast(ctx, leaseSchema)
+func (s *Store) requireLeases(ctx context.Context, exec racefree.Executor) error {
+	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
 	if err != nil {
 		return err
 	}
@@ -273,13 +409,13 @@ func (s *Store) requireLeases(ctx context.Context) error {
 }
 
 // scan reads the columns every lease query returns.
-func (s *Store) scan(key string, row *sql.Row) (*Claim, error) {
+func (s *Store) scan(key string, row *sql.Row, extra ...any) (*Claim, error) {
 	var (
 		c                       = Claim{Key: key}
 		fence, claimed, expires sql.NullInt64
 		first, last, now        int64
 	)
-	err := row.Scan(&c.Holder, &fence, &claimed, &expires, &c.Count, &first, &last, &now)
+	err := row.Scan(append([]any{&c.Holder, &fence, &claimed, &expires, &c.Count, &first, &last, &now}, extra...)...)
 	if err != nil {
 		return nil, s.db.InterpretError(err)
 	}
@@ -347,15 +483,18 @@ func validateHolder(key, holder string) error {
 	if err := validateKey(key); err != nil {
 		return err
 	}
-	if len(holder) == 0 || len(holder) > MaxHolderBytes || !utf8.ValidString(holder) {
-		return racefree.Invalid("holder", "must be 1 to %d bytes of UTF-8", MaxHolderBytes)
-	}
-	return nil
+	return racefree.CheckText("holder", holder, MaxHolderBytes)
 }
 
 func validateKey(key string) error {
-	if len(key) == 0 || len(key) > MaxKeyBytes || !utf8.ValidString(key) {
-		return racefree.Invalid("key", "must be 1 to %d bytes of UTF-8", MaxKeyBytes)
+	return racefree.CheckText("key", key, MaxKeyBytes)
+}
+
+// ValidateFence returns an *racefree.InputError unless fence is positive:
+// Acquire never issues a fence below 1.
+func ValidateFence(fence int64) error {
+	if fence <= 0 {
+		return racefree.Invalid("fence", "must be positive, got %d", fence)
 	}
 	return nil
 }

@@ -226,24 +226,36 @@ func TestGuardMakesWritesExclusive(t *testing.T) {
 		}
 		// The claim lapses while tx is open; a takeover must wait for tx.
 		b.clock.Advance(time.Second)
-		done := make(chan error, 1)
-		committed := make(chan struct{})
+		done := make(chan struct{})
+		var takeover error
 		go func() {
-			_, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Second)
-			select {
-			case <-committed:
-			default:
-				err = errors.New("takeover completed while the guarded transaction was open")
-			}
-			done <- err
+			defer close(done)
+			_, takeover = b.claims.Acquire(ctx, b.db, "k", "b", time.Second)
 		}()
-		time.Sleep(200 * time.Millisecond)
-		close(committed)
+		if b.db.Engine() == racefree.Postgres {
+			// Wait until the takeover waits on tx's lock (or fails the
+			// test by completing first).
+			var pid int
+			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			if !blockedBy(t, b.db, pid, done) {
+				t.Fatalf("takeover completed while the guarded transaction was open: %v", takeover)
+			}
+		}
+		// On SQLite tx holds the only write lock from BEGIN IMMEDIATE: the
+		// takeover cannot run before the commit, whenever it starts.
+		select {
+		case <-done:
+			t.Fatalf("takeover completed while the guarded transaction was open: %v", takeover)
+		default:
+		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
+		<-done
+		if takeover != nil {
+			t.Fatal(takeover)
 		}
 		err = b.db.InTx(ctx, func(tx *sql.Tx) error { return b.claims.Guard(ctx, tx, "k", "a", a.Fence) })
 		if !errors.Is(err, racefree.ErrStaleFence) {
@@ -283,7 +295,7 @@ func TestCompatibleModeOnThePreviousSchema(t *testing.T) {
 		if _, err := claims.Acquire(ctx, db, "k", "b", time.Millisecond); !errors.Is(err, racefree.ErrHeld) {
 			t.Fatalf("second holder on the old schema: %v, want ErrHeld (never two winners)", err)
 		}
-		if _, err := claims.Renew(ctx, db, "k", "a", 0, time.Second); !errors.Is(err, racefree.ErrSchemaOutdated) {
+		if _, err := claims.Renew(ctx, db, "k", "a", 1, time.Second); !errors.Is(err, racefree.ErrSchemaOutdated) {
 			t.Fatalf("renew on the old schema: %v, want ErrSchemaOutdated", err)
 		}
 		// The migration lands while the code runs: the same Store switches
@@ -309,6 +321,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}{
 			{"", "h", time.Second}, {long, "h", time.Second}, {"\xff", "h", time.Second},
 			{"k", "", time.Second}, {"k", long[:129], time.Second},
+			{"k\x00", "h", time.Second}, {"k", "h\x00", time.Second},
 			{"k", "h", 0}, {"k", "h", -time.Second}, {"k", "h", 31 * 24 * time.Hour},
 		} {
 			_, err := b.claims.Acquire(ctx, b.db, tc.key, tc.holder, tc.ttl)
@@ -381,6 +394,29 @@ func TestReapDeletesOnlyLongLapsedClaims(t *testing.T) {
 		}
 		if _, err := other.Get(ctx, b.db, "k0"); err != nil {
 			t.Fatalf("another namespace was reaped: %v", err)
+		}
+	})
+}
+
+func TestReleaseOfALapsedTenureSucceeds(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		a, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(2 * time.Second)
+		if err := b.claims.Release(ctx, b.db, "k", "a", a.Fence); err != nil {
+			t.Fatalf("release of a lapsed tenure nobody took over: %v, want nil", err)
+		}
+		c, err := b.claims.Get(ctx, b.db, "k")
+		if err != nil || !c.ExpiresAt.Equal(a.ExpiresAt) {
+			t.Fatalf("after releasing a lapsed tenure: %+v, %v; want the expiry unchanged", c, err)
+		}
+		n, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Second)
+		if err != nil || n.Fence != a.Fence+1 {
+			t.Fatalf("next tenure: %+v, %v; want fence %d", n, err, a.Fence+1)
 		}
 	})
 }

@@ -8,7 +8,10 @@
 // UPDATE … RETURNING) that takes the key only when it is free.
 //
 // Every tenure carries a fence: a number that grows by exactly one each time
-// the key is acquired while not live, and that renewals keep. Renew, Release
+// the key is acquired while not live, and that renewals keep. Fences never
+// go backwards, not even after Reap deletes a claim: a key with no row
+// starts above the highest fence reaped in its namespace (the namespace's
+// floor, raised in the transaction that deletes the rows). Renew, Release
 // and Guard are conditioned on (holder, fence), so a holder that stalled past
 // its TTL gets ErrStaleFence (someone took over) or ErrNotHeld (its claim
 // lapsed) and never a silent success. Guard, called inside the caller's
@@ -25,5 +28,7 @@
 // what the old columns hold, and Renew, Release and Guard fail with
 // racefree.ErrSchemaOutdated. Rows written by such code, or before the
 // migration, have NULL lease columns and are claimable once the new schema
-// is in place.
+// is in place. Against a schema older than migration 006 (no fence floors),
+// Acquire does not read a floor and Reap deletes nothing and fails with
+// racefree.ErrSchemaOutdated, so no fence can restart in between.
 package claim

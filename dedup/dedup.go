@@ -6,12 +6,12 @@ import (
 	"database/sql"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
@@ -80,9 +80,12 @@ func New(db *racefree.DB) *Log {
 }
 
 // Observe records one occurrence of ev and tells whether this observer won
-// the window (0: DefaultWindow). Counting, election and the event row commit
-// in one transaction.
-func (l *Log) Observe(ctx context.Context, ev Event, window time.Duration) (*Observation, error) {
+// the window (0: DefaultWindow). Counting, election and the event row are
+// written together: in exec when exec is the caller's transaction (they
+// then commit or roll back with it), in a transaction of their own when
+// exec is the *racefree.DB (a bare *sql.DB would run the two statements
+// apart). Every occurrence counts, won or not.
+func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, window time.Duration) (*Observation, error) {
 	if window == 0 {
 		window = DefaultWindow
 	}
@@ -97,7 +100,7 @@ func (l *Log) Observe(ctx context.Context, ev Event, window time.Duration) (*Obs
 	}
 	observer := claim.NewHolder()
 	var obs *Observation
-	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := l.inTx(ctx, exec, func(tx racefree.Executor) error {
 		c, err := l.claims.Acquire(ctx, tx, ev.Fingerprint, observer, window)
 		var held *claim.HeldError
 		switch {
@@ -107,7 +110,7 @@ func (l *Log) Observe(ctx context.Context, ev Event, window time.Duration) (*Obs
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, l.q.Get("insert_event"), ev.Fingerprint, ev.Source, ev.Level, ev.Message); err != nil {
-			return err
+			return l.db.InterpretError(err)
 		}
 		obs = &Observation{Fingerprint: ev.Fingerprint, Process: c.Holder == observer, Fence: c.Fence,
 			Count: c.Count, FirstSeen: c.FirstSeen, LastSeen: c.LastSeen}
@@ -119,19 +122,34 @@ func (l *Log) Observe(ctx context.Context, ev Event, window time.Duration) (*Obs
 	return obs, nil
 }
 
+// inTx runs fn in exec when exec is the caller's transaction or
+// connection, and in a transaction of its own when exec is the DB.
+func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(tx racefree.Executor) error) error {
+	if _, ok := exec.(*racefree.DB); ok {
+		return l.db.InTx(ctx, func(tx *sql.Tx) error { return fn(tx) })
+	}
+	return fn(exec)
+}
+
 // Record writes the downstream result of fingerprint, only while fence is
-// its current fence. It returns a *claim.StaleFenceError (racefree.
-// ErrStaleFence) when a later window was won since, and an error matching
-// racefree.ErrNotFound for an unknown fingerprint. Recording again at the
-// same fence overwrites the result.
-func (l *Log) Record(ctx context.Context, fingerprint string, fence int64, r Result) error {
-	if err := validField("fingerprint", fingerprint, claim.MaxKeyBytes); err != nil {
+// its current fence, in exec (the caller's transaction may carry it). It
+// returns a *claim.StaleFenceError (racefree.ErrStaleFence) when a later
+// window was won since, an error matching racefree.ErrNotHeld when fence is
+// ahead of the current fence (it was never issued), an error matching
+// racefree.ErrNotFound for an unknown (or reaped) fingerprint, and an
+// *racefree.InputError for a fence below 1. Recording again at the same
+// fence overwrites the result.
+func (l *Log) Record(ctx context.Context, exec racefree.Executor, fingerprint string, fence int64, r Result) error {
+	if err := racefree.CheckText("fingerprint", fingerprint, claim.MaxKeyBytes); err != nil {
 		return err
 	}
-	if len(r.Classification) > MaxResultBytes || len(r.ExternalID) > MaxResultBytes || !utf8.ValidString(r.Classification+r.ExternalID) {
-		return racefree.Invalid("result", "classification and external_id must be UTF-8 of at most %d bytes each", MaxResultBytes)
+	if err := claim.ValidateFence(fence); err != nil {
+		return err
 	}
-	res, err := l.db.ExecContext(ctx, l.q.Get("record"), fingerprint, fence, r.Classification, r.ExternalID, Namespace, l.db.ClockArg())
+	if err := checkResult(r); err != nil {
+		return err
+	}
+	res, err := exec.ExecContext(ctx, l.q.Get("record"), fingerprint, fence, r.Classification, r.ExternalID, Namespace, l.db.ClockArg())
 	if err != nil {
 		return fmt.Errorf("dedup record: %w", l.db.InterpretError(err))
 	}
@@ -140,24 +158,86 @@ func (l *Log) Record(ctx context.Context, fingerprint string, fence int64, r Res
 	} else if n == 1 {
 		return nil
 	}
-	c, err := l.claims.Get(ctx, l.db, fingerprint)
-	if err != nil {
+	c, err := l.claims.Get(ctx, exec, fingerprint)
+	switch {
+	case err != nil:
 		return fmt.Errorf("dedup record %q: %w", fingerprint, err)
+	case c.Fence > fence:
+		return &claim.StaleFenceError{Key: fingerprint, Fence: fence, Current: c.Fence}
+	case c.Fence < fence:
+		return fmt.Errorf("dedup record %q: %w: fence %d is ahead of the current fence %d and was never issued", fingerprint, racefree.ErrNotHeld, fence, c.Fence)
 	}
-	return &claim.StaleFenceError{Key: fingerprint, Fence: fence, Current: c.Fence}
+	return fmt.Errorf("dedup record %q: %w: no event row", fingerprint, racefree.ErrNotFound)
 }
 
-// Get returns the stored event, or an error matching racefree.ErrNotFound.
-func (l *Log) Get(ctx context.Context, fingerprint string) (*Record, error) {
+// Get returns the stored event, read through exec, or an error matching
+// racefree.ErrNotFound.
+func (l *Log) Get(ctx context.Context, exec racefree.Executor, fingerprint string) (*Record, error) {
+	if err := racefree.CheckText("fingerprint", fingerprint, claim.MaxKeyBytes); err != nil {
+		return nil, err
+	}
 	r := Record{Fingerprint: fingerprint}
 	var class, ext sql.NullString
 	var fence sql.NullInt64
-	err := l.db.QueryRowContext(ctx, l.q.Get("get"), fingerprint).Scan(&r.Source, &r.Level, &r.Message, &class, &ext, &fence)
+	err := exec.QueryRowContext(ctx, l.q.Get("get"), fingerprint).Scan(&r.Source, &r.Level, &r.Message, &class, &ext, &fence)
 	if err != nil {
 		return nil, fmt.Errorf("dedup get %q: %w", fingerprint, l.db.InterpretError(err))
 	}
 	r.Classification, r.ExternalID, r.ResultFence = class.String, ext.String, fence.Int64
 	return &r, nil
+}
+
+// Reap forgets the fingerprints whose window lapsed at least grace ago:
+// their claims and their event rows (with the recorded result) go in the
+// same transaction, batch fingerprints at a time (0: 1000), until none is
+// left or ctx ends. It returns how many fingerprints it forgot. A
+// fingerprint observed again after Reap starts a new event row, with a
+// fence above every fence the namespace had (see claim.Store.Reap). A
+// fingerprint whose claim a concurrent Observe holds locked is kept. On
+// SQLite Reap waits after each full batch as long as the batch took, so
+// that writers get the write lock in between. It needs migration 006.
+func (l *Log) Reap(ctx context.Context, grace time.Duration, batch int) (int64, error) {
+	if grace < 0 {
+		return 0, racefree.Invalid("grace", "must not be negative")
+	}
+	if batch <= 0 {
+		batch = 1000
+	}
+	var total int64
+	for {
+		start := time.Now()
+		var n int
+		err := l.db.InTx(ctx, func(tx *sql.Tx) error {
+			keys, err := l.claims.ReapBatch(ctx, tx, grace, batch)
+			if err != nil || len(keys) == 0 {
+				n = 0
+				return err
+			}
+			n = len(keys)
+			list, err := json.Marshal(keys)
+			if err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, l.q.Get("reap_events"), string(list))
+			return l.db.InterpretError(err)
+		})
+		if err != nil {
+			return total, fmt.Errorf("dedup reap: %w", err)
+		}
+		total += int64(n)
+		if n < batch {
+			return total, nil
+		}
+		if l.db.Engine() == racefree.SQLite {
+			t := time.NewTimer(time.Since(start))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return total, fmt.Errorf("dedup reap: %w", ctx.Err())
+			case <-t.C:
+			}
+		}
+	}
 }
 
 var (
@@ -190,24 +270,31 @@ func Fingerprint(source, level, message string) string {
 }
 
 func (ev Event) validate() error {
-	if err := validField("source", ev.Source, MaxSourceBytes); err != nil {
+	if err := racefree.CheckText("source", ev.Source, MaxSourceBytes); err != nil {
 		return err
 	}
-	if err := validField("level", ev.Level, MaxLevelBytes); err != nil {
+	if err := racefree.CheckText("level", ev.Level, MaxLevelBytes); err != nil {
 		return err
 	}
-	if err := validField("message", ev.Message, MaxMessageBytes); err != nil {
+	if err := racefree.CheckText("message", ev.Message, MaxMessageBytes); err != nil {
 		return err
 	}
 	if ev.Fingerprint != "" {
-		return validField("fingerprint", ev.Fingerprint, claim.MaxKeyBytes)
+		return racefree.CheckText("fingerprint", ev.Fingerprint, claim.MaxKeyBytes)
 	}
 	return nil
 }
 
-func validField(name, v string, max int) error {
-	if len(v) == 0 || len(v) > max || !utf8.ValidString(v) {
-		return racefree.Invalid(name, "must be 1 to %d bytes of UTF-8", max)
+// checkResult accepts empty fields; text given must be UTF-8 without a NUL
+// byte, at most MaxResultBytes each.
+func checkResult(r Result) error {
+	for _, f := range []struct{ name, v string }{{"classification", r.Classification}, {"external_id", r.ExternalID}} {
+		if f.v == "" {
+			continue
+		}
+		if err := racefree.CheckText(f.name, f.v, MaxResultBytes); err != nil {
+			return err
+		}
 	}
 	return nil
 }

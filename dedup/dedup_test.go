@@ -28,7 +28,7 @@ func each(t *testing.T, body func(t *testing.T, log *dedup.Log, clock *racefree.
 }
 
 // observeAll has n goroutines observe ev at once.
-func observeAll(t *testing.T, log *dedup.Log, ev dedup.Event, n int, window time.Duration) []*dedup.Observation {
+func observeAll(t *testing.T, log *dedup.Log, db *racefree.DB, ev dedup.Event, n int, window time.Duration) []*dedup.Observation {
 	t.Helper()
 	var (
 		mu  sync.Mutex
@@ -39,7 +39,7 @@ func observeAll(t *testing.T, log *dedup.Log, ev dedup.Event, n int, window time
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, err := log.Observe(context.Background(), ev, window)
+			o, err := log.Observe(context.Background(), db, ev, window)
 			if err != nil {
 				t.Errorf("observe: %v", err)
 				return
@@ -68,7 +68,7 @@ func TestOneProcessorPerWindowAndExactCounts(t *testing.T) {
 		const n = 64
 		window := time.Minute
 		ev := dedup.Event{Source: "billing", Level: "error", Message: "charge 1234 failed: timeout after 3012ms"}
-		first := observeAll(t, log, ev, n, window)
+		first := observeAll(t, log, db, ev, n, window)
 		if w := winners(first); len(w) != 1 || w[0].Fence != 1 {
 			t.Fatalf("window 1: %d processors; want exactly 1 with fence 1", len(w))
 		}
@@ -84,7 +84,7 @@ func TestOneProcessorPerWindowAndExactCounts(t *testing.T) {
 		}
 
 		clock.Advance(window)
-		second := observeAll(t, log, dedup.Event{Source: "billing", Level: "error", Message: "Charge 99 failed: timeout after 15ms"}, n, window)
+		second := observeAll(t, log, db, dedup.Event{Source: "billing", Level: "error", Message: "Charge 99 failed: timeout after 15ms"}, n, window)
 		w := winners(second)
 		if len(w) != 1 || w[0].Fence != 2 {
 			t.Fatalf("window 2: %d processors; want exactly 1 with fence 2", len(w))
@@ -92,7 +92,7 @@ func TestOneProcessorPerWindowAndExactCounts(t *testing.T) {
 		if w[0].Fingerprint != first[0].Fingerprint {
 			t.Fatal("normalised variants of one message must share a fingerprint")
 		}
-		last, err := log.Observe(context.Background(), ev, window)
+		last, err := log.Observe(context.Background(), db, ev, window)
 		if err != nil || last.Count != 2*n+1 || !last.FirstSeen.Equal(t0) || !last.LastSeen.Equal(t0.Add(window)) {
 			t.Fatalf("figures: %+v, %v", last, err)
 		}
@@ -104,33 +104,33 @@ func TestRecordOnlyAtTheCurrentFence(t *testing.T) {
 	each(t, func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB) {
 		ctx := context.Background()
 		ev := dedup.Event{Source: "s", Level: "warn", Message: "disk full", Fingerprint: "disk-full"}
-		o1, err := log.Observe(ctx, ev, time.Minute)
+		o1, err := log.Observe(ctx, db, ev, time.Minute)
 		if err != nil || !o1.Process {
 			t.Fatalf("%+v, %v", o1, err)
 		}
 		clock.Advance(time.Minute)
-		o2, err := log.Observe(ctx, ev, time.Minute)
+		o2, err := log.Observe(ctx, db, ev, time.Minute)
 		if err != nil || !o2.Process || o2.Fence != o1.Fence+1 {
 			t.Fatalf("re-election: %+v, %v", o2, err)
 		}
 		// The stalled first winner comes back.
-		err = log.Record(ctx, "disk-full", o1.Fence, dedup.Result{Classification: "stale", ExternalID: "T-1"})
+		err = log.Record(ctx, db, "disk-full", o1.Fence, dedup.Result{Classification: "stale", ExternalID: "T-1"})
 		if !errors.Is(err, racefree.ErrStaleFence) {
 			t.Fatalf("stale record: %v, want ErrStaleFence", err)
 		}
-		if err := log.Record(ctx, "disk-full", o2.Fence, dedup.Result{Classification: "infra", ExternalID: "T-2"}); err != nil {
+		if err := log.Record(ctx, db, "disk-full", o2.Fence, dedup.Result{Classification: "infra", ExternalID: "T-2"}); err != nil {
 			t.Fatal(err)
 		}
 		// A later re-election leaves the recorded result alone.
 		clock.Advance(time.Minute)
-		if o3, err := log.Observe(ctx, ev, time.Minute); err != nil || !o3.Process {
+		if o3, err := log.Observe(ctx, db, ev, time.Minute); err != nil || !o3.Process {
 			t.Fatalf("third window: %+v, %v", o3, err)
 		}
-		r, err := log.Get(ctx, "disk-full")
+		r, err := log.Get(ctx, db, "disk-full")
 		if err != nil || r.Classification != "infra" || r.ExternalID != "T-2" || r.ResultFence != o2.Fence || r.Message != "disk full" {
 			t.Fatalf("stored: %+v, %v", r, err)
 		}
-		if err := log.Record(ctx, "unknown", 1, dedup.Result{}); !errors.Is(err, racefree.ErrNotFound) {
+		if err := log.Record(ctx, db, "unknown", 1, dedup.Result{}); !errors.Is(err, racefree.ErrNotFound) {
 			t.Fatalf("unknown fingerprint: %v, want ErrNotFound", err)
 		}
 	})
@@ -152,7 +152,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{ok, -time.Second},
 			{ok, 31 * 24 * time.Hour},
 		} {
-			if _, err := log.Observe(ctx, tc.ev, tc.window); !errors.Is(err, racefree.ErrInvalidInput) {
+			if _, err := log.Observe(ctx, db, tc.ev, tc.window); !errors.Is(err, racefree.ErrInvalidInput) {
 				t.Errorf("Observe(%+v, %v): %v, want ErrInvalidInput", tc.ev, tc.window, err)
 			}
 		}

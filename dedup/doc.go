@@ -16,5 +16,14 @@
 // written.
 //
 // Dedup is built on package claim (namespace "dedup"): counting and
-// election are one atomic upsert.
+// election are one atomic upsert. Observe, Record and Get take an
+// executor: pass the caller's *sql.Tx to commit an observation or a result
+// with the caller's own writes, or the *racefree.DB. Reap forgets a
+// fingerprint (its counts, its event row and its result) once its window
+// lapsed at least a grace period ago; one observed again later starts a new
+// window with a fence above every fence it had.
+//
+// Sources, levels, messages, fingerprints and results are UTF-8 without a
+// NUL byte; anything else, or a fence below 1, is an *racefree.InputError
+// and writes nothing.
 package dedup

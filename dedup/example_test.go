@@ -25,14 +25,14 @@ func Example() {
 	events := dedup.New(db)
 
 	for _, msg := range []string{"payment 1041 failed: card declined", "payment 7 failed: card declined"} {
-		o, err := events.Observe(ctx, dedup.Event{Source: "billing", Level: "error", Message: msg}, 10*time.Minute)
+		o, err := events.Observe(ctx, db, dedup.Event{Source: "billing", Level: "error", Message: msg}, 10*time.Minute)
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
 		fmt.Printf("seen %d time(s), process: %v\n", o.Count, o.Process)
 		if o.Process {
-			_ = events.Record(ctx, o.Fingerprint, o.Fence, dedup.Result{Classification: "card", ExternalID: "TICKET-7"})
+			_ = events.Record(ctx, db, o.Fingerprint, o.Fence, dedup.Result{Classification: "card", ExternalID: "TICKET-7"})
 		}
 	}
 	// Output:

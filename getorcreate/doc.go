@@ -32,6 +32,28 @@
 // table; the select then finds no row for the key, and Do fails with
 // ErrVanished rather than invent a result.
 //
+// # A second unique index
+//
+// ON CONFLICT (<key>) absorbs conflicts on its target only; on both engines
+// a row that collides on another unique index of the table (a users table
+// unique on email and on handle) raises a unique violation. Do answers it
+// the same way on both engines: it selects by the key, and
+//
+//   - returns the row, created false, when one exists: a concurrent caller
+//     created the same entity, and its row collided with this insert on the
+//     other index first (PostgreSQL checks the target before it inserts,
+//     but the other index only while it inserts, so two callers of one key
+//     can meet there);
+//   - returns a *ConflictError naming the other index (errors.Is
+//     racefree.ErrConflict) when no row has the key: another entity holds
+//     that value, and there is nothing to get.
+//
+// Inside a *sql.Tx, Do runs the insert under a savepoint that it rolls back
+// on failure, so the caller's transaction stays usable after a
+// *ConflictError on PostgreSQL too (which otherwise aborts a transaction at
+// its first error). A transaction begun with BEGIN on a *sql.Conn gets no
+// savepoint: pass the *sql.Tx instead.
+//
 // # Failure modes
 //
 // At PostgreSQL's READ COMMITTED, the select can miss the row the insert

@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/getorcreate"
@@ -136,12 +139,180 @@ func TestConflictOnAnotherIndexIsNotAGet(t *testing.T) {
 		if !errors.Is(err, getorcreate.ErrVanished) || created {
 			t.Fatalf("conflict on handle: created %v, %v; want ErrVanished", created, err)
 		}
-		// With the right target, the same conflict is a plain unique violation.
-		_, _, err = userByEmail(ctx, db, db, queries[db.Engine()].insert, "b@x", "taken")
-		if !errors.Is(db.InterpretError(err), racefree.ErrConflict) {
-			t.Fatalf("conflict on handle with a target: %v, want ErrConflict", err)
+	})
+}
+
+// TestConflictOnAnotherIndexNamesIt proves the documented answer to a
+// unique violation on another index than the target when no row has the
+// key: a *ConflictError naming that index, matching racefree.ErrConflict,
+// the same on both engines, and, inside the caller's transaction, a
+// transaction that is still usable and commits the caller's other writes.
+func TestConflictOnAnotherIndexNamesIt(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		setup(t, db)
+		ins := queries[db.Engine()].insert
+		if _, created, err := userByEmail(ctx, db, db, ins, "a@x", "taken"); err != nil || !created {
+			t.Fatalf("first: %v %v", created, err)
+		}
+		check := func(err error) {
+			t.Helper()
+			var ce *getorcreate.ConflictError
+			if !errors.As(err, &ce) || !errors.Is(err, racefree.ErrConflict) {
+				t.Fatalf("conflict on handle: %v, want a *ConflictError matching ErrConflict", err)
+			}
+			if !strings.Contains(ce.Constraint, "handle") {
+				t.Fatalf("Constraint = %q, want it to name the handle index", ce.Constraint)
+			}
+		}
+		_, created, err := userByEmail(ctx, db, db, ins, "b@x", "taken")
+		if created {
+			t.Fatal("created")
+		}
+		check(err)
+		err = db.InTx(ctx, func(tx *sql.Tx) error {
+			_, _, err := userByEmail(ctx, db, tx, ins, "b@x", "taken")
+			check(err)
+			// The transaction goes on: the caller picks another handle.
+			_, created, err := userByEmail(ctx, db, tx, ins, "b@x", "b")
+			if err != nil || !created {
+				return fmt.Errorf("after the conflict, in the same transaction: created %v, %w", created, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := count(t, db), 2; got != want {
+			t.Fatalf("%d rows, want %d", got, want)
 		}
 	})
+}
+
+// twinSchema is a table whose handle index is created before its email
+// index, so that PostgreSQL checks the handle first when it inserts a row.
+var twinSchema = map[string][]string{
+	racefree.SQLite: {
+		`CREATE TABLE twins (id INTEGER PRIMARY KEY, email TEXT NOT NULL, handle TEXT NOT NULL)`,
+		`CREATE UNIQUE INDEX twins_handle ON twins (handle)`,
+		`CREATE UNIQUE INDEX twins_email ON twins (email)`,
+	},
+	racefree.Postgres: {
+		`CREATE TABLE twins (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, email TEXT NOT NULL, handle TEXT NOT NULL)`,
+		`CREATE UNIQUE INDEX twins_handle ON twins (handle)`,
+		`CREATE UNIQUE INDEX twins_email ON twins (email)`,
+	},
+}
+
+// TestRaceOnAnotherIndexGetsTheRow re-creates, step by step, the race in
+// which a concurrent caller's row for the same key collides with Do's
+// insert on the other unique index rather than on the target: on
+// PostgreSQL, Do's insert passes the email check, then waits on the
+// handle index for a transaction that then commits the same user. Do must
+// return that row (created false), not the unique violation, on the pool
+// and inside the caller's transaction. SQLite runs writers one at a time,
+// so the same sequence is the plain "exists" case there: the same answer.
+func TestRaceOnAnotherIndexGetsTheRow(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		for _, q := range twinSchema[db.Engine()] {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := func(q string) string { // placeholders per engine
+			if db.Engine() == racefree.Postgres {
+				return strings.NewReplacer("?1", "$1", "?2", "$2").Replace(q)
+			}
+			return q
+		}
+		for _, mode := range []string{"pool", "tx"} {
+			t.Run(mode, func(t *testing.T) {
+				email, handle := mode+"@x", "h-"+mode
+				get := func() (id int64, created bool, err error) {
+					run := func(exec racefree.Executor) error {
+						created, err = getorcreate.Do(ctx, exec, getorcreate.Query{
+							Insert:     p(`INSERT INTO twins (email, handle) VALUES (?1, ?2) ON CONFLICT (email) DO NOTHING RETURNING id`),
+							InsertArgs: []any{email, handle},
+							Select:     p(`SELECT id FROM twins WHERE email = ?1`), SelectArgs: []any{email},
+						}, func(row *sql.Row) error { return row.Scan(&id) })
+						return err
+					}
+					if mode == "pool" {
+						err = run(db)
+					} else {
+						err = db.InTx(ctx, func(tx *sql.Tx) error { return run(tx) })
+					}
+					return id, created, err
+				}
+				other, err := db.SQL().BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = other.Rollback() }()
+				// The other caller holds the handle, not yet the email.
+				if _, err := other.ExecContext(ctx, p(`INSERT INTO twins (email, handle) VALUES (?1, ?2)`), "pending-"+email, handle); err != nil {
+					t.Fatal(err)
+				}
+				type result struct {
+					id      int64
+					created bool
+					err     error
+				}
+				done := make(chan result, 1)
+				if db.Engine() == racefree.Postgres {
+					var pid int
+					if err := other.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+						t.Fatal(err)
+					}
+					go func() {
+						id, created, err := get()
+						done <- result{id, created, err}
+					}()
+					// Wait until Do's insert waits for the other transaction.
+					waitFor(t, db, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid)
+				}
+				if _, err := other.ExecContext(ctx, p(`UPDATE twins SET email = ?1 WHERE handle = ?2`), email, handle); err != nil {
+					t.Fatal(err)
+				}
+				var want int64
+				if err := other.QueryRowContext(ctx, p(`SELECT id FROM twins WHERE email = ?1`), email).Scan(&want); err != nil {
+					t.Fatal(err)
+				}
+				if err := other.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				if db.Engine() == racefree.SQLite {
+					id, created, err := get()
+					done <- result{id, created, err}
+				}
+				r := <-done
+				if r.err != nil || r.created || r.id != want {
+					t.Fatalf("got id %d, created %v, %v; want the other caller's row %d", r.id, r.created, r.err, want)
+				}
+			})
+		}
+	})
+}
+
+// waitFor polls q until it counts at least one row, or fails the test
+// after ten seconds.
+func waitFor(t *testing.T, db *racefree.DB, q string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		var n int
+		if err := db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+			t.Fatalf("waiting: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond) // between polls of the state, not instead of it
+	}
 }
 
 func TestRefusesQueriesThatCannotWork(t *testing.T) {
@@ -224,6 +395,114 @@ func TestConcurrentCallersCreateOnce(t *testing.T) {
 					t.Fatalf("%d rows for the key (%v), want 1", rows, err)
 				}
 			})
+		}
+	})
+}
+
+// TestConcurrentCallersOnAnotherIndex runs 32 get-or-creates of distinct
+// emails sharing one handle at once, on the pool and inside the callers'
+// own transactions: exactly one creates its user, every other gets a
+// *ConflictError naming the handle index (never a row, never a raw driver
+// error), and the table holds one row for the handle.
+func TestConcurrentCallersOnAnotherIndex(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		setup(t, db)
+		ctx := context.Background()
+		ins := queries[db.Engine()].insert
+		for _, mode := range []string{"pool", "tx"} {
+			t.Run(mode, func(t *testing.T) {
+				const n = 32
+				handle := "shared-" + mode
+				errs := make([]error, n)
+				created := make([]bool, n)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for i := range n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						<-start
+						email := fmt.Sprintf("%s-%d@example.com", mode, i)
+						if mode == "pool" {
+							_, created[i], errs[i] = userByEmail(ctx, db, db, ins, email, handle)
+							return
+						}
+						errs[i] = db.InTx(ctx, func(tx *sql.Tx) error {
+							var err error
+							_, created[i], err = userByEmail(ctx, db, tx, ins, email, handle)
+							return err
+						})
+					}()
+				}
+				close(start)
+				wg.Wait()
+				winners := 0
+				for i := range n {
+					var ce *getorcreate.ConflictError
+					switch {
+					case errs[i] == nil && created[i]:
+						winners++
+					case errors.As(errs[i], &ce) && strings.Contains(ce.Constraint, "handle") && !created[i]:
+					default:
+						t.Errorf("caller %d: created %v, %v; want created or a *ConflictError on the handle", i, created[i], errs[i])
+					}
+				}
+				if winners != 1 {
+					t.Fatalf("%d callers created a user, want 1", winners)
+				}
+				var rows int
+				if err := db.QueryRowContext(ctx, map[string]string{
+					racefree.SQLite:   `SELECT count(*) FROM users WHERE handle = ?`,
+					racefree.Postgres: `SELECT count(*) FROM users WHERE handle = $1`,
+				}[db.Engine()], handle).Scan(&rows); err != nil || rows != 1 {
+					t.Fatalf("%d rows for the handle (%v), want 1", rows, err)
+				}
+			})
+		}
+	})
+}
+
+// TestSerializationFailureIsReturned proves the documented PostgreSQL
+// failure mode: inside a REPEATABLE READ transaction, an insert that
+// conflicts with a row its snapshot cannot see is a serialization failure
+// (40001), which Do returns as it is (racefree.ErrRetryable once
+// interpreted) for the caller's transaction helper to retry, and a retry
+// in a fresh transaction gets the row.
+func TestSerializationFailureIsReturned(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		if db.Engine() != racefree.Postgres {
+			t.Skip("SQLite transactions are serializable by taking the write lock: no snapshot to conflict with")
+		}
+		ctx := context.Background()
+		setup(t, db)
+		ins := queries[db.Engine()].insert
+		tx, err := db.SQL().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM users`); err != nil { // takes the snapshot
+			t.Fatal(err)
+		}
+		if _, created, err := userByEmail(ctx, db, db, ins, "snap@x", "snap"); err != nil || !created {
+			t.Fatalf("outside the snapshot: created %v, %v", created, err)
+		}
+		_, created2, err := userByEmail(ctx, db, tx, ins, "snap@x", "snap")
+		if !errors.Is(db.InterpretError(err), racefree.ErrRetryable) || created2 {
+			t.Fatalf("in the older snapshot: created %v, %v; want a serialization failure", created2, err)
+		}
+		_ = tx.Rollback()
+		err = db.InTx(ctx, func(tx *sql.Tx) error {
+			_, created, err := userByEmail(ctx, db, tx, ins, "snap@x", "snap")
+			if err == nil && created {
+				return errors.New("created it again")
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("the retry: %v", err)
 		}
 	})
 }

@@ -24,14 +24,17 @@
 // least the sender's retry horizon) and then deleted by Inbox.Reap, in
 // batches of Options.ReapBatch (1000) rows. The payload is stored too, and
 // each event gets an arrival number within its source that Inbox.List
-// pages by. Numbers are assigned at the end of the receiving transaction
-// under the source's counter row, so they become visible in order and a
-// reader paging with "after" never skips one.
+// pages by, at most MaxListBytes of payload a page. Numbers are assigned
+// at the end of the receiving transaction under the source's counter row,
+// so they become visible in order and a reader paging with "after" never
+// skips one.
 //
 // Handler serves one source over HTTP: it verifies the Standard Webhooks
 // signature (Verifier: HMAC-SHA256, "whsec_" secrets, several at once for
-// rotation, a 5-minute timestamp tolerance) before it deduplicates, and
-// answers 204 for new, duplicate and permanently failed deliveries.
+// rotation, a 5-minute timestamp tolerance, as strict as the reference
+// libraries or stricter) before it deduplicates, and answers 204 for new,
+// duplicate and permanently failed deliveries, and 401 with a
+// WWW-Authenticate challenge for a bad signature.
 //
 // Receive's processing function, like racefree.DB.InTx's, may run more
 // than once when the engine aborts the transaction for a transient

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/problem"
@@ -25,7 +26,8 @@ type Delivery struct {
 // Handler receives Standard Webhooks deliveries of one source over HTTP.
 //
 // For each request it reads the body (at most MaxBody bytes, else 413),
-// verifies the signature (else 401), and only then hands the delivery to
+// verifies the signature (else 401, with a WWW-Authenticate challenge of
+// the scheme Standard-Webhooks), and only then hands the delivery to
 // Inbox.Receive, with Process as the processing function. It answers 204
 // No Content for a new delivery, a duplicate, and a permanent failure (the
 // sender must stop retrying), 400 for an event ID the inbox refuses, 503
@@ -51,7 +53,7 @@ type Handler struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeProblem(w, http.StatusMethodNotAllowed, "no-route", "Method Not Allowed", "deliveries are POSTed")
+		writeProblem(w, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "deliveries are POSTed")
 		return
 	}
 	limit := h.MaxBody
@@ -69,6 +71,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := h.Verifier.Verify(r.Header, body)
 	if err != nil {
+		// RFC 9110 §11.6.1: a 401 carries a challenge.
+		w.Header().Set("WWW-Authenticate", `Standard-Webhooks realm="`+quoted(h.Source)+`"`)
 		writeProblem(w, http.StatusUnauthorized, "bad-signature", "Bad webhook signature", err.Error())
 		return
 	}
@@ -84,13 +88,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case errors.As(err, &ie):
 		writeProblem(w, http.StatusBadRequest, "invalid-input", "Invalid input", ie.Error())
-	case errors.Is(err, racefree.ErrRetryable):
+	case errors.Is(err, racefree.ErrRetryable), errors.Is(err, racefree.ErrUnavailable):
 		h.log().WarnContext(r.Context(), "inbox delivery not stored: retry", "source", h.Source, "id", id, "err", err)
 		writeProblem(w, http.StatusServiceUnavailable, "retry", "Busy, retry later", "")
 	default:
 		h.log().ErrorContext(r.Context(), "inbox delivery failed: the sender will retry", "source", h.Source, "id", id, "err", err)
 		writeProblem(w, http.StatusInternalServerError, "internal", "Internal error", "")
 	}
+}
+
+// quoted escapes s for the inside of an RFC 9110 quoted-string.
+func quoted(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s)
 }
 
 func (h *Handler) log() *slog.Logger {

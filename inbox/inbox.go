@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
@@ -205,11 +204,19 @@ const (
 // MaxListLimit bounds the limit of List.
 const MaxListLimit = 1000
 
+// MaxListBytes bounds the payload bytes of one page of List, 4 MiB.
+const MaxListBytes = 4 << 20
+
 // List returns up to limit events of source with an arrival number greater
 // than after, in arrival order. Pass 0 to start at the beginning, then the
 // Seq of the last event returned. Arrival numbers become visible in order
 // (a later number never commits before an earlier one), so paging with
 // after never skips an event; reaped events are gone.
+//
+// A page is bounded by bytes as well as by count: it holds at most
+// MaxListBytes of payload, or a single event when that one alone is
+// larger, so a page always makes progress. Fewer than limit events
+// therefore does not mean the end: keep paging until a page is empty.
 func (in *Inbox) List(ctx context.Context, source string, after int64, limit int) ([]Event, error) {
 	if err := validate(source, "x"); err != nil {
 		return nil, err
@@ -220,7 +227,7 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 	if limit < 1 || limit > MaxListLimit {
 		return nil, racefree.Invalid("limit", "must be between 1 and %d, got %d", MaxListLimit, limit)
 	}
-	rows, err := in.db.QueryContext(ctx, in.q.Get("list"), source, after, limit)
+	rows, err := in.db.QueryContext(ctx, in.q.Get("list"), source, after, limit, MaxListBytes)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: list %s: %w", source, err)
 	}
@@ -250,10 +257,17 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 // event is processed again, which is why Retention must cover the sender's
 // retry horizon. Run it periodically (racefree serve does, every minute);
 // several processes may run it at once.
-func (in *Inbox) Reap(ctx context.Context) (int64, error) {
+//
+// Reap runs its statements on exec. Pass the pool (the *racefree.DB) to let
+// each batch commit on its own, or the caller's *sql.Tx to make the whole
+// reap part of the caller's transaction (its locks are then held until the
+// caller commits). On PostgreSQL a batch skips the rows that another
+// transaction has locked rather than wait for them; the next run takes
+// them.
+func (in *Inbox) Reap(ctx context.Context, exec racefree.Executor) (int64, error) {
 	var total int64
 	for {
-		res, err := in.db.ExecContext(ctx, in.q.Get("reap"), in.db.ClockArg(), in.reapBatch)
+		res, err := exec.ExecContext(ctx, in.q.Get("reap"), in.db.ClockArg(), in.reapBatch)
 		if err != nil {
 			return total, fmt.Errorf("inbox: reap: %w", in.db.InterpretError(err))
 		}
@@ -269,22 +283,10 @@ func (in *Inbox) Reap(ctx context.Context) (int64, error) {
 }
 
 func validate(source, eventID string) error {
-	if err := validText("source", source, MaxSourceLen); err != nil {
+	if err := racefree.CheckText("source", source, MaxSourceLen); err != nil {
 		return err
 	}
-	return validText("event ID", eventID, MaxEventIDLen)
-}
-
-func validText(field, s string, max int) error {
-	switch {
-	case s == "":
-		return racefree.Invalid(field, "empty")
-	case len(s) > max:
-		return racefree.Invalid(field, "longer than %d bytes", max)
-	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
-		return racefree.Invalid(field, "must be UTF-8 text without NUL")
-	}
-	return nil
+	return racefree.CheckText("event ID", eventID, MaxEventIDLen)
 }
 
 // reasonOf returns the message of a permanent failure, as TEXT both engines

@@ -240,11 +240,11 @@ func TestReapDeletesExpiredInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock.Advance(30*time.Minute - time.Millisecond)
-		if n, err := b.in.Reap(ctx); err != nil || n != 0 {
+		if n, err := b.in.Reap(ctx, db); err != nil || n != 0 {
 			t.Fatalf("reap 1ms before expiry: %d, %v; want 0", n, err)
 		}
 		clock.Advance(time.Millisecond)
-		if n, err := b.in.Reap(ctx); err != nil || n != 7 {
+		if n, err := b.in.Reap(ctx, db); err != nil || n != 7 {
 			t.Fatalf("reap at expiry: %d, %v; want 7", n, err)
 		}
 		if got, want := b.rows(t), 1; got != want {

@@ -41,7 +41,7 @@ type VerifierOptions struct {
 // (https://www.standardwebhooks.com): an HMAC-SHA256, keyed with a secret,
 // over "<webhook-id>.<webhook-timestamp>.<body>", sent base64-encoded as
 // "v1,<signature>" in webhook-signature, which may list several
-// space-separated signatures. A delivery passes when any signature matches
+// signatures separated by single spaces. A delivery passes when any signature matches
 // any of the Verifier's secrets (several secrets allow rotation) and its
 // timestamp is within the tolerance. Comparisons take constant time.
 type Verifier struct {
@@ -96,12 +96,21 @@ func decodeSecret(s string) ([]byte, error) {
 
 // Verify checks the signature headers of a delivery against body and
 // returns its webhook-id, the event ID. Any failure matches ErrSignature.
+//
+// It follows the Standard Webhooks reference libraries, and is stricter
+// where they are lenient: webhook-signature is split on single spaces only
+// (a TAB is not a separator); each entry is "v1," followed by the
+// signature in canonical standard base64, compared as text (a re-encoding
+// of a genuine signature with other padding bits is refused);
+// webhook-timestamp must be decimal digits (no sign), is read as an integer
+// and signed as that integer re-formatted, so "01796032020" is the time
+// 1796032020 and the sender must have signed "1796032020".
 func (v *Verifier) Verify(header http.Header, body []byte) (string, error) {
 	id, ts, sigs := header.Get("webhook-id"), header.Get("webhook-timestamp"), header.Get("webhook-signature")
 	if id == "" || ts == "" || sigs == "" {
 		return "", fmt.Errorf("%w: webhook-id, webhook-timestamp and webhook-signature are required", ErrSignature)
 	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
+	sec, err := parseTimestamp(ts)
 	if err != nil {
 		return "", fmt.Errorf("%w: webhook-timestamp is not Unix seconds", ErrSignature)
 	}
@@ -113,18 +122,17 @@ func (v *Verifier) Verify(header http.Header, body []byte) (string, error) {
 		return "", fmt.Errorf("%w: webhook-timestamp is %s away from now, beyond the tolerance of %s", ErrSignature, d.Round(time.Second), v.tolerance)
 	}
 	var sent [][]byte
-	for _, f := range strings.Fields(sigs) {
+	for _, f := range strings.Split(sigs, " ") {
 		version, b64, ok := strings.Cut(f, ",")
 		if !ok || version != "v1" {
 			continue
 		}
-		if sig, err := base64.StdEncoding.DecodeString(b64); err == nil {
-			sent = append(sent, sig)
-		}
+		sent = append(sent, []byte(b64))
 	}
+	signed := strconv.FormatInt(sec, 10)
 	match := false
 	for _, key := range v.keys {
-		want := mac(key, id, ts, body)
+		want := []byte(base64.StdEncoding.EncodeToString(mac(key, id, signed, body)))
 		for _, sig := range sent {
 			// No early return: the time taken does not tell which matched.
 			if hmac.Equal(sig, want) {
@@ -136,6 +144,16 @@ func (v *Verifier) Verify(header http.Header, body []byte) (string, error) {
 		return "", fmt.Errorf("%w: no v1 signature matches", ErrSignature)
 	}
 	return id, nil
+}
+
+// parseTimestamp reads webhook-timestamp: decimal digits only, as an int64.
+func parseTimestamp(ts string) (int64, error) {
+	for i := 0; i < len(ts); i++ {
+		if ts[i] < '0' || ts[i] > '9' {
+			return 0, errors.New("not decimal digits")
+		}
+	}
+	return strconv.ParseInt(ts, 10, 64)
 }
 
 // Sign returns the webhook-signature value ("v1,<base64>") a sender with

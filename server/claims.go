@@ -1,7 +1,7 @@
 package server
 
 import (
-	"errors"
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -23,12 +23,12 @@ func formatTime(t time.Time) string {
 }
 
 func (s *Server) claimRoutes() {
-	s.mux.Handle("POST /v1/claims/{key}", s.idempotent(s.acquireClaim))
-	s.mux.Handle("POST /v1/claims/{key}/renew", s.idempotent(s.renewClaim))
+	s.mux.Handle("POST /v1/claims/{key}", s.transactional(s.acquireClaim))
+	s.mux.Handle("POST /v1/claims/{key}/renew", s.transactional(s.renewClaim))
 	s.mux.HandleFunc("DELETE /v1/claims/{key}", s.releaseClaim)
 	s.mux.HandleFunc("GET /v1/claims/{key}", s.getClaim)
-	s.mux.Handle("POST /v1/events", s.idempotent(s.observeEvent))
-	s.mux.Handle("POST /v1/events/{fingerprint}/result", s.idempotent(s.recordEvent))
+	s.mux.Handle("POST /v1/events", s.transactional(s.observeEvent))
+	s.mux.Handle("POST /v1/events/{fingerprint}/result", s.transactional(s.recordEvent))
 }
 
 type claimJSON struct {
@@ -61,61 +61,88 @@ func durationFrom(field string, ms *int64) (time.Duration, error) {
 	return time.Duration(*ms) * time.Millisecond, nil
 }
 
-func (s *Server) acquireClaim(w http.ResponseWriter, r *http.Request) {
+// claimKey returns the path's claim key, refusing a NUL byte.
+func claimKey(r *http.Request) (string, error) {
+	key := r.PathValue("key")
+	return key, noNUL("key", key)
+}
+
+func (s *Server) acquireClaim(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
 	var req struct {
 		Holder string `json:"holder"`
 		TTLMs  *int64 `json:"ttl_ms"`
 	}
-	if !decode(w, r, &req) {
-		return
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	key, err := claimKey(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := noNUL("holder", req.Holder); err != nil {
+		return nil, err
 	}
 	ttl, err := durationFrom("ttl_ms", req.TTLMs)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
-	c, err := s.claims.Acquire(r.Context(), s.db, r.PathValue("key"), req.Holder, ttl)
+	c, err := s.claims.Acquire(ctx, exec, key, req.Holder, ttl)
+	s.metrics.claim("acquire", err)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, toClaimJSON(c))
+	return toClaimJSON(c), nil
 }
 
-func (s *Server) renewClaim(w http.ResponseWriter, r *http.Request) {
+func (s *Server) renewClaim(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
 	var req struct {
 		Holder string `json:"holder"`
 		Fence  *int64 `json:"fence"`
 		TTLMs  *int64 `json:"ttl_ms"`
 	}
-	if !decode(w, r, &req) {
-		return
+	if err := decode(body, &req); err != nil {
+		return nil, err
 	}
-	if req.Fence == nil {
-		s.writeError(w, r, racefree.Invalid("fence", "is required"))
-		return
+	key, err := claimKey(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := noNUL("holder", req.Holder); err != nil {
+		return nil, err
+	}
+	if err := positiveFence(req.Fence); err != nil {
+		return nil, err
 	}
 	ttl, err := durationFrom("ttl_ms", req.TTLMs)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
-	c, err := s.claims.Renew(r.Context(), s.db, r.PathValue("key"), req.Holder, *req.Fence, ttl)
+	c, err := s.claims.Renew(ctx, exec, key, req.Holder, *req.Fence, ttl)
+	s.metrics.claim("renew", err)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, toClaimJSON(c))
+	return toClaimJSON(c), nil
 }
 
 func (s *Server) releaseClaim(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	fence, err := strconv.ParseInt(q.Get("fence"), 10, 64)
-	if err != nil {
-		s.writeError(w, r, racefree.Invalid("fence", "query parameter must be an integer"))
-		return
+	key, err := claimKey(r)
+	if err == nil {
+		err = noNUL("holder", q.Get("holder"))
 	}
-	if err := s.claims.Release(r.Context(), s.db, r.PathValue("key"), q.Get("holder"), fence); err != nil {
+	fence, perr := strconv.ParseInt(q.Get("fence"), 10, 64)
+	if err == nil && perr != nil {
+		err = racefree.Invalid("fence", "query parameter must be an integer")
+	}
+	if err == nil {
+		err = positiveFence(&fence)
+	}
+	if err == nil {
+		err = s.claims.Release(r.Context(), s.db, key, q.Get("holder"), fence)
+		s.metrics.claim("release", err)
+	}
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -123,7 +150,12 @@ func (s *Server) releaseClaim(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getClaim(w http.ResponseWriter, r *http.Request) {
-	c, err := s.claims.Get(r.Context(), s.db, r.PathValue("key"))
+	key, err := claimKey(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, err := s.claims.Get(r.Context(), s.db, key)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -131,7 +163,7 @@ func (s *Server) getClaim(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toClaimJSON(c))
 }
 
-func (s *Server) observeEvent(w http.ResponseWriter, r *http.Request) {
+func (s *Server) observeEvent(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
 	var req struct {
 		Source      string `json:"source"`
 		Level       string `json:"level"`
@@ -139,56 +171,55 @@ func (s *Server) observeEvent(w http.ResponseWriter, r *http.Request) {
 		Fingerprint string `json:"fingerprint"`
 		WindowMs    *int64 `json:"window_ms"`
 	}
-	if !decode(w, r, &req) {
-		return
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	for _, f := range [][2]string{{"source", req.Source}, {"level", req.Level}, {"message", req.Message}, {"fingerprint", req.Fingerprint}} {
+		if err := noNUL(f[0], f[1]); err != nil {
+			return nil, err
+		}
 	}
 	var window time.Duration
 	if req.WindowMs != nil {
 		var err error
 		if window, err = durationFrom("window_ms", req.WindowMs); err != nil {
-			s.writeError(w, r, err)
-			return
+			return nil, err
 		}
 	}
-	o, err := s.events.Observe(r.Context(), dedup.Event{Source: req.Source, Level: req.Level, Message: req.Message, Fingerprint: req.Fingerprint}, window)
+	o, err := s.events.Observe(ctx, exec, dedup.Event{Source: req.Source, Level: req.Level, Message: req.Message, Fingerprint: req.Fingerprint}, window)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	s.metrics.observation(o.Process)
+	return map[string]any{
 		"fingerprint": o.Fingerprint, "process": o.Process, "fence": o.Fence, "count": o.Count,
 		"first_seen": formatTime(o.FirstSeen), "last_seen": formatTime(o.LastSeen),
-	})
+	}, nil
 }
 
-func (s *Server) recordEvent(w http.ResponseWriter, r *http.Request) {
+func (s *Server) recordEvent(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
 	var req struct {
 		Fence          *int64 `json:"fence"`
 		Classification string `json:"classification"`
 		ExternalID     string `json:"external_id"`
 	}
-	if !decode(w, r, &req) {
-		return
-	}
-	if req.Fence == nil {
-		s.writeError(w, r, racefree.Invalid("fence", "is required"))
-		return
+	if err := decode(body, &req); err != nil {
+		return nil, err
 	}
 	fp := r.PathValue("fingerprint")
-	if err := s.events.Record(r.Context(), fp, *req.Fence, dedup.Result{Classification: req.Classification, ExternalID: req.ExternalID}); err != nil {
-		s.writeError(w, r, err)
-		return
+	for _, f := range [][2]string{{"fingerprint", fp}, {"classification", req.Classification}, {"external_id", req.ExternalID}} {
+		if err := noNUL(f[0], f[1]); err != nil {
+			return nil, err
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"fingerprint": fp, "fence": *req.Fence,
-		"classification": req.Classification, "external_id": req.ExternalID})
-}
-
-// heldProblem describes a live claim held by someone else.
-func heldProblem(err error) (Problem, bool) {
-	var held *claim.HeldError
-	if !errors.As(err, &held) {
-		return Problem{}, false
+	if err := positiveFence(req.Fence); err != nil {
+		return nil, err
 	}
-	return Problem{Type: ProblemType("held"), Title: "Held by another holder", Status: http.StatusConflict, Detail: held.Error(),
-		Extra: map[string]any{"holder": held.Claim.Holder, "fence": held.Claim.Fence, "expires_at": formatTime(held.Claim.ExpiresAt)}}, true
+	err := s.events.Record(ctx, exec, fp, *req.Fence, dedup.Result{Classification: req.Classification, ExternalID: req.ExternalID})
+	s.metrics.claim("record", err)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"fingerprint": fp, "fence": *req.Fence,
+		"classification": req.Classification, "external_id": req.ExternalID}, nil
 }

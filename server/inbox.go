@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/inbox"
+	"github.com/racefree/racefree/internal/problem"
 )
 
 // inboxPost is the route webhook senders POST to. It is authenticated by
@@ -60,7 +63,8 @@ func (s *Server) inboxRoutes() {
 			s.inbox.err = fmt.Errorf("inbox source %q: %v", source, err)
 			continue
 		}
-		s.inbox.handlers[source] = &inbox.Handler{Inbox: s.inbox.in, Source: source, Verifier: v, MaxBody: s.opts.InboxMaxBody, Logger: s.log}
+		s.inbox.handlers[source] = &inbox.Handler{Inbox: s.inbox.in, Source: source, Verifier: v, MaxBody: s.opts.InboxMaxBody, Logger: s.log,
+			Process: markNew}
 	}
 	s.mux.HandleFunc(inboxPost, s.inboxReceive)
 	s.mux.HandleFunc("GET /v1/inbox/{source}", s.inboxList)
@@ -78,16 +82,45 @@ func (s *Server) inboxHandler(w http.ResponseWriter, r *http.Request) *inbox.Han
 	source := r.PathValue("source")
 	h := s.inbox.handlers[source]
 	if h == nil {
-		writeProblem(w, Problem{Type: ProblemType("unknown-source"), Title: "Unknown inbox source", Status: http.StatusNotFound,
-			Detail: fmt.Sprintf("no inbox secret is configured for source %q", source)})
+		writeProblem(w, problem.UnknownSource.New(fmt.Sprintf("no inbox secret is configured for source %q", source)))
 	}
 	return h
 }
 
 func (s *Server) inboxReceive(w http.ResponseWriter, r *http.Request) {
-	if h := s.inboxHandler(w, r); h != nil {
-		h.ServeHTTP(w, r)
+	h := s.inboxHandler(w, r)
+	if h == nil {
+		return
 	}
+	if err := noNUL("webhook-id", r.Header.Get("webhook-id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	isNew := new(bool)
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	h.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), newDeliveryKey{}, isNew)))
+	outcome := "new"
+	switch {
+	case rec.status >= 500:
+		outcome = "failed"
+	case rec.status >= 400:
+		outcome = "rejected"
+	case !*isNew:
+		outcome = "duplicate"
+	}
+	s.metrics.inbox.WithLabelValues(h.Source, outcome).Inc()
+}
+
+// newDeliveryKey is the context key of the flag that markNew sets.
+type newDeliveryKey struct{}
+
+// markNew is the inbox's processing function: the inbox calls it only for
+// a delivery it has not seen, so the server can count duplicates.
+func markNew(ctx context.Context, _ *sql.Tx, _ inbox.Delivery) error {
+	if p, ok := ctx.Value(newDeliveryKey{}).(*bool); ok {
+		*p = true
+	}
+	return nil
 }
 
 // inboxEvent is one event of GET /v1/inbox/{source}.

@@ -1,14 +1,20 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
 )
 
@@ -21,57 +27,156 @@ func ProblemType(name string) string { return problem.Type(name) }
 func writeProblem(w http.ResponseWriter, p Problem) { problem.Write(w, p) }
 
 func badRequest(w http.ResponseWriter, detail string) {
-	writeProblem(w, Problem{Type: ProblemType("invalid-input"), Title: "Invalid input", Status: http.StatusBadRequest, Detail: detail})
+	writeProblem(w, problem.InvalidInput.New(detail))
 }
 
-// writeError turns an error from a primitive into a problem document.
-// Errors the client can act on keep their message; anything else is a 500
-// whose detail says nothing about internals.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var ie *racefree.InputError
-	if p, ok := heldProblem(err); ok {
-		writeProblem(w, p)
-		return
-	}
+// problemFor is the one mapping from an error to the problem every route
+// answers with. Errors the client can act on keep their message; a
+// database outage or a busy database is 503 (Retry-After, the outcome of a
+// write is unknown: retry it with the same Idempotency-Key); anything else
+// is a 500 whose detail says nothing about internals, and is logged.
+func (s *Server) problemFor(r *http.Request, err error) Problem {
+	// A primitive that returned a driver's error as it came is mapped here,
+	// by the engine's one interpretation.
+	err = s.db.InterpretError(err)
+	var (
+		ie   *racefree.InputError
+		held *claim.HeldError
+		sf   *claim.StaleFenceError
+		mbe  *http.MaxBytesError
+	)
 	switch {
+	case errors.As(err, &mbe):
+		return problem.TooLarge.New("the request body is limited to " + strconv.FormatInt(mbe.Limit, 10) + " bytes")
 	case errors.As(err, &ie):
-		badRequest(w, ie.Error())
+		return problem.InvalidInput.New(ie.Error())
+	case errors.As(err, &held):
+		p := problem.Held.New(held.Error())
+		p.Extra = map[string]any{"holder": held.Claim.Holder, "fence": held.Claim.Fence, "expires_at": formatTime(held.Claim.ExpiresAt)}
+		return p
 	case errors.Is(err, racefree.ErrNotFound):
-		writeProblem(w, Problem{Type: ProblemType("not-found"), Title: "Not found", Status: http.StatusNotFound})
+		return problem.NotFound.New("")
 	case errors.Is(err, racefree.ErrStaleFence):
-		p := Problem{Type: ProblemType("stale-fence"), Title: "Stale fencing token", Status: http.StatusConflict, Detail: err.Error()}
-		var sf *claim.StaleFenceError
+		p := problem.StaleFence.New(err.Error())
 		if errors.As(err, &sf) {
 			p.Extra = map[string]any{"fence": sf.Fence, "current_fence": sf.Current}
 		}
-		writeProblem(w, p)
+		return p
 	case errors.Is(err, racefree.ErrNotHeld):
-		writeProblem(w, Problem{Type: ProblemType("not-held"), Title: "Not held", Status: http.StatusConflict, Detail: err.Error()})
+		return problem.NotHeld.New(err.Error())
+	case errors.Is(err, racefree.ErrInProgress):
+		return problem.InProgress.New("a request with this Idempotency-Key is still being processed; retry later")
+	case errors.Is(err, racefree.ErrMismatch):
+		return problem.KeyMismatch.New("this Idempotency-Key was used with a different request")
 	case errors.Is(err, racefree.ErrSchemaOutdated), errors.Is(err, racefree.ErrSchemaTooNew):
-		writeProblem(w, Problem{Type: ProblemType("schema"), Title: "Database schema mismatch", Status: http.StatusServiceUnavailable, Detail: err.Error()})
-	default:
-		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeProblem(w, Problem{Type: ProblemType("internal"), Title: "Internal error", Status: http.StatusInternalServerError})
+		return problem.Schema.New(err.Error())
+	case errors.Is(err, racefree.ErrUnavailable), errors.Is(err, racefree.ErrRetryable), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(r.Context().Err(), context.DeadlineExceeded):
+		s.log.WarnContext(r.Context(), "request not served: database unavailable or busy", "method", r.Method, "path", r.URL.Path, "err", err)
+		return problem.Unavailable.New("the database is unavailable or busy; retry (with the same Idempotency-Key for a POST)")
 	}
+	if r.Context().Err() == nil {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	return problem.Internal.New("")
 }
 
-// maxBody bounds every JSON request body.
+// writeError answers err with its problem.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ipe *idempotency.InProgressError
+	if errors.As(err, &ipe) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ipe.RetryAfter.Seconds()))))
+	}
+	writeProblem(w, s.problemFor(r, err))
+}
+
+// maxBody bounds every JSON request body; a larger one is 413.
 const maxBody = 1 << 20
 
-// decode reads a JSON body into v, rejecting unknown fields, trailing data
-// and bodies over maxBody. On failure it has already written a 400.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+// readBody reads r's body, at most maxBody bytes; a larger body returns an
+// *http.MaxBytesError.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if mbe := (*http.MaxBytesError)(nil); err != nil && !errors.As(err, &mbe) {
+		return nil, racefree.Invalid("request body", "could not be read: it was sent too slowly or cut short")
+	}
+	return body, err
+}
+
+// decode reads one JSON object from body into v, refusing unknown fields
+// and trailing data. Its errors are *racefree.InputError naming the field
+// and what was expected, never a Go type.
+func decode(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
-	if err == nil && dec.Decode(new(json.RawMessage)) != io.EOF {
-		err = errors.New("trailing data after the JSON object")
+	if err == nil {
+		if dec.Decode(new(json.RawMessage)) != io.EOF {
+			return racefree.Invalid("request body", "has data after the JSON object")
+		}
+		return nil
 	}
-	if err != nil {
-		badRequest(w, fmt.Sprintf("request body: %v", err))
-		return false
+	var (
+		se *json.SyntaxError
+		te *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.Is(err, io.EOF):
+		return racefree.Invalid("request body", "is empty: want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return racefree.Invalid("request body", "is not valid JSON: it ends too early")
+	case errors.As(err, &se):
+		return racefree.Invalid("request body", "is not valid JSON (at byte %d)", se.Offset)
+	case errors.As(err, &te) && te.Field == "":
+		return racefree.Invalid("request body", "must be a JSON object, got %s", te.Value)
+	case errors.As(err, &te):
+		return racefree.Invalid(te.Field, "must be %s, got %s", jsonKind(te.Type), te.Value)
 	}
-	return true
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return racefree.Invalid(strings.Trim(name, `"`), "is not a field of this request")
+	}
+	return racefree.Invalid("request body", "is not a valid request")
+}
+
+// jsonKind says, in JSON's words, what a Go type accepts.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
+
+// noNUL refuses text with a NUL byte on every engine: SQLite would store
+// it and PostgreSQL refuse it.
+func noNUL(field, value string) error {
+	if strings.IndexByte(value, 0) >= 0 {
+		return racefree.Invalid(field, "must not contain a NUL byte")
+	}
+	return nil
+}
+
+// positiveFence refuses a fence that no tenure was ever given.
+func positiveFence(fence *int64) error {
+	if fence == nil {
+		return racefree.Invalid("fence", "is required")
+	}
+	if *fence <= 0 {
+		return racefree.Invalid("fence", "must be a positive integer, got %d", *fence)
+	}
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

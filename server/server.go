@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/idempotency"
+	"github.com/racefree/racefree/internal/problem"
 )
 
 // Options configures a Server. The zero value is usable.
@@ -35,6 +37,15 @@ type Options struct {
 	// InboxRetention is how long delivered event IDs are kept to recognise
 	// redeliveries. Defaults to 7 days.
 	InboxRetention time.Duration
+	// MetricsToken, when set, guards /metrics: scrapes must carry
+	// "Authorization: Bearer <MetricsToken>" (it may equal Token).
+	// Defaults to none: /metrics is open, like /healthz and /readyz.
+	MetricsToken string
+	// RequestTimeout bounds each request's work: a request still waiting
+	// for the database after it (a lock held elsewhere, a busy SQLite)
+	// answers 503 with Retry-After; its transaction rolls back (a single
+	// write outside one may have run: retry it). Defaults to none.
+	RequestTimeout time.Duration
 }
 
 // Server represents racefree's HTTP API over one database.
@@ -47,6 +58,7 @@ type Server struct {
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	inbox   *inboxRoutes
+	metrics *metrics
 
 	claims *claim.Store
 	events *dedup.Log
@@ -69,6 +81,7 @@ func New(db *racefree.DB, opts Options) *Server {
 		Help:    "HTTP request latency by route pattern.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"route"})
+	s.metrics = newMetrics(s.reg)
 	s.reg.MustRegister(s.reqs, s.latency,
 		collectors.NewDBStatsCollector(db.SQL(), "racefree"),
 		collectors.NewGoCollector(),
@@ -86,24 +99,47 @@ func (s *Server) routes() {
 }
 
 // Handler returns the server's root handler: routing, metrics, the bearer
-// token on /v1/, and problem documents for unknown routes and methods.
+// token on /v1/ (and on /metrics with Options.MetricsToken), and problem
+// documents for unknown routes and methods.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if s.opts.RequestTimeout > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		route := s.serve(rec, r)
 		s.reqs.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
 		s.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		switch h := rec.Header(); {
+		case h.Get("Idempotent-Replayed") == "true":
+			s.metrics.idem.WithLabelValues("replayed").Inc()
+		case r.Header.Get(idempotency.Header) == "":
+		case rec.status == http.StatusConflict && h.Get("Retry-After") != "":
+			s.metrics.idem.WithLabelValues("in_progress").Inc()
+		case rec.status == http.StatusUnprocessableEntity:
+			s.metrics.idem.WithLabelValues("mismatch").Inc()
+		}
 	})
 }
 
 // serve routes r and returns the route pattern for the metrics.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
+	if p := r.URL.Path; !cleanPath(p) {
+		// The mux would answer a redirect to the cleaned path; a key of
+		// "." or ".." is no key at all.
+		writeProblem(w, problem.InvalidInput.New("the path must not contain empty, . or .. segments"))
+		return "unclean"
+	}
 	h, pattern := s.mux.Handler(r)
-	if s.opts.Token != "" && strings.HasPrefix(r.URL.Path, "/v1/") && !signedRoute(pattern) && !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="racefree"`)
-		writeProblem(w, Problem{Type: ProblemType("unauthorized"), Title: "Unauthorized", Status: http.StatusUnauthorized,
-			Detail: "this server requires Authorization: Bearer <token>"})
+	if pattern == "GET /metrics" && s.opts.MetricsToken != "" && !bearer(r, s.opts.MetricsToken) {
+		unauthorized(w)
+		return "unauthorized"
+	}
+	if s.opts.Token != "" && strings.HasPrefix(r.URL.Path, "/v1/") && !signedRoute(pattern) && !bearer(r, s.opts.Token) {
+		unauthorized(w)
 		return "unauthorized"
 	}
 	if pattern == "" {
@@ -111,52 +147,77 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
 		// then answer with a problem document instead of its plain text.
 		probe := &probeWriter{header: http.Header{}}
 		h.ServeHTTP(probe, r)
-		if allow := probe.header.Get("Allow"); allow != "" {
+		kind := problem.NoRoute
+		if allow := probe.header.Get("Allow"); allow != "" && probe.code == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", allow)
+			kind = problem.MethodNotAllowed
 		}
-		writeProblem(w, Problem{Type: ProblemType("no-route"), Title: http.StatusText(probe.code), Status: probe.code,
-			Detail: r.Method + " " + r.URL.Path + " is not a route of this server"})
+		writeProblem(w, kind.New(r.Method+" "+r.URL.Path+" is not a route of this server"))
 		return "unmatched"
 	}
 	s.mux.ServeHTTP(w, r)
 	return pattern
 }
 
+// cleanPath reports whether p is already clean: no empty, "." or ".."
+// segment (a trailing slash aside).
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	return c == p || c+"/" == p
+}
+
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="racefree"`)
+	writeProblem(w, problem.Unauthorized.New("this server requires Authorization: Bearer <token>"))
+}
+
 // Reap deletes what has outlived its retention: webhook event IDs and
 // idempotency records with their leases. Serve calls it every minute.
 func (s *Server) Reap(ctx context.Context) (inboxEvents, idempotencyRecords int64, err error) {
 	if s.inbox.in != nil {
-		if inboxEvents, err = s.inbox.in.Reap(ctx); err != nil {
+		inboxEvents, err = s.inbox.in.Reap(ctx, s.db)
+		s.metrics.reaped.WithLabelValues("inbox_events").Add(float64(inboxEvents))
+		if err != nil {
 			return inboxEvents, 0, err
 		}
 	}
 	idempotencyRecords, err = s.idem.Reap(ctx, 0)
+	s.metrics.reaped.WithLabelValues("idempotency_records").Add(float64(idempotencyRecords))
 	return inboxEvents, idempotencyRecords, err
 }
 
-// idempotent wraps a state-changing handler in the Idempotency-Key
-// middleware: a client that retries with the same key after a lost reply
-// gets the first answer instead of a second effect.
-func (s *Server) idempotent(h http.HandlerFunc) http.Handler {
-	return s.idem.Middleware(idempotency.MiddlewareOptions{})(h)
+// CountReaped adds n to the rows reaped of what, for the reapers that run
+// beside Reap (serve's, of claims and dedup fingerprints).
+func (s *Server) CountReaped(what string, n int64) {
+	s.metrics.reaped.WithLabelValues(what).Add(float64(n))
 }
 
-func (s *Server) authorized(r *http.Request) bool {
+// bearer reports whether r carries "Authorization: Bearer <token>".
+func bearer(r *http.Request, token string) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) == 1
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz answers 200 while the database answers and its schema is
+// current. Anyone may call it, so a failure's detail is generic; the
+// database's own error goes to the log.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := s.db.SQL().PingContext(r.Context()); err != nil {
-		writeProblem(w, Problem{Type: ProblemType("not-ready"), Title: "Not ready", Status: http.StatusServiceUnavailable, Detail: "database: " + err.Error()})
-		return
+	err := s.db.SQL().PingContext(r.Context())
+	detail := "the database does not answer"
+	if err == nil {
+		err = s.db.CheckSchema(r.Context())
+		detail = "the database schema does not match this racefree"
 	}
-	if err := s.db.CheckSchema(r.Context()); err != nil {
-		writeProblem(w, Problem{Type: ProblemType("not-ready"), Title: "Not ready", Status: http.StatusServiceUnavailable, Detail: err.Error()})
+	if err != nil {
+		s.log.WarnContext(r.Context(), "not ready", "err", err)
+		writeProblem(w, problem.NotReady.New(detail))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "engine": s.db.Engine()})

@@ -72,11 +72,11 @@ func TestUnknownRoutesAndMethodsAreProblems(t *testing.T) {
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		h := server.New(db, server.Options{}).Handler()
 		code, body, hdr := do(t, h, "GET", "/v1/nowhere", "")
-		if code != 404 || hdr.Get("Content-Type") != "application/problem+json" || body["status"] != float64(404) {
+		if code != 404 || hdr.Get("Content-Type") != "application/problem+json" || body["type"] != "urn:racefree:problem:no-route" {
 			t.Fatalf("unknown route: %d %v", code, body)
 		}
 		code, body, hdr = do(t, h, "DELETE", "/healthz", "")
-		if code != 405 || hdr.Get("Allow") == "" || body["type"] != "urn:racefree:problem:no-route" {
+		if code != 405 || hdr.Get("Allow") == "" || body["type"] != "urn:racefree:problem:method-not-allowed" {
 			t.Fatalf("wrong method: %d %v %v", code, body, hdr)
 		}
 	})

@@ -24,6 +24,10 @@ const DefaultTimeout = 60 * time.Second
 // DefaultLimit is how many groups a Report lists when Spec.Limit is zero.
 const DefaultLimit = 20
 
+// DefaultMaxKeys is how many primary keys a listed group carries when
+// Spec.MaxKeys is zero.
+const DefaultMaxKeys = 10
+
 // Spec describes one unique index to check: the rows of Table for which
 // Where holds, grouped by Keys, exactly as CREATE UNIQUE INDEX would see
 // them.
@@ -43,6 +47,10 @@ type Spec struct {
 	// Limit bounds the groups listed in Report.Groups (the totals always
 	// cover every group). Defaults to DefaultLimit; negative lists all.
 	Limit int
+	// MaxKeys bounds the primary keys listed per group (Group.Count is
+	// always the true count). Defaults to DefaultMaxKeys; negative lists
+	// all.
+	MaxKeys int
 
 	// IndexName is the name the migration gives the index or constraint,
 	// when known; Check then warns about an existing index of that name.
@@ -70,13 +78,15 @@ type Report struct {
 	SurplusRows      int64    `json:"surplus_rows"` // Σ(count − 1): the rows to remove for the index to build
 	Groups           []Group  `json:"groups"`       // the largest groups first, up to Spec.Limit
 	Warnings         []string `json:"warnings"`
+
+	pkOrdered bool // a single-column primary key with min and max
 }
 
 // Group is a set of rows that share one key.
 type Group struct {
 	Values      []*string         `json:"values"` // the key values as text, nil for NULL; see Report.Masked
 	Count       int64             `json:"count"`
-	PrimaryKeys []json.RawMessage `json:"primary_keys"` // one JSON value per row (an array for a composite key), ascending
+	PrimaryKeys []json.RawMessage `json:"primary_keys"` // one JSON value per row (an array for a composite key), ascending, the first Spec.MaxKeys of Count
 }
 
 // Checker runs checks on one database, reading only. It is safe for
@@ -190,6 +200,10 @@ func (c *Checker) Check(ctx context.Context, spec Spec) (*Report, error) {
 	if limit == 0 {
 		limit = DefaultLimit
 	}
+	maxKeys := spec.MaxKeys
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -205,7 +219,7 @@ func (c *Checker) Check(ctx context.Context, spec Spec) (*Report, error) {
 		if err := c.preflight(ctx, q, name, spec, rep); err != nil {
 			return err
 		}
-		return c.scan(ctx, q, table, spec, limit, rep)
+		return c.scan(ctx, q, table, spec, limit, maxKeys, rep)
 	})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -200,7 +200,7 @@ func TestVerdictMatchesEngine(t *testing.T) {
 				exec(t, db.SQL(), "INSERT INTO "+name+" VALUES "+strings.Join(f.rows, ", "))
 
 				spec := f.spec
-				spec.Limit = -1
+				spec.Limit, spec.MaxKeys = -1, -1
 				rep, err := uniquecheck.Check(ctx, db, spec)
 				if err != nil {
 					t.Fatal(err)

@@ -13,6 +13,14 @@
 // untyped one, on both sides. The tests prove the equivalence on both engines
 // by building the index in a rolled-back transaction.
 //
+// Cost: a check reads the table once, with the same hash aggregate as a
+// bare GROUP BY … HAVING count(*) > 1, which also keeps the lowest and
+// highest primary key of each group (a single-column key), so the two rows
+// of a pair are named without another read. Only the listed groups
+// (Spec.Limit, largest first) are sorted, and the table is read a second
+// time only when a listed group has more than two rows or the primary key
+// is composite, to fetch the lowest Spec.MaxKeys keys of those groups.
+//
 // Safety: a check only reads. It runs in one read-only transaction
 // (PostgreSQL BEGIN READ ONLY at REPEATABLE READ with SET LOCAL
 // statement_timeout; SQLite a deferred transaction on a connection with

@@ -84,7 +84,11 @@ func WriteText(w io.Writer, reps []*Report) error {
 				for j, pk := range g.PrimaryKeys {
 					pks[j] = string(pk)
 				}
-				fmt.Fprintf(tw, "  %d\t%s\t%s\n", g.Count, strings.Join(vals, " | "), strings.Join(pks, " "))
+				more := ""
+				if n := g.Count - int64(len(pks)); n > 0 {
+					more = fmt.Sprintf(" … %d more (--max-keys)", n)
+				}
+				fmt.Fprintf(tw, "  %d\t%s\t%s%s\n", g.Count, strings.Join(vals, " | "), strings.Join(pks, " "), more)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

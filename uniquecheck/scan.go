@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/racefree/racefree"
@@ -27,11 +28,11 @@ func wrap(expr string) string {
 // preflight finds the table and its primary key, checks the engine supports
 // the spec, has the engine prepare each expression, and collects warnings.
 func (c *Checker) preflight(ctx context.Context, q querier, name Name, spec Spec, rep *Report) error {
-	pk, err := c.primaryKey(ctx, q, name)
+	pk, ordered, err := c.primaryKey(ctx, q, name)
 	if err != nil {
 		return err
 	}
-	rep.PrimaryKey = pk
+	rep.PrimaryKey, rep.pkOrdered = pk, ordered
 	if c.engine == racefree.Postgres {
 		if len(pk) == 1 && pk[0] == "ctid" {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s has no primary key: rows are identified by ctid, which changes when a row is updated", name))
@@ -82,33 +83,44 @@ func prepare(ctx context.Context, q querier, query string) error {
 
 // primaryKey returns the quoted-ready names of the table's primary key
 // columns, "rowid" or "ctid" when it has none, or an InputError when the
-// table does not exist.
-func (c *Checker) primaryKey(ctx context.Context, q querier, name Name) ([]string, error) {
-	var cols []string
+// table does not exist. ordered reports a single-column key whose type
+// has min and max aggregates (every SQLite value; on PostgreSQL the
+// numbers, strings and times), which lets a check read the keys of
+// two-row groups from the aggregate itself.
+func (c *Checker) primaryKey(ctx context.Context, q querier, name Name) (cols []string, ordered bool, err error) {
 	if c.engine == racefree.Postgres {
 		var exists bool
 		if err := q.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, name.String()).Scan(&exists); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if !exists {
-			return nil, racefree.Invalid("table", "%s does not exist", name)
+			return nil, false, racefree.Invalid("table", "%s does not exist", name)
 		}
 		rows, err := q.QueryContext(ctx, `
-SELECT a.attname
+SELECT a.attname, a.atttypid::regtype::text
 FROM pg_index i
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
 WHERE i.indrelid = to_regclass($1) AND i.indisprimary
 ORDER BY array_position(i.indkey::int2[], a.attnum)`, name.String())
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		if cols, err = scanStrings(rows); err != nil {
-			return nil, err
+		defer rows.Close()
+		var types []string
+		for rows.Next() {
+			var col, typ string
+			if err := rows.Scan(&col, &typ); err != nil {
+				return nil, false, err
+			}
+			cols, types = append(cols, col), append(types, typ)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, false, err
 		}
 		if len(cols) == 0 {
-			cols = []string{"ctid"}
+			return []string{"ctid"}, false, nil
 		}
-		return cols, nil
+		return cols, len(cols) == 1 && orderedTypes[types[0]], nil
 	}
 	schema := name.Schema
 	if schema == "" {
@@ -116,7 +128,7 @@ ORDER BY array_position(i.indkey::int2[], a.attnum)`, name.String())
 	}
 	rows, err := q.QueryContext(ctx, `SELECT name, pk FROM pragma_table_info(?, ?) ORDER BY pk`, name.Table, schema)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer rows.Close()
 	n := 0
@@ -124,7 +136,7 @@ ORDER BY array_position(i.indkey::int2[], a.attnum)`, name.String())
 		var col string
 		var pk int
 		if err := rows.Scan(&col, &pk); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		n++
 		if pk > 0 {
@@ -132,15 +144,23 @@ ORDER BY array_position(i.indkey::int2[], a.attnum)`, name.String())
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if n == 0 {
-		return nil, racefree.Invalid("table", "%s does not exist", name)
+		return nil, false, racefree.Invalid("table", "%s does not exist", name)
 	}
 	if len(cols) == 0 {
 		cols = []string{"rowid"}
 	}
-	return cols, nil
+	return cols, len(cols) == 1, nil
+}
+
+// orderedTypes are the PostgreSQL primary key types that have min and max
+// aggregates, by regtype name.
+var orderedTypes = map[string]bool{
+	"smallint": true, "integer": true, "bigint": true, "numeric": true,
+	"text": true, "character varying": true, "character": true,
+	"date": true, "timestamp without time zone": true, "timestamp with time zone": true,
 }
 
 // existingIndex warns when an index named idx already exists.
@@ -189,11 +209,28 @@ func scanStrings(rows *sql.Rows) ([]string, error) {
 	return out, rows.Err()
 }
 
-// groupQuery returns the query that groups the rows the index covers by its
-// keys and keeps the groups of more than one row, with the totals over all
-// groups as window columns, largest groups first.
-func (c *Checker) groupQuery(table string, spec Spec, pk []string) (string, error) {
-	var sel, filter, outer, order []string
+// groupQuery returns the query of a check. It is built so that the table
+// is read once, by the bare aggregate, unless a listed group has more rows
+// than the aggregate can name, and so that nothing sorts more than the
+// duplicate groups:
+//
+//   - d: the bare aggregate, the rows the index covers grouped by its keys,
+//     keeping the groups of more than one row, with min and max of a
+//     single-column primary key (then a two-row group names both its rows);
+//   - top: the groups to list, largest first (a top-N sort of d);
+//   - hits: the rows of the listed groups that d could not name (more than
+//     two rows, or a composite key): a second scan of the table, which
+//     keeps the rows whose keys are in top, numbered per group in primary
+//     key order. When no listed group needs it, its EXISTS test is false
+//     and the engine does not scan the table at all;
+//   - the totals over all groups, by a scan of d.
+//
+// The result has one row per listed group: the keys as text, the count,
+// the first maxKeys primary keys as a JSON array, and the totals. Its
+// parameters are ?1, the group limit, and ?2, maxKeys.
+func (c *Checker) groupQuery(table string, spec Spec, pk []string, pkOrdered bool) (string, error) {
+	pg := c.engine == racefree.Postgres
+	var sel, filter, keys, outer, order, topOrder, match []string
 	for i, k := range spec.Keys {
 		alias := fmt.Sprintf("k%d", i+1)
 		sel = append(sel, wrap(k)+" AS "+alias)
@@ -201,65 +238,114 @@ func (c *Checker) groupQuery(table string, spec Spec, pk []string) (string, erro
 			// NULLS DISTINCT: a row with a NULL in any key conflicts with nothing.
 			filter = append(filter, wrap(k)+" IS NOT NULL")
 		}
-		outer = append(outer, "CAST("+alias+" AS TEXT)")
+		keys = append(keys, wrap(k))
+		outer = append(outer, "CAST(top."+alias+" AS TEXT)")
 		order = append(order, alias)
+		topOrder = append(topOrder, "top."+alias)
+		if pg {
+			match = append(match, "hits."+alias+" IS NOT DISTINCT FROM top."+alias)
+		} else {
+			match = append(match, "hits."+alias+" IS top."+alias) // SQLite's IS NOT DISTINCT FROM
+		}
 	}
 	if spec.Where != "" {
 		filter = append(filter, wrap(spec.Where))
 	}
-	pkq := make([]string, len(pk))
+	pkSel := make([]string, len(pk))
+	pkCols := make([]string, len(pk))
+	pkOrder := make([]string, len(pk))
 	for i, col := range pk {
-		if col == "rowid" || col == "ctid" {
-			pkq[i] = col
-			if col == "ctid" {
-				pkq[i] = "ctid::text"
+		q := col
+		if col != "rowid" && col != "ctid" {
+			var err error
+			if q, err = quoteIdent(col); err != nil {
+				return "", err
 			}
-			continue
 		}
-		q, err := quoteIdent(col)
-		if err != nil {
-			return "", err
+		pkCols[i] = fmt.Sprintf("p%d", i+1)
+		pkOrder[i] = q
+		if col == "ctid" {
+			q += "::text"
 		}
-		pkq[i] = q
+		pkSel[i] = q + " AS " + pkCols[i]
 	}
-	row := pkq[0]
-	if len(pkq) > 1 {
-		if c.engine == racefree.Postgres {
-			row = "json_build_array(" + strings.Join(pkq, ", ") + ")"
-		} else {
-			row = "json_array(" + strings.Join(pkq, ", ") + ")"
-		}
+	jsonArray, agg := "json_array", "json_group_array"
+	if pg {
+		jsonArray, agg = "json_build_array", "json_agg"
 	}
-	agg := "json_group_array(" + row + " ORDER BY " + strings.Join(pkq, ", ") + ")"
-	if c.engine == racefree.Postgres {
-		agg = "json_agg(" + row + " ORDER BY " + strings.Join(pkq, ", ") + ")::text"
+	row := pkCols[0]
+	if len(pkCols) > 1 {
+		row = jsonArray + "(" + strings.Join(pkCols, ", ") + ")"
+	}
+	aggRows := agg + "(" + row + " ORDER BY r)"
+	if pg {
+		aggRows += "::text"
+	}
+	// needsHits selects the listed groups whose keys d cannot name.
+	needsHits, minMax, named := "n > 0", "", "NULL"
+	if pkOrdered {
+		needsHits = "n > 2"
+		minMax = ", min(" + pkOrder[0] + ") AS lo, max(" + pkOrder[0] + ") AS hi"
+		named = "CASE WHEN CAST(?2 AS BIGINT) >= 2 THEN " + jsonArray + "(top.lo, top.hi) ELSE " + jsonArray + "(top.lo) END"
+		if pg {
+			named = "(" + named + ")::text"
+		}
 	}
 	where := ""
 	if len(filter) > 0 {
 		where = "\nWHERE " + strings.Join(filter, "\n  AND ")
 	}
+	hitsFilter := append([]string{}, filter...)
+	if spec.NullsNotDistinct {
+		// IN never matches a NULL key: compare key by key, NULLs equal.
+		cond := make([]string, len(keys))
+		for i, k := range keys {
+			cond[i] = k + " IS NOT DISTINCT FROM t." + order[i]
+		}
+		hitsFilter = append(hitsFilter, "EXISTS (SELECT 1 FROM top AS t WHERE "+needsHits+" AND "+strings.Join(cond, " AND ")+")")
+	} else {
+		hitsFilter = append(hitsFilter, "("+strings.Join(keys, ", ")+") IN (SELECT "+strings.Join(order, ", ")+" FROM top WHERE "+needsHits+")")
+	}
+	// Tested once, before the scan: no listed group needs it, no scan.
+	hitsFilter = append(hitsFilter, "EXISTS (SELECT 1 FROM top WHERE "+needsHits+")")
 	groupBy := make([]string, len(spec.Keys))
 	for i := range groupBy {
 		groupBy[i] = fmt.Sprint(i + 1)
 	}
-	return `SELECT ` + strings.Join(outer, ", ") + `, n, pks, count(*) OVER (), CAST(sum(n - 1) OVER () AS BIGINT)
-FROM (
-SELECT ` + strings.Join(sel, ", ") + `, count(*) AS n, ` + agg + ` AS pks
+	// MATERIALIZED on both engines: each step runs once, and hits is never
+	// inlined into the per-group subquery, which would scan the table once
+	// per listed group.
+	return `WITH d AS MATERIALIZED (
+SELECT ` + strings.Join(sel, ", ") + `, count(*) AS n` + minMax + `
 FROM ` + table + where + `
 GROUP BY ` + strings.Join(groupBy, ", ") + `
 HAVING count(*) > 1
-) AS d
+), top AS MATERIALIZED (
+SELECT * FROM d
 ORDER BY n DESC, ` + strings.Join(order, ", ") + `
-LIMIT ?`, nil
+LIMIT ?1
+), hits AS MATERIALIZED (
+SELECT ` + strings.Join(sel, ", ") + `, ` + strings.Join(pkSel, ", ") + `,
+  row_number() OVER (PARTITION BY ` + strings.Join(keys, ", ") + ` ORDER BY ` + strings.Join(pkOrder, ", ") + `) AS r
+FROM ` + table + `
+WHERE ` + strings.Join(hitsFilter, "\n  AND ") + `
+)
+SELECT ` + strings.Join(outer, ", ") + `, top.n,
+  CASE WHEN top.` + needsHits + ` THEN (SELECT ` + aggRows + ` FROM hits WHERE ` + strings.Join(match, " AND ") + ` AND hits.r <= CAST(?2 AS BIGINT))
+  ELSE ` + named + ` END,
+  tot.groups, tot.surplus
+FROM top CROSS JOIN (SELECT count(*) AS groups, CAST(sum(n - 1) AS BIGINT) AS surplus FROM d) AS tot
+ORDER BY top.n DESC, ` + strings.Join(topOrder, ", "), nil
 }
 
-func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, limit int, rep *Report) error {
-	query, err := c.groupQuery(table, spec, rep.PrimaryKey)
+func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, limit, maxKeys int, rep *Report) error {
+	query, err := c.groupQuery(table, spec, rep.PrimaryKey, rep.pkOrdered)
 	if err != nil {
 		return err
 	}
+	// ?1 is the group limit, ?2 maxKeys, wherever they appear.
 	if c.engine == racefree.Postgres {
-		query = strings.Replace(query, "LIMIT ?", "LIMIT $1", 1)
+		query = strings.NewReplacer("?1", "$1", "?2", "$2").Replace(query)
 	}
 	var lim any = limit
 	if limit < 0 {
@@ -268,7 +354,11 @@ func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, 
 			lim = -1
 		}
 	}
-	rows, err := q.QueryContext(ctx, query, lim)
+	var keysPerGroup int64 = math.MaxInt64
+	if maxKeys > 0 {
+		keysPerGroup = int64(maxKeys)
+	}
+	rows, err := q.QueryContext(ctx, query, lim, keysPerGroup)
 	if err != nil {
 		return err
 	}
@@ -277,7 +367,7 @@ func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, 
 	for rows.Next() {
 		vals := make([]sql.NullString, nk)
 		var g Group
-		var pks string
+		var pks sql.NullString
 		dest := make([]any, 0, nk+4)
 		for i := range vals {
 			dest = append(dest, &vals[i])
@@ -294,8 +384,11 @@ func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, 
 				g.Values = append(g.Values, nil)
 			}
 		}
-		if err := json.Unmarshal([]byte(pks), &g.PrimaryKeys); err != nil {
-			return fmt.Errorf("primary keys: %w", err)
+		g.PrimaryKeys = []json.RawMessage{}
+		if pks.Valid {
+			if err := json.Unmarshal([]byte(pks.String), &g.PrimaryKeys); err != nil {
+				return fmt.Errorf("primary keys: %w", err)
+			}
 		}
 		rep.Groups = append(rep.Groups, g)
 	}

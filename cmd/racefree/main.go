@@ -1,6 +1,6 @@
 // Command racefree serves racefree's HTTP API and manages its schema.
 //
-//	racefree serve      [--db DSN] [--addr HOST:PORT] [--token T] [--inbox-secret SOURCE=whsec_…]
+//	racefree serve      [--db DSN] [--addr HOST:PORT] [--token T] [--metrics-token T] [--inbox-secret SOURCE=whsec_…] [--read-timeout D] …
 //	racefree migrate up|status|sql [--db DSN]
 //	racefree unique-check --db DSN (--table T --key EXPR… | --migration FILE.sql)
 //	racefree version

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -238,6 +239,229 @@ func TestServeInboxFromEnvironment(t *testing.T) {
 			if resp.StatusCode != http.StatusNoContent {
 				t.Fatalf("POST %s: %d, want 204\n%s", source, resp.StatusCode, stderr.String())
 			}
+		}
+	}
+}
+
+func TestMigrateStatusCreatesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := runCLI(t, "migrate", "status", "--db", "sqlite:"+filepath.Join(dir, "typo.db"))
+	if r.code == 0 || !strings.Contains(r.stderr, "no such database file") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q; want one line saying the file does not exist", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("migrate status created %d files, want none", len(entries))
+	}
+}
+
+func TestServeTimeoutsMetricsTokenAndExposureWarning(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	local := "127.0.0.1:" + strconv.Itoa(port)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := cli(ctx, "serve", "--db", "sqlite:"+filepath.Join(t.TempDir(), "r.db"), "--addr", "0.0.0.0:"+strconv.Itoa(port),
+		"--read-timeout", "1s", "--request-timeout", "2s", "--write-timeout", "3s", "--metrics-token", "scrape")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitFor(t, "http://"+local+"/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz: %d", code)
+	}
+
+	for _, c := range []struct {
+		auth string
+		want int
+	}{{"", 401}, {"Bearer scrape", 200}} {
+		req, _ := http.NewRequest("GET", "http://"+local+"/metrics", nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("/metrics with %q: %d, want %d", c.auth, resp.StatusCode, c.want)
+		}
+	}
+
+	// A body sent one byte at a time must not hold the connection past
+	// --read-timeout: the server answers or closes the connection.
+	conn, err := net.Dial("tcp", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /v1/claims/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_, _ = io.Copy(io.Discard, conn)
+	}()
+	drip := time.NewTicker(100 * time.Millisecond)
+	defer drip.Stop()
+	bound := time.NewTimer(10 * time.Second)
+	defer bound.Stop()
+dripping:
+	for {
+		select {
+		case <-closed:
+			break dripping
+		case <-drip.C:
+			if _, err := conn.Write([]byte("x")); err != nil {
+				<-closed
+				break dripping
+			}
+		case <-bound.C:
+			t.Fatal("a slow body held the connection for 10s with --read-timeout 1s")
+		}
+	}
+	if held := time.Since(start); held > 5*time.Second {
+		t.Errorf("a slow body held the connection for %v with --read-timeout 1s", held)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v\n%s", err, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "non-loopback address without --token"); n != 1 {
+		t.Errorf("%d warnings about the exposed address, want 1:\n%s", n, stderr.String())
+	}
+}
+
+func TestServeRefusesBadTimeouts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--read-timeout", "0s"},
+		{"--idle-timeout", "-1s"},
+		{"--request-timeout", "30s", "--write-timeout", "30s"},
+	} {
+		r := runCLI(t, append([]string{"serve", "--db", "sqlite:" + filepath.Join(dir, "x.db"), "--addr", "127.0.0.1:0"}, args...)...)
+		if r.code == 0 || !strings.HasPrefix(r.stderr, "racefree: invalid ") {
+			t.Errorf("%v: exit %d, %q; want a refusal", args, r.code, r.stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("refused flags wrote %d files", len(entries))
+	}
+}
+
+func TestServeFinishesInFlightRequestsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	db := testdb.Open(t, d, nil)
+	app := fmt.Sprintf("rf_shutdown_%d", time.Now().UnixNano())
+	addr := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := cli(ctx, "serve", "--db", d+"&application_name="+app, "--addr", addr)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitFor(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz: %d", code)
+	}
+	post := func(path, body string) int {
+		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/v1/claims/k", `{"holder":"w","ttl_ms":60000}`); code != 200 {
+		t.Fatalf("acquire: %d", code)
+	}
+	// Hold the claim's row so that a renew is in flight, waiting on it.
+	tx, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM racefree_claims WHERE key = 'k' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	renewed := make(chan int, 1)
+	go func() { renewed <- post("/v1/claims/k/renew", `{"holder":"w","fence":1,"ttl_ms":60000}`) }()
+	for waiting := 0; waiting == 0; time.Sleep(10 * time.Millisecond) { // poll the state
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Shutting down: no new connection is accepted ...
+	for ; ; time.Sleep(10 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			break
+		}
+		c.Close()
+	}
+	// ... and the request in flight finishes once the row is free.
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-renewed; code != 200 {
+		t.Fatalf("in-flight renew: %d, want 200\n%s", code, stderr.String())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v, want exit 0\n%s", err, stderr.String())
+	}
+}
+
+func TestMigrateSQLConnectsToNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, d := range []string{"postgres://nobody@127.0.0.1:1/x?connect_timeout=1", "sqlite:" + filepath.Join(dir, "x.db")} {
+		r := runCLI(t, "migrate", "sql", "--db", d)
+		if r.code != 0 || !strings.Contains(r.stdout, "CREATE TABLE racefree_claims") {
+			t.Errorf("migrate sql --db %s: exit %d, %q", d, r.code, r.stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("migrate sql created %d files, want none", len(entries))
+	}
+}
+
+func TestServeWithoutMigrateRefusesAnOutdatedSchema(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, dsn string) {
+		r := runCLI(t, "serve", "--db", dsn, "--addr", "127.0.0.1:0", "--migrate=false")
+		if r.code == 0 || !strings.Contains(r.stderr, "racefree migrate up") {
+			t.Fatalf("exit %d, stderr %q; want a refusal naming migrate up", r.code, r.stderr)
+		}
+	})
+}
+
+func TestServeDefaults(t *testing.T) {
+	t.Parallel()
+	f := serveCmd().Flags()
+	for name, want := range map[string]string{
+		"addr": "127.0.0.1:8080", "migrate": "true", "shutdown-timeout": "30s",
+		"read-header-timeout": "10s", "read-timeout": "15s", "request-timeout": "20s", "write-timeout": "30s", "idle-timeout": "1m0s",
+		"claim-grace": "1h0m0s", "dedup-retention": "24h0m0s", "inbox-max-body": "1048576",
+	} {
+		if got := f.Lookup(name).DefValue; got != want {
+			t.Errorf("--%s defaults to %s, want %s", name, got, want)
 		}
 	}
 }

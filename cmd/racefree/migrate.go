@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -48,6 +51,9 @@ func migrateCmd() *cobra.Command {
 		Short: "List the migrations and whether each is applied",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := mustExist(db); err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
 			h, err := dsn.Open(ctx, db, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
@@ -91,4 +97,17 @@ func migrateCmd() *cobra.Command {
 	}
 	cmd.AddCommand(up, status, sqlCmd)
 	return cmd
+}
+
+// mustExist refuses a SQLite database file that does not exist, so that a
+// command that only reads never creates one (opening SQLite would).
+func mustExist(d string) error {
+	engine, path, err := dsn.Parse(d)
+	if err != nil || engine != racefree.SQLite {
+		return err
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("sqlite %s: no such database file (this command only reads; `racefree migrate up` creates it)", path)
+	}
+	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/inbox"
 	"github.com/racefree/racefree/server"
@@ -27,6 +29,8 @@ func serveCmd() *cobra.Command {
 		grace           time.Duration
 		inboxSecrets    []string
 		inboxOpts       server.Options
+		limits          timeouts
+		reaping         reapOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -41,7 +45,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			inboxOpts.InboxSecrets = secrets
-			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts)
+			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits, reaping)
 		},
 	}
 	f := cmd.Flags()
@@ -52,11 +56,39 @@ func serveCmd() *cobra.Command {
 	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,src2=whsec_b)")
 	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
 	f.DurationVar(&inboxOpts.InboxRetention, "inbox-retention", inbox.DefaultRetention, "how long webhook event IDs are kept to recognise redeliveries (at least the senders' retry horizon)")
+	f.DurationVar(&reaping.ClaimGrace, "claim-grace", defaultClaimGrace, "how long a lapsed or released application claim stays readable before the reaper deletes it (fences never go backwards after a reap)")
+	f.DurationVar(&reaping.DedupRetention, "dedup-retention", defaultDedupRetention, "how long after its window lapsed a dedup fingerprint (its counts and recorded result) is kept")
 	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
+	f.StringVar(&inboxOpts.MetricsToken, "metrics-token", envOr("RACEFREE_METRICS_TOKEN", ""), "bearer token required on /metrics when set; may equal --token (env RACEFREE_METRICS_TOKEN)")
+	f.DurationVar(&limits.readHeader, "read-header-timeout", 10*time.Second, "how long a client may take to send the request headers")
+	f.DurationVar(&limits.read, "read-timeout", 15*time.Second, "how long a client may take to send the whole request, body included")
+	f.DurationVar(&inboxOpts.RequestTimeout, "request-timeout", 20*time.Second, "how long a request may wait for the database before it answers 503")
+	f.DurationVar(&limits.write, "write-timeout", 30*time.Second, "how long a request may take from its headers to the end of its response (more than --request-timeout)")
+	f.DurationVar(&limits.idle, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
 	return cmd
 }
 
-func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration, opts server.Options) error {
+// timeouts bound how long a client may hold a connection.
+type timeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+func (t timeouts) check(request time.Duration) error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read-header-timeout", t.readHeader}, {"read-timeout", t.read}, {"write-timeout", t.write}, {"idle-timeout", t.idle}, {"request-timeout", request}} {
+		if d.v <= 0 {
+			return racefree.Invalid(d.name, "must be positive")
+		}
+	}
+	if t.write <= request {
+		return racefree.Invalid("write-timeout", "must be longer than --request-timeout (%v), so that a request that timed out still gets its 503", request)
+	}
+	return nil
+}
+
+func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration, opts server.Options, limits timeouts, reaping reapOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -72,6 +104,15 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	}
 	if opts.InboxRetention < time.Millisecond {
 		return racefree.Invalid("inbox-retention", "must be positive")
+	}
+	if err := limits.check(opts.RequestTimeout); err != nil {
+		return err
+	}
+	if reaping.ClaimGrace < 0 {
+		return racefree.Invalid("claim-grace", "must not be negative")
+	}
+	if reaping.DedupRetention < 0 {
+		return racefree.Invalid("dedup-retention", "must not be negative")
 	}
 	// Listen before opening the database, so that a port in use fails
 	// before anything is written.
@@ -96,14 +137,20 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	api := server.New(db, opts)
 	srv := &http.Server{
 		Handler:           api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: limits.readHeader,
+		ReadTimeout:       limits.read,
+		WriteTimeout:      limits.write,
+		IdleTimeout:       limits.idle,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if token == "" && !loopback(ln.Addr()) {
+		log.Warn("listening on a non-loopback address without --token: anyone who can reach it can use the API", "addr", ln.Addr().String())
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	reapCtx, stopReaping := context.WithCancel(ctx)
 	reaped := make(chan struct{})
-	go func() { defer close(reaped); reap(reapCtx, api, log) }()
+	go func() { defer close(reaped); reap(reapCtx, api, claim.New(db), dedup.New(db), reaping, log) }()
 	defer func() { stopReaping(); <-reaped }()
 	log.Info("racefree serving", "addr", ln.Addr().String(), "engine", db.Engine(), "auth", token != "", "inbox_sources", api.InboxSources())
 
@@ -125,21 +172,60 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	return nil
 }
 
-// reap deletes what has outlived its retention every minute until ctx
-// ends.
-func reap(ctx context.Context, api *server.Server, log *slog.Logger) {
+// loopback reports whether addr accepts connections from this machine
+// only.
+func loopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// Defaults of the reaper's retention flags.
+const (
+	defaultClaimGrace     = time.Hour
+	defaultDedupRetention = 24 * time.Hour
+)
+
+// reapOptions says how long the reaper keeps what lapsed.
+type reapOptions struct {
+	ClaimGrace     time.Duration // application claims, after they lapse or are released
+	DedupRetention time.Duration // dedup fingerprints, after their window lapses
+}
+
+// reap runs reapOnce every minute until ctx ends.
+func reap(ctx context.Context, api *server.Server, claims *claim.Store, fingerprints *dedup.Log, opts reapOptions, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
-		if events, records, err := api.Reap(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("reap failed", "err", err)
-		} else if events+records > 0 {
-			log.Info("reaped", "inbox_events", events, "idempotency_records", records)
-		}
+		reapOnce(ctx, api, claims, fingerprints, opts, log)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// reapOnce deletes what has outlived its retention: inbox events,
+// idempotency records, application claims and dedup fingerprints. A
+// failure is logged and does not stop the others.
+func reapOnce(ctx context.Context, api *server.Server, claims *claim.Store, fingerprints *dedup.Log, opts reapOptions, log *slog.Logger) {
+	if events, records, err := api.Reap(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("reap failed", "err", err)
+	} else if events+records > 0 {
+		log.Info("reaped", "inbox_events", events, "idempotency_records", records)
+	}
+	n, err := claims.Reap(ctx, opts.ClaimGrace, 0)
+	api.CountReaped("claims", n)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("reap of claims failed", "err", err)
+	} else if n > 0 {
+		log.Info("reaped", "claims", n)
+	}
+	n, err = fingerprints.Reap(ctx, opts.DedupRetention, 0)
+	api.CountReaped("dedup_fingerprints", n)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("reap of dedup fingerprints failed", "err", err)
+	} else if n > 0 {
+		log.Info("reaped", "dedup_fingerprints", n)
 	}
 }

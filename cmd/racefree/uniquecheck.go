@@ -26,7 +26,7 @@ func uniqueCheckCmd() *cobra.Command {
 		db, table, where, migration, format, dedupe, ageColumn string
 		keys                                                   []string
 		nullsNotDistinct, reveal                               bool
-		limit                                                  int
+		limit, maxKeys                                         int
 		timeout                                                time.Duration
 	)
 	cmd := &cobra.Command{
@@ -46,7 +46,7 @@ Exit status: 0 no duplicates, 1 duplicates found, 2 error.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := uniqueCheck(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), uniqueCheckOptions{
 				db: db, table: table, keys: keys, where: where, nullsNotDistinct: nullsNotDistinct,
-				migration: migration, format: format, limit: limit, reveal: reveal, timeout: timeout,
+				migration: migration, format: format, limit: limit, maxKeys: maxKeys, reveal: reveal, timeout: timeout,
 				dedupe: dedupe, ageColumn: ageColumn,
 			})
 			var ee *exitError
@@ -66,6 +66,7 @@ Exit status: 0 no duplicates, 1 duplicates found, 2 error.`,
 	f.StringVar(&migration, "migration", "", "check every unique index or constraint a migration FILE.sql adds, instead of --table/--key")
 	f.StringVar(&format, "format", "text", "output: text or json (one JSON object per check and line)")
 	f.IntVar(&limit, "limit", uniquecheck.DefaultLimit, "groups to list per check, largest first (totals always count all); -1 for all")
+	f.IntVar(&maxKeys, "max-keys", uniquecheck.DefaultMaxKeys, "primary keys to list per group, lowest first (the row count beside them is always the true one); -1 for all")
 	f.BoolVar(&reveal, "reveal-values", false, "print key values instead of their sha256 prefix and length (they are often personal data)")
 	f.DurationVar(&timeout, "timeout", uniquecheck.DefaultTimeout, "statement timeout of each check")
 	f.StringVar(&dedupe, "dedupe-sql", "", "print (never run) SQL that archives and deletes the surplus rows: keep=oldest|newest|min-id")
@@ -77,7 +78,7 @@ type uniqueCheckOptions struct {
 	db, table, where, migration, format, dedupe, ageColumn string
 	keys                                                   []string
 	nullsNotDistinct, reveal                               bool
-	limit                                                  int
+	limit, maxKeys                                         int
 	timeout                                                time.Duration
 }
 
@@ -101,6 +102,9 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 	}
 	if o.limit == 0 || o.limit < -1 {
 		return racefree.Invalid("limit", "%d: want a positive number, or -1 for all", o.limit)
+	}
+	if o.maxKeys == 0 || o.maxKeys < -1 {
+		return racefree.Invalid("max-keys", "%d: want a positive number, or -1 for all", o.maxKeys)
 	}
 	if o.timeout <= 0 {
 		return racefree.Invalid("timeout", "%s: must be positive", o.timeout)
@@ -144,7 +148,7 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 	var reps []*uniquecheck.Report
 	dups := 0
 	for _, s := range specs {
-		s.Limit = o.limit
+		s.Limit, s.MaxKeys = o.limit, o.maxKeys
 		stop := progress(stderr, s)
 		rep, err := c.Check(ctx, s)
 		stop()

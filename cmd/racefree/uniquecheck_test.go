@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -132,4 +134,81 @@ func write(t *testing.T, path, text string) {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestUniqueCheckMaxKeys proves --max-keys: a group lists its lowest
+// primary keys up to the bound (default 10) with its true row count beside
+// them, in JSON and in text, -1 lists all, and 0 is refused with exit 2.
+// JSON output masks the key values unless --reveal-values, as text does.
+func TestUniqueCheckMaxKeys(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, dsn string) {
+		db := testdb.Open(t, dsn, nil)
+		ctx := context.Background()
+		if _, err := db.ExecContext(ctx, `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 12; i++ {
+			if _, err := db.ExecContext(ctx, `INSERT INTO users VALUES (`+strconv.Itoa(100-i)+`, 'many@x.io')`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO users VALUES (1, 'pair@x.io'), (2, 'pair@x.io')`); err != nil {
+			t.Fatal(err)
+		}
+		type group struct {
+			Values      []string `json:"values"`
+			Count       int64    `json:"count"`
+			PrimaryKeys []int    `json:"primary_keys"`
+		}
+		groups := func(args ...string) []group {
+			t.Helper()
+			r := runCLI(t, append([]string{"unique-check", "--db", dsn, "--table", "users", "--key", "email", "--format", "json"}, args...)...)
+			if r.code != 1 {
+				t.Fatalf("%v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+			}
+			var rep struct {
+				Groups []group `json:"groups"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatalf("%v: %s", err, r.stdout)
+			}
+			return rep.Groups
+		}
+		g := groups("--reveal-values")
+		if len(g) != 2 || g[0].Values[0] != "many@x.io" || g[0].Count != 12 || fmt.Sprint(g[0].PrimaryKeys) != "[88 89 90 91 92 93 94 95 96 97]" ||
+			g[1].Count != 2 || fmt.Sprint(g[1].PrimaryKeys) != "[1 2]" {
+			t.Fatalf("default --max-keys: %+v", g)
+		}
+		if g := groups("--max-keys", "1"); len(g) != 2 || g[0].Count != 12 || fmt.Sprint(g[0].PrimaryKeys) != "[88]" || g[1].Count != 2 || fmt.Sprint(g[1].PrimaryKeys) != "[1]" {
+			t.Fatalf("--max-keys 1: %+v", g)
+		}
+		if g := groups("--max-keys", "-1"); len(g) != 2 || len(g[0].PrimaryKeys) != 12 || g[0].PrimaryKeys[0] != 88 {
+			t.Fatalf("--max-keys -1: %+v", g)
+		}
+		if g := groups(); len(g) != 2 || !strings.HasPrefix(g[0].Values[0], "sha256:") || strings.Contains(g[1].Values[0], "pair") {
+			t.Fatalf("JSON without --reveal-values: %+v, want masked values", g)
+		}
+		r := runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email")
+		if r.code != 1 || !strings.Contains(r.stdout, "88 89 90 91 92 93 94 95 96 97 … 2 more (--max-keys)") {
+			t.Fatalf("text: exit %d\n%s", r.code, r.stdout)
+		}
+		// --limit lists the largest groups; the totals still count them all.
+		r = runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email", "--limit", "1", "--format", "json")
+		var rep struct {
+			DuplicateGroups int64 `json:"duplicate_groups"`
+			SurplusRows     int64 `json:"surplus_rows"`
+			Groups          []group
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 1 || rep.DuplicateGroups != 2 || rep.SurplusRows != 12 || len(rep.Groups) != 1 || rep.Groups[0].Count != 12 {
+			t.Fatalf("--limit 1: exit %d, %+v (%v)", r.code, rep, err)
+		}
+		r = runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email", "--limit", "1")
+		if r.code != 1 || !strings.Contains(r.stdout, "… 1 more groups (--limit)") {
+			t.Fatalf("text --limit 1: exit %d\n%s", r.code, r.stdout)
+		}
+		if r := runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email", "--max-keys", "0"); r.code != 2 {
+			t.Fatalf("--max-keys 0: exit %d, want 2", r.code)
+		}
+	})
 }

@@ -1,0 +1,73 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/racefree/racefree"
+)
+
+// metrics are the domain counters an operator watches, counted where the
+// server calls the primitives.
+type metrics struct {
+	claims *prometheus.CounterVec // op, outcome
+	events *prometheus.CounterVec // outcome
+	idem   *prometheus.CounterVec // outcome
+	inbox  *prometheus.CounterVec // source, outcome
+	reaped *prometheus.CounterVec // what
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "racefree_claim_operations_total",
+			Help: "Claim operations by op (acquire, renew, release, record) and outcome (ok, held, not_held, stale, not_found, invalid, error).",
+		}, []string{"op", "outcome"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "racefree_event_observations_total",
+			Help: "Observed events by outcome: process (this observer won the window) or duplicate.",
+		}, []string{"outcome"}),
+		idem: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "racefree_idempotency_requests_total",
+			Help: "Requests with an Idempotency-Key answered without running: replayed, in_progress (409) or mismatch (422).",
+		}, []string{"outcome"}),
+		inbox: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "racefree_inbox_deliveries_total",
+			Help: "Webhook deliveries by source and outcome: new, duplicate, rejected (4xx) or failed (5xx).",
+		}, []string{"source", "outcome"}),
+		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "racefree_reaped_rows_total",
+			Help: "Rows deleted by the reaper, by what they were.",
+		}, []string{"what"}),
+	}
+	reg.MustRegister(m.claims, m.events, m.idem, m.inbox, m.reaped)
+	return m
+}
+
+// claim counts one claim operation by its outcome.
+func (m *metrics) claim(op string, err error) {
+	outcome := "error"
+	switch {
+	case err == nil:
+		outcome = "ok"
+	case errors.Is(err, racefree.ErrHeld):
+		outcome = "held"
+	case errors.Is(err, racefree.ErrStaleFence):
+		outcome = "stale"
+	case errors.Is(err, racefree.ErrNotHeld):
+		outcome = "not_held"
+	case errors.Is(err, racefree.ErrNotFound):
+		outcome = "not_found"
+	case errors.Is(err, racefree.ErrInvalidInput):
+		outcome = "invalid"
+	}
+	m.claims.WithLabelValues(op, outcome).Inc()
+}
+
+func (m *metrics) observation(process bool) {
+	if process {
+		m.events.WithLabelValues("process").Inc()
+	} else {
+		m.events.WithLabelValues("duplicate").Inc()
+	}
+}

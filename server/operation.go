@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/idempotency"
+	"github.com/racefree/racefree/internal/problem"
+)
+
+// operation is one of racefree's own state-changing routes. All its
+// effects are database writes through exec, so that they commit or roll
+// back with whatever else exec carries. It returns the 200 response, or an
+// error that problemFor maps.
+type operation func(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error)
+
+// response is an answer as an Idempotency-Key stores and replays it.
+type response struct {
+	Status int             `json:"status"`
+	Body   json.RawMessage `json:"body"`
+}
+
+// executed reports whether err is an outcome the operation decided (a
+// claim held by another, a stale fence: 409), which is stored and replayed
+// like a success, rather than a request refused before it ran (bad input,
+// an unknown fingerprint) or a failure (an outage), after which the retry
+// must run again. It keeps idempotency.StoreStatus's rule.
+func executed(err error) bool {
+	return err == nil || errors.Is(err, racefree.ErrHeld) || errors.Is(err, racefree.ErrNotHeld) ||
+		errors.Is(err, racefree.ErrStaleFence)
+}
+
+// transactional serves op in one transaction. With an Idempotency-Key, the
+// operation, the key's record and the stored response commit together
+// (idempotency.DoTx): a crash or a lost connection between the operation
+// and the stored response rolls both back, so the retry runs the operation
+// once more instead of finding it done and unrecorded. Outcomes the
+// operation decided are stored and replayed with Idempotent-Replayed:
+// true; bad input and failures store nothing.
+func (s *Server) transactional(op operation) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := readBody(w, r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		raw, present := r.Header[idempotency.Header]
+		key, err := idempotency.ParseKey(raw)
+		if present && err != nil {
+			writeProblem(w, problem.IdempotencyMalformed.New(err.Error()))
+			return
+		}
+		ctx := r.Context()
+		if !present {
+			var (
+				v     any
+				opErr error
+			)
+			err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+				v, opErr = op(ctx, tx, r, body)
+				if executed(opErr) {
+					return nil // commit what the operation decided, such as a counted attempt
+				}
+				return opErr
+			})
+			if err == nil {
+				err = opErr
+			}
+			s.respond(w, r, v, err)
+			return
+		}
+		scope, fingerprint := idempotency.DefaultScope(r), idempotency.Fingerprint(r, body)
+		var res *idempotency.Result
+		err = s.db.InTx(ctx, func(tx *sql.Tx) (err error) {
+			res, err = s.idem.DoTx(ctx, tx, scope, key, fingerprint, func(ctx context.Context, tx *sql.Tx, _ *idempotency.Call) ([]byte, error) {
+				v, err := op(ctx, tx, r, body)
+				if !executed(err) {
+					return nil, err
+				}
+				return s.stored(r, v, err)
+			})
+			return err
+		})
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var resp response
+		if err := json.Unmarshal(res.Response, &resp); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if res.Replayed {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		ct := "application/json"
+		if resp.Status >= 400 {
+			ct = "application/problem+json"
+		}
+		w.Header().Set("Content-Type", ct)
+		w.WriteHeader(resp.Status)
+		_, _ = w.Write(resp.Body)
+	})
+}
+
+// stored returns the response of an executed operation, as stored.
+func (s *Server) stored(r *http.Request, v any, err error) ([]byte, error) {
+	resp := response{Status: http.StatusOK}
+	var body any = v
+	if err != nil {
+		p := s.problemFor(r, err)
+		resp.Status, body = p.Status, p
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = append(raw, '\n')
+	return json.Marshal(resp)
+}
+
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
