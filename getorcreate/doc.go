@@ -62,7 +62,10 @@
 // if the row never settles. Inside a REPEATABLE READ or SERIALIZABLE
 // transaction PostgreSQL reports a conflict with a row the snapshot cannot
 // see as a serialization failure (40001), which Do returns as it is, for the
-// caller's transaction helper (racefree.DB.InTx) to retry. An insert
+// caller's transaction helper (racefree.DB.InTx) to retry. There, a
+// collision on another unique index with a row the snapshot cannot see is
+// a *ConflictError even when that row has the key, since the select cannot
+// see it either; the retry in a new transaction gets the row. An insert
 // without ON CONFLICT … DO NOTHING or without RETURNING, or a select that is
 // not a SELECT, is refused with racefree.ErrInvalidInput before anything
 // runs.

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
@@ -139,6 +142,7 @@ func write(t *testing.T, path, text string) {
 // TestUniqueCheckMaxKeys proves --max-keys: a group lists its lowest
 // primary keys up to the bound (default 10) with its true row count beside
 // them, in JSON and in text, -1 lists all, and 0 is refused with exit 2.
+// It runs the command in this process (runUniqueCheck).
 // JSON output masks the key values unless --reveal-values, as text does.
 func TestUniqueCheckMaxKeys(t *testing.T) {
 	t.Parallel()
@@ -163,7 +167,7 @@ func TestUniqueCheckMaxKeys(t *testing.T) {
 		}
 		groups := func(args ...string) []group {
 			t.Helper()
-			r := runCLI(t, append([]string{"unique-check", "--db", dsn, "--table", "users", "--key", "email", "--format", "json"}, args...)...)
+			r := runUniqueCheck(t, append([]string{"--db", dsn, "--table", "users", "--key", "email", "--format", "json"}, args...)...)
 			if r.code != 1 {
 				t.Fatalf("%v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
 			}
@@ -189,12 +193,12 @@ func TestUniqueCheckMaxKeys(t *testing.T) {
 		if g := groups(); len(g) != 2 || !strings.HasPrefix(g[0].Values[0], "sha256:") || strings.Contains(g[1].Values[0], "pair") {
 			t.Fatalf("JSON without --reveal-values: %+v, want masked values", g)
 		}
-		r := runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email")
+		r := runUniqueCheck(t, "--db", dsn, "--table", "users", "--key", "email")
 		if r.code != 1 || !strings.Contains(r.stdout, "88 89 90 91 92 93 94 95 96 97 … 2 more (--max-keys)") {
 			t.Fatalf("text: exit %d\n%s", r.code, r.stdout)
 		}
 		// --limit lists the largest groups; the totals still count them all.
-		r = runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email", "--limit", "1", "--format", "json")
+		r = runUniqueCheck(t, "--db", dsn, "--table", "users", "--key", "email", "--limit", "1", "--format", "json")
 		var rep struct {
 			DuplicateGroups int64 `json:"duplicate_groups"`
 			SurplusRows     int64 `json:"surplus_rows"`
@@ -203,12 +207,38 @@ func TestUniqueCheckMaxKeys(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 1 || rep.DuplicateGroups != 2 || rep.SurplusRows != 12 || len(rep.Groups) != 1 || rep.Groups[0].Count != 12 {
 			t.Fatalf("--limit 1: exit %d, %+v (%v)", r.code, rep, err)
 		}
-		r = runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email", "--limit", "1")
+		r = runUniqueCheck(t, "--db", dsn, "--table", "users", "--key", "email", "--limit", "1")
 		if r.code != 1 || !strings.Contains(r.stdout, "… 1 more groups (--limit)") {
 			t.Fatalf("text --limit 1: exit %d\n%s", r.code, r.stdout)
 		}
-		if r := runCLI(t, "unique-check", "--db", dsn, "--table", "users", "--key", "email", "--max-keys", "0"); r.code != 2 {
+		if r := runUniqueCheck(t, "--db", dsn, "--table", "users", "--key", "email", "--max-keys", "0"); r.code != 2 {
 			t.Fatalf("--max-keys 0: exit %d, want 2", r.code)
 		}
 	})
+}
+
+// runUniqueCheck runs the unique-check command in this process, flags
+// parsed as the binary parses them, and returns its exit status and
+// output as run would: cheaper than a child process, so that the many
+// runs of a test do not slow the others down.
+func runUniqueCheck(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := uniqueCheckCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	code := 0
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		code = 1
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+		fmt.Fprintf(&errb, "racefree: %s\n", oneLine(err.Error()))
+	}
+	return result{code, out.String(), errb.String()}
 }
