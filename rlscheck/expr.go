@@ -63,7 +63,7 @@ func analyze(expr sql.NullString, setting string) (*exprFacts, error) {
 }
 
 // walk visits every node below v. guarded is true while v is the first
-// argument of NULLIF(…, ”), through type casts only; coalesced is true
+// argument of NULLIF(…, <empty string>), through type casts only; coalesced is true
 // below a COALESCE.
 func (f *exprFacts) walk(v any, setting string, guarded, coalesced bool) {
 	switch v := v.(type) {
