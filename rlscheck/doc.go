@@ -15,7 +15,7 @@
 //	  WITH CHECK (tenant_id = NULLIF(current_setting('racefree.tenant_id', true), '')::uuid);
 //
 // current_setting(…, true) (missing_ok) reads NULL rather than failing when
-// the setting was never set on the connection, and NULLIF(…, '') turns the
+// the setting was never set on the connection, and NULLIF(…, <empty string>) turns the
 // empty string a connection keeps after an earlier transaction set it into
 // NULL too, so a transaction without a tenant matches no row, whatever the
 // column's type.
@@ -26,7 +26,7 @@
 // covers (FOR ALL covers all four); a permissive policy whose expression
 // never reads the setting, or is true for every row (USING (true),
 // … OR true, … OR 1 = 1); a policy that reads the setting without
-// missing_ok, outside NULLIF(…, ''), or inside a COALESCE; with
+// missing_ok, outside NULLIF(…, <empty string>), or inside a COALESCE; with
 // Options.Role, the role owning a tenant table or having its owner's
 // privileges, and the role being a superuser or BYPASSRLS; a view over a
 // tenant table (directly or through other views) without security_invoker,
@@ -41,7 +41,7 @@
 // schema-qualified pg_catalog.current_setting and the case of the setting's
 // name do not matter. Every call current_setting('<setting>', …) must have
 // a second argument that is the constant true and be, through casts only,
-// the first argument of NULLIF(…, ''); a call under a COALESCE is a finding
+// the first argument of NULLIF(…, <empty string>); a call under a COALESCE is a finding
 // whatever the fallback. A setting read through a function of your own
 // (tenant_id = app.tenant()) is not seen: such a policy is reported as not
 // reading the setting. A permissive policy that does not guard is excused
