@@ -10,10 +10,13 @@
 -- (it is the owner, or inherits from it), and PostgreSQL skips RLS for those
 -- unless the table FORCEs it. A superuser has every role's privileges, so
 -- for one only ownership itself counts (role_bypasses_rls says the rest).
+-- CASE, because it evaluates in order: pg_has_role('') would fail.
 SELECT c.oid::bigint, n.nspname, c.relname, c.relrowsecurity, c.relforcerowsecurity,
        format_type(a.atttypid, a.atttypmod), pg_get_userbyid(c.relowner),
-       $3 <> '' AND (pg_get_userbyid(c.relowner) = $3
-                     OR NOT (SELECT rolsuper FROM pg_roles WHERE rolname = $3) AND pg_has_role($3, c.relowner, 'USAGE'))
+       CASE WHEN $3 = '' THEN false
+            WHEN pg_get_userbyid(c.relowner) = $3 THEN true
+            WHEN (SELECT rolsuper FROM pg_roles WHERE rolname = $3) THEN false
+            ELSE pg_has_role($3, c.relowner, 'USAGE') END
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped
