@@ -37,6 +37,7 @@ type table struct {
 	colType, owner         string
 	roleHasOwnerPrivileges bool
 	policies               []policy
+	re                     *nameRegexps // see nameRegexps
 }
 
 type policy struct {

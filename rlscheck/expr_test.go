@@ -94,6 +94,7 @@ func TestFunctionReads(t *testing.T) {
 		{function{schema: "app", body: "SELECT * FROM other.orders"}, orders, false},
 		{function{schema: "app", body: `SELECT * FROM "Orders"`}, odd, true},
 		{function{schema: "app", body: `SELECT * FROM orders`}, odd, false},
+		{function{schema: "api", body: `SELECT * FROM APP.Orders`}, orders, true},
 	} {
 		if got := c.f.reads(c.t); got != c.want {
 			t.Errorf("%+v reads %s.%s: %v, want %v", c.f, c.t.schema, c.t.name, got, c.want)

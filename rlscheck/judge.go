@@ -261,25 +261,13 @@ func securityInvoker(options []string) bool {
 // reads reports whether f's body names t: the heuristic documented in the
 // package comment.
 func (f function) reads(t *table) bool {
-	name := regexp.QuoteMeta(t.name)
-	quoted := regexp.QuoteMeta(quote(t.name))
-	schema := "(?:" + regexp.QuoteMeta(t.schema) + "|" + regexp.QuoteMeta(quote(t.schema)) + `)\s*\.\s*`
-	var bare string
-	if t.name == strings.ToLower(t.name) && plain(t.name) {
-		bare = "(?i:" + name + ")"
-	}
-	alts := []string{quoted}
-	if bare != "" {
-		alts = append(alts, bare)
-	}
-	tbl := "(?:" + strings.Join(alts, "|") + ")"
-	const before, after = `(?:^|[^A-Za-z0-9_$."])`, `(?:$|[^A-Za-z0-9_$"])`
-	if regexp.MustCompile(before + schema + tbl + after).MatchString(f.body) {
+	re := t.nameRegexps()
+	if re.qualified.MatchString(f.body) {
 		return true
 	}
 	// An unqualified name resolves through the search path: the function's
 	// own SET search_path, or else (most likely) its own schema.
-	if !regexp.MustCompile(before + tbl + after).MatchString(f.body) {
+	if !re.bare.MatchString(f.body) {
 		return false
 	}
 	for _, c := range f.config {
@@ -294,6 +282,31 @@ func (f function) reads(t *table) bool {
 	}
 	return f.schema == t.schema
 }
+
+// nameRegexps match t's name in SQL text, qualified by its schema or not:
+// quoted exactly, or unquoted in any case when the name is a plain
+// lower-case identifier (PostgreSQL folds unquoted names to lower case).
+// They are compiled once per table.
+func (t *table) nameRegexps() *nameRegexps {
+	if t.re != nil {
+		return t.re
+	}
+	alt := func(name string) string {
+		alts := []string{regexp.QuoteMeta(quote(name))}
+		if plain(name) {
+			alts = append(alts, "(?i:"+regexp.QuoteMeta(name)+")")
+		}
+		return "(?:" + strings.Join(alts, "|") + ")"
+	}
+	const before, after = `(?:^|[^A-Za-z0-9_$."])`, `(?:$|[^A-Za-z0-9_$"])`
+	t.re = &nameRegexps{
+		qualified: regexp.MustCompile(before + alt(t.schema) + `\s*\.\s*` + alt(t.name) + after),
+		bare:      regexp.MustCompile(before + alt(t.name) + after),
+	}
+	return t.re
+}
+
+type nameRegexps struct{ qualified, bare *regexp.Regexp }
 
 func plain(s string) bool {
 	for i, r := range s {
