@@ -265,8 +265,9 @@ func TestCheckOptions(t *testing.T) {
 	}
 }
 
-// TestCheckTimesOut: a check held up (here by a lock a catalogue function
-// waits for) ends after Checker.Timeout with an error.
+// TestCheckTimesOut: a check held up ends after Checker.Timeout with an
+// error. Here pg_get_expr waits for an ACCESS SHARE lock on a policy's
+// table that a migration holds in ACCESS EXCLUSIVE mode.
 func TestCheckTimesOut(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
