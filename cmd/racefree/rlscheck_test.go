@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
@@ -51,7 +48,7 @@ CREATE TABLE ledger (id bigint PRIMARY KEY, account_id bigint NOT NULL)`)
 
 	// Each run that reads policies compiles the policy parser in a new
 	// process (a minute under -race on a busy machine): two runs do.
-	r := runRLSCheck(t, "--db", dsn, "--role", app)
+	r := runCLI(t, "rls-check", "--db", dsn, "--role", app)
 	if r.code != 1 || !strings.HasPrefix(r.stdout, `rls_not_forced "`) || !strings.Contains(r.stdout, `fix: ALTER TABLE "`) ||
 		!strings.Contains(r.stdout, `."orders" FORCE ROW LEVEL SECURITY;`) || !strings.Contains(r.stdout, "\n1 findings: 1 tenant tables (column tenant_id)") {
 		t.Fatalf("not forced: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -60,12 +57,12 @@ CREATE TABLE ledger (id bigint PRIMARY KEY, account_id bigint NOT NULL)`)
 		t.Errorf("stderr %q", r.stderr)
 	}
 	mustExec(`ALTER TABLE orders FORCE ROW LEVEL SECURITY`)
-	if r := runRLSCheck(t, "--db", dsn, "--role", app); r.code != 0 || !strings.HasPrefix(r.stdout, "no findings: 1 tenant tables (column tenant_id)") || r.stderr != "" {
+	if r := runCLI(t, "rls-check", "--db", dsn, "--role", app); r.code != 0 || !strings.HasPrefix(r.stdout, "no findings: 1 tenant tables (column tenant_id)") || r.stderr != "" {
 		t.Fatalf("clean: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	// ledger, a tenant table by account_id, has no policy to parse.
-	r = runRLSCheck(t, "--db", dsn, "--role", app, "--tenant-column", "account_id", "--format", "json")
+	r = runCLI(t, "rls-check", "--db", dsn, "--role", app, "--tenant-column", "account_id", "--format", "json")
 	var got struct {
 		Schemas      []string `json:"schemas"`
 		TenantColumn string   `json:"tenant_column"`
@@ -109,31 +106,12 @@ CREATE TABLE ledger (id bigint PRIMARY KEY, account_id bigint NOT NULL)`)
 		{},
 		{"--db", dsn, "--no-such-flag"},
 	} {
-		r := runRLSCheck(t, args...)
+		r := runCLI(t, append([]string{"rls-check"}, args...)...)
 		if r.code != 2 || !strings.HasPrefix(r.stderr, "racefree: ") || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line", args, r.code, r.stdout, r.stderr)
 		}
 	}
-	if r := runRLSCheck(t, "--db", "sqlite:app.db"); !strings.Contains(r.stderr, "row-level security is a PostgreSQL feature") {
+	if r := runCLI(t, "rls-check", "--db", "sqlite:app.db"); !strings.Contains(r.stderr, "row-level security is a PostgreSQL feature") {
 		t.Errorf("sqlite: %q", r.stderr)
 	}
-}
-
-// runRLSCheck runs racefree rls-check with args in a child process, with
-// room for the parser's compilation under -race.
-func runRLSCheck(t *testing.T, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var out, errb bytes.Buffer
-	cmd := cli(ctx, append([]string{"rls-check"}, args...)...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
 }
