@@ -32,7 +32,9 @@
 // tenant table (directly or through other views) without security_invoker,
 // and a materialized view over one; a SECURITY DEFINER function whose body
 // names a tenant table. Each test seeds one mistake into a correct set-up
-// and wants exactly its kind, then runs the fixes and wants no finding.
+// and wants exactly its kind, then runs the fixes and wants no finding
+// (except where the fix is a choice left to you: the owner a table the
+// application role owns should get, what to do with a materialized view).
 //
 // How policies are judged: their USING and WITH CHECK expressions are read
 // with pg_get_expr and parsed with PostgreSQL's own parser (libpg_query, as
