@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/ident"
 )
 
 // Name represents a table, optionally qualified by its schema, with each
@@ -116,23 +117,8 @@ func plainIdent(s string) bool {
 }
 
 // quoteIdent is the one function through which every identifier that comes
-// from input reaches SQL. It accepts any name of 1 to 63 bytes without NUL
-// or control characters, and returns it in double quotes, with embedded
-// double quotes doubled: the quoting rule of both PostgreSQL and SQLite.
-func quoteIdent(name string) (string, error) {
-	if name == "" {
-		return "", racefree.Invalid("identifier", "empty")
-	}
-	if len(name) > 63 {
-		return "", racefree.Invalid("identifier", "%q is longer than 63 bytes", name)
-	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
-			return "", racefree.Invalid("identifier", "%q contains a control character", name)
-		}
-	}
-	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`, nil
-}
+// from input reaches SQL: ident.Quote, shared with rlscheck.
+func quoteIdent(name string) (string, error) { return ident.Quote(name) }
 
 // checkExpr rejects a key expression or predicate that could end the
 // statement it is spliced into. Whether it is one valid expression is then

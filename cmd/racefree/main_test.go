@@ -43,9 +43,12 @@ type result struct {
 	stdout, stderr string
 }
 
+// runCLI runs racefree with args in a child process. A child that parses
+// SQL compiles the parser first, which takes a minute or more under -race on
+// a busy machine.
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
 	cmd := cli(ctx, args...)

@@ -1,0 +1,317 @@
+package rlscheck_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/rlscheck"
+)
+
+// fixture is a schema of its own with a correct row-level security set-up,
+// and three roles of its own (roles are cluster-wide): app, the role the
+// application logs in as; owner, which owns the tenant tables; admin, for
+// which a wide-open policy exists.
+type fixture struct {
+	db                *sql.DB
+	dsn               string
+	app, owner, admin string
+}
+
+const guardUUID = `tenant_id = NULLIF(current_setting('racefree.tenant_id', true), '')::uuid`
+const guardText = `tenant_id = NULLIF(current_setting('racefree.tenant_id', true), '')`
+const guardBigint = `tenant_id = NULLIF(current_setting('racefree.tenant_id', true), '')::bigint`
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	suffix := randomHex()
+	f := &fixture{db: db, dsn: dsn, app: "rf_rls_app_" + suffix, owner: "rf_rls_owner_" + suffix, admin: "rf_rls_admin_" + suffix}
+	for _, r := range []string{f.app, f.owner, f.admin} {
+		f.exec(t, `CREATE ROLE `+r+` NOLOGIN`)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := db.ExecContext(ctx, `DROP OWNED BY `+r+` CASCADE`); err != nil {
+				t.Errorf("drop owned by %s: %v", r, err)
+			}
+			if _, err := db.ExecContext(ctx, `DROP ROLE `+r); err != nil {
+				t.Errorf("drop role %s: %v", r, err)
+			}
+		})
+	}
+	f.exec(t, `
+CREATE TABLE orders (id bigint PRIMARY KEY, tenant_id uuid NOT NULL, total int NOT NULL);
+ALTER TABLE orders ENABLE ROW LEVEL SECURITY;
+ALTER TABLE orders FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON orders USING (`+guardUUID+`) WITH CHECK (`+guardUUID+`);
+CREATE POLICY admin_all ON orders TO `+f.admin+` USING (true) WITH CHECK (true);
+
+CREATE TABLE notes (id bigint PRIMARY KEY, tenant_id text NOT NULL, body text);
+ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
+ALTER TABLE notes FORCE ROW LEVEL SECURITY;
+CREATE POLICY notes_select ON notes FOR SELECT USING (`+guardText+`);
+CREATE POLICY notes_insert ON notes FOR INSERT WITH CHECK (`+guardText+`);
+CREATE POLICY notes_update ON notes FOR UPDATE USING (`+guardText+`) WITH CHECK (`+guardText+`);
+CREATE POLICY notes_delete ON notes FOR DELETE USING (`+guardText+`);
+
+CREATE TABLE events (id bigint PRIMARY KEY, tenant_id bigint NOT NULL);
+ALTER TABLE events ENABLE ROW LEVEL SECURITY;
+ALTER TABLE events FORCE ROW LEVEL SECURITY;
+CREATE POLICY events_open ON events USING (true) WITH CHECK (true);
+CREATE POLICY events_tenant ON events AS RESTRICTIVE USING (`+guardBigint+`);
+
+ALTER TABLE orders OWNER TO `+f.owner+`;
+ALTER TABLE notes OWNER TO `+f.owner+`;
+ALTER TABLE events OWNER TO `+f.owner+`;
+
+CREATE TABLE countries (code text PRIMARY KEY);
+CREATE VIEW order_totals WITH (security_invoker = true) AS SELECT tenant_id, sum(total) AS total FROM orders GROUP BY tenant_id;
+CREATE VIEW country_codes AS SELECT code FROM countries;
+CREATE FUNCTION order_count() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM orders';
+CREATE FUNCTION country_count() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT count(*) FROM countries';
+`)
+	return f
+}
+
+func (f *fixture) exec(t *testing.T, sql string) {
+	t.Helper()
+	if _, err := f.db.ExecContext(context.Background(), sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (f *fixture) check(t *testing.T, opts rlscheck.Options) *rlscheck.Report {
+	t.Helper()
+	rep, err := rlscheck.New(f.db).Check(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func kinds(rep *rlscheck.Report) []rlscheck.Kind {
+	var ks []rlscheck.Kind
+	for _, f := range rep.Findings {
+		if !slices.Contains(ks, f.Kind) {
+			ks = append(ks, f.Kind)
+		}
+	}
+	return ks
+}
+
+func TestCheckPassesACorrectSetUp(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rep := f.check(t, rlscheck.Options{Role: f.app})
+	if len(rep.Findings) != 0 || len(rep.Warnings) != 0 {
+		t.Fatalf("findings on a correct set-up: %+v", rep)
+	}
+	if got, want := strings.Join(rep.Tables, " "), `"events" "notes" "orders"`; strings.ReplaceAll(got, `"`+rep.Schemas[0]+`".`, "") != want {
+		t.Fatalf("tenant tables %s, want %s", got, want)
+	}
+}
+
+// TestCheckScopesPoliciesToTheRole: a wide-open policy for another role is
+// not the application's concern with --role, and is without it.
+func TestCheckScopesPoliciesToTheRole(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rep := f.check(t, rlscheck.Options{})
+	if got, want := kinds(rep), []rlscheck.Kind{rlscheck.PolicyAlwaysTrue}; !slices.Equal(got, want) || len(rep.Findings) != 1 || !strings.Contains(rep.Findings[0].Object, `"admin_all"`) {
+		t.Fatalf("without a role: %+v, want the admin policy only", rep.Findings)
+	}
+}
+
+// TestCheckFindsEachMisconfiguration seeds one misconfiguration per case
+// into a correct set-up and wants exactly its kind; then runs the fix SQL of
+// every finding and wants the set-up clean again.
+func TestCheckFindsEachMisconfiguration(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		seed  string // %[1]s app, %[2]s owner
+		want  rlscheck.Kind
+		count int  // findings expected; 0 means 1
+		noFix bool // the fix names a role to create, or drops data
+	}{
+		{name: "rls not enabled", seed: `ALTER TABLE orders DISABLE ROW LEVEL SECURITY`, want: rlscheck.RLSDisabled},
+		{name: "rls not forced", seed: `ALTER TABLE orders NO FORCE ROW LEVEL SECURITY`, want: rlscheck.RLSNotForced},
+		{name: "no delete policy", seed: `DROP POLICY notes_delete ON notes`, want: rlscheck.PolicyMissing},
+		{name: "only a restrictive policy", seed: `DROP POLICY events_open ON events`, want: rlscheck.PolicyMissing, count: 4},
+		{name: "insert policy for another role", seed: `DROP POLICY notes_insert ON notes; CREATE POLICY notes_insert ON notes FOR INSERT TO %[2]s WITH CHECK (` + guardText + `)`, want: rlscheck.PolicyMissing},
+		{name: "no setting", seed: `CREATE POLICY notes_mine ON notes FOR SELECT USING (body IS NOT NULL)`, want: rlscheck.PolicyNoSetting},
+		{name: "another setting", seed: `ALTER POLICY notes_update ON notes USING (tenant_id = NULLIF(current_setting('app.tenant', true), ''))`, want: rlscheck.PolicyNoSetting},
+		{name: "no missing_ok", seed: `ALTER POLICY notes_select ON notes USING (tenant_id = NULLIF(current_setting('racefree.tenant_id'), ''))`, want: rlscheck.PolicyNoMissingOK},
+		{name: "missing_ok false", seed: `ALTER POLICY notes_delete ON notes USING (tenant_id = NULLIF(current_setting('racefree.tenant_id', false), ''))`, want: rlscheck.PolicyNoMissingOK},
+		{name: "no nullif", seed: `ALTER POLICY notes_select ON notes USING (tenant_id = current_setting('racefree.tenant_id', true))`, want: rlscheck.PolicyNoNullIf},
+		{name: "no nullif in with check", seed: `ALTER POLICY tenant ON orders WITH CHECK (tenant_id = current_setting('racefree.tenant_id', true)::uuid)`, want: rlscheck.PolicyNoNullIf},
+		{name: "nullif on the wrong side", seed: `ALTER POLICY notes_select ON notes USING (tenant_id = NULLIF('', current_setting('racefree.tenant_id', true)))`, want: rlscheck.PolicyNoNullIf},
+		{name: "coalesce matches everything", seed: `ALTER POLICY tenant ON orders USING (tenant_id = COALESCE(NULLIF(current_setting('racefree.tenant_id', true), '')::uuid, tenant_id))`, want: rlscheck.PolicyCoalesce},
+		{name: "or true", seed: `ALTER POLICY tenant ON orders USING (` + guardUUID + ` OR true)`, want: rlscheck.PolicyAlwaysTrue},
+		{name: "using true", seed: `CREATE POLICY notes_all ON notes FOR SELECT USING (true)`, want: rlscheck.PolicyAlwaysTrue},
+		{name: "or 1 = 1", seed: `ALTER POLICY notes_update ON notes WITH CHECK (` + guardText + ` OR 1 = 1)`, want: rlscheck.PolicyAlwaysTrue},
+		{name: "role owns table", seed: `ALTER TABLE notes OWNER TO %[1]s`, want: rlscheck.RoleOwnsTable, noFix: true},
+		{name: "role is a member of the owner", seed: `GRANT %[2]s TO %[1]s`, want: rlscheck.RoleOwnsTable, count: 3},
+		{name: "role bypasses rls", seed: `ALTER ROLE %[1]s BYPASSRLS`, want: rlscheck.RoleBypassesRLS},
+		{name: "role is superuser", seed: `ALTER ROLE %[1]s SUPERUSER`, want: rlscheck.RoleBypassesRLS},
+		{name: "view without security_invoker", seed: `CREATE VIEW all_orders AS SELECT * FROM orders`, want: rlscheck.ViewNotInvoker},
+		{name: "view with security_invoker false", seed: `CREATE VIEW all_notes WITH (security_invoker = false) AS SELECT * FROM notes`, want: rlscheck.ViewNotInvoker},
+		{name: "view over an invoker view", seed: `CREATE VIEW big_totals AS SELECT * FROM order_totals WHERE total > 10`, want: rlscheck.ViewNotInvoker},
+		{name: "materialized view", seed: `CREATE MATERIALIZED VIEW order_snapshot AS SELECT * FROM orders`, want: rlscheck.MaterializedView, noFix: true},
+		{name: "security definer function", seed: `CREATE FUNCTION all_orders() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT count(*) FROM orders'`, want: rlscheck.DefinerReadsTenantTable},
+		{name: "security definer sql body", seed: `CREATE FUNCTION all_notes() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER BEGIN ATOMIC SELECT count(*) FROM notes; END`, want: rlscheck.DefinerReadsTenantTable},
+		{name: "security definer procedure", seed: `CREATE PROCEDURE purge(t uuid) LANGUAGE plpgsql SECURITY DEFINER AS $$BEGIN DELETE FROM Events WHERE tenant_id IS NULL; END$$`, want: rlscheck.DefinerReadsTenantTable},
+		{name: "function made security definer", seed: `ALTER FUNCTION order_count() SECURITY DEFINER`, want: rlscheck.DefinerReadsTenantTable},
+	}
+	for _, c := range cases {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			f.exec(t, sprintf(c.seed, f.app, f.owner))
+			rep := f.check(t, rlscheck.Options{Role: f.app})
+			count := c.count
+			if count == 0 {
+				count = 1
+			}
+			if got, want := kinds(rep), []rlscheck.Kind{c.want}; !slices.Equal(got, want) || len(rep.Findings) != count {
+				t.Fatalf("kinds %v in %d findings, want %v in %d: %+v", got, len(rep.Findings), want, count, rep.Findings)
+			}
+			for _, fd := range rep.Findings {
+				if fd.Object == "" || fd.Problem == "" || strings.Contains(fd.Problem, "\n") || fd.Fix == "" {
+					t.Errorf("incomplete finding %+v", fd)
+				}
+			}
+			if c.noFix {
+				return
+			}
+			for _, fd := range rep.Findings {
+				f.exec(t, fd.Fix)
+			}
+			if rep := f.check(t, rlscheck.Options{Role: f.app}); len(rep.Findings) != 0 {
+				t.Fatalf("after the fixes: %+v", rep.Findings)
+			}
+		})
+	}
+}
+
+// TestCheckFixQuotesNames: names that need quoting come out quoted, and the
+// fix SQL runs.
+func TestCheckFixQuotesNames(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `CREATE TABLE "Odd ""Name""" (id int, tenant_id uuid)`)
+	rep := f.check(t, rlscheck.Options{Role: f.app})
+	if got, want := kinds(rep), []rlscheck.Kind{rlscheck.RLSDisabled, rlscheck.RLSNotForced, rlscheck.PolicyMissing}; !slices.Equal(got, want) {
+		t.Fatalf("kinds %v, want %v", got, want)
+	}
+	for _, fd := range rep.Findings {
+		if !strings.Contains(fd.Fix, `."Odd ""Name"""`) {
+			t.Errorf("fix %q does not quote the table", fd.Fix)
+		}
+		f.exec(t, fd.Fix)
+	}
+	if rep := f.check(t, rlscheck.Options{Role: f.app}); len(rep.Findings) != 0 {
+		t.Fatalf("after the fixes: %+v", rep.Findings)
+	}
+}
+
+func TestCheckOptions(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	// Another column and setting: no table has app_id, so nothing is
+	// checked, and a warning says so.
+	rep := f.check(t, rlscheck.Options{TenantColumn: "app_id", Role: f.app})
+	if len(rep.Tables) != 0 || len(rep.Findings) != 0 || len(rep.Warnings) != 1 {
+		t.Fatalf("app_id: %+v", rep)
+	}
+	// Policies reading another setting than the one asked for do not read
+	// the setting.
+	rep = f.check(t, rlscheck.Options{Setting: "app.tenant", Role: f.app})
+	if got := kinds(rep); !slices.Equal(got, []rlscheck.Kind{rlscheck.PolicyAlwaysTrue, rlscheck.PolicyNoSetting}) { // events_open is no longer covered by a guard
+		t.Fatalf("setting app.tenant: kinds %v", got)
+	}
+	// An explicit schema; public holds none of the fixture's tables.
+	if rep := f.check(t, rlscheck.Options{Schemas: []string{rep.Schemas[0]}, Role: f.app}); len(rep.Tables) != 3 || len(rep.Findings) != 0 {
+		t.Fatalf("explicit schema: %+v", rep)
+	}
+	for _, o := range []rlscheck.Options{
+		{Role: "rf_rls_no_such_role"},
+		{Schemas: []string{"rf_rls_no_such_schema"}},
+		{Setting: "nodot"},
+		{Setting: "trailing."},
+		{TenantColumn: "tenant\x00id"},
+		{TenantColumn: strings.Repeat("x", 64)},
+		{Role: "bad\nrole"},
+	} {
+		_, err := rlscheck.New(f.db).Check(context.Background(), o)
+		if !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("%+v: %v, want an InputError", o, err)
+		}
+	}
+}
+
+// TestCheckTimesOut: a check held up ends after Checker.Timeout with an
+// error. Here pg_get_expr waits for an ACCESS SHARE lock on a policy's
+// table that a migration holds in ACCESS EXCLUSIVE mode.
+func TestCheckTimesOut(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	tx, err := f.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	c := rlscheck.New(f.db)
+	c.Timeout = 300 * time.Millisecond
+	start := time.Now()
+	_, err = c.Check(ctx, rlscheck.Options{Role: f.app})
+	if err == nil || !strings.Contains(err.Error(), "timed out after 300ms") {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %s", d)
+	}
+}
+
+func TestCheckRefusesSQLite(t *testing.T) {
+	t.Parallel()
+	if _, err := rlscheck.Open("sqlite:app.db"); !errors.Is(err, rlscheck.ErrNotPostgres) {
+		t.Fatalf("Open: %v", err)
+	}
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	if _, err := rlscheck.Check(context.Background(), db, rlscheck.Options{}); !errors.Is(err, rlscheck.ErrNotPostgres) {
+		t.Fatalf("Check: %v", err)
+	}
+}
+
+func sprintf(format string, args ...any) string {
+	if !strings.Contains(format, "%[") {
+		return format
+	}
+	return strings.NewReplacer("%[1]s", args[0].(string), "%[2]s", args[1].(string)).Replace(format)
+}
+
+func randomHex() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
