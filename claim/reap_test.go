@@ -216,6 +216,9 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 					next := released
 					mu.Unlock()
 					c, err := claims.Acquire(ctx, db, "k", holder, time.Minute)
+					if errors.Is(err, racefree.ErrRetryable) {
+						continue // SQLite's write lock was busy for too long: a transient error, retried
+					}
 					if errors.Is(err, racefree.ErrHeld) {
 						// Wait for the holder's release instead of
 						// spinning on the write lock it needs; retry
@@ -223,7 +226,7 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 						// key held fails the test instead of hanging it.
 						select {
 						case <-next:
-						case <-time.After(20 * time.Millisecond):
+						case <-time.After(200 * time.Millisecond):
 						}
 						continue
 					}
@@ -240,6 +243,9 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 					seen = append(seen, c.Fence)
 					mu.Unlock()
 					err = claims.Release(ctx, db, "k", holder, c.Fence)
+					for errors.Is(err, racefree.ErrRetryable) {
+						err = claims.Release(ctx, db, "k", holder, c.Fence)
+					}
 					mu.Lock()
 					close(released)
 					released = make(chan struct{})
