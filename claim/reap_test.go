@@ -178,10 +178,9 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 			seen   []int64
 			wg     sync.WaitGroup
 			reaped int64
-			// releases counts releases; losers wait on released for it to move.
-			releases int
+			// released is closed at each release and replaced.
+			released = make(chan struct{})
 		)
-		released := sync.NewCond(&mu)
 		stop := make(chan struct{})
 		reaperDone := make(chan struct{})
 		go func() {
@@ -207,19 +206,28 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				holder := fmt.Sprintf("w%d", w)
+				deadline := time.Now().Add(2 * time.Minute)
 				for won := 0; won < tenures; {
+					if time.Now().After(deadline) {
+						t.Errorf("holder %s won %d of %d tenures in 2 minutes", holder, won, tenures)
+						return
+					}
 					mu.Lock()
-					gen := releases
+					next := released
 					mu.Unlock()
 					c, err := claims.Acquire(ctx, db, "k", holder, time.Minute)
+					if errors.Is(err, racefree.ErrRetryable) {
+						continue // SQLite's write lock was busy for too long: a transient error, retried
+					}
 					if errors.Is(err, racefree.ErrHeld) {
 						// Wait for the holder's release instead of
-						// spinning on the write lock it needs.
-						mu.Lock()
-						for releases == gen {
-							released.Wait()
+						// spinning on the write lock it needs; retry
+						// anyway after a while, so a bug that keeps the
+						// key held fails the test instead of hanging it.
+						select {
+						case <-next:
+						case <-time.After(200 * time.Millisecond):
 						}
-						mu.Unlock()
 						continue
 					}
 					if err != nil {
@@ -235,9 +243,12 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 					seen = append(seen, c.Fence)
 					mu.Unlock()
 					err = claims.Release(ctx, db, "k", holder, c.Fence)
+					for errors.Is(err, racefree.ErrRetryable) {
+						err = claims.Release(ctx, db, "k", holder, c.Fence)
+					}
 					mu.Lock()
-					releases++
-					released.Broadcast()
+					close(released)
+					released = make(chan struct{})
 					mu.Unlock()
 					if err != nil {
 						t.Errorf("release: %v", err)
