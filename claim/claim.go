@@ -12,6 +12,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/reaper"
 )
 
 //go:embed sql
@@ -290,28 +291,19 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 	} else if !floors {
 		return 0, fmt.Errorf("claim reap: needs migration %03d (fence floors): %w", floorSchema, racefree.ErrSchemaOutdated)
 	}
-	var total int64
-	for {
-		start := time.Now()
+	total, err := reaper.Run(ctx, s.db.Engine(), batch, func() (int64, error) {
 		var n int
 		err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 			keys, err := s.ReapBatch(ctx, tx, grace, batch)
 			n = len(keys)
 			return err
 		})
-		if err != nil {
-			return total, fmt.Errorf("claim reap: %w", err)
-		}
-		total += int64(n)
-		if n < batch {
-			return total, nil
-		}
-		if s.db.Engine() == racefree.SQLite {
-			if err := pause(ctx, time.Since(start)); err != nil {
-				return total, fmt.Errorf("claim reap: %w", err)
-			}
-		}
+		return int64(n), err
+	})
+	if err != nil {
+		return total, fmt.Errorf("claim reap: %w", err)
 	}
+	return total, nil
 }
 
 // ReapBatch deletes up to batch of the namespace's claims that lapsed at
@@ -364,17 +356,6 @@ func (s *Store) now(ctx context.Context, exec racefree.Executor) (int64, error) 
 	var now int64
 	err := exec.QueryRowContext(ctx, s.q.Get("now")).Scan(&now)
 	return now, err
-}
-
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // whyNot settles which error a Renew, Release or Guard that matched no row

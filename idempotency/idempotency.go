@@ -15,6 +15,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/reaper"
 )
 
 //go:embed sql
@@ -382,44 +383,26 @@ func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 	}
 	var total int64
 	for _, q := range []string{"reap", "reap_steps"} {
-		for {
-			start := time.Now()
+		n, err := reaper.Run(ctx, s.db.Engine(), batch, func() (int64, error) {
 			var cutoff int64
 			if err := s.db.QueryRowContext(ctx, s.q.Get("now"), s.db.ClockArg()).Scan(&cutoff); err != nil {
-				return total, fmt.Errorf("idempotency reap: %w", s.db.InterpretError(err))
+				return 0, s.db.InterpretError(err)
 			}
 			res, err := s.db.ExecContext(ctx, s.q.Get(q), batch, cutoff)
 			if err != nil {
-				return total, fmt.Errorf("idempotency reap: %w", s.db.InterpretError(err))
+				return 0, s.db.InterpretError(err)
 			}
-			n, _ := res.RowsAffected()
-			total += n
-			if n < int64(batch) {
-				break
-			}
-			if s.db.Engine() == racefree.SQLite {
-				if err := pause(ctx, time.Since(start)); err != nil {
-					return total, fmt.Errorf("idempotency reap: %w", err)
-				}
-			}
+			return res.RowsAffected()
+		})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("idempotency reap: %w", err)
 		}
 	}
 	if _, err := s.claims.Reap(ctx, s.opts.Retention, batch); err != nil {
 		return total, fmt.Errorf("idempotency reap: %w", err)
 	}
 	return total, nil
-}
-
-// pause waits d, or until ctx ends.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func validate(scope, key, fingerprint string) error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/reaper"
 )
 
 //go:embed sql
@@ -263,23 +264,25 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 // reap part of the caller's transaction (its locks are then held until the
 // caller commits). On PostgreSQL a batch skips the rows that another
 // transaction has locked rather than wait for them; the next run takes
-// them.
+// them. On SQLite, which has one writer at a time, Reap on the pool pauses
+// after each full batch for as long as the batch took, so that writers get
+// the lock in between.
 func (in *Inbox) Reap(ctx context.Context, exec racefree.Executor) (int64, error) {
-	var total int64
-	for {
+	engine := in.db.Engine()
+	if _, ok := exec.(*sql.Tx); ok {
+		engine = "" // the caller's transaction keeps its lock between batches: pausing would only hold it longer
+	}
+	total, err := reaper.Run(ctx, engine, in.reapBatch, func() (int64, error) {
 		res, err := exec.ExecContext(ctx, in.q.Get("reap"), in.db.ClockArg(), in.reapBatch)
 		if err != nil {
-			return total, fmt.Errorf("inbox: reap: %w", in.db.InterpretError(err))
+			return 0, in.db.InterpretError(err)
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, fmt.Errorf("inbox: reap: %w", err)
-		}
-		total += n
-		if n < int64(in.reapBatch) {
-			return total, nil
-		}
+		return res.RowsAffected()
+	})
+	if err != nil {
+		return total, fmt.Errorf("inbox: reap: %w", err)
 	}
+	return total, nil
 }
 
 func validate(source, eventID string) error {
