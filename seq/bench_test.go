@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
@@ -58,7 +59,7 @@ func BenchmarkNext(b *testing.B) {
 			if engine == racefree.Postgres {
 				forUpdate = " FOR UPDATE"
 			}
-			insertCounter := rebind(engine, `INSERT INTO racefree_sequences (scope, name, last, created_at, updated_at) VALUES (?, 'bench3', 0, 0, 0) ON CONFLICT (scope, name) DO NOTHING`)
+			insertCounter := rebind(engine, `INSERT INTO racefree_sequences (scope, name, last) VALUES (?, 'bench3', 0) ON CONFLICT (scope, name) DO NOTHING`)
 			selectCounter := rebind(engine, `SELECT last FROM racefree_sequences WHERE scope = ? AND name = 'bench3'`+forUpdate)
 			updateCounter := rebind(engine, `UPDATE racefree_sequences SET last = ? WHERE scope = ? AND name = 'bench3'`)
 			maxPlusOne := rebind(engine, `SELECT COALESCE(MAX(number), 0) + 1 FROM bench_docs WHERE scope = ?`)
@@ -147,6 +148,65 @@ func BenchmarkNext(b *testing.B) {
 					})
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkStatements compares seq's single statement with the seed's three
+// (insert do-nothing, select for update, update) from one goroutine, so
+// that the figure is the cost of the statements and not of the waiting.
+// Each iteration runs both, one transaction each, in alternating order,
+// and reports each one's mean (seq-ns/op, three-ns/op): a machine whose
+// load drifts during the run slows both alike.
+func BenchmarkStatements(b *testing.B) {
+	for _, engine := range testdb.Engines {
+		b.Run(engine, func(b *testing.B) {
+			db := testdb.Open(b, testdb.NewDSN(b, engine), nil)
+			ctx := context.Background()
+			counters := seq.New(db)
+			forUpdate := ""
+			if engine == racefree.Postgres {
+				forUpdate = " FOR UPDATE"
+			}
+			insertCounter := rebind(engine, `INSERT INTO racefree_sequences (scope, name, last) VALUES (?, 'bench3', 0) ON CONFLICT (scope, name) DO NOTHING`)
+			selectCounter := rebind(engine, `SELECT last FROM racefree_sequences WHERE scope = ? AND name = 'bench3'`+forUpdate)
+			updateCounter := rebind(engine, `UPDATE racefree_sequences SET last = ? WHERE scope = ? AND name = 'bench3'`)
+			one := func(tx *sql.Tx) error {
+				_, err := counters.Next(ctx, tx, "acme", "bench")
+				return err
+			}
+			three := func(tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, insertCounter, "acme"); err != nil {
+					return err
+				}
+				var last int64
+				if err := tx.QueryRowContext(ctx, selectCounter, "acme").Scan(&last); err != nil {
+					return err
+				}
+				_, err := tx.ExecContext(ctx, updateCounter, last+1, "acme")
+				return err
+			}
+			var spent [2]time.Duration
+			run := func(i int, fn func(*sql.Tx) error) {
+				start := time.Now()
+				if err := db.InTx(ctx, fn); err != nil {
+					b.Fatal(err)
+				}
+				spent[i] += time.Since(start)
+			}
+			n := 0
+			for b.Loop() {
+				if n%2 == 0 {
+					run(0, one)
+					run(1, three)
+				} else {
+					run(1, three)
+					run(0, one)
+				}
+				n++
+			}
+			b.ReportMetric(float64(spent[0].Nanoseconds())/float64(n), "seq-ns/op")
+			b.ReportMetric(float64(spent[1].Nanoseconds())/float64(n), "three-ns/op")
 		})
 	}
 }

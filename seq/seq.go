@@ -79,7 +79,7 @@ func (c *Counters) NextN(ctx context.Context, exec racefree.Executor, scope, nam
 		return 0, err
 	}
 	var last int64
-	err = exec.QueryRowContext(ctx, c.q.Get("next"), scope, name, n, c.db.ClockArg()).Scan(&last)
+	err = exec.QueryRowContext(ctx, c.q.Get("next"), scope, name, n).Scan(&last)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, fmt.Errorf("seq next %q/%q: %w", scope, name, ErrExhausted)
