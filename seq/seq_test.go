@@ -117,7 +117,8 @@ func TestNextCountsFromOne(t *testing.T) {
 func TestConcurrentNextIsGapless(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, &racefree.Config{MaxOpenConns: 16, TxAttempts: 100}, func(t *testing.T, db *racefree.DB) {
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a deadlock fails, never hangs
+		defer cancel()
 		c := seq.New(db)
 		const workers, rounds = 64, 8
 		var (
@@ -169,7 +170,8 @@ func TestConcurrentNextIsGapless(t *testing.T) {
 func TestRollbackConsumesNothing(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a deadlock fails, never hangs
+		defer cancel()
 		c := seq.New(db)
 		errRollback := errors.New("roll back")
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
@@ -376,7 +378,8 @@ func TestRepeatableReadIsRetried(t *testing.T) {
 	t.Parallel()
 	d := testdb.NewDSN(t, racefree.Postgres)
 	db := testdb.Open(t, d, &racefree.Config{MaxOpenConns: 16, TxAttempts: 1000, TxBackoff: time.Millisecond})
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	c := seq.New(db)
 	for _, level := range []sql.IsolationLevel{sql.LevelRepeatableRead, sql.LevelSerializable} {
 		name := level.String()
