@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/seq"
@@ -13,7 +14,8 @@ import (
 )
 
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	dir, _ := os.MkdirTemp("", "seq-example")
 	defer os.RemoveAll(dir)
 	db, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), &racefree.Config{Schema: racefree.SchemaMigrate})

@@ -40,7 +40,8 @@ func TestMain(m *testing.M) {
 func child() error {
 	workers, _ := strconv.Atoi(os.Getenv("RF_N"))
 	rounds, _ := strconv.Atoi(os.Getenv("RF_ROUNDS"))
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a deadlock fails, never hangs
+	defer cancel()
 	db, err := dsn.Open(ctx, os.Getenv("RF_DSN"), &racefree.Config{TxAttempts: 100})
 	if err != nil {
 		return err
