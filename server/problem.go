@@ -16,6 +16,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
+	"github.com/racefree/racefree/seq"
 )
 
 // Problem represents an RFC 9457 problem details document.
@@ -66,6 +67,8 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return problem.NotHeld.New(err.Error())
 	case errors.Is(err, racefree.ErrInProgress):
 		return problem.InProgress.New("a request with this Idempotency-Key is still being processed; retry later")
+	case errors.Is(err, seq.ErrExhausted):
+		return problem.SequenceExhausted.New(err.Error())
 	case errors.Is(err, racefree.ErrMismatch):
 		return problem.KeyMismatch.New("this Idempotency-Key was used with a different request")
 	case errors.Is(err, racefree.ErrSchemaOutdated), errors.Is(err, racefree.ErrSchemaTooNew):

@@ -96,6 +96,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.claimRoutes()
 	s.inboxRoutes()
+	s.sequenceRoutes()
 }
 
 // Handler returns the server's root handler: routing, metrics, the bearer

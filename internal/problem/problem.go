@@ -47,6 +47,7 @@ var (
 	NotHeld               = Kind{"not-held", "Not held", http.StatusConflict}
 	StaleFence            = Kind{"stale-fence", "Stale fencing token", http.StatusConflict}
 	InProgress            = Kind{"idempotency-in-progress", "Request in progress", http.StatusConflict}
+	SequenceExhausted     = Kind{"sequence-exhausted", "Sequence exhausted", http.StatusConflict}
 	TooLarge              = Kind{"too-large", "Request body too large", http.StatusRequestEntityTooLarge}
 	KeyMismatch           = Kind{"idempotency-key-mismatch", "Idempotency-Key reused", http.StatusUnprocessableEntity}
 	Internal              = Kind{"internal", "Internal error", http.StatusInternalServerError}
@@ -59,7 +60,7 @@ var (
 // Kinds returns every registered kind.
 func Kinds() []Kind {
 	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature,
-		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, TooLarge,
+		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, SequenceExhausted, TooLarge,
 		KeyMismatch, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady}
 }
 

@@ -1,0 +1,43 @@
+// Package seq hands out gapless numbers per (scope, name) counter: invoice
+// numbers, ticket numbers, the positions of an audit log.
+//
+// MAX(number)+1 hands one number out twice when two callers read the same
+// maximum; LOCK TABLE makes every scope wait behind one; a database
+// SEQUENCE is not per scope and leaves a gap for every rolled-back
+// transaction. A counter here is one row, racefree_sequences (scope, name,
+// last), and NextN is one statement:
+//
+//	INSERT … VALUES (scope, name, n) ON CONFLICT (scope, name)
+//	DO UPDATE SET last = last + n RETURNING last
+//
+// The first call creates the row; every later call increments it under the
+// row's own lock (the database's write lock on SQLite), held until the
+// caller's transaction ends. So:
+//
+//   - however many callers (goroutines, processes, instances) run Next on
+//     one counter at once, the committed numbers are exactly 1..N, with no
+//     gap and no duplicate;
+//   - a transaction that rolls back consumes nothing: the next caller gets
+//     the same numbers;
+//   - counters of other scopes or names are other rows and never wait for
+//     each other on PostgreSQL (SQLite has one writer for the whole file).
+//
+// Pass the caller's transaction, so that the number commits or rolls back
+// with the row that carries it, and keep that transaction short: the next
+// caller of the same counter waits for it.
+//
+// # Isolation
+//
+// At PostgreSQL's READ COMMITTED (racefree's default) a caller that waited
+// for the row lock increments the value the other transaction committed.
+// At REPEATABLE READ or SERIALIZABLE PostgreSQL refuses instead, with a
+// serialization failure (SQLSTATE 40001, racefree.ErrRetryable): the caller
+// must roll back and run its whole transaction again. racefree.DB.InTx does
+// that; inside it, SET TRANSACTION ISOLATION LEVEL as the first statement
+// selects the level. On SQLite every racefree transaction begins
+// IMMEDIATE, holding the write lock before its first read.
+//
+// The scope leads the counter's key; it is where the tenant will go.
+// Current reads the last number handed out, without a lock: never use
+// Current + 1 as a number.
+package seq

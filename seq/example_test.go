@@ -1,0 +1,56 @@
+package seq_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/seq"
+	"github.com/racefree/racefree/sqlite"
+)
+
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir, _ := os.MkdirTemp("", "seq-example")
+	defer os.RemoveAll(dir)
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), &racefree.Config{Schema: racefree.SchemaMigrate})
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	_, _ = db.ExecContext(ctx, `CREATE TABLE invoices (tenant TEXT NOT NULL, number BIGINT NOT NULL, PRIMARY KEY (tenant, number))`)
+	numbers := seq.New(db)
+
+	invoice := func(tenant string, fail bool) (n int64, err error) {
+		err = db.InTx(ctx, func(tx *sql.Tx) error {
+			if n, err = numbers.Next(ctx, tx, tenant, "invoice"); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO invoices VALUES (?1, ?2)`, tenant, n); err != nil {
+				return err
+			}
+			if fail {
+				return fmt.Errorf("payment declined")
+			}
+			return nil
+		})
+		return n, err
+	}
+	fmt.Println(invoice("acme", false))
+	fmt.Println(invoice("acme", true)) // rolled back: number 2 is not consumed
+	fmt.Println(invoice("acme", false))
+	fmt.Println(invoice("globex", false))
+	first, err := numbers.NextN(ctx, db, "acme", "invoice", 10)
+	fmt.Println(first, err)
+	// Output:
+	// 1 <nil>
+	// 2 payment declined
+	// 2 <nil>
+	// 1 <nil>
+	// 3 <nil>
+}

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/seq"
+)
+
+// sequenceRoutes serves the gapless counters of package seq.
+type sequenceRoutes struct {
+	counters *seq.Counters
+	ops      *prometheus.CounterVec // outcome
+}
+
+func (s *Server) sequenceRoutes() {
+	sr := &sequenceRoutes{counters: seq.New(s.db), ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racefree_sequence_operations_total",
+		Help: "Sequence next calls by outcome: ok, exhausted, invalid or error.",
+	}, []string{"outcome"})}
+	s.reg.MustRegister(sr.ops)
+	s.mux.Handle("POST /v1/sequences/{scope}/{name}/next", s.transactional(sr.next))
+}
+
+type sequenceJSON struct {
+	Scope string `json:"scope"`
+	Name  string `json:"name"`
+	First int64  `json:"first"`
+	Last  int64  `json:"last"`
+}
+
+// next hands out n numbers (default 1) of the path's counter in the
+// request's transaction: with an Idempotency-Key, the numbers and the
+// stored answer commit together, so a retried request gets the same
+// numbers back and none is consumed twice.
+func (sr *sequenceRoutes) next(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
+	var req struct {
+		N *int64 `json:"n"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	n := int64(1)
+	if req.N != nil {
+		n = *req.N
+	}
+	scope, name := r.PathValue("scope"), r.PathValue("name")
+	first, err := sr.counters.NextN(ctx, exec, scope, name, n)
+	sr.count(err)
+	if err != nil {
+		return nil, err
+	}
+	return sequenceJSON{Scope: scope, Name: name, First: first, Last: first + n - 1}, nil
+}
+
+func (sr *sequenceRoutes) count(err error) {
+	outcome := "error"
+	switch {
+	case err == nil:
+		outcome = "ok"
+	case errors.Is(err, seq.ErrExhausted):
+		outcome = "exhausted"
+	case errors.Is(err, racefree.ErrInvalidInput):
+		outcome = "invalid"
+	}
+	sr.ops.WithLabelValues(outcome).Inc()
+}
