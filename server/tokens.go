@@ -64,7 +64,7 @@ func (e *tokenRefusedError) Error() string { return "token refused: " + e.Outcom
 
 func (s *Server) tokenStore() (*onetime.Store, error) {
 	if s.tokens.err != nil {
-		return nil, fmt.Errorf("token options: %w", s.tokens.err)
+		return nil, fmt.Errorf("token options: %v", s.tokens.err) // a configuration error, not the client's: 500
 	}
 	return s.tokens.store, nil
 }
