@@ -255,13 +255,27 @@ func TestConcurrentRotationsNeverMakeTwoSuccessors(t *testing.T) {
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		t.Parallel()
 		ctx := context.Background()
-		for _, grace := range []time.Duration{0, time.Minute} {
+		for _, c := range []struct {
+			grace time.Duration
+			inTx  bool // each rotation in a caller's transaction
+		}{{0, false}, {time.Minute, false}, {0, true}, {time.Minute, true}} {
+			grace := c.grace
 			s := newStore(t, db, &onetime.Options{Grace: grace, Secret: secret})
 			r, err := s.IssueRefresh(ctx, db, "user-7", time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rots := together(t, 64, func() (onetime.Rotation, error) { return s.Rotate(ctx, db, r.Token) })
+			rots := together(t, 64, func() (onetime.Rotation, error) {
+				if !c.inTx {
+					return s.Rotate(ctx, db, r.Token)
+				}
+				var rot onetime.Rotation
+				err := db.InTx(ctx, func(tx *sql.Tx) (err error) {
+					rot, err = s.Rotate(ctx, tx, r.Token)
+					return err
+				})
+				return rot, err
+			})
 			counts := map[onetime.Outcome]int{}
 			successors := map[string]bool{}
 			for _, rot := range rots {
