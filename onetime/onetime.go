@@ -479,3 +479,68 @@ func checkSubjectTTL(subject string, ttl time.Duration) error {
 	}
 	return nil
 }
+
+// Reap deletes the tenant's codes that expired at least grace ago, used or
+// not, and its refresh-token families whose live token expired at least
+// grace ago, with the tokens they retired, batch rows per statement (0:
+// 1000), until none is left or ctx ends. It returns how many codes and
+// families it deleted. Nothing it deletes could still be redeemed or
+// rotated, so grace only decides how long a refusal is explained (Expired,
+// AlreadyUsed, Revoked) before it becomes Unknown. Each batch commits on
+// its own; on PostgreSQL a batch skips rows that a concurrent transaction
+// holds locked, and re-checks the expiry on the row's latest version.
+func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (codes, families int64, err error) {
+	if grace < 0 {
+		return 0, 0, racefree.Invalid("grace", "must not be negative")
+	}
+	if batch <= 0 {
+		batch = 1000
+	}
+	for {
+		res, err := s.db.ExecContext(ctx, s.q.Get("reap_codes"), s.tenant, grace.Milliseconds(), batch, s.db.ClockArg())
+		if err != nil {
+			return codes, families, fmt.Errorf("onetime reap: %w", s.db.InterpretError(err))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return codes, families, fmt.Errorf("onetime reap: %w", err)
+		}
+		codes += n
+		if n < int64(batch) {
+			break
+		}
+	}
+	for {
+		var n int64
+		err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+			n = 0
+			if s.db.Engine() == racefree.Postgres {
+				return tx.QueryRowContext(ctx, s.q.Get("reap_families"), s.tenant, grace.Milliseconds(), batch, s.db.ClockArg()).Scan(&n)
+			}
+			now := s.db.ClockArg()
+			if now == nil {
+				var ms int64
+				if err := tx.QueryRowContext(ctx, s.q.Get("now")).Scan(&ms); err != nil {
+					return err
+				}
+				now = ms
+			}
+			if _, err := tx.ExecContext(ctx, s.q.Get("reap_retired"), s.tenant, grace.Milliseconds(), batch, now); err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, s.q.Get("reap_families"), s.tenant, grace.Milliseconds(), batch, now)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return codes, families, fmt.Errorf("onetime reap: %w", err)
+		}
+		families += n
+		if n < int64(batch) {
+			return codes, families, nil
+		}
+	}
+}

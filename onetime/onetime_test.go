@@ -656,3 +656,68 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestReapForgetsOnlyWhatCanNoLongerBeUsed(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		clock.Set(t0)
+		s := newStore(t, db, nil)
+		other := newStore(t, db, &onetime.Options{Tenant: "other"})
+		var short, long []string
+		for range 5 {
+			c, _ := s.Issue(ctx, db, "login", "u", time.Second)
+			short = append(short, c.Token)
+			c, _ = s.Issue(ctx, db, "login", "u", time.Hour)
+			long = append(long, c.Token)
+		}
+		otherCode, _ := other.Issue(ctx, db, "login", "u", time.Second)
+		dead, _ := s.IssueRefresh(ctx, db, "u", time.Second)
+		rot, _ := s.Rotate(ctx, db, dead.Token) // retires dead.Token; the successor lives 1s too
+		live, _ := s.IssueRefresh(ctx, db, "u", time.Second)
+		clock.Set(t0.Add(500 * time.Millisecond))
+		liveRot, _ := s.Rotate(ctx, db, live.Token) // moves its expiry to t0+1.5s
+
+		clock.Set(t0.Add(time.Second + 100*time.Millisecond))
+		// Within the grace of 100ms: nothing yet.
+		if c, f, err := s.Reap(ctx, 101*time.Millisecond, 2); err != nil || c != 0 || f != 0 {
+			t.Fatalf("reap within the grace: %d codes, %d families, %v; want none", c, f, err)
+		}
+		c, f, err := s.Reap(ctx, 100*time.Millisecond, 2) // batches of 2: several rounds
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != 5 || f != 1 {
+			t.Fatalf("reaped %d codes and %d families, want 5 and 1", c, f)
+		}
+		for _, tok := range short {
+			if r, _ := s.Consume(ctx, db, "login", tok); r.Outcome != onetime.Unknown {
+				t.Fatalf("reaped code: %v, want unknown", r.Outcome)
+			}
+		}
+		for _, tok := range long {
+			if r, _ := s.Consume(ctx, db, "login", tok); r.Outcome != onetime.Consumed {
+				t.Fatalf("live code after a reap: %v, want consumed", r.Outcome)
+			}
+		}
+		if r, _ := other.Consume(ctx, db, "login", otherCode.Token); r.Outcome != onetime.Expired {
+			t.Fatalf("another tenant's code: %v, want expired (not reaped)", r.Outcome)
+		}
+		for _, tok := range []string{dead.Token, rot.Next.Token} {
+			if r, _ := s.Rotate(ctx, db, tok); r.Outcome != onetime.Unknown {
+				t.Fatalf("reaped family: %v, want unknown", r.Outcome)
+			}
+		}
+		if r, _ := s.Rotate(ctx, db, liveRot.Next.Token); r.Outcome != onetime.Rotated {
+			t.Fatalf("the rotated family after a reap: %v, want rotated", r.Outcome)
+		}
+		var retired int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_refresh_retired`).Scan(&retired); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := retired, 2; got != want { // live's first and second tokens
+			t.Fatalf("%d retired tokens left, want %d (the reaped family's are gone)", got, want)
+		}
+	})
+}
