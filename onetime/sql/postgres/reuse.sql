@@ -14,7 +14,7 @@ WITH clock AS (
 )
 UPDATE racefree_refresh_families AS f
 SET revoked_at = CASE WHEN f.prev = $2 AND f.head = $3
-                       AND clock.now < f.rotated_at + $4 AND clock.now < f.head_expires_at::bigint
+                       AND clock.now < f.rotated_at + $4::bigint AND clock.now < f.head_expires_at
                       THEN NULL ELSE clock.now END
 FROM clock, racefree_refresh_retired AS r
 WHERE r.tenant = $1 AND r.hash = $2
