@@ -33,6 +33,21 @@ func (s *Server) tokenRoutes() {
 	s.mux.Handle("POST /v1/tokens/rotate", s.tokenBearing(s.rotateToken))
 }
 
+// ReapTokens deletes the default tenant's one-time codes and
+// refresh-token families that can no longer be used and expired at least
+// grace ago, and counts them in racefree_reaped_rows_total. Serve calls it
+// every minute.
+func (s *Server) ReapTokens(ctx context.Context, grace time.Duration) (codes, families int64, err error) {
+	store, err := s.tokenStore()
+	if err != nil {
+		return 0, 0, err
+	}
+	codes, families, err = store.Reap(ctx, grace, 0)
+	s.CountReaped("token_codes", codes)
+	s.CountReaped("token_families", families)
+	return codes, families, err
+}
+
 // tokenBearing serves op, whose answer carries a token in clear, in one
 // transaction like transactional, but never stores its answer: racefree
 // keeps only the hashes of tokens, also in idempotency records. A request

@@ -62,6 +62,7 @@ func serveCmd() *cobra.Command {
 	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
 	f.DurationVar(&inboxOpts.InboxRetention, "inbox-retention", inbox.DefaultRetention, "how long webhook event IDs are kept to recognise redeliveries (at least the senders' retry horizon)")
 	f.DurationVar(&reaping.ClaimGrace, "claim-grace", defaultClaimGrace, "how long a lapsed or released application claim stays readable before the reaper deletes it (fences never go backwards after a reap)")
+	f.DurationVar(&reaping.TokenRetention, "token-retention", defaultTokenRetention, "how long after they expire one-time codes and refresh-token families are kept, to answer expired or already used rather than unknown")
 	f.DurationVar(&reaping.DedupRetention, "dedup-retention", defaultDedupRetention, "how long after its window lapsed a dedup fingerprint (its counts and recorded result) is kept")
 	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
 	f.StringVar(&inboxOpts.MetricsToken, "metrics-token", envOr("RACEFREE_METRICS_TOKEN", ""), "bearer token required on /metrics when set; may equal --token (env RACEFREE_METRICS_TOKEN)")
@@ -120,6 +121,9 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	}
 	if reaping.DedupRetention < 0 {
 		return racefree.Invalid("dedup-retention", "must not be negative")
+	}
+	if reaping.TokenRetention < 0 {
+		return racefree.Invalid("token-retention", "must not be negative")
 	}
 	if err := checkRefresh(opts.RefreshGrace, opts.RefreshSecret); err != nil {
 		return err
@@ -193,12 +197,14 @@ func loopback(addr net.Addr) bool {
 const (
 	defaultClaimGrace     = time.Hour
 	defaultDedupRetention = 24 * time.Hour
+	defaultTokenRetention = 24 * time.Hour
 )
 
 // reapOptions says how long the reaper keeps what lapsed.
 type reapOptions struct {
 	ClaimGrace     time.Duration // application claims, after they lapse or are released
 	DedupRetention time.Duration // dedup fingerprints, after their window lapses
+	TokenRetention time.Duration // one-time codes and refresh-token families, after they expire
 }
 
 // reap runs reapOnce every minute until ctx ends.
@@ -237,6 +243,12 @@ func reapOnce(ctx context.Context, api *server.Server, claims *claim.Store, fing
 		log.Warn("reap of dedup fingerprints failed", "err", err)
 	} else if n > 0 {
 		log.Info("reaped", "dedup_fingerprints", n)
+	}
+	codes, families, err := api.ReapTokens(ctx, opts.TokenRetention)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("reap of tokens failed", "err", err)
+	} else if codes+families > 0 {
+		log.Info("reaped", "token_codes", codes, "token_families", families)
 	}
 }
 
