@@ -48,6 +48,9 @@
 // PostgreSQL and two in one transaction on SQLite; a grace-window retry
 // or a reuse is two statements; other refusals read once more to explain.
 //
+// Reap deletes codes and families that can no longer be used, once they
+// have been expired for a retention period, in batches.
+//
 // Every table's key and index leads with the Store's tenant
 // (Options.Tenant), so that tenancy can make it the tenant of the
 // credentials without a data migration.

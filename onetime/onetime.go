@@ -244,13 +244,13 @@ func (s *Store) explainCode(ctx context.Context, exec racefree.Executor, h []byt
 		r.Outcome, r.UsedAt = AlreadyUsed, racefree.FromMillis(used.Int64)
 	case revoked.Valid:
 		r.Outcome = Revoked
-	default:
-		// Expired, or (in a caller's transaction that cannot see a
-		// concurrent redemption yet) used by a transaction not committed.
+	case now >= expires:
 		r.Outcome = Expired
-		if now < expires {
-			r.Outcome = AlreadyUsed
-		}
+	default:
+		// Live and unused, yet the UPDATE matched nothing: not reachable at
+		// READ COMMITTED, where the UPDATE waits for any transaction that
+		// holds the row. Refused all the same; say so as already used.
+		r.Outcome = AlreadyUsed
 	}
 	return r, nil
 }

@@ -84,10 +84,17 @@ func TestTokenRoutesThatAnswerATokenRefuseIdempotencyKeys(t *testing.T) {
 				t.Fatalf("consume %d with a key: %d %v %v", i, code, body, hdr)
 			}
 		}
-		for _, table := range []string{"racefree_onetime_codes", "racefree_idempotency"} {
+		// A refusal is an outcome: stored and replayed too.
+		for i, want := range []string{"", "true"} {
+			code, body, hdr := do(t, h, "POST", "/v1/tokens/consume", consume, "Idempotency-Key", `"k4"`)
+			if code != 409 || body["type"] != "urn:racefree:problem:token-used" || hdr.Get("Idempotent-Replayed") != want {
+				t.Fatalf("refused consume %d with a key: %d %v %v", i, code, body, hdr)
+			}
+		}
+		for table, want := range map[string]int{"racefree_onetime_codes": 1, "racefree_idempotency": 2} {
 			var n int
-			if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM `+table).Scan(&n); err != nil || n != 1 {
-				t.Fatalf("%s: %d rows, %v; want 1", table, n, err)
+			if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM `+table).Scan(&n); err != nil || n != want {
+				t.Fatalf("%s: %d rows, %v; want %d", table, n, err, want)
 			}
 		}
 	})
