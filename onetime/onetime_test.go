@@ -509,7 +509,7 @@ func TestRoundTrips(t *testing.T) {
 		s := newStore(t, db, &onetime.Options{Grace: time.Minute, Secret: secret})
 		code, _ := s.Issue(ctx, db, "login", "u", time.Hour)
 		r, _ := s.IssueRefresh(ctx, db, "u", time.Hour)
-		rotate := 1
+		rotate, next := 1, ""
 		if db.Engine() == racefree.SQLite {
 			rotate = 2
 		}
@@ -529,8 +529,17 @@ func TestRoundTrips(t *testing.T) {
 			}, onetime.Rotated, rotate},
 			{"retry in the grace window", func(e racefree.Executor) onetime.Outcome {
 				rot, _ := s.Rotate(ctx, e, r.Token)
+				next = rot.Next.Token
 				return rot.Outcome
 			}, onetime.Replayed, 2},
+			{"rotate the successor", func(e racefree.Executor) onetime.Outcome {
+				rot, _ := s.Rotate(ctx, e, next)
+				return rot.Outcome
+			}, onetime.Rotated, rotate},
+			{"reuse", func(e racefree.Executor) onetime.Outcome {
+				rot, _ := s.Rotate(ctx, e, r.Token)
+				return rot.Outcome
+			}, onetime.Reused, 2},
 		} {
 			err := db.InTx(ctx, func(tx *sql.Tx) error {
 				c := &counter{Executor: tx}
