@@ -51,6 +51,11 @@
 // Reap deletes codes and families that can no longer be used, once they
 // have been expired for a retention period, in batches.
 //
+// Compatible mode: against a schema older than migration 010 (opened with
+// racefree.SchemaAllowOutdated during a deploy) every operation fails
+// with racefree.ErrSchemaOutdated and writes nothing; the same Store works
+// as soon as the migration lands.
+//
 // Every table's key and index leads with the Store's tenant
 // (Options.Tenant), so that tenancy can make it the tenant of the
 // credentials without a data migration.

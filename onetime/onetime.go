@@ -32,6 +32,9 @@ const (
 	MinSecretBytes  = 32
 )
 
+// schema is the migration that created the tables of this package.
+const schema = 10
+
 // DefaultTenant is the tenant of a Store whose Options name none.
 const DefaultTenant = "default"
 
@@ -171,6 +174,9 @@ func (s *Store) Issue(ctx context.Context, exec racefree.Executor, purpose, subj
 	if err := checkSubjectTTL(subject, ttl); err != nil {
 		return nil, err
 	}
+	if err := s.requireSchema(ctx, exec); err != nil {
+		return nil, err
+	}
 	token := newToken()
 	var issued, expires int64
 	err := exec.QueryRowContext(ctx, s.q.Get("issue"), s.tenant, hash(token), purpose, subject, ttl.Milliseconds(), s.db.ClockArg()).
@@ -203,6 +209,9 @@ func (s *Store) Consume(ctx context.Context, exec racefree.Executor, purpose, to
 		return Redemption{}, err
 	}
 	if err := racefree.CheckText("token", token, MaxTokenBytes); err != nil {
+		return Redemption{}, err
+	}
+	if err := s.requireSchema(ctx, exec); err != nil {
 		return Redemption{}, err
 	}
 	h := hash(token)
@@ -266,6 +275,9 @@ func (s *Store) RevokeCodes(ctx context.Context, exec racefree.Executor, purpose
 	if err := racefree.CheckText("subject", subject, MaxSubjectBytes); err != nil {
 		return 0, err
 	}
+	if err := s.requireSchema(ctx, exec); err != nil {
+		return 0, err
+	}
 	res, err := exec.ExecContext(ctx, s.q.Get("revoke_codes"), s.tenant, purpose, subject, s.db.ClockArg())
 	if err != nil {
 		return 0, fmt.Errorf("onetime revoke: %w", s.db.InterpretError(err))
@@ -295,6 +307,9 @@ type Rotation struct {
 // transaction. Bad input is an *racefree.InputError and writes nothing.
 func (s *Store) IssueRefresh(ctx context.Context, exec racefree.Executor, subject string, ttl time.Duration) (*Refresh, error) {
 	if err := checkSubjectTTL(subject, ttl); err != nil {
+		return nil, err
+	}
+	if err := s.requireSchema(ctx, exec); err != nil {
 		return nil, err
 	}
 	token := newToken()
@@ -336,6 +351,9 @@ func (s *Store) IssueRefresh(ctx context.Context, exec racefree.Executor, subjec
 // outcome is unknown: retry within the grace window.
 func (s *Store) Rotate(ctx context.Context, exec racefree.Executor, token string) (Rotation, error) {
 	if err := racefree.CheckText("token", token, MaxTokenBytes); err != nil {
+		return Rotation{}, err
+	}
+	if err := s.requireSchema(ctx, exec); err != nil {
 		return Rotation{}, err
 	}
 	h := hash(token)
@@ -423,6 +441,9 @@ func (s *Store) RevokeFamilies(ctx context.Context, exec racefree.Executor, subj
 	if err := racefree.CheckText("subject", subject, MaxSubjectBytes); err != nil {
 		return 0, err
 	}
+	if err := s.requireSchema(ctx, exec); err != nil {
+		return 0, err
+	}
 	res, err := exec.ExecContext(ctx, s.q.Get("revoke_families"), s.tenant, subject, s.db.ClockArg())
 	if err != nil {
 		return 0, fmt.Errorf("onetime revoke families: %w", s.db.InterpretError(err))
@@ -496,6 +517,9 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (codes
 	if batch <= 0 {
 		batch = 1000
 	}
+	if err := s.requireSchema(ctx, s.db); err != nil {
+		return 0, 0, err
+	}
 	for {
 		res, err := s.db.ExecContext(ctx, s.q.Get("reap_codes"), s.tenant, grace.Milliseconds(), batch, s.db.ClockArg())
 		if err != nil {
@@ -543,4 +567,20 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (codes
 			return codes, families, nil
 		}
 	}
+}
+
+// requireSchema fails with racefree.ErrSchemaOutdated, before anything is
+// written, against a schema older than migration 010 (a database opened
+// with racefree.SchemaAllowOutdated during a deploy). It reads the version
+// through exec until it has seen the migration applied, then answers from
+// memory.
+func (s *Store) requireSchema(ctx context.Context, exec racefree.Executor) error {
+	ok, err := s.db.SchemaAtLeast(ctx, exec, schema)
+	if err != nil {
+		return fmt.Errorf("onetime: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("onetime: needs migration %03d: %w", schema, racefree.ErrSchemaOutdated)
+	}
+	return nil
 }

@@ -730,3 +730,40 @@ func TestReapForgetsOnlyWhatCanNoLongerBeUsed(t *testing.T) {
 		}
 	})
 }
+
+// TestCompatibleModeOnThePreviousSchema: before migration 010 every
+// operation is ErrSchemaOutdated and writes nothing; once it lands the
+// same Store works.
+func TestCompatibleModeOnThePreviousSchema(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+		if _, err := db.MigrateUpTo(ctx, 9); err != nil {
+			t.Fatal(err)
+		}
+		s := newStore(t, db, nil)
+		_, err1 := s.Issue(ctx, db, "p", "u", time.Hour)
+		_, err2 := s.Consume(ctx, db, "p", "token")
+		_, err3 := s.IssueRefresh(ctx, db, "u", time.Hour)
+		_, err4 := s.Rotate(ctx, db, "token")
+		_, err5 := s.RevokeCodes(ctx, db, "p", "u")
+		_, err6 := s.RevokeFamilies(ctx, db, "u")
+		_, _, err7 := s.Reap(ctx, 0, 0)
+		for i, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
+			if !errors.Is(err, racefree.ErrSchemaOutdated) {
+				t.Errorf("operation %d on the previous schema: %v, want ErrSchemaOutdated", i+1, err)
+			}
+		}
+		if _, err := db.MigrateUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.Issue(ctx, db, "p", "u", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Consume(ctx, db, "p", c.Token); err != nil || r.Outcome != onetime.Consumed {
+			t.Fatalf("after the migration: %v %v", r.Outcome, err)
+		}
+	})
+}
