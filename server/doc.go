@@ -15,7 +15,11 @@
 // Each state-changing route of racefree's own (claims, events) runs in one
 // transaction; with an Idempotency-Key the operation, the key's record and
 // the stored response commit together, so a crash between them leaves
-// nothing for the retry to trip on.
+// nothing for the retry to trip on. The token routes that answer with a
+// token (POST /v1/tokens, /v1/tokens/rotate) run in one transaction too
+// but refuse an Idempotency-Key: racefree never stores a token, not even
+// in a stored response; a lost rotation is retried within the refresh
+// grace window instead.
 //
 // When Options.Token is set, /v1/ requires "Authorization: Bearer <token>"
 // (except the signed POST /v1/inbox/{source}); Options.MetricsToken guards

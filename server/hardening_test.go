@@ -207,6 +207,9 @@ func TestDatabaseOutageIs503OnEveryRoute(t *testing.T) {
 		{"POST", "/v1/events/fp/result", `{"fence":1,"classification":"c"}`, nil},
 		{"POST", "/v1/inbox/stripe", `{}`, webhook(t, secret, "evt_1", time.Now(), `{}`)},
 		{"GET", "/v1/inbox/stripe", "", nil},
+		{"POST", "/v1/tokens", `{"purpose":"p","subject":"s","ttl_ms":60000}`, nil},
+		{"POST", "/v1/tokens/consume", `{"purpose":"p","token":"t"}`, []string{"Idempotency-Key", `"k3"`}},
+		{"POST", "/v1/tokens/rotate", `{"token":"t"}`, nil},
 	} {
 		code, body, hdr := do(t, h, c.method, c.path, c.body, c.header...)
 		if code != 503 || hdr.Get("Retry-After") == "" || hdr.Get("Content-Type") != "application/problem+json" {
@@ -438,6 +441,9 @@ func TestBearerTokenOnEveryV1Route(t *testing.T) {
 			{"POST", "/v1/events", `{"source":"s","level":"l","message":"m"}`},
 			{"POST", "/v1/events/fp/result", `{"fence":1,"classification":"c"}`},
 			{"GET", "/v1/inbox/stripe", ""},
+			{"POST", "/v1/tokens", `{"purpose":"p","subject":"s","ttl_ms":60000}`},
+			{"POST", "/v1/tokens/consume", `{"purpose":"p","token":"t"}`},
+			{"POST", "/v1/tokens/rotate", `{"token":"t"}`},
 			{"GET", "/v1/nowhere", ""},
 		}
 		for _, auth := range []string{"", "Bearer wrong", "s3cret", "Bearer s3cret "} {

@@ -10,6 +10,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
+	"github.com/racefree/racefree/onetime"
 )
 
 // operation is one of racefree's own state-changing routes. All its
@@ -30,8 +31,10 @@ type response struct {
 // an unknown fingerprint) or a failure (an outage), after which the retry
 // must run again. It keeps idempotency.StoreStatus's rule.
 func executed(err error) bool {
+	var tr *tokenRefusedError
 	return err == nil || errors.Is(err, racefree.ErrHeld) || errors.Is(err, racefree.ErrNotHeld) ||
-		errors.Is(err, racefree.ErrStaleFence)
+		errors.Is(err, racefree.ErrStaleFence) ||
+		errors.As(err, &tr) && tr.Outcome != onetime.Unknown // a revocation on reuse must commit
 }
 
 // transactional serves op in one transaction. With an Idempotency-Key, the

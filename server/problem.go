@@ -45,8 +45,11 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		held *claim.HeldError
 		sf   *claim.StaleFenceError
 		mbe  *http.MaxBytesError
+		tr   *tokenRefusedError
 	)
 	switch {
+	case errors.As(err, &tr):
+		return tokenProblem(tr)
 	case errors.As(err, &mbe):
 		return problem.TooLarge.New("the request body is limited to " + strconv.FormatInt(mbe.Limit, 10) + " bytes")
 	case errors.As(err, &ie):

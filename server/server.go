@@ -46,6 +46,15 @@ type Options struct {
 	// answers 503 with Retry-After; its transaction rolls back (a single
 	// write outside one may have run: retry it). Defaults to none.
 	RequestTimeout time.Duration
+	// RefreshGrace is how long after a rotation a retry with the rotated
+	// refresh token gets the same successor back instead of revoking its
+	// family (onetime.Options.Grace). Defaults to 0; more needs
+	// RefreshSecret.
+	RefreshGrace time.Duration
+	// RefreshSecret derives refresh-token successors
+	// (onetime.Options.Secret): at least 32 bytes, the same on every
+	// instance. Defaults to a random secret of this process.
+	RefreshSecret []byte
 }
 
 // Server represents racefree's HTTP API over one database.
@@ -58,6 +67,7 @@ type Server struct {
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	inbox   *inboxRoutes
+	tokens  *tokenRoutes
 	metrics *metrics
 
 	claims *claim.Store
@@ -97,6 +107,7 @@ func (s *Server) routes() {
 	s.claimRoutes()
 	s.inboxRoutes()
 	s.sequenceRoutes()
+	s.tokenRoutes()
 }
 
 // Handler returns the server's root handler: routing, metrics, the bearer

@@ -18,6 +18,7 @@ import (
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/inbox"
+	"github.com/racefree/racefree/onetime"
 	"github.com/racefree/racefree/server"
 	"github.com/spf13/cobra"
 )
@@ -31,6 +32,7 @@ func serveCmd() *cobra.Command {
 		inboxOpts       server.Options
 		limits          timeouts
 		reaping         reapOptions
+		refreshSecret   string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -45,6 +47,9 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			inboxOpts.InboxSecrets = secrets
+			if refreshSecret != "" {
+				inboxOpts.RefreshSecret = []byte(refreshSecret)
+			}
 			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits, reaping)
 		},
 	}
@@ -57,6 +62,7 @@ func serveCmd() *cobra.Command {
 	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
 	f.DurationVar(&inboxOpts.InboxRetention, "inbox-retention", inbox.DefaultRetention, "how long webhook event IDs are kept to recognise redeliveries (at least the senders' retry horizon)")
 	f.DurationVar(&reaping.ClaimGrace, "claim-grace", defaultClaimGrace, "how long a lapsed or released application claim stays readable before the reaper deletes it (fences never go backwards after a reap)")
+	f.DurationVar(&reaping.TokenRetention, "token-retention", defaultTokenRetention, "how long after they expire one-time codes and refresh-token families are kept, to answer expired or already used rather than unknown")
 	f.DurationVar(&reaping.DedupRetention, "dedup-retention", defaultDedupRetention, "how long after its window lapsed a dedup fingerprint (its counts and recorded result) is kept")
 	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
 	f.StringVar(&inboxOpts.MetricsToken, "metrics-token", envOr("RACEFREE_METRICS_TOKEN", ""), "bearer token required on /metrics when set; may equal --token (env RACEFREE_METRICS_TOKEN)")
@@ -65,6 +71,8 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&inboxOpts.RequestTimeout, "request-timeout", 20*time.Second, "how long a request may wait for the database before it answers 503")
 	f.DurationVar(&limits.write, "write-timeout", 30*time.Second, "how long a request may take from its headers to the end of its response (more than --request-timeout)")
 	f.DurationVar(&limits.idle, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
+	f.DurationVar(&inboxOpts.RefreshGrace, "refresh-grace", 0, "how long after a rotation a retry with the rotated refresh token gets the same successor back instead of revoking its family; above 0 needs --refresh-secret")
+	f.StringVar(&refreshSecret, "refresh-secret", envOr("RACEFREE_REFRESH_SECRET", ""), "secret (at least 32 bytes, the same on every instance) that derives refresh-token successors (env RACEFREE_REFRESH_SECRET)")
 	return cmd
 }
 
@@ -113,6 +121,12 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	}
 	if reaping.DedupRetention < 0 {
 		return racefree.Invalid("dedup-retention", "must not be negative")
+	}
+	if reaping.TokenRetention < 0 {
+		return racefree.Invalid("token-retention", "must not be negative")
+	}
+	if err := checkRefresh(opts.RefreshGrace, opts.RefreshSecret); err != nil {
+		return err
 	}
 	// Listen before opening the database, so that a port in use fails
 	// before anything is written.
@@ -183,12 +197,14 @@ func loopback(addr net.Addr) bool {
 const (
 	defaultClaimGrace     = time.Hour
 	defaultDedupRetention = 24 * time.Hour
+	defaultTokenRetention = 24 * time.Hour
 )
 
 // reapOptions says how long the reaper keeps what lapsed.
 type reapOptions struct {
 	ClaimGrace     time.Duration // application claims, after they lapse or are released
 	DedupRetention time.Duration // dedup fingerprints, after their window lapses
+	TokenRetention time.Duration // one-time codes and refresh-token families, after they expire
 }
 
 // reap runs reapOnce every minute until ctx ends.
@@ -228,4 +244,24 @@ func reapOnce(ctx context.Context, api *server.Server, claims *claim.Store, fing
 	} else if n > 0 {
 		log.Info("reaped", "dedup_fingerprints", n)
 	}
+	codes, families, err := api.ReapTokens(ctx, opts.TokenRetention)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("reap of tokens failed", "err", err)
+	} else if codes+families > 0 {
+		log.Info("reaped", "token_codes", codes, "token_families", families)
+	}
+}
+
+// checkRefresh refuses refresh-token options that onetime.New would
+// refuse, before anything is opened.
+func checkRefresh(grace time.Duration, secret []byte) error {
+	switch {
+	case grace < 0 || grace > onetime.MaxGrace || grace%time.Millisecond != 0:
+		return racefree.Invalid("refresh-grace", "must be between 0 and %s in whole milliseconds", onetime.MaxGrace)
+	case len(secret) == 0 && grace > 0:
+		return racefree.Invalid("refresh-secret", "is required with a --refresh-grace above 0, and must be the same on every instance")
+	case len(secret) > 0 && len(secret) < onetime.MinSecretBytes:
+		return racefree.Invalid("refresh-secret", "must be at least %d bytes", onetime.MinSecretBytes)
+	}
+	return nil
 }

@@ -55,13 +55,21 @@ var (
 	IdempotencyUnknown    = Kind{"idempotency-unavailable", "Idempotency store unavailable", http.StatusServiceUnavailable}
 	Schema                = Kind{"schema", "Database schema mismatch", http.StatusServiceUnavailable}
 	NotReady              = Kind{"not-ready", "Not ready", http.StatusServiceUnavailable}
+
+	// Refusals of one-time codes and refresh tokens (onetime).
+	TokenUnknown = Kind{"token-unknown", "Unknown token", http.StatusNotFound}
+	TokenUsed    = Kind{"token-used", "Token already used", http.StatusConflict}
+	TokenReused  = Kind{"token-reused", "Refresh token reused", http.StatusConflict}
+	TokenRevoked = Kind{"token-revoked", "Token revoked", http.StatusConflict}
+	TokenExpired = Kind{"token-expired", "Token expired", http.StatusGone}
 )
 
 // Kinds returns every registered kind.
 func Kinds() []Kind {
 	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature,
 		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, SequenceExhausted, TooLarge,
-		KeyMismatch, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady}
+		KeyMismatch, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady,
+		TokenUnknown, TokenUsed, TokenReused, TokenRevoked, TokenExpired}
 }
 
 // aliases are names used before the registry, kept so that old call sites
