@@ -32,9 +32,9 @@ const (
 	// retired key after the rotation entry, or the next key before it).
 	KeyOutsideEpoch Kind = "key_outside_epoch"
 	// Truncated: the chain ends before a checkpoint's entry, or before the
-	// head row's last number, while the head row still counts the entries.
+	// last number its head row counts.
 	Truncated Kind = "truncated"
-	// RolledBack: the chain (entries and head row) is older than a
+	// RolledBack: the log, its checkpoints included, is older than a
 	// checkpoint, or differs from it at the checkpoint's entry: an older
 	// copy of the log was restored.
 	RolledBack Kind = "rolled_back"
@@ -130,10 +130,8 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 		res.Break = brk
 		return res, nil
 	}
-	var headSeq int64
-	var headMAC []byte
-	var headKey string
-	err := l.db.QueryRowContext(ctx, l.q.Get("head"), scope).Scan(&headSeq, &headMAC, &headKey)
+	var headSeq, headCheckpoints int64
+	err := l.db.QueryRowContext(ctx, l.q.Get("head"), scope).Scan(&headSeq, &headCheckpoints)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, l.db.InterpretError(err))
 	}
@@ -148,10 +146,10 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 	}
 	last := res.Verified.Seq
 	switch {
-	case anchor != nil && anchor.Seq > last && headSeq >= anchor.Seq:
-		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("checkpoint %d vouches for entry %d; the chain ends at %d while its head counts %d", anchor.N, anchor.Seq, last, headSeq)}
+	case anchor != nil && headCheckpoints < anchor.N:
+		res.Break = &Break{RolledBack, last, fmt.Sprintf("checkpoint %d exists; the log, its checkpoints included, counts %d", anchor.N, headCheckpoints)}
 	case anchor != nil && anchor.Seq > last:
-		res.Break = &Break{RolledBack, last, fmt.Sprintf("checkpoint %d vouches for entry %d; the log, head included, ends at %d", anchor.N, anchor.Seq, last)}
+		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("checkpoint %d vouches for entry %d; the chain ends at %d", anchor.N, anchor.Seq, last)}
 	case headSeq > last:
 		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("the head counts %d entries; the chain ends at %d", headSeq, last)}
 	case anchor != nil && o.After != nil && anchor.Seq == o.After.Seq && !hmac.Equal(anchor.MAC, o.After.MAC):
