@@ -243,4 +243,3 @@ func (l *Log) Scopes(ctx context.Context) ([]string, error) {
 // ErrUnknownKey means the keyring has no key with the id a scope or an
 // entry names.
 var ErrUnknownKey = errors.New("audit: key id not in the keyring")
-

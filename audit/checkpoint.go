@@ -79,6 +79,9 @@ func (l *Log) Checkpoint(ctx context.Context, scope string) (Checkpoint, error) 
 		if err != nil {
 			return fmt.Errorf("head: %w", err)
 		}
+		if c.Prev == nil { // SQLite returns an empty BLOB as NULL
+			c.Prev = []byte{}
+		}
 		c.At = racefree.FromMillis(at)
 		c.Sig = ed25519.Sign(priv, c.signed())
 		if _, err := tx.ExecContext(ctx, l.q.Get("set_checkpoint"), scope, c.N, c.Seq, c.MAC, at, c.Prev, c.KeyID, c.Sig); err != nil {

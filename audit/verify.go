@@ -169,14 +169,16 @@ func (l *Log) stream(ctx context.Context, scope string, o *VerifyOptions, anchor
 	}
 	defer rows.Close()
 	var (
-		epoch   = res.Verified.KeyID
-		prev    = res.Verified.MAC
-		macers  = map[string]*macer{}
-		in      entryInput
-		stored  []byte
-		mac     []byte
-		keyID   string
-		brk     = func(k Kind, seq int64, format string, args ...any) { res.Break = &Break{k, seq, fmt.Sprintf(format, args...)} }
+		epoch  = res.Verified.KeyID
+		prev   = res.Verified.MAC
+		macers = map[string]*macer{}
+		in     entryInput
+		stored []byte
+		mac    []byte
+		keyID  string
+		brk    = func(k Kind, seq int64, format string, args ...any) {
+			res.Break = &Break{k, seq, fmt.Sprintf(format, args...)}
+		}
 		scanErr error
 	)
 	in.scope = scope
