@@ -356,6 +356,18 @@ func TestAttackModifyData(t *testing.T) {
 	})
 }
 
+// TestAttackModifyPrevMAC: the stored prev_mac, which the MAC does not
+// cover (the verifier uses the predecessor's MAC), must match it too.
+func TestAttackModifyPrevMAC(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		l := newLog(t, db, ring(t, "k1"))
+		appendN(t, l, "s", 4)
+		tamper(t, db, `UPDATE racefree_audit SET prev_mac = `+blob(db, []byte("not the mac of 1"))+` WHERE seq = 2`)
+		wantBreak(t, verify(t, l, "s", nil), Modified, 2)
+	})
+}
+
 // TestAttackFieldBoundary: moving a byte from one field to the next keeps
 // the concatenation of the fields, and is still detected.
 func TestAttackFieldBoundary(t *testing.T) {
