@@ -243,3 +243,20 @@ func (l *Log) Scopes(ctx context.Context) ([]string, error) {
 // ErrUnknownKey means the keyring has no key with the id a scope or an
 // entry names.
 var ErrUnknownKey = errors.New("audit: key id not in the keyring")
+
+// Length returns the number of entries scope's head row counts (0 for a
+// scope without entries): what Verify will check, for a progress report.
+func (l *Log) Length(ctx context.Context, scope string) (int64, error) {
+	if err := checkScope(scope); err != nil {
+		return 0, err
+	}
+	var n, cps int64
+	err := l.db.QueryRowContext(ctx, l.q.Get("head"), scope).Scan(&n, &cps)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("audit: length of %s: %w", scope, l.db.InterpretError(err))
+	}
+	return n, nil
+}
