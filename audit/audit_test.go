@@ -325,7 +325,7 @@ func TestAppendOnly(t *testing.T) {
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		l := newLog(t, db, ring(t, "k1"))
 		appendN(t, l, "s", 2)
-		if _, err := l.Checkpoint(context.Background(), "s"); err != nil {
+		if _, err := l.Checkpoint(context.Background(), db, "s"); err != nil {
 			t.Fatal(err)
 		}
 		stmts := []string{
@@ -492,7 +492,7 @@ func TestAttackCutTail(t *testing.T) {
 		ctx := context.Background()
 		l := newLog(t, db, ring(t, "k1"))
 		appendN(t, l, "s", 6)
-		cp, err := l.Checkpoint(ctx, "s")
+		cp, err := l.Checkpoint(ctx, db, "s")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -518,7 +518,7 @@ func TestAttackRestoreOlderCopy(t *testing.T) {
 		ctx := context.Background()
 		l := newLog(t, db, ring(t, "k1"))
 		appendN(t, l, "s", 4)
-		if _, err := l.Checkpoint(ctx, "s"); err != nil {
+		if _, err := l.Checkpoint(ctx, db, "s"); err != nil {
 			t.Fatal(err)
 		}
 		tables := []string{"racefree_audit", "racefree_audit_heads", "racefree_audit_checkpoints"}
@@ -530,7 +530,7 @@ func TestAttackRestoreOlderCopy(t *testing.T) {
 			restore = append(restore, `DELETE FROM `+tb, `INSERT INTO `+tb+` SELECT * FROM bak_`+tb)
 		}
 		appendN(t, l, "s", 2)
-		cp2, err := l.Checkpoint(ctx, "s")
+		cp2, err := l.Checkpoint(ctx, db, "s")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -545,7 +545,7 @@ func TestAttackRestoreOlderCopy(t *testing.T) {
 		// ones checkpoint 2 vouched for.
 		l2 := newLog(t, db, ring(t, "k1"))
 		appendN(t, l2, "s", 3)
-		if _, err := l2.Checkpoint(ctx, "s"); err != nil { // checkpoint 2 again, of another history
+		if _, err := l2.Checkpoint(ctx, db, "s"); err != nil { // checkpoint 2 again, of another history
 			t.Fatal(err)
 		}
 		wantBreak(t, verify(t, l, "s", &VerifyOptions{Checkpoints: []Checkpoint{cp2}}), RolledBack, 6)
@@ -563,7 +563,7 @@ func TestCheckpointChain(t *testing.T) {
 		var cps []Checkpoint
 		for range 3 {
 			appendN(t, l, "s", 2)
-			cp, err := l.Checkpoint(ctx, "s")
+			cp, err := l.Checkpoint(ctx, db, "s")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -606,7 +606,7 @@ func TestCheckpointChain(t *testing.T) {
 		if res := verify(t, l, "t", &VerifyOptions{Checkpoints: cps[:1]}); res.Break == nil || res.Break.Kind != BadCheckpoint {
 			t.Errorf("another scope's checkpoint: %+v, want %s", res.Break, BadCheckpoint)
 		}
-		if _, err := l.Checkpoint(ctx, "nothing"); !errors.Is(err, racefree.ErrNotFound) {
+		if _, err := l.Checkpoint(ctx, db, "nothing"); !errors.Is(err, racefree.ErrNotFound) {
 			t.Errorf("checkpoint of an empty scope: %v, want ErrNotFound", err)
 		}
 	})

@@ -58,9 +58,11 @@ func (c *Checkpoint) Hash() []byte {
 // chains it to the scope's previous checkpoint, stores it and returns it
 // for export. It locks the head row for as long as it takes to sign, so
 // the head it signs is committed and two checkpoints of a scope are
-// chained in order. ErrNoSigner: the keyring has no sign key;
+// chained in order. Like Append, it runs in exec when exec is a *sql.Tx
+// (and commits or rolls back with it), and in a transaction of its own
+// otherwise. ErrNoSigner: the keyring has no sign key;
 // racefree.ErrNotFound: the scope has no entry.
-func (l *Log) Checkpoint(ctx context.Context, scope string) (Checkpoint, error) {
+func (l *Log) Checkpoint(ctx context.Context, exec racefree.Executor, scope string) (Checkpoint, error) {
 	if err := checkScope(scope); err != nil {
 		return Checkpoint{}, err
 	}
@@ -69,7 +71,7 @@ func (l *Log) Checkpoint(ctx context.Context, scope string) (Checkpoint, error) 
 		return Checkpoint{}, ErrNoSigner
 	}
 	var c Checkpoint
-	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
+	run := func(tx *sql.Tx) error {
 		c = Checkpoint{Scope: scope, KeyID: l.ring.signer}
 		var at int64
 		err := tx.QueryRowContext(ctx, l.q.Get("checkpoint_head"), scope, l.db.ClockArg()).Scan(&c.Seq, &c.MAC, &c.N, &c.Prev, &at)
@@ -91,7 +93,13 @@ func (l *Log) Checkpoint(ctx context.Context, scope string) (Checkpoint, error) 
 			return fmt.Errorf("chain: %w", err)
 		}
 		return nil
-	})
+	}
+	var err error
+	if tx, ok := exec.(*sql.Tx); ok {
+		err = l.db.InterpretError(run(tx))
+	} else {
+		err = l.db.InTx(ctx, run)
+	}
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("audit: checkpoint %s: %w", scope, err)
 	}

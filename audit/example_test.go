@@ -43,7 +43,7 @@ func Example() {
 			panic(err)
 		}
 	}
-	cp, _ := trail.Checkpoint(ctx, "acme") // export it: audit.WriteCheckpoints(file, cp)
+	cp, _ := trail.Checkpoint(ctx, db, "acme") // export it: audit.WriteCheckpoints(file, cp)
 	res, _ := trail.Verify(ctx, "acme", &audit.VerifyOptions{Checkpoints: []audit.Checkpoint{cp}})
 	fmt.Printf("rows=%d intact=%v anchored=%v\n", res.Rows, res.Intact(), res.Anchored)
 	// Output:

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/idempotency"
@@ -46,6 +47,10 @@ type Options struct {
 	// answers 503 with Retry-After; its transaction rolls back (a single
 	// write outside one may have run: retry it). Defaults to none.
 	RequestTimeout time.Duration
+	// AuditKeys is the keyring of the audit log served at /v1/audit (see
+	// package audit). Defaults to nil: the audit routes answer 404
+	// audit-unconfigured.
+	AuditKeys *audit.Keyring
 }
 
 // Server represents racefree's HTTP API over one database.
@@ -63,6 +68,7 @@ type Server struct {
 	claims *claim.Store
 	events *dedup.Log
 	idem   *idempotency.Store
+	audit  *audit.Log // nil without Options.AuditKeys
 }
 
 // New returns a Server for db. It does no I/O.
@@ -96,6 +102,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.claimRoutes()
 	s.inboxRoutes()
+	s.auditRoutes()
 }
 
 // Handler returns the server's root handler: routing, metrics, the bearer

@@ -260,7 +260,7 @@ func auditCheckpoint(ctx context.Context, stdout io.Writer, db, keys string, sco
 		}
 	}
 	for _, s := range scopes {
-		c, err := l.Checkpoint(ctx, s)
+		c, err := l.Checkpoint(ctx, h, s)
 		if err != nil {
 			return err
 		}

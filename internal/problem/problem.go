@@ -54,13 +54,18 @@ var (
 	IdempotencyUnknown    = Kind{"idempotency-unavailable", "Idempotency store unavailable", http.StatusServiceUnavailable}
 	Schema                = Kind{"schema", "Database schema mismatch", http.StatusServiceUnavailable}
 	NotReady              = Kind{"not-ready", "Not ready", http.StatusServiceUnavailable}
+
+	// The audit log's kinds.
+	AuditUnconfigured = Kind{"audit-unconfigured", "Audit log not configured", http.StatusNotFound}
+	AuditKeyMissing   = Kind{"audit-key-missing", "Audit key missing from the keyring", http.StatusInternalServerError}
 )
 
 // Kinds returns every registered kind.
 func Kinds() []Kind {
 	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature,
 		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, TooLarge,
-		KeyMismatch, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady}
+		KeyMismatch, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady,
+		AuditUnconfigured, AuditKeyMissing}
 }
 
 // aliases are names used before the registry, kept so that old call sites
