@@ -47,10 +47,12 @@ func canonical(buf []byte, e *entryInput) []byte {
 }
 
 // macer computes entry MACs under one scope key, reusing its buffers: the
-// verifier computes one per row.
+// verifier computes one per row. The slice sum returns is valid until the
+// next call.
 type macer struct {
 	h   hash.Hash
 	buf []byte
+	out []byte
 }
 
 func newMacer(key []byte) *macer { return &macer{h: hmac.New(sha256.New, key)} }
@@ -59,5 +61,6 @@ func (m *macer) sum(e *entryInput) []byte {
 	m.buf = canonical(m.buf[:0], e)
 	m.h.Reset()
 	m.h.Write(m.buf)
-	return m.h.Sum(nil)
+	m.out = m.h.Sum(m.out[:0])
+	return m.out
 }

@@ -173,8 +173,9 @@ func (l *Log) stream(ctx context.Context, scope string, o *VerifyOptions, anchor
 		prev   = res.Verified.MAC
 		macers = map[string]*macer{}
 		in     entryInput
-		stored []byte
-		mac    []byte
+		data   sql.RawBytes // RawBytes: valid until the next row, never copied
+		stored sql.RawBytes
+		mac    sql.RawBytes
 		keyID  string
 		brk    = func(k Kind, seq int64, format string, args ...any) {
 			res.Break = &Break{k, seq, fmt.Sprintf(format, args...)}
@@ -183,9 +184,10 @@ func (l *Log) stream(ctx context.Context, scope string, o *VerifyOptions, anchor
 	)
 	in.scope = scope
 	for rows.Next() {
-		if scanErr = rows.Scan(&in.seq, &in.at, &in.actor, &in.action, &in.subject, &in.data, &keyID, &stored, &mac); scanErr != nil {
+		if scanErr = rows.Scan(&in.seq, &in.at, &in.actor, &in.action, &in.subject, &data, &keyID, &stored, &mac); scanErr != nil {
 			return scanErr
 		}
+		in.data = data
 		want := res.Verified.Seq + 1
 		if in.seq != want {
 			brk(Missing, want, "entry %d is absent; the next is %d", want, in.seq)
