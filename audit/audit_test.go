@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +21,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if d := os.Getenv(childEnv); d != "" {
+		os.Exit(childMain(d))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // Fixed test keys: k1 and k2 are mac keys, s1 signs checkpoints.
 var (
@@ -29,24 +35,24 @@ var (
 	keyS1 = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, 32))
 )
 
-func ring(t testing.TB, macIDs ...string) *Keyring {
-	t.Helper()
+// ring returns a keyring of the fixed test keys; t may be nil (in a child
+// process).
+func ring(_ testing.TB, macIDs ...string) *Keyring {
 	text := ""
 	for _, id := range macIDs {
 		text += map[string]string{"k1": "mac k1 " + keyK1, "k2": "mac k2 " + keyK2}[id] + "\n"
 	}
 	k, err := ParseKeyring(text + "sign s1 " + keyS1 + "\n")
 	if err != nil {
-		t.Fatal(err)
+		panic(err) // the fixed test keys always parse
 	}
 	return k
 }
 
-func newLog(t testing.TB, db *racefree.DB, k *Keyring) *Log {
-	t.Helper()
+func newLog(_ testing.TB, db *racefree.DB, k *Keyring) *Log {
 	l, err := New(db, k)
 	if err != nil {
-		t.Fatal(err)
+		panic(err) // only for a nil keyring
 	}
 	return l
 }
