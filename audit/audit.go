@@ -153,12 +153,10 @@ func (l *Log) append(ctx context.Context, tx *sql.Tx, scope string, e Entry) (Re
 		if err := tx.QueryRowContext(ctx, l.q.Get("next"), scope, l.ring.current, l.db.ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at); err != nil {
 			return Record{}, fmt.Errorf("next number: %w", err)
 		}
-		next := r.KeyID
 		rotate := r.KeyID != l.ring.current
 		if rotate {
-			next = l.ring.current
-			data, _ := json.Marshal(map[string]string{"from": r.KeyID, "to": next})
-			r.Entry = Entry{Actor: "racefree", Action: ActionKeyRotated, Subject: next, Data: data}
+			data, _ := json.Marshal(map[string]string{"from": r.KeyID, "to": l.ring.current})
+			r.Entry = Entry{Actor: "racefree", Action: ActionKeyRotated, Subject: l.ring.current, Data: data}
 		}
 		key, ok := l.ring.scopeKey(r.KeyID, scope)
 		if !ok {
@@ -169,15 +167,10 @@ func (l *Log) append(ctx context.Context, tx *sql.Tx, scope string, e Entry) (Re
 			r.PrevMAC = []byte{}
 		}
 		r.MAC = newMacer(key).sum(&entryInput{scope, r.Seq, r.PrevMAC, at, r.Actor, r.Action, r.Subject, r.Data})
+		// The insert's trigger sets the head's MAC and, after a rotation
+		// entry, its key epoch, and refuses a number that is not the head's.
 		if _, err := tx.ExecContext(ctx, l.q.Get("insert"), scope, r.Seq, at, r.Actor, r.Action, r.Subject, r.Data, r.KeyID, r.PrevMAC, r.MAC); err != nil {
 			return Record{}, fmt.Errorf("insert entry %d: %w", r.Seq, err)
-		}
-		res, err := tx.ExecContext(ctx, l.q.Get("set_head"), scope, r.Seq, r.MAC, next)
-		if err != nil {
-			return Record{}, fmt.Errorf("set head: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return Record{}, fmt.Errorf("set head: %d rows, %v", n, err)
 		}
 		if !rotate {
 			return r, nil

@@ -68,17 +68,29 @@ func appendN(t testing.TB, l *Log, scope string, n int) {
 }
 
 // tamper runs stmts as someone who can write the tables directly: the
-// append-only triggers are disabled first (the owner can on PostgreSQL;
-// whoever writes the file can on SQLite).
+// triggers are disabled first (the owner can on PostgreSQL; whoever writes
+// the file can on SQLite). The chaining trigger is back afterwards, so
+// that later appends chain as before; the append-only ones stay off.
 func tamper(t testing.TB, db *racefree.DB, stmts ...string) {
 	t.Helper()
-	pre := []string{`DROP TRIGGER IF EXISTS racefree_audit_no_update`, `DROP TRIGGER IF EXISTS racefree_audit_no_delete`,
-		`DROP TRIGGER IF EXISTS racefree_audit_checkpoints_no_update`, `DROP TRIGGER IF EXISTS racefree_audit_checkpoints_no_delete`}
-	if db.Engine() == racefree.Postgres {
-		pre = []string{`ALTER TABLE racefree_audit DISABLE TRIGGER USER`, `ALTER TABLE racefree_audit_checkpoints DISABLE TRIGGER USER`}
+	ctx := context.Background()
+	pre := []string{`ALTER TABLE racefree_audit DISABLE TRIGGER USER`, `ALTER TABLE racefree_audit_checkpoints DISABLE TRIGGER USER`}
+	post := []string{`ALTER TABLE racefree_audit ENABLE TRIGGER racefree_audit_chain`}
+	if db.Engine() == racefree.SQLite {
+		var chain string
+		if err := db.QueryRowContext(ctx, `SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'racefree_audit_chain'`).Scan(&chain); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatal(err)
+		}
+		pre = []string{`DROP TRIGGER IF EXISTS racefree_audit_no_update`, `DROP TRIGGER IF EXISTS racefree_audit_no_delete`,
+			`DROP TRIGGER IF EXISTS racefree_audit_checkpoints_no_update`, `DROP TRIGGER IF EXISTS racefree_audit_checkpoints_no_delete`,
+			`DROP TRIGGER IF EXISTS racefree_audit_chain`}
+		post = nil
+		if chain != "" {
+			post = []string{chain}
+		}
 	}
-	for _, s := range append(pre, stmts...) {
-		if _, err := db.ExecContext(context.Background(), s); err != nil {
+	for _, s := range append(append(pre, stmts...), post...) {
+		if _, err := db.ExecContext(ctx, s); err != nil {
 			t.Fatalf("tamper: %s: %v", s, err)
 		}
 	}
@@ -325,7 +337,8 @@ func TestVerifyIncremental(t *testing.T) {
 }
 
 // TestAppendOnly: the triggers refuse UPDATE and DELETE of entries and
-// checkpoints on both engines, and TRUNCATE on PostgreSQL.
+// checkpoints on both engines, and TRUNCATE on PostgreSQL, and an entry
+// that does not carry its scope's head number.
 func TestAppendOnly(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
@@ -345,6 +358,12 @@ func TestAppendOnly(t *testing.T) {
 			if _, err := db.ExecContext(context.Background(), s); err == nil || !strings.Contains(err.Error(), "append-only") {
 				t.Errorf("%s: %v, want refused as append-only", s, err)
 			}
+		}
+		// An entry inserted past the head's number is refused too.
+		insert := fmt.Sprintf(`INSERT INTO racefree_audit (scope, seq, at, actor, action, subject, data, key_id, prev_mac, mac) VALUES ('s', 9, 0, 'a', 'b', '', %s, 'k1', %s, %s)`,
+			blob(db, []byte("x")), blob(db, []byte("x")), blob(db, []byte("x")))
+		if _, err := db.ExecContext(context.Background(), insert); err == nil || !strings.Contains(err.Error(), "head number") {
+			t.Errorf("an entry past the head: %v, want refused", err)
 		}
 		wantIntact(t, verify(t, l, "s", nil))
 	})

@@ -20,9 +20,10 @@
 // upsert of that row (INSERT … ON CONFLICT DO UPDATE SET last_seq =
 // last_seq + 1 RETURNING …). The upsert holds the row's lock (on SQLite,
 // the IMMEDIATE transaction's write lock) until the transaction ends, so
-// the number and the previous MAC it returns belong to this entry alone;
-// the entry is inserted and the head's MAC set in the same transaction. A
-// rollback gives the number back and leaves no entry. Scopes never wait
+// the number and the previous MAC it returns belong to this entry alone.
+// Inserting the entry sets the head's MAC, in the same statement (a
+// trigger, which also refuses an entry that does not carry the head's
+// number). A rollback gives the number back and leaves no entry. Scopes never wait
 // for each other. The head is audit's own rather than a package seq
 // counter because the MAC and the key epoch must change under the same
 // lock as the number: a counter row that holds only a number would need a

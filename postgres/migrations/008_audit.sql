@@ -42,6 +42,26 @@ CREATE TABLE racefree_audit_checkpoints (
   sig    BYTEA  NOT NULL,
   PRIMARY KEY (scope, n)
 );
+-- Chaining: the head row follows every entry inserted, in the same
+-- statement. An entry must carry its scope's current number (the one the
+-- head's upsert handed out, under the head row's lock); the head then takes
+-- its MAC, and after a key rotation entry (whose subject is the new key
+-- id) the new key epoch.
+CREATE FUNCTION racefree_audit_chain() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE racefree_audit_heads
+     SET last_mac = NEW.mac,
+         key_id = CASE WHEN NEW.action = 'racefree.audit.key_rotated' THEN NEW.subject ELSE key_id END
+   WHERE scope = NEW.scope AND last_seq = NEW.seq;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'racefree: audit entry % of scope % does not carry its head number', NEW.seq, NEW.scope
+      USING ERRCODE = '23514';
+  END IF;
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER racefree_audit_chain AFTER INSERT ON racefree_audit
+  FOR EACH ROW EXECUTE FUNCTION racefree_audit_chain();
 -- Append-only for the application: UPDATE, DELETE and TRUNCATE are refused
 -- (SQLSTATE 42501). The table owner can still disable the triggers; give
 -- the application a role that does not own the tables (see the README).

@@ -44,6 +44,20 @@ CREATE TABLE racefree_audit_checkpoints (
   sig    BLOB   NOT NULL,
   PRIMARY KEY (scope, n)
 );
+-- Chaining: the head row follows every entry inserted, in the same
+-- statement. An entry must carry its scope's current number (the one the
+-- head's upsert handed out, under the write lock); the head then takes its
+-- MAC, and after a key rotation entry (whose subject is the new key id)
+-- the new key epoch.
+CREATE TRIGGER racefree_audit_chain AFTER INSERT ON racefree_audit
+BEGIN
+  SELECT RAISE(ABORT, 'racefree: an audit entry does not carry its head number')
+  WHERE NOT EXISTS (SELECT 1 FROM racefree_audit_heads WHERE scope = NEW.scope AND last_seq = NEW.seq);
+  UPDATE racefree_audit_heads
+     SET last_mac = NEW.mac,
+         key_id = CASE WHEN NEW.action = 'racefree.audit.key_rotated' THEN NEW.subject ELSE key_id END
+   WHERE scope = NEW.scope AND last_seq = NEW.seq;
+END;
 -- Append-only for the application: UPDATE and DELETE are refused. SQLite
 -- has no TRUNCATE (DELETE without WHERE fires the trigger too) and no
 -- roles: whoever can write the file can drop the triggers, which is what

@@ -4,8 +4,8 @@
 -- way it holds the head row's lock until the transaction ends, so the
 -- number and the prev_mac returned here cannot be handed to anyone else
 -- before this entry commits or rolls back, and a rollback gives the number
--- back. last_mac and key_id are left alone: the caller sets them with
--- set_head once it has computed the entry's MAC. The clock is the
+-- back. last_mac and key_id are left alone: the insert's trigger sets them
+-- once the caller has computed the entry's MAC. The clock is the
 -- statement's (clock_timestamp()), or the injected test clock $3.
 -- $1 scope, $2 key id of a new scope, $3 clock (NULL: the database clock)
 INSERT INTO racefree_audit_heads AS h (scope, last_seq, last_mac, key_id, cp_n, cp_hash)

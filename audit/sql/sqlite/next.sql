@@ -4,8 +4,8 @@
 -- transaction holds SQLite's write lock from this statement on, so the
 -- number and the prev_mac returned here cannot be handed to anyone else
 -- before this entry commits or rolls back, and a rollback gives the number
--- back. last_mac and key_id are left alone: the caller sets them with
--- set_head once it has computed the entry's MAC.
+-- back. last_mac and key_id are left alone: the insert's trigger sets them
+-- once the caller has computed the entry's MAC.
 -- ?1 scope, ?2 key id of a new scope, ?3 clock (NULL: the process clock)
 INSERT INTO racefree_audit_heads AS h (scope, last_seq, last_mac, key_id, cp_n, cp_hash)
 VALUES (?1, 1, X'', ?2, 0, X'')
