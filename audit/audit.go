@@ -145,7 +145,7 @@ func (l *Log) Append(ctx context.Context, exec racefree.Executor, scope string, 
 }
 
 func (l *Log) append(ctx context.Context, tx *sql.Tx, scope string, e Entry) (Record, error) {
-	for {
+	for rotated := false; ; rotated = true {
 		var (
 			r  = Record{Scope: scope, Entry: e}
 			at int64
@@ -154,6 +154,9 @@ func (l *Log) append(ctx context.Context, tx *sql.Tx, scope string, e Entry) (Re
 			return Record{}, fmt.Errorf("next number: %w", err)
 		}
 		rotate := r.KeyID != l.ring.current
+		if rotate && rotated {
+			return Record{}, fmt.Errorf("the head of %s stayed in key epoch %q after the rotation entry %d", scope, r.KeyID, r.Seq-1)
+		}
 		if rotate {
 			data, _ := json.Marshal(map[string]string{"from": r.KeyID, "to": l.ring.current})
 			r.Entry = Entry{Actor: "racefree", Action: ActionKeyRotated, Subject: l.ring.current, Data: data}
