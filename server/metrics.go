@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/audit"
 )
 
 // metrics are the domain counters an operator watches, counted where the
@@ -15,6 +16,7 @@ type metrics struct {
 	idem   *prometheus.CounterVec // outcome
 	inbox  *prometheus.CounterVec // source, outcome
 	reaped *prometheus.CounterVec // what
+	audits *prometheus.CounterVec // op, outcome
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,7 +42,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Rows deleted by the reaper, by what they were.",
 		}, []string{"what"}),
 	}
-	reg.MustRegister(m.claims, m.events, m.idem, m.inbox, m.reaped)
+	m.audits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racefree_audit_operations_total",
+		Help: "Audit log operations by op (append, verify) and outcome: ok, invalid or error for append; intact or the kind of the break for verify.",
+	}, []string{"op", "outcome"})
+	reg.MustRegister(m.claims, m.events, m.idem, m.inbox, m.reaped, m.audits)
 	return m
 }
 
@@ -70,4 +76,25 @@ func (m *metrics) observation(process bool) {
 	} else {
 		m.events.WithLabelValues("duplicate").Inc()
 	}
+}
+
+// auditAppend counts one append by its outcome.
+func (m *metrics) auditAppend(err error) {
+	outcome := "ok"
+	switch {
+	case errors.Is(err, racefree.ErrInvalidInput):
+		outcome = "invalid"
+	case err != nil:
+		outcome = "error"
+	}
+	m.audits.WithLabelValues("append", outcome).Inc()
+}
+
+// auditVerify counts one verification by its finding.
+func (m *metrics) auditVerify(b *audit.Break) {
+	outcome := "intact"
+	if b != nil {
+		outcome = string(b.Kind)
+	}
+	m.audits.WithLabelValues("verify", outcome).Inc()
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
@@ -60,6 +61,9 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return p
 	case errors.Is(err, racefree.ErrNotFound):
 		return problem.NotFound.New("")
+	case errors.Is(err, audit.ErrUnknownKey), errors.Is(err, audit.ErrNoSigner):
+		s.log.ErrorContext(r.Context(), "audit keyring incomplete", "method", r.Method, "path", r.URL.Path, "err", err)
+		return problem.AuditKeyMissing.New(err.Error()) // key ids only, never key material
 	case errors.Is(err, racefree.ErrStaleFence):
 		p := problem.StaleFence.New(err.Error())
 		if errors.As(err, &sf) {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/idempotency"
@@ -55,6 +56,10 @@ type Options struct {
 	// (onetime.Options.Secret): at least 32 bytes, the same on every
 	// instance. Defaults to a random secret of this process.
 	RefreshSecret []byte
+	// AuditKeys is the keyring of the audit log served at /v1/audit (see
+	// package audit). Defaults to nil: the audit routes answer 404
+	// audit-unconfigured.
+	AuditKeys *audit.Keyring
 }
 
 // Server represents racefree's HTTP API over one database.
@@ -73,6 +78,7 @@ type Server struct {
 	claims *claim.Store
 	events *dedup.Log
 	idem   *idempotency.Store
+	audit  *audit.Log // nil without Options.AuditKeys
 }
 
 // New returns a Server for db. It does no I/O.
@@ -108,6 +114,7 @@ func (s *Server) routes() {
 	s.inboxRoutes()
 	s.sequenceRoutes()
 	s.tokenRoutes()
+	s.auditRoutes()
 }
 
 // Handler returns the server's root handler: routing, metrics, the bearer

@@ -4,6 +4,7 @@
 //	racefree migrate up|status|sql [--db DSN]
 //	racefree unique-check --db DSN (--table T --key EXPR… | --migration FILE.sql)
 //	racefree rls-check --db postgres://… [--role APP_ROLE] [--tenant-column C] [--setting S] [--schema S…]
+//	racefree audit verify|checkpoint|keygen [--db DSN] [--keys FILE] [--scope S]… [--checkpoint FILE] [--format json]
 //	racefree version
 //
 // DSN is sqlite:PATH (the default, sqlite:racefree.db) or postgres://….
@@ -39,7 +40,7 @@ func run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), migrateCmd(), uniqueCheckCmd(), rlsCheckCmd(), versionCmd())
+	root.AddCommand(serveCmd(), migrateCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), versionCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

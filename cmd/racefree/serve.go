@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/dsn"
@@ -33,6 +34,7 @@ func serveCmd() *cobra.Command {
 		limits          timeouts
 		reaping         reapOptions
 		refreshSecret   string
+		auditKeys       string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -50,6 +52,15 @@ func serveCmd() *cobra.Command {
 			if refreshSecret != "" {
 				inboxOpts.RefreshSecret = []byte(refreshSecret)
 			}
+			switch _, inEnv := os.LookupEnv(audit.EnvKeys); {
+			case auditKeys != "":
+				inboxOpts.AuditKeys, err = audit.LoadKeyring(auditKeys)
+			case inEnv:
+				inboxOpts.AuditKeys, err = audit.KeyringFromEnv()
+			}
+			if err != nil {
+				return err
+			}
 			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits, reaping)
 		},
 	}
@@ -59,6 +70,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&token, "token", envOr("RACEFREE_TOKEN", ""), "bearer token required on /v1/ when set (env RACEFREE_TOKEN)")
 	f.BoolVar(&migrate, "migrate", true, "apply pending schema migrations at start")
 	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,src2=whsec_b)")
+	f.StringVar(&auditKeys, "audit-keys", "", "keyring file of the audit log served at /v1/audit (default: the keyring in "+audit.EnvKeys+"; neither: no audit routes)")
 	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
 	f.DurationVar(&inboxOpts.InboxRetention, "inbox-retention", inbox.DefaultRetention, "how long webhook event IDs are kept to recognise redeliveries (at least the senders' retry horizon)")
 	f.DurationVar(&reaping.ClaimGrace, "claim-grace", defaultClaimGrace, "how long a lapsed or released application claim stays readable before the reaper deletes it (fences never go backwards after a reap)")

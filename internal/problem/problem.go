@@ -62,6 +62,9 @@ var (
 	TokenReused  = Kind{"token-reused", "Refresh token reused", http.StatusConflict}
 	TokenRevoked = Kind{"token-revoked", "Token revoked", http.StatusConflict}
 	TokenExpired = Kind{"token-expired", "Token expired", http.StatusGone}
+	// The audit log's kinds.
+	AuditUnconfigured = Kind{"audit-unconfigured", "Audit log not configured", http.StatusNotFound}
+	AuditKeyMissing   = Kind{"audit-key-missing", "Audit key missing from the keyring", http.StatusInternalServerError}
 )
 
 // Kinds returns every registered kind.
@@ -69,7 +72,8 @@ func Kinds() []Kind {
 	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature,
 		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, SequenceExhausted, TooLarge,
 		KeyMismatch, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady,
-		TokenUnknown, TokenUsed, TokenReused, TokenRevoked, TokenExpired}
+		TokenUnknown, TokenUsed, TokenReused, TokenRevoked, TokenExpired,
+		AuditUnconfigured, AuditKeyMissing}
 }
 
 // aliases are names used before the registry, kept so that old call sites

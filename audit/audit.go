@@ -1,0 +1,258 @@
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/query"
+)
+
+//go:embed sql
+var queries embed.FS
+
+// Limits on input, checked before anything is written.
+const (
+	MaxScopeLen   = 200      // bytes in a scope
+	MaxActorLen   = 200      // bytes in Entry.Actor
+	MaxActionLen  = 200      // bytes in Entry.Action
+	MaxSubjectLen = 1024     // bytes in Entry.Subject
+	MaxDataLen    = 64 << 10 // bytes in Entry.Data
+	MaxListLimit  = 1000     // entries in one page of List
+)
+
+// ActionKeyRotated is the action of the entry Append writes when it moves a
+// scope to the keyring's current mac key: its actor is "racefree", its
+// subject the new key id and its data {"from": old id, "to": new id}. It is
+// the last entry under the old key; the verifier accepts only the new key
+// after it. Callers cannot append entries with this action.
+const ActionKeyRotated = "racefree.audit.key_rotated"
+
+// Entry is what a caller appends: who did what to what, and any data.
+type Entry struct {
+	Actor   string // who, 1 to MaxActorLen bytes
+	Action  string // what, 1 to MaxActionLen bytes
+	Subject string // to what; may be empty; at most MaxSubjectLen bytes
+	Data    []byte // anything, often JSON; at most MaxDataLen bytes
+}
+
+// Record represents an entry as stored: numbered, timed and chained.
+type Record struct {
+	Entry
+	Scope   string
+	Seq     int64     // from 1, gapless within the scope
+	At      time.Time // the engine's clock when it was appended, UTC, ms
+	KeyID   string    // the mac key of the entry's epoch
+	PrevMAC []byte    // the MAC of entry Seq-1; empty for entry 1
+	MAC     []byte    // HMAC-SHA256 of the entry under the scope's key
+}
+
+// Log represents the audit log of one database. It is safe for concurrent
+// use and holds no state besides its configuration, so any number of Logs,
+// in any number of processes, may share a database.
+type Log struct {
+	db   *racefree.DB
+	q    query.Set
+	ring *Keyring
+}
+
+// New returns a Log over db that MACs and verifies with ring. It does no
+// I/O.
+func New(db *racefree.DB, ring *Keyring) (*Log, error) {
+	if ring == nil {
+		return nil, racefree.Invalid("keyring", "must not be nil")
+	}
+	return &Log{db: db, q: query.MustLoad(queries, "sql", db.Engine()), ring: ring}, nil
+}
+
+func checkScope(scope string) error { return racefree.CheckText("scope", scope, MaxScopeLen) }
+
+func (e *Entry) validate() error {
+	if err := racefree.CheckText("actor", e.Actor, MaxActorLen); err != nil {
+		return err
+	}
+	if err := racefree.CheckText("action", e.Action, MaxActionLen); err != nil {
+		return err
+	}
+	if e.Action == ActionKeyRotated {
+		return racefree.Invalid("action", "%s is written by racefree only", ActionKeyRotated)
+	}
+	if e.Subject != "" {
+		if err := racefree.CheckText("subject", e.Subject, MaxSubjectLen); err != nil {
+			return err
+		}
+	}
+	if len(e.Data) > MaxDataLen {
+		return racefree.Invalid("data", "must be at most %d bytes, got %d", MaxDataLen, len(e.Data))
+	}
+	return nil
+}
+
+// Append appends e to scope's chain and returns the stored record.
+//
+// The entry gets the scope's next number, gapless from 1: one upsert of
+// the scope's head row increments the last number and returns the previous
+// entry's MAC under the head row's lock, which the transaction holds until
+// it ends, so one lock orders numbering and chaining. Concurrent appends to
+// one scope queue on that row; appends to different scopes never wait for
+// each other. The entry's time is the engine's clock.
+//
+// When exec is a *sql.Tx, the entry commits or rolls back with the
+// caller's own writes: a rolled-back transaction leaves no entry and
+// consumes no number. Any other executor (*racefree.DB, *sql.DB) makes
+// Append run its own transaction with racefree.DB.InTx. On PostgreSQL a
+// caller's transaction at REPEATABLE READ or SERIALIZABLE gets
+// racefree.ErrRetryable when another append to the scope committed since
+// it began: roll back and run it again.
+//
+// When the scope's key epoch is not the keyring's current mac key, Append
+// first appends an ActionKeyRotated entry under the old key, then e under
+// the new one. It fails with ErrUnknownKey when the keyring lacks the
+// scope's key, and with an *racefree.InputError, writing nothing, on bad
+// input.
+func (l *Log) Append(ctx context.Context, exec racefree.Executor, scope string, e Entry) (Record, error) {
+	if err := checkScope(scope); err != nil {
+		return Record{}, err
+	}
+	if err := e.validate(); err != nil {
+		return Record{}, err
+	}
+	if e.Data == nil {
+		e.Data = []byte{}
+	}
+	if tx, ok := exec.(*sql.Tx); ok {
+		rec, err := l.append(ctx, tx, scope, e)
+		if err != nil {
+			return Record{}, fmt.Errorf("audit: append to %s: %w", scope, l.db.InterpretError(err))
+		}
+		return rec, nil
+	}
+	var rec Record
+	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		rec, err = l.append(ctx, tx, scope, e)
+		return err
+	})
+	if err != nil {
+		return Record{}, fmt.Errorf("audit: append to %s: %w", scope, err)
+	}
+	return rec, nil
+}
+
+func (l *Log) append(ctx context.Context, tx *sql.Tx, scope string, e Entry) (Record, error) {
+	for rotated := false; ; rotated = true {
+		var (
+			r  = Record{Scope: scope, Entry: e}
+			at int64
+		)
+		if err := tx.QueryRowContext(ctx, l.q.Get("next"), scope, l.ring.current, l.db.ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at); err != nil {
+			return Record{}, fmt.Errorf("next number: %w", err)
+		}
+		rotate := r.KeyID != l.ring.current
+		if rotate && rotated {
+			return Record{}, fmt.Errorf("the head of %s stayed in key epoch %q after the rotation entry %d", scope, r.KeyID, r.Seq-1)
+		}
+		if rotate {
+			data, _ := json.Marshal(map[string]string{"from": r.KeyID, "to": l.ring.current})
+			r.Entry = Entry{Actor: "racefree", Action: ActionKeyRotated, Subject: l.ring.current, Data: data}
+		}
+		key, ok := l.ring.scopeKey(r.KeyID, scope)
+		if !ok {
+			return Record{}, fmt.Errorf("%w: %q", ErrUnknownKey, r.KeyID)
+		}
+		r.At = racefree.FromMillis(at)
+		if r.PrevMAC == nil {
+			r.PrevMAC = []byte{}
+		}
+		r.MAC = newMacer(key).sum(&entryInput{scope, r.Seq, r.PrevMAC, at, r.Actor, r.Action, r.Subject, r.Data})
+		// The insert's trigger sets the head's MAC and, after a rotation
+		// entry, its key epoch, and refuses a number that is not the head's.
+		if _, err := tx.ExecContext(ctx, l.q.Get("insert"), scope, r.Seq, at, r.Actor, r.Action, r.Subject, r.Data, r.KeyID, r.PrevMAC, r.MAC); err != nil {
+			return Record{}, fmt.Errorf("insert entry %d: %w", r.Seq, err)
+		}
+		if !rotate {
+			return r, nil
+		}
+	}
+}
+
+// List returns up to limit entries of scope numbered after after, in
+// number order, with their MACs. Pass 0 to start at the beginning, then the
+// Seq of the last record returned. Numbers commit in order (the head row's
+// lock is held until commit), so paging never skips an entry.
+func (l *Log) List(ctx context.Context, scope string, after int64, limit int) ([]Record, error) {
+	if err := checkScope(scope); err != nil {
+		return nil, err
+	}
+	if after < 0 {
+		return nil, racefree.Invalid("after", "must not be negative")
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return nil, racefree.Invalid("limit", "must be between 1 and %d, got %d", MaxListLimit, limit)
+	}
+	rows, err := l.db.QueryContext(ctx, l.q.Get("entries"), scope, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("audit: list %s: %w", scope, l.db.InterpretError(err))
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var (
+			r  = Record{Scope: scope}
+			at int64
+		)
+		if err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Action, &r.Subject, &r.Data, &r.KeyID, &r.PrevMAC, &r.MAC); err != nil {
+			return nil, fmt.Errorf("audit: list %s: %w", scope, err)
+		}
+		r.At = racefree.FromMillis(at)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit: list %s: %w", scope, l.db.InterpretError(err))
+	}
+	return out, nil
+}
+
+// Scopes returns every scope that has entries, in order.
+func (l *Log) Scopes(ctx context.Context) ([]string, error) {
+	rows, err := l.db.QueryContext(ctx, l.q.Get("scopes"))
+	if err != nil {
+		return nil, fmt.Errorf("audit: scopes: %w", l.db.InterpretError(err))
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("audit: scopes: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// ErrUnknownKey means the keyring has no key with the id a scope or an
+// entry names.
+var ErrUnknownKey = errors.New("audit: key id not in the keyring")
+
+// Length returns the number of entries scope's head row counts (0 for a
+// scope without entries): what Verify will check, for a progress report.
+func (l *Log) Length(ctx context.Context, scope string) (int64, error) {
+	if err := checkScope(scope); err != nil {
+		return 0, err
+	}
+	var n, cps int64
+	err := l.db.QueryRowContext(ctx, l.q.Get("head"), scope).Scan(&n, &cps)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("audit: length of %s: %w", scope, l.db.InterpretError(err))
+	}
+	return n, nil
+}

@@ -1,0 +1,58 @@
+// Package audit keeps a tamper-evident audit log: per-scope chains of
+// entries, each numbered gaplessly and MACed over its predecessor's MAC, and
+// signed checkpoints that, kept outside the database, also reveal a cut
+// tail or the restore of an older copy.
+//
+// Log.Append numbers an entry within its scope and chains it:
+//
+//	mac = HMAC-SHA256(scope key, canonical(version, scope, seq, prev_mac,
+//	                                       time, actor, action, subject, data))
+//
+// where every field is length-prefixed, so that no two different entries
+// encode alike, and time is the engine's clock. The scope key is derived
+// from the keyring's mac key with HKDF-SHA256 and the scope, so a leaked key
+// of one scope says nothing about another.
+//
+// # One lock orders numbering and chaining
+//
+// The chain head (last number, last MAC, key epoch) lives in a head row per
+// scope, racefree_audit_heads, and Append takes the next number with one
+// upsert of that row (INSERT … ON CONFLICT DO UPDATE SET last_seq =
+// last_seq + 1 RETURNING …). The upsert holds the row's lock (on SQLite,
+// the IMMEDIATE transaction's write lock) until the transaction ends, so
+// the number and the previous MAC it returns belong to this entry alone.
+// Inserting the entry sets the head's MAC, in the same statement (a
+// trigger, which also refuses an entry that does not carry the head's
+// number). A rollback gives the number back and leaves no entry. Scopes never wait
+// for each other. The head is audit's own rather than a package seq
+// counter because the MAC and the key epoch must change under the same
+// lock as the number: a counter row that holds only a number would need a
+// second row, and a second lock, for the chain.
+//
+// # Keys
+//
+// A Keyring holds mac keys by id (the last listed is current) and Ed25519
+// checkpoint keys, loaded from a file or the environment (EnvKeys), never
+// from the database. When a scope's key is not the current one, Append
+// first appends an ActionKeyRotated entry linking the old key id to the
+// new; Verify then refuses an entry under a key outside its epoch. Errors,
+// String and %#v name key ids only.
+//
+// # What Verify detects
+//
+// Verify streams a scope's chain and reports the first break with its
+// Kind: Modified, Missing, Reordered, UnknownKey, KeyOutsideEpoch,
+// Truncated, RolledBack, BadCheckpoint. A bare MAC chain cannot tell a log
+// whose tail was cut (head row included) or that was restored from an
+// older copy from an intact one: both are valid chains. Log.Checkpoint
+// signs the head and chains the checkpoint to the previous one; exported
+// (WriteCheckpoints) and given back to Verify, it reveals both.
+//
+// # Append-only
+//
+// A trigger refuses UPDATE and DELETE of entries and checkpoints on both
+// engines, and TRUNCATE on PostgreSQL. The owner of the tables can still
+// drop the triggers: run the application as a role that owns nothing (see
+// the README) and keep checkpoints elsewhere. Retention (deleting a prefix)
+// is not offered.
+package audit

@@ -1,0 +1,326 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Kind says how a chain is broken.
+type Kind string
+
+// The kinds of break Verify reports.
+const (
+	// Modified: an entry's MAC does not match its content, its stored
+	// prev_mac is not its predecessor's MAC, or it was spliced in from
+	// another scope.
+	Modified Kind = "modified"
+	// Missing: a number is absent from the middle of the chain (a gap).
+	Missing Kind = "missing"
+	// Reordered: an entry's content and MAC are valid at another position
+	// of the chain than the one it sits at.
+	Reordered Kind = "reordered"
+	// UnknownKey: an entry names a mac key id the keyring does not hold.
+	UnknownKey Kind = "unknown_key"
+	// KeyOutsideEpoch: an entry is under a key other than its epoch's (a
+	// retired key after the rotation entry, or the next key before it).
+	KeyOutsideEpoch Kind = "key_outside_epoch"
+	// Truncated: the chain ends before a checkpoint's entry, or before the
+	// last number its head row counts.
+	Truncated Kind = "truncated"
+	// RolledBack: the log, its checkpoints included, is older than a
+	// checkpoint, or differs from it at the checkpoint's entry: an older
+	// copy of the log was restored.
+	RolledBack Kind = "rolled_back"
+	// BadCheckpoint: a checkpoint given to Verify has a bad signature, an
+	// unknown signing key, another scope, or does not chain to the
+	// checkpoint before it.
+	BadCheckpoint Kind = "bad_checkpoint"
+)
+
+// Break represents the first break Verify found in a chain.
+type Break struct {
+	Kind   Kind   `json:"kind"`
+	Seq    int64  `json:"seq"`    // the entry (or checkpoint's entry) where the chain breaks
+	Detail string `json:"detail"` // what was expected there, without key material
+}
+
+func (b *Break) Error() string {
+	return fmt.Sprintf("audit chain broken at %d: %s: %s", b.Seq, b.Kind, b.Detail)
+}
+
+// Position is a verified place in a scope's chain: entry Seq with MAC MAC
+// under key epoch KeyID. Pass Result.Verified as VerifyOptions.After to
+// verify only what was appended since.
+type Position struct {
+	Seq   int64  `json:"seq"`
+	MAC   []byte `json:"mac"`
+	KeyID string `json:"key_id"`
+}
+
+// VerifyOptions configures Verify. A nil *VerifyOptions verifies the whole
+// chain without checkpoints.
+type VerifyOptions struct {
+	// After resumes from a position a previous Verify reported, trusting
+	// the entries up to it. Defaults to the beginning.
+	After *Position
+	// Checkpoints are the scope's checkpoints kept outside the database,
+	// oldest first and consecutive. Verify checks their signatures and
+	// chain, and that the log still holds the last one's entry with its
+	// MAC. Without any, a cut tail and a restored older copy go unnoticed
+	// (Result.Anchored is false).
+	Checkpoints []Checkpoint
+	// Progress, when set, is called with the number of entries checked so
+	// far, every 10,000 entries and at the end.
+	Progress func(rows int64)
+}
+
+// Result represents what Verify found in one scope.
+type Result struct {
+	Scope    string   `json:"scope"`
+	Rows     int64    `json:"rows"`     // entries checked
+	Verified Position `json:"verified"` // the last entry verified intact
+	Break    *Break   `json:"break,omitempty"`
+	// Anchored reports that a checkpoint vouched for the chain up to its
+	// entry, so a cut tail or a rollback before it would have been found.
+	Anchored bool `json:"anchored"`
+}
+
+// Intact reports that no break was found.
+func (r *Result) Intact() bool { return r.Break == nil }
+
+// reorderWindow is how far around a broken entry Verify looks for the
+// position its MAC is valid at.
+const reorderWindow = 16
+
+// Verify streams scope's chain in number order and reports the first break
+// in Result.Break, with its kind; a nil Break means intact. The error is
+// for what kept Verify from deciding (I/O, bad input), never for a break.
+//
+// Each entry must carry the next number, be under a key of the keyring and
+// of its epoch (the scope's first entry opens the first epoch; an
+// ActionKeyRotated entry closes it and opens the next), chain to its
+// predecessor's MAC and have a valid MAC. The chain must end at the head
+// row's last number. A bare chain cannot tell a cut tail, with the head row
+// cut to match, or a restored older copy of the whole log, from an intact
+// log: only a checkpoint kept elsewhere can (VerifyOptions.Checkpoints).
+//
+// Verify reads the head row before the entries, so appends that commit
+// while it runs never look like a break.
+func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Result, error) {
+	if err := checkScope(scope); err != nil {
+		return Result{}, err
+	}
+	var o VerifyOptions
+	if opts != nil {
+		o = *opts
+	}
+	res := Result{Scope: scope}
+	if o.After != nil {
+		res.Verified = *o.After
+	}
+	anchor, brk := l.checkCheckpoints(scope, o.Checkpoints)
+	if brk != nil {
+		res.Break = brk
+		return res, nil
+	}
+	var headSeq, headCheckpoints int64
+	err := l.db.QueryRowContext(ctx, l.q.Get("head"), scope).Scan(&headSeq, &headCheckpoints)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, l.db.InterpretError(err))
+	}
+	if err := l.stream(ctx, scope, &o, anchor, &res); err != nil {
+		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, l.db.InterpretError(err))
+	}
+	if o.Progress != nil {
+		o.Progress(res.Rows)
+	}
+	if res.Break != nil {
+		return res, nil
+	}
+	last := res.Verified.Seq
+	switch {
+	case anchor != nil && headCheckpoints < anchor.N:
+		res.Break = &Break{RolledBack, last, fmt.Sprintf("checkpoint %d exists; the log, its checkpoints included, counts %d", anchor.N, headCheckpoints)}
+	case anchor != nil && anchor.Seq > last:
+		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("checkpoint %d vouches for entry %d; the chain ends at %d", anchor.N, anchor.Seq, last)}
+	case headSeq > last:
+		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("the head counts %d entries; the chain ends at %d", headSeq, last)}
+	case anchor != nil && o.After != nil && anchor.Seq == o.After.Seq && !hmac.Equal(anchor.MAC, o.After.MAC):
+		res.Break = &Break{RolledBack, anchor.Seq, fmt.Sprintf("checkpoint %d vouches for another entry %d", anchor.N, anchor.Seq)}
+	case anchor != nil:
+		res.Anchored = true
+	}
+	return res, nil
+}
+
+// stream checks the entries after res.Verified, advancing it, and sets
+// res.Break at the first break.
+func (l *Log) stream(ctx context.Context, scope string, o *VerifyOptions, anchor *Checkpoint, res *Result) error {
+	rows, err := l.db.QueryContext(ctx, l.q.Get("entries"), scope, res.Verified.Seq, nil)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var (
+		epoch  = res.Verified.KeyID
+		prev   = res.Verified.MAC
+		macers = map[string]*macer{}
+		in     entryInput
+		data   sql.RawBytes // RawBytes: valid until the next row, never copied
+		stored sql.RawBytes
+		mac    sql.RawBytes
+		keyID  string
+		brk    = func(k Kind, seq int64, format string, args ...any) {
+			res.Break = &Break{k, seq, fmt.Sprintf(format, args...)}
+		}
+		scanErr error
+	)
+	in.scope = scope
+	for rows.Next() {
+		if scanErr = rows.Scan(&in.seq, &in.at, &in.actor, &in.action, &in.subject, &data, &keyID, &stored, &mac); scanErr != nil {
+			return scanErr
+		}
+		in.data = data
+		want := res.Verified.Seq + 1
+		if in.seq != want {
+			brk(Missing, want, "entry %d is absent; the next is %d", want, in.seq)
+			return nil
+		}
+		m, ok := macers[keyID]
+		if !ok {
+			key, ok := l.ring.scopeKey(keyID, scope)
+			if !ok {
+				brk(UnknownKey, in.seq, "key id %q is not in the keyring", keyID)
+				return nil
+			}
+			m = newMacer(key)
+			macers[keyID] = m
+		}
+		if epoch != "" && keyID != epoch {
+			brk(KeyOutsideEpoch, in.seq, "entry under key %q in the epoch of key %q", keyID, epoch)
+			return nil
+		}
+		in.prev = prev
+		if in.prev == nil {
+			in.prev = []byte{}
+		}
+		if !hmac.Equal(m.sum(&in), mac) {
+			if at, ok := reorderedAt(m, &in, stored, mac); ok {
+				brk(Reordered, in.seq, "the entry at %d belongs at %d", in.seq, at)
+			} else {
+				brk(Modified, in.seq, "the MAC does not match the entry")
+			}
+			return nil
+		}
+		if !bytes.Equal(stored, in.prev) {
+			brk(Modified, in.seq, "the stored prev_mac is not entry %d's MAC", in.seq-1)
+			return nil
+		}
+		if anchor != nil && in.seq == anchor.Seq && !hmac.Equal(mac, anchor.MAC) {
+			brk(RolledBack, in.seq, "checkpoint %d vouches for another entry %d", anchor.N, anchor.Seq)
+			return nil
+		}
+		epoch = keyID
+		if in.action == ActionKeyRotated {
+			var link struct{ From, To string }
+			if err := json.Unmarshal(in.data, &link); err != nil || link.From != keyID || link.To == "" {
+				brk(Modified, in.seq, "a rotation entry that does not link key %q to the next", keyID)
+				return nil
+			}
+			epoch = link.To
+		}
+		prev = append(prev[:0:0], mac...)
+		res.Verified = Position{Seq: in.seq, MAC: prev, KeyID: epoch}
+		res.Rows++
+		if o.Progress != nil && res.Rows%10_000 == 0 {
+			o.Progress(res.Rows)
+		}
+	}
+	return rows.Err()
+}
+
+// reorderedAt reports the number near in.seq at which the entry's content
+// and stored prev_mac give its MAC, if any: an entry moved from there.
+func reorderedAt(m *macer, in *entryInput, storedPrev, mac []byte) (int64, bool) {
+	moved := *in
+	moved.prev = storedPrev
+	for d := int64(-reorderWindow); d <= reorderWindow; d++ {
+		moved.seq = in.seq + d
+		if d == 0 || moved.seq < 1 {
+			continue
+		}
+		if hmac.Equal(m.sum(&moved), mac) {
+			return moved.seq, true
+		}
+	}
+	return 0, false
+}
+
+// checkCheckpoints checks the signatures and chain of cs and returns the
+// last one, the anchor, or a break.
+func (l *Log) checkCheckpoints(scope string, cs []Checkpoint) (*Checkpoint, *Break) {
+	for i := range cs {
+		c := &cs[i]
+		if c.Scope != scope {
+			return nil, &Break{BadCheckpoint, c.Seq, fmt.Sprintf("checkpoint %d is of scope %q", c.N, c.Scope)}
+		}
+		pub, ok := l.ring.publics[c.KeyID]
+		if !ok {
+			return nil, &Break{BadCheckpoint, c.Seq, fmt.Sprintf("checkpoint %d is signed by key %q, not in the keyring", c.N, c.KeyID)}
+		}
+		if !ed25519.Verify(pub, c.signed(), c.Sig) {
+			return nil, &Break{BadCheckpoint, c.Seq, fmt.Sprintf("checkpoint %d has a bad signature", c.N)}
+		}
+		if i == 0 {
+			continue
+		}
+		p := &cs[i-1]
+		if c.N != p.N+1 || !bytes.Equal(c.Prev, p.Hash()) || c.Seq < p.Seq {
+			return nil, &Break{BadCheckpoint, c.Seq, fmt.Sprintf("checkpoint %d does not follow checkpoint %d", c.N, p.N)}
+		}
+	}
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	return &cs[len(cs)-1], nil
+}
+
+// VerifyAll verifies every scope with entries, and every scope in
+// checkpoints, parallel at a time (at least 1), each as Verify against its
+// checkpoints. It returns one Result per scope.
+func (l *Log) VerifyAll(ctx context.Context, parallel int, checkpoints map[string][]Checkpoint) ([]Result, error) {
+	scopes, err := l.Scopes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for s := range checkpoints {
+		found := false
+		for _, t := range scopes {
+			found = found || t == s
+		}
+		if !found { // a scope whose whole log is gone still has a checkpoint
+			scopes = append(scopes, s)
+		}
+	}
+	out := make([]Result, len(scopes))
+	errs := make([]error, len(scopes))
+	sem := make(chan struct{}, max(parallel, 1))
+	var wg sync.WaitGroup
+	for i, s := range scopes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i], errs[i] = l.Verify(ctx, s, &VerifyOptions{Checkpoints: checkpoints[s]})
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/audit"
+	"github.com/racefree/racefree/dsn"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of audit verify.
+const (
+	exitAuditBroken = 1
+	exitAuditFailed = 2
+)
+
+func auditCmd() *cobra.Command {
+	var db, keys string
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Verify, checkpoint and key the tamper-evident audit log",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("audit needs a subcommand: verify, checkpoint or keygen")
+		},
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
+	pf.StringVar(&keys, "keys", "", "keyring file (default: the keyring in "+audit.EnvKeys+")")
+
+	var (
+		scopes     []string
+		checkpoint string
+		format     string
+		parallel   int
+	)
+	verify := &cobra.Command{
+		Use:   "verify",
+		Short: "Verify the audit chains (exit 0 intact, 1 broken, 2 error)",
+		Long: `verify streams each scope's chain (every scope, or those given with --scope)
+and prints one line per scope: intact, or the first break and its kind.
+Checkpoints exported by "racefree audit checkpoint" (--checkpoint FILE)
+also reveal a cut tail or a restored older copy, which a bare chain cannot.
+On a terminal it shows progress on stderr; piped, it prints only the result.
+Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			err := auditVerify(cmd.Context(), cmd.OutOrStdout(), os.Stderr, isTerminal(os.Stderr), db, keys, scopes, checkpoint, format, parallel)
+			var ee *exitError
+			if err != nil && !errors.As(err, &ee) {
+				err = &exitError{exitAuditFailed, err}
+			}
+			return err
+		},
+	}
+	verify.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{exitAuditFailed, err} })
+	vf := verify.Flags()
+	vf.StringArrayVar(&scopes, "scope", nil, "scope to verify (repeat; default: every scope)")
+	vf.StringVar(&checkpoint, "checkpoint", "", "file of exported checkpoints (JSON lines) to verify against")
+	vf.StringVar(&format, "format", "text", "output: text or json (one JSON object per scope and line)")
+	vf.IntVar(&parallel, "parallel", 4, "scopes verified at once")
+
+	var cpScopes []string
+	cp := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Sign a checkpoint of each scope's head and print it (JSON lines) for safekeeping",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return auditCheckpoint(cmd.Context(), cmd.OutOrStdout(), db, keys, cpScopes)
+		},
+	}
+	cp.Flags().StringArrayVar(&cpScopes, "scope", nil, "scope to checkpoint (repeat; default: every scope)")
+
+	var macID, signID string
+	keygen := &cobra.Command{
+		Use:   "keygen",
+		Short: "Print a new keyring (one mac key, one sign key); connects to nothing",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if macID == "" {
+				macID = "mac-" + time.Now().UTC().Format("20060102")
+			}
+			if signID == "" {
+				signID = "sign-" + time.Now().UTC().Format("20060102")
+			}
+			return audit.Keygen(cmd.OutOrStdout(), macID, signID)
+		},
+	}
+	keygen.Flags().StringVar(&macID, "mac-id", "", "id of the mac key (default mac-YYYYMMDD)")
+	keygen.Flags().StringVar(&signID, "sign-id", "", "id of the sign key (default sign-YYYYMMDD)")
+	cmd.AddCommand(verify, cp, keygen)
+	return cmd
+}
+
+// isTerminal reports whether f is a character device: a terminal, not a
+// pipe or a file.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func openAudit(ctx context.Context, db, keys string) (*racefree.DB, *audit.Log, error) {
+	var ring *audit.Keyring
+	var err error
+	if keys != "" {
+		ring, err = audit.LoadKeyring(keys)
+	} else {
+		ring, err = audit.KeyringFromEnv()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := mustExist(db); err != nil {
+		return nil, nil, err
+	}
+	h, err := dsn.Open(ctx, db, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := audit.New(h, ring)
+	if err != nil {
+		h.Close()
+		return nil, nil, err
+	}
+	return h, l, nil
+}
+
+func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, keys string, scopes []string, checkpoint, format string, parallel int) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if format != "text" && format != "json" {
+		return racefree.Invalid("format", "%q: want text or json", format)
+	}
+	if parallel < 1 {
+		return racefree.Invalid("parallel", "%d: want at least 1", parallel)
+	}
+	cps := map[string][]audit.Checkpoint{}
+	if checkpoint != "" {
+		f, err := os.Open(checkpoint)
+		if err != nil {
+			return err
+		}
+		list, err := audit.ReadCheckpoints(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		for _, c := range list {
+			cps[c.Scope] = append(cps[c.Scope], c)
+		}
+	}
+	h, l, err := openAudit(ctx, db, keys)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if len(scopes) == 0 {
+		if scopes, err = l.Scopes(ctx); err != nil {
+			return err
+		}
+		for s := range cps { // a scope whose whole log is gone still has checkpoints
+			if !contains(scopes, s) {
+				scopes = append(scopes, s)
+			}
+		}
+		sort.Strings(scopes)
+	}
+	var prog *verifyProgress
+	if tty {
+		prog = newVerifyProgress(stderr)
+		for _, s := range scopes {
+			n, err := l.Length(ctx, s)
+			if err != nil {
+				return err
+			}
+			prog.total += n
+		}
+		defer prog.finish()
+	}
+	results := make([]audit.Result, len(scopes))
+	errs := make([]error, len(scopes))
+	sem := make(chan struct{}, parallel)
+	done := make(chan struct{})
+	for i, s := range scopes {
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem; done <- struct{}{} }()
+			var last int64
+			opts := &audit.VerifyOptions{Checkpoints: cps[s]}
+			if prog != nil {
+				opts.Progress = func(n int64) { prog.add(n - last); last = n }
+			}
+			results[i], errs[i] = l.Verify(ctx, s, opts)
+		}()
+	}
+	for range scopes {
+		<-done
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	prog.finish()
+	broken := 0
+	enc := json.NewEncoder(stdout)
+	for _, r := range results {
+		if !r.Intact() {
+			broken++
+		}
+		if format == "json" {
+			if err := enc.Encode(&r); err != nil {
+				return err
+			}
+			continue
+		}
+		switch {
+		case !r.Intact():
+			fmt.Fprintf(stdout, "%s: BROKEN at %d: %s: %s\n", r.Scope, r.Break.Seq, r.Break.Kind, r.Break.Detail)
+		case r.Anchored:
+			fmt.Fprintf(stdout, "%s: intact, %d entries, anchored by a checkpoint\n", r.Scope, r.Rows)
+		default:
+			fmt.Fprintf(stdout, "%s: intact, %d entries, no checkpoint (a cut tail or a restored older copy would go unnoticed)\n", r.Scope, r.Rows)
+		}
+	}
+	if broken > 0 {
+		return &exitError{exitAuditBroken, fmt.Errorf("%d of %d audit chains broken", broken, len(results))}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func auditCheckpoint(ctx context.Context, stdout io.Writer, db, keys string, scopes []string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	h, l, err := openAudit(ctx, db, keys)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if len(scopes) == 0 {
+		if scopes, err = l.Scopes(ctx); err != nil {
+			return err
+		}
+	}
+	for _, s := range scopes {
+		c, err := l.Checkpoint(ctx, h, s)
+		if err != nil {
+			return err
+		}
+		if err := audit.WriteCheckpoints(stdout, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
