@@ -43,8 +43,8 @@ const (
 
 // Limits on input, checked before anything is written.
 const (
-	MaxKeyBytes = 255            // bytes in a key or a consumption key
-	MaxUnits    = 1_000_000_000  // largest Rate, Burst and n
+	MaxKeyBytes = 255           // bytes in a key or a consumption key
+	MaxUnits    = 1_000_000_000 // largest Rate, Burst and n
 	MaxPer      = 366 * 24 * time.Hour
 )
 
