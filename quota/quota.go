@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/racefree/racefree"
@@ -75,6 +76,10 @@ type Policy struct {
 	Shadow bool
 }
 
+// policyName is what a policy's name may hold: it appears in RateLimit
+// headers as a structured-field string.
+var policyName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
 // interval returns GCRA's emission interval T in ms: Per/Rate, rounded up,
 // so that the long-run rate never exceeds Rate per Per.
 func (p Policy) interval() int64 {
@@ -118,10 +123,8 @@ func (p Policy) Validate() error {
 	if p.OnUnavailable != FailClosed && p.OnUnavailable != FailOpen {
 		return racefree.Invalid("policy.on_unavailable", "unknown value %d", p.OnUnavailable)
 	}
-	if p.Name != "" {
-		if err := racefree.CheckText("policy.name", p.Name, 64); err != nil {
-			return err
-		}
+	if p.Name != "" && !policyName.MatchString(p.Name) {
+		return racefree.Invalid("policy.name", "must be 1 to 64 of A-Z, a-z, 0-9, '_', '-', '.', got %q", p.Name)
 	}
 	return nil
 }
@@ -135,6 +138,9 @@ type Decision struct {
 	// ResetAt is when the key is back to its full limit: the bucket full
 	// (GCRA) or the window over (FixedWindow).
 	ResetAt time.Time
+	// ResetAfter is ResetAt less the clock of the decision: how long until
+	// the key is back to its full limit.
+	ResetAfter time.Duration
 	// RetryAfter is, on a denial, exactly how long until the same charge
 	// would be allowed if nothing else is charged meanwhile; 0 when
 	// allowed.
@@ -335,7 +341,8 @@ func decide(p Policy, n, now, tat, used int64, charged bool) Decision {
 		if !charged && used+n <= p.Rate {
 			return Decision{Allowed: true}
 		}
-		d := Decision{Allowed: charged, Remaining: p.Rate - used, ResetAt: racefree.FromMillis(start + per)}
+		d := Decision{Allowed: charged, Remaining: p.Rate - used, ResetAt: racefree.FromMillis(start + per),
+			ResetAfter: time.Duration(start+per-now) * time.Millisecond}
 		if !charged {
 			d.RetryAfter = time.Duration(start+per-now) * time.Millisecond
 		}
@@ -344,14 +351,15 @@ func decide(p Policy, n, now, tat, used int64, charged bool) Decision {
 	t, b := p.interval(), p.Burst
 	tat = max(tat, now)
 	if charged {
-		return Decision{Allowed: true, Remaining: (now + b*t - tat) / t, ResetAt: racefree.FromMillis(tat)}
+		return Decision{Allowed: true, Remaining: (now + b*t - tat) / t, ResetAt: racefree.FromMillis(tat),
+			ResetAfter: time.Duration(tat-now) * time.Millisecond}
 	}
 	allowAt := tat + n*t - b*t
 	if allowAt <= now {
 		return Decision{Allowed: true}
 	}
 	return Decision{Remaining: (now + b*t - tat) / t, ResetAt: racefree.FromMillis(tat),
-		RetryAfter: time.Duration(allowAt-now) * time.Millisecond}
+		ResetAfter: time.Duration(tat-now) * time.Millisecond, RetryAfter: time.Duration(allowAt-now) * time.Millisecond}
 }
 
 // Refund gives n units back to key under policy p, after a downstream

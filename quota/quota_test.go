@@ -117,7 +117,7 @@ func TestGCRADenialWritesNothingAndSaysExactlyWhen(t *testing.T) {
 		}
 		tat, used := row(t, db, "k", quota.GCRA)
 		d := consume(t, l, db, "k", 1, gcra)
-		if got, want := d, (quota.Decision{RetryAfter: 100 * time.Millisecond, ResetAt: t0.Add(500 * time.Millisecond)}); got != want {
+		if got, want := d, (quota.Decision{RetryAfter: 100 * time.Millisecond, ResetAt: t0.Add(500 * time.Millisecond), ResetAfter: 500 * time.Millisecond}); got != want {
 			t.Fatalf("denial: %+v, want %+v", got, want)
 		}
 		if gotTat, gotUsed := row(t, db, "k", quota.GCRA); gotTat != tat || gotUsed != used {
@@ -370,9 +370,11 @@ func (m *model) consume(p quota.Policy, now, n int64) quota.Decision {
 	m.at = now
 	if m.level >= n*t {
 		m.level -= n * t
-		return quota.Decision{Allowed: true, Remaining: m.level / t, ResetAt: racefree.FromMillis(now + full - m.level)}
+		return quota.Decision{Allowed: true, Remaining: m.level / t, ResetAt: racefree.FromMillis(now + full - m.level),
+			ResetAfter: time.Duration(full-m.level) * time.Millisecond}
 	}
 	return quota.Decision{Remaining: m.level / t, ResetAt: racefree.FromMillis(now + full - m.level),
+		ResetAfter: time.Duration(full-m.level) * time.Millisecond,
 		RetryAfter: time.Duration(n*t-m.level) * time.Millisecond}
 }
 

@@ -49,6 +49,7 @@ var (
 	InProgress            = Kind{"idempotency-in-progress", "Request in progress", http.StatusConflict}
 	TooLarge              = Kind{"too-large", "Request body too large", http.StatusRequestEntityTooLarge}
 	KeyMismatch           = Kind{"idempotency-key-mismatch", "Idempotency-Key reused", http.StatusUnprocessableEntity}
+	QuotaExceeded         = Kind{"quota-exceeded", "Quota exceeded", http.StatusTooManyRequests}
 	Internal              = Kind{"internal", "Internal error", http.StatusInternalServerError}
 	Unavailable           = Kind{"unavailable", "Temporarily unavailable", http.StatusServiceUnavailable}
 	IdempotencyUnknown    = Kind{"idempotency-unavailable", "Idempotency store unavailable", http.StatusServiceUnavailable}
@@ -60,7 +61,7 @@ var (
 func Kinds() []Kind {
 	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature,
 		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, TooLarge,
-		KeyMismatch, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady}
+		KeyMismatch, QuotaExceeded, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady}
 }
 
 // aliases are names used before the registry, kept so that old call sites
