@@ -386,3 +386,17 @@ func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string
 	d := decide(p, 0, now, tat, used, true)
 	return d, nil
 }
+
+// ExceededError reports a denied charge with its Decision, for callers
+// that turn a denial into an error (racefree's HTTP route). It matches
+// racefree.ErrQuotaExceeded.
+type ExceededError struct {
+	Decision Decision
+}
+
+func (e *ExceededError) Error() string {
+	return fmt.Sprintf("quota exceeded: retry in %s", e.Decision.RetryAfter)
+}
+
+// Is reports racefree.ErrQuotaExceeded as matching.
+func (e *ExceededError) Is(target error) bool { return target == racefree.ErrQuotaExceeded }
