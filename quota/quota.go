@@ -229,8 +229,9 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // UPDATE … WHERE <there is room> RETURNING), so concurrent charges of one
 // key, from any number of goroutines and processes, never admit more than
 // the limit: at a limit of 50, exactly 50 of 200 concurrent charges are
-// allowed. A denial writes nothing and returns the exact RetryAfter, read
-// in a second statement (the first returns no row when it refuses).
+// allowed. A denial writes nothing and returns the exact RetryAfter: on
+// PostgreSQL the same statement reads the counter it refused on (one round
+// trip), on SQLite a second statement reads it.
 //
 // n must be between 1 and the policy's limit (Burst for GCRA, Rate for a
 // fixed window): a charge that could never be allowed is an
@@ -287,26 +288,33 @@ func shadow(p Policy, d Decision) Decision {
 	return d
 }
 
-// consume runs the charge statement and, on a denial, reads the state to
-// say how long to wait. When the state shows room (the counter moved
-// between the two statements), it charges again.
+// consume runs the charge statement. On a denial, the counter it refused
+// on says how long to wait: PostgreSQL's statement returns it, SQLite's
+// returns no row and the counter is read in a second statement. When that
+// read shows room (the counter moved between the two), it charges again.
 func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
 	name, arg := "consume_gcra", p.interval()
 	if p.Kind == FixedWindow {
 		name, arg = "consume_window", p.Per.Milliseconds()
 	}
 	for attempt := 0; ; attempt++ {
-		var tat, used, now int64
-		err := exec.QueryRowContext(ctx, l.q.Get(name), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&tat, &used, &now)
-		if err == nil {
+		var (
+			allowed        bool
+			tat, used, now int64
+		)
+		err := exec.QueryRowContext(ctx, l.q.Get(name), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
+		switch {
+		case err == nil && allowed:
 			return decide(p, n, now, tat, used, true), nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
+		case err == nil:
+			// Refused; the statement read the counter it refused on.
+		case errors.Is(err, sql.ErrNoRows):
+			// Refused, and the counter is still to be read.
+			if now, tat, used, err = l.state(ctx, exec, key, p); err != nil {
+				return Decision{}, err
+			}
+		default:
 			return Decision{}, l.db.InterpretError(err)
-		}
-		now, tat, used, err = l.state(ctx, exec, key, p)
-		if err != nil {
-			return Decision{}, err
 		}
 		if d := decide(p, n, now, tat, used, false); !d.Allowed {
 			return d, nil

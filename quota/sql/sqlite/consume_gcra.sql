@@ -9,7 +9,9 @@
 -- units have refilled. A key with no row is a full bucket: the INSERT
 -- starts it at now + n*T (n <= B is checked before). The DO UPDATE's WHERE
 -- is the decision: when it fails, SQLite writes nothing and returns no row,
--- and the caller reads the state to say how long to wait. excluded.updated_at
+-- and the caller reads the state to say how long to wait (SQLite has no
+-- data-modifying CTE to read it in; in-process, the second read costs
+-- little). excluded.updated_at
 -- carries now into the DO UPDATE. expires_at is the new tat: from then on
 -- the row means the same as no row, and the reaper may delete it.
 INSERT INTO racefree_quotas AS q (scope, key, kind, tat, used, updated_at, expires_at)
@@ -21,4 +23,4 @@ ON CONFLICT (scope, key, kind) DO UPDATE SET
   updated_at = excluded.updated_at,
   expires_at = MAX(q.tat, excluded.updated_at) + ?3 * ?4
 WHERE MAX(q.tat, excluded.updated_at) + ?3 * ?4 <= excluded.updated_at + ?5 * ?4
-RETURNING tat, used, updated_at
+RETURNING true AS allowed, tat, used, updated_at

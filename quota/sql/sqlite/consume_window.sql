@@ -8,7 +8,9 @@
 -- row of an earlier window counts as 0 used. A key with no row inserts
 -- used = n (n <= limit is checked before). The DO UPDATE's WHERE is the
 -- decision: when it fails, SQLite writes nothing and returns no row, and
--- the caller reads the state to say how long to wait. Every SET reads the
+-- the caller reads the state to say how long to wait (SQLite has no
+-- data-modifying CTE to read it in; in-process, the second read costs
+-- little). Every SET reads the
 -- old row, so used is computed against the old tat. expires_at is the end
 -- of the window, after which the row means the same as no row.
 INSERT INTO racefree_quotas AS q (scope, key, kind, tat, used, updated_at, expires_at)
@@ -21,4 +23,4 @@ ON CONFLICT (scope, key, kind) DO UPDATE SET
   updated_at = excluded.updated_at,
   expires_at = excluded.expires_at
 WHERE CASE WHEN q.tat = excluded.tat THEN q.used ELSE 0 END + ?3 <= ?5
-RETURNING tat, used, updated_at
+RETURNING true AS allowed, tat, used, updated_at
