@@ -42,6 +42,11 @@ func TestDenialAfterALockWaitReadsTheNewCounter(t *testing.T) {
 		done <- d
 	}()
 	for waiting := 0; waiting == 0; {
+		select {
+		case d := <-done:
+			t.Fatalf("the charge did not wait for the lock: %+v", d)
+		default:
+		}
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
