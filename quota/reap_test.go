@@ -136,6 +136,15 @@ func TestUnansweredDatabaseFollowsThePolicy(t *testing.T) {
 		if took := time.Since(start); took > 3*time.Second {
 			t.Fatalf("two charges bounded by 200ms took %s", took)
 		}
+		// NoWait: the caller's deadline is the bound.
+		callerOpen := open
+		callerOpen.Wait = quota.NoWait
+		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		d, err = l.Consume(cctx, db, "k", 1, callerOpen)
+		cancel()
+		if err != nil || !d.Allowed || !d.Degraded {
+			t.Fatalf("fail open on the caller's deadline: %+v, %v; want allowed, Degraded", d, err)
+		}
 		d, err = l.ConsumeAll(ctx, db, []quota.Request{{Key: "k", N: 1, Policy: open}})
 		if err != nil || !d.Allowed || !d.Degraded {
 			t.Fatalf("ConsumeAll fail open: %+v, %v; want allowed, Degraded", d, err)

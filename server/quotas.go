@@ -45,7 +45,9 @@ func (s *Server) consumeQuota(ctx context.Context, exec racefree.Executor, r *ht
 		n = *req.N
 	}
 	p := quota.Policy{Kind: quota.Kind(req.Policy.Kind), Rate: req.Policy.Rate, Per: time.Duration(req.Policy.PerMs) * time.Millisecond,
-		Burst: req.Policy.Burst, Wait: quotaWait}
+		Burst: req.Policy.Burst, Wait: quota.NoWait}
+	// NoWait: the request's own deadline (--request-timeout) bounds the
+	// charge; past it the route answers 503 unavailable.
 	d, err := s.quotas.Consume(ctx, exec, key, n, p)
 	if err != nil {
 		return nil, err
@@ -59,10 +61,6 @@ func (s *Server) consumeQuota(ctx context.Context, exec racefree.Executor, r *ht
 		ResetAt   string `json:"reset_at"`
 	}{true, d.Remaining, formatTime(d.ResetAt)}, nil
 }
-
-// quotaWait leaves the bound of a charge to the request's own deadline
-// (--request-timeout): past it the route answers 503 unavailable.
-const quotaWait = 24 * time.Hour
 
 // ReapQuotas deletes the expired quota counters and consumption keys, in
 // batches, and returns how many.

@@ -117,15 +117,14 @@ func run() error {
 			for _, hot := range []bool{false, true} {
 				run := fmt.Sprintf("%s-%d-%t-%d", engine, clients, hot, time.Now().UnixNano())
 				key := keyFunc(run, hot)
-				lib := measure(ctx, clients, func(ctx context.Context, c, i int) error {
+				keyBare := keyFunc(run+"-bare", hot)
+				lib, bareOps := measurePair(ctx, clients, func(ctx context.Context, c, i int) error {
 					d, err := l.Consume(ctx, db, key(c, i), 1, policy)
 					if err == nil && !d.Allowed {
 						err = fmt.Errorf("denied")
 					}
 					return err
-				})
-				keyBare := keyFunc(run+"-bare", hot)
-				bareOps := measure(ctx, clients, func(ctx context.Context, c, i int) error {
+				}, func(ctx context.Context, c, i int) error {
 					var (
 						allowed        bool
 						tat, used, now int64
@@ -173,19 +172,18 @@ func run() error {
 		if _, err := l.Consume(ctx, db, "exhausted", 1, denyPolicy); err != nil {
 			return err
 		}
-		lib := measure(ctx, 1, func(ctx context.Context, c, i int) error {
-			d, err := l.Consume(ctx, db, "exhausted", 1, denyPolicy)
-			if err == nil && (d.Allowed || d.RetryAfter <= 0) {
-				err = fmt.Errorf("not a denial: %+v", d)
-			}
-			return err
-		})
 		interval := denyPolicy.Per.Milliseconds() / denyPolicy.Rate
 		state, err := readQuery(engine, "state")
 		if err != nil {
 			return err
 		}
-		two := measure(ctx, 1, func(ctx context.Context, c, i int) error {
+		lib, two := measurePair(ctx, 1, func(ctx context.Context, c, i int) error {
+			d, err := l.Consume(ctx, db, "exhausted", 1, denyPolicy)
+			if err == nil && (d.Allowed || d.RetryAfter <= 0) {
+				err = fmt.Errorf("not a denial: %+v", d)
+			}
+			return err
+		}, func(ctx context.Context, c, i int) error {
 			var tat, used, now int64
 			err := db.QueryRowContext(ctx, twoStatements, "bench-deny", "exhausted", 1, interval, denyPolicy.Burst, nil).Scan(&tat, &used, &now)
 			if !errors.Is(err, sql.ErrNoRows) {
@@ -242,9 +240,37 @@ func keyFunc(prefix string, hot bool) func(c, i int) string {
 	return func(c, i int) string { return fmt.Sprintf("%s-%d-%d", prefix, c, i) }
 }
 
+// rounds is how many slices each cell's time is cut into: the two sides of
+// a comparison run alternately, slice by slice, so that the load of a
+// shared machine falls on both alike.
+const rounds = 4
+
+// measurePair runs a and b alternately, each for cellTime in all, and
+// returns their calls per second.
+func measurePair(ctx context.Context, clients int, a, b op) (float64, float64) {
+	var na, nb, ta, tb float64
+	slice := *cellTime / rounds
+	for r := range rounds {
+		off := r * 1_000_000 // fresh keys in each round
+		shift := func(f op) op { return func(ctx context.Context, c, i int) error { return f(ctx, c, i+off) } }
+		n, d := run1(ctx, clients, slice, shift(a))
+		na, ta = na+n, ta+d
+		n, d = run1(ctx, clients, slice, shift(b))
+		nb, tb = nb+n, tb+d
+	}
+	return na / ta, nb / tb
+}
+
 // measure runs f from clients goroutines for cellTime and returns the
-// calls per second. It stops at the first error.
+// calls per second.
 func measure(ctx context.Context, clients int, f op) float64 {
+	n, d := run1(ctx, clients, *cellTime, f)
+	return n / d
+}
+
+// run1 runs f from clients goroutines for d and returns the calls made and
+// the seconds taken. It stops at the first error.
+func run1(ctx context.Context, clients int, d time.Duration, f op) (float64, float64) {
 	var (
 		n    atomic.Int64
 		wg   sync.WaitGroup
@@ -266,10 +292,10 @@ func measure(ctx context.Context, clients int, f op) float64 {
 			}
 		}()
 	}
-	time.Sleep(*cellTime)
+	time.Sleep(d)
 	stop.Store(true)
 	wg.Wait()
-	return float64(n.Load()) / time.Since(start).Seconds()
+	return float64(n.Load()), time.Since(start).Seconds()
 }
 
 // openPostgres opens a fresh schema on the server at base, and returns a
