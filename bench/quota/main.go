@@ -38,6 +38,7 @@ var (
 	short     = flag.Bool("short", false, "run each cell for 200 ms (CI)")
 	cellTime  = flag.Duration("time", 3*time.Second, "how long each cell runs")
 	redisAddr = flag.String("redis", "127.0.0.1:6379", "Redis address for redis_rate")
+	denyOnly  = flag.Bool("deny", false, "measure only the denial path (PostgreSQL)")
 )
 
 // The policy every cell charges: 1000 a second with a burst large enough
@@ -96,12 +97,14 @@ func run() error {
 	}
 
 	fmt.Printf("Admitted charges per second, %s a cell (higher is better).\n\n", *cellTime)
-	fmt.Println("| engine | clients | keys | racefree | bare statement | racefree / bare | redis_rate | racefree / redis_rate |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Println("racefree runs with the default Policy.Wait (a 1 s timer per charge) and with NoWait (the caller's context only).")
+	fmt.Println()
+	fmt.Println("| engine | clients | keys | racefree | racefree NoWait | bare statement | racefree / bare (default / NoWait) | redis_rate | racefree / redis_rate (default / NoWait) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	var redisRate = map[string]float64{}
 	for _, engine := range []string{racefree.SQLite, racefree.Postgres} {
 		db := dbs[engine]
-		if db == nil {
+		if db == nil || *denyOnly {
 			continue
 		}
 		l, err := quota.New(db, &quota.Options{Scope: "bench"})
@@ -117,9 +120,17 @@ func run() error {
 			for _, hot := range []bool{false, true} {
 				run := fmt.Sprintf("%s-%d-%t-%d", engine, clients, hot, time.Now().UnixNano())
 				key := keyFunc(run, hot)
-				keyBare := keyFunc(run+"-bare", hot)
-				lib, bareOps := measurePair(ctx, clients, func(ctx context.Context, c, i int) error {
+				keyBare, keyNoWait := keyFunc(run+"-bare", hot), keyFunc(run+"-nowait", hot)
+				noWait := policy
+				noWait.Wait = quota.NoWait
+				ops := measureN(ctx, clients, func(ctx context.Context, c, i int) error {
 					d, err := l.Consume(ctx, db, key(c, i), 1, policy)
+					if err == nil && !d.Allowed {
+						err = fmt.Errorf("denied")
+					}
+					return err
+				}, func(ctx context.Context, c, i int) error {
+					d, err := l.Consume(ctx, db, keyNoWait(c, i), 1, noWait)
 					if err == nil && !d.Allowed {
 						err = fmt.Errorf("denied")
 					}
@@ -131,6 +142,7 @@ func run() error {
 					)
 					return db.QueryRowContext(ctx, string(bare), "bench", keyBare(c, i), 1, interval, policy.Burst, nil).Scan(&allowed, &tat, &used, &now)
 				})
+				lib, libNoWait, bareOps := ops[0], ops[1], ops[2]
 				keys := "distinct"
 				if hot {
 					keys = "one hot key"
@@ -150,9 +162,10 @@ func run() error {
 						})
 					}
 					redisCell = fmt.Sprintf("%.0f", redisRate[cell])
-					ratio = fmt.Sprintf("%.2f×", lib/redisRate[cell])
+					ratio = fmt.Sprintf("%.2f× / %.2f×", lib/redisRate[cell], libNoWait/redisRate[cell])
 				}
-				fmt.Printf("| %s | %d | %s | %.0f | %.0f | %.2f | %s | %s |\n", engine, clients, keys, lib, bareOps, lib/bareOps, redisCell, ratio)
+				fmt.Printf("| %s | %d | %s | %.0f | %.0f | %.0f | %.2f / %.2f | %s | %s |\n", engine, clients, keys, lib, libNoWait, bareOps,
+					lib/bareOps, libNoWait/bareOps, redisCell, ratio)
 			}
 		}
 	}
@@ -177,7 +190,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		lib, two := measurePair(ctx, 1, func(ctx context.Context, c, i int) error {
+		denials := measureN(ctx, 1, func(ctx context.Context, c, i int) error {
 			d, err := l.Consume(ctx, db, "exhausted", 1, denyPolicy)
 			if err == nil && (d.Allowed || d.RetryAfter <= 0) {
 				err = fmt.Errorf("not a denial: %+v", d)
@@ -192,7 +205,7 @@ func run() error {
 			var t, u sql.NullInt64
 			return db.QueryRowContext(ctx, string(state), "bench-deny", "exhausted", "gcra", nil).Scan(&now, &t, &u)
 		})
-		fmt.Printf("| %s | %.0f | %.0f | %.2f |\n", engine, lib, two, lib/two)
+		fmt.Printf("| %s | %.0f | %.0f | %.2f |\n", engine, denials[0], denials[1], denials[0]/denials[1])
 	}
 	for _, n := range notes {
 		fmt.Println()
@@ -245,20 +258,22 @@ func keyFunc(prefix string, hot bool) func(c, i int) string {
 // shared machine falls on both alike.
 const rounds = 4
 
-// measurePair runs a and b alternately, each for cellTime in all, and
+// measureN runs the ops alternately, each for cellTime in all, and
 // returns their calls per second.
-func measurePair(ctx context.Context, clients int, a, b op) (float64, float64) {
-	var na, nb, ta, tb float64
+func measureN(ctx context.Context, clients int, ops ...op) []float64 {
+	n, t := make([]float64, len(ops)), make([]float64, len(ops))
 	slice := *cellTime / rounds
 	for r := range rounds {
 		off := r * 1_000_000 // fresh keys in each round
-		shift := func(f op) op { return func(ctx context.Context, c, i int) error { return f(ctx, c, i+off) } }
-		n, d := run1(ctx, clients, slice, shift(a))
-		na, ta = na+n, ta+d
-		n, d = run1(ctx, clients, slice, shift(b))
-		nb, tb = nb+n, tb+d
+		for k, f := range ops {
+			c, d := run1(ctx, clients, slice, func(ctx context.Context, c, i int) error { return f(ctx, c, i+off) })
+			n[k], t[k] = n[k]+c, t[k]+d
+		}
 	}
-	return na / ta, nb / tb
+	for k := range n {
+		n[k] /= t[k]
+	}
+	return n
 }
 
 // measure runs f from clients goroutines for cellTime and returns the
