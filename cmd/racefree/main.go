@@ -3,6 +3,7 @@
 //	racefree serve      [--db DSN] [--addr HOST:PORT] [--token T] [--metrics-token T] [--inbox-secret SOURCE=whsec_…] [--read-timeout D] …
 //	racefree migrate up|status|sql [--db DSN]
 //	racefree unique-check --db DSN (--table T --key EXPR… | --migration FILE.sql)
+//	racefree quota consume KEY --rate N [--per D] [--burst N] [--kind gcra|window] [--n N] [--db DSN]
 //	racefree version
 //
 // DSN is sqlite:PATH (the default, sqlite:racefree.db) or postgres://….
@@ -38,7 +39,7 @@ func run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), migrateCmd(), uniqueCheckCmd(), versionCmd())
+	root.AddCommand(serveCmd(), migrateCmd(), uniqueCheckCmd(), versionCmd(), quotaCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
