@@ -36,6 +36,10 @@ var (
 	// request (another fingerprint).
 	ErrMismatch = errors.New("racefree: idempotency key reused with a different request")
 
+	// ErrQuotaExceeded means a quota or rate limit refused a charge; the
+	// concrete error is a *quota.ExceededError with the decision.
+	ErrQuotaExceeded = errors.New("racefree: quota exceeded")
+
 	// ErrSchemaOutdated means the database schema is older than this code
 	// and the caller did not ask to migrate it.
 	ErrSchemaOutdated = errors.New("racefree: database schema is older than this code")

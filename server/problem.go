@@ -17,6 +17,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
+	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/seq"
 )
 
@@ -47,6 +48,7 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		sf   *claim.StaleFenceError
 		mbe  *http.MaxBytesError
 		tr   *tokenRefusedError
+		qe   *quota.ExceededError
 	)
 	switch {
 	case errors.As(err, &tr):
@@ -58,6 +60,10 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	case errors.As(err, &held):
 		p := problem.Held.New(held.Error())
 		p.Extra = map[string]any{"holder": held.Claim.Holder, "fence": held.Claim.Fence, "expires_at": formatTime(held.Claim.ExpiresAt)}
+		return p
+	case errors.As(err, &qe):
+		p := problem.QuotaExceeded.New(qe.Error())
+		p.Extra = map[string]any{"retry_after_ms": qe.Decision.RetryAfter.Milliseconds()}
 		return p
 	case errors.Is(err, racefree.ErrNotFound):
 		return problem.NotFound.New("")
@@ -96,6 +102,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var ipe *idempotency.InProgressError
 	if errors.As(err, &ipe) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ipe.RetryAfter.Seconds()))))
+	}
+	var qe *quota.ExceededError
+	if errors.As(err, &qe) {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(qe.Decision.RetryAfter.Seconds())))))
 	}
 	writeProblem(w, s.problemFor(r, err))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
+	"github.com/racefree/racefree/quota"
 )
 
 // Options configures a Server. The zero value is usable.
@@ -79,12 +80,14 @@ type Server struct {
 	events *dedup.Log
 	idem   *idempotency.Store
 	audit  *audit.Log // nil without Options.AuditKeys
+	quotas *quota.Limiter
 }
 
 // New returns a Server for db. It does no I/O.
 func New(db *racefree.DB, opts Options) *Server {
 	s := &Server{db: db, opts: opts, log: opts.Logger, mux: http.NewServeMux(), reg: prometheus.NewRegistry(),
 		claims: claim.New(db), events: dedup.New(db), idem: idempotency.New(db, nil)}
+	s.quotas, _ = quota.New(db, nil) // no options: cannot fail
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -115,6 +118,7 @@ func (s *Server) routes() {
 	s.sequenceRoutes()
 	s.tokenRoutes()
 	s.auditRoutes()
+	s.quotaRoutes()
 }
 
 // Handler returns the server's root handler: routing, metrics, the bearer

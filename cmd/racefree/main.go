@@ -5,6 +5,7 @@
 //	racefree unique-check --db DSN (--table T --key EXPR… | --migration FILE.sql)
 //	racefree rls-check --db postgres://… [--role APP_ROLE] [--tenant-column C] [--setting S] [--schema S…]
 //	racefree audit verify|checkpoint|keygen [--db DSN] [--keys FILE] [--scope S]… [--checkpoint FILE] [--format json]
+//	racefree quota consume KEY --rate N [--per D] [--burst N] [--kind gcra|window] [--n N] [--db DSN]
 //	racefree version
 //
 // DSN is sqlite:PATH (the default, sqlite:racefree.db) or postgres://….
@@ -40,7 +41,7 @@ func run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), migrateCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), versionCmd())
+	root.AddCommand(serveCmd(), migrateCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), quotaCmd(), versionCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

@@ -234,7 +234,8 @@ func reap(ctx context.Context, api *server.Server, claims *claim.Store, fingerpr
 }
 
 // reapOnce deletes what has outlived its retention: inbox events,
-// idempotency records, application claims and dedup fingerprints. A
+// idempotency records, quota counters and consumption keys, application
+// claims and dedup fingerprints. A
 // failure is logged and does not stop the others.
 func reapOnce(ctx context.Context, api *server.Server, claims *claim.Store, fingerprints *dedup.Log, opts reapOptions, log *slog.Logger) {
 	if events, records, err := api.Reap(ctx); err != nil && ctx.Err() == nil {
@@ -242,7 +243,14 @@ func reapOnce(ctx context.Context, api *server.Server, claims *claim.Store, fing
 	} else if events+records > 0 {
 		log.Info("reaped", "inbox_events", events, "idempotency_records", records)
 	}
-	n, err := claims.Reap(ctx, opts.ClaimGrace, 0)
+	n, err := api.ReapQuotas(ctx)
+	api.CountReaped("quotas", n)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("reap of quota counters failed", "err", err)
+	} else if n > 0 {
+		log.Info("reaped", "quota_rows", n)
+	}
+	n, err = claims.Reap(ctx, opts.ClaimGrace, 0)
 	api.CountReaped("claims", n)
 	if err != nil && ctx.Err() == nil {
 		log.Warn("reap of claims failed", "err", err)

@@ -50,6 +50,7 @@ var (
 	SequenceExhausted     = Kind{"sequence-exhausted", "Sequence exhausted", http.StatusConflict}
 	TooLarge              = Kind{"too-large", "Request body too large", http.StatusRequestEntityTooLarge}
 	KeyMismatch           = Kind{"idempotency-key-mismatch", "Idempotency-Key reused", http.StatusUnprocessableEntity}
+	QuotaExceeded         = Kind{"quota-exceeded", "Quota exceeded", http.StatusTooManyRequests}
 	Internal              = Kind{"internal", "Internal error", http.StatusInternalServerError}
 	Unavailable           = Kind{"unavailable", "Temporarily unavailable", http.StatusServiceUnavailable}
 	IdempotencyUnknown    = Kind{"idempotency-unavailable", "Idempotency store unavailable", http.StatusServiceUnavailable}
@@ -71,7 +72,7 @@ var (
 func Kinds() []Kind {
 	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature,
 		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, SequenceExhausted, TooLarge,
-		KeyMismatch, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady,
+		KeyMismatch, QuotaExceeded, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady,
 		TokenUnknown, TokenUsed, TokenReused, TokenRevoked, TokenExpired,
 		AuditUnconfigured, AuditKeyMissing}
 }

@@ -1,0 +1,348 @@
+// Command quota measures quota.Consume beside the bare statement it runs
+// and beside github.com/go-redis/redis_rate on a local Redis, on SQLite and
+// PostgreSQL, at 1 and 16 clients, on distinct keys and on one hot key, and
+// prints a Markdown table of the figures and their ratios.
+//
+//	go run ./quota            # 3 s a cell
+//	go run ./quota -short     # 200 ms a cell, for CI: checks that it runs
+//
+// PostgreSQL comes from TEST_DATABASE_URL (a schema of its own, dropped at
+// the end), Redis from -redis (127.0.0.1:6379); a missing one is left out
+// of the table with a note.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/quota"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	short     = flag.Bool("short", false, "run each cell for 200 ms (CI)")
+	cellTime  = flag.Duration("time", 3*time.Second, "how long each cell runs")
+	redisAddr = flag.String("redis", "127.0.0.1:6379", "Redis address for redis_rate")
+	denyOnly  = flag.Bool("deny", false, "measure only the denial path (PostgreSQL)")
+)
+
+// The policy every cell charges: 1000 a second with a burst large enough
+// that every charge is admitted, so every cell measures the write path.
+var policy = quota.Policy{Kind: quota.GCRA, Rate: 1000, Per: time.Second, Burst: quota.MaxUnits, Wait: time.Minute}
+
+// denyPolicy refuses every charge after the first: the denial path.
+var denyPolicy = quota.Policy{Kind: quota.GCRA, Rate: 1, Per: time.Hour, Burst: 1, Wait: time.Minute}
+
+type op func(ctx context.Context, client, i int) error
+
+func main() {
+	flag.Parse()
+	if *short {
+		*cellTime = 200 * time.Millisecond
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx := context.Background()
+	var notes []string
+	dbs := map[string]*racefree.DB{}
+	dir, err := os.MkdirTemp("", "racefree-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	sqliteDB, err := dsn.Open(ctx, "sqlite:"+filepath.Join(dir, "bench.db"), &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16})
+	if err != nil {
+		return err
+	}
+	defer sqliteDB.Close()
+	dbs[racefree.SQLite] = sqliteDB
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		pg, drop, err := openPostgres(ctx, u)
+		if err != nil {
+			return err
+		}
+		defer drop()
+		defer pg.Close()
+		dbs[racefree.Postgres] = pg
+	} else {
+		notes = append(notes, "PostgreSQL left out: TEST_DATABASE_URL is not set.")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: 32})
+	defer rdb.Close()
+	var limiter *redis_rate.Limiter
+	if err := rdb.Ping(ctx).Err(); err == nil {
+		limiter = redis_rate.NewLimiter(rdb)
+	} else {
+		notes = append(notes, fmt.Sprintf("redis_rate left out: Redis at %s: %v.", *redisAddr, err))
+	}
+
+	fmt.Printf("Admitted charges per second, %s a cell (higher is better).\n\n", *cellTime)
+	fmt.Println("racefree runs with the default Policy.Wait (a 1 s timer per charge) and with NoWait (the caller's context only).")
+	fmt.Println()
+	fmt.Println("| engine | clients | keys | racefree | racefree NoWait | bare statement | racefree / bare (default / NoWait) | redis_rate | racefree / redis_rate (default / NoWait) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	var redisRate = map[string]float64{}
+	for _, engine := range []string{racefree.SQLite, racefree.Postgres} {
+		db := dbs[engine]
+		if db == nil || *denyOnly {
+			continue
+		}
+		l, err := quota.New(db, &quota.Options{Scope: "bench"})
+		if err != nil {
+			return err
+		}
+		bare, err := readQuery(engine, "consume_gcra")
+		if err != nil {
+			return err
+		}
+		interval := (policy.Per.Milliseconds() + policy.Rate - 1) / policy.Rate
+		for _, clients := range []int{1, 16} {
+			for _, hot := range []bool{false, true} {
+				run := fmt.Sprintf("%s-%d-%t-%d", engine, clients, hot, time.Now().UnixNano())
+				key := keyFunc(run, hot)
+				keyBare, keyNoWait := keyFunc(run+"-bare", hot), keyFunc(run+"-nowait", hot)
+				noWait := policy
+				noWait.Wait = quota.NoWait
+				ops := measureN(ctx, clients, func(ctx context.Context, c, i int) error {
+					d, err := l.Consume(ctx, db, key(c, i), 1, policy)
+					if err == nil && !d.Allowed {
+						err = fmt.Errorf("denied")
+					}
+					return err
+				}, func(ctx context.Context, c, i int) error {
+					d, err := l.Consume(ctx, db, keyNoWait(c, i), 1, noWait)
+					if err == nil && !d.Allowed {
+						err = fmt.Errorf("denied")
+					}
+					return err
+				}, func(ctx context.Context, c, i int) error {
+					var (
+						allowed        bool
+						tat, used, now int64
+					)
+					return db.QueryRowContext(ctx, string(bare), "bench", keyBare(c, i), 1, interval, policy.Burst, nil).Scan(&allowed, &tat, &used, &now)
+				})
+				lib, libNoWait, bareOps := ops[0], ops[1], ops[2]
+				keys := "distinct"
+				if hot {
+					keys = "one hot key"
+				}
+				redisCell, ratio := "—", "—"
+				if limiter != nil {
+					cell := fmt.Sprintf("%d-%t", clients, hot)
+					if _, done := redisRate[cell]; !done {
+						keyRedis := keyFunc("rr-"+run, hot)
+						lim := redis_rate.Limit{Rate: int(policy.Rate), Period: policy.Per, Burst: int(policy.Burst)}
+						redisRate[cell] = measure(ctx, clients, func(ctx context.Context, c, i int) error {
+							res, err := limiter.Allow(ctx, keyRedis(c, i), lim)
+							if err == nil && res.Allowed == 0 {
+								err = fmt.Errorf("redis_rate denied")
+							}
+							return err
+						})
+					}
+					redisCell = fmt.Sprintf("%.0f", redisRate[cell])
+					ratio = fmt.Sprintf("%.2f× / %.2f×", lib/redisRate[cell], libNoWait/redisRate[cell])
+				}
+				fmt.Printf("| %s | %d | %s | %.0f | %.0f | %.0f | %.2f / %.2f | %s | %s |\n", engine, clients, keys, lib, libNoWait, bareOps,
+					lib/bareOps, libNoWait/bareOps, redisCell, ratio)
+			}
+		}
+	}
+	fmt.Println()
+	fmt.Printf("Denied charges per second, 1 client, one exhausted key: the library's one statement (the refusing upsert and, in a CTE, the read of the counter it refused on) beside two statements (the upsert, then the read).\n\n")
+	fmt.Println("| engine | racefree (1 statement) | 2 statements | ratio |")
+	fmt.Println("|---|---|---|---|")
+	for _, engine := range []string{racefree.Postgres} {
+		db := dbs[engine]
+		if db == nil {
+			continue
+		}
+		l, err := quota.New(db, &quota.Options{Scope: "bench-deny"})
+		if err != nil {
+			return err
+		}
+		if _, err := l.Consume(ctx, db, "exhausted", 1, denyPolicy); err != nil {
+			return err
+		}
+		interval := denyPolicy.Per.Milliseconds() / denyPolicy.Rate
+		state, err := readQuery(engine, "state")
+		if err != nil {
+			return err
+		}
+		denials := measureN(ctx, 1, func(ctx context.Context, c, i int) error {
+			d, err := l.Consume(ctx, db, "exhausted", 1, denyPolicy)
+			if err == nil && (d.Allowed || d.RetryAfter <= 0) {
+				err = fmt.Errorf("not a denial: %+v", d)
+			}
+			return err
+		}, func(ctx context.Context, c, i int) error {
+			var tat, used, now int64
+			err := db.QueryRowContext(ctx, twoStatements, "bench-deny", "exhausted", 1, interval, denyPolicy.Burst, nil).Scan(&tat, &used, &now)
+			if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("not a denial: %v", err)
+			}
+			var t, u sql.NullInt64
+			return db.QueryRowContext(ctx, string(state), "bench-deny", "exhausted", "gcra", nil).Scan(&now, &t, &u)
+		})
+		fmt.Printf("| %s | %.0f | %.0f | %.2f |\n", engine, denials[0], denials[1], denials[0]/denials[1])
+	}
+	for _, n := range notes {
+		fmt.Println()
+		fmt.Println(n)
+	}
+	return nil
+}
+
+// twoStatements is the alternative to the library's one-statement denial
+// that was measured: the refusing upsert alone, which returns no row when
+// it refuses, followed by a read of the counter (state.sql).
+const twoStatements = `INSERT INTO racefree_quotas AS q (scope, key, kind, tat, used, updated_at, expires_at)
+SELECT $1, $2, 'gcra', now + $3::bigint * $4::bigint, 0, now, now + $3::bigint * $4::bigint
+FROM (SELECT COALESCE($6::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now) AS clock
+ON CONFLICT (scope, key, kind) DO UPDATE SET
+  tat        = GREATEST(q.tat, excluded.updated_at) + $3::bigint * $4::bigint,
+  updated_at = excluded.updated_at,
+  expires_at = GREATEST(q.tat, excluded.updated_at) + $3::bigint * $4::bigint
+WHERE GREATEST(q.tat, excluded.updated_at) + $3::bigint * $4::bigint <= excluded.updated_at + $5::bigint * $4::bigint
+RETURNING tat, used, updated_at`
+
+// readQuery reads one of the quota package's statements, from the
+// repository that holds the working directory.
+func readQuery(engine, name string) ([]byte, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "quota", "sql", engine, name+".sql"))
+		if err == nil || !os.IsNotExist(err) || filepath.Dir(dir) == dir {
+			return b, err
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// keyFunc returns the key client c charges on its i-th call: its own key
+// per call (distinct), or one key for all.
+func keyFunc(prefix string, hot bool) func(c, i int) string {
+	if hot {
+		k := prefix + "-hot"
+		return func(int, int) string { return k }
+	}
+	return func(c, i int) string { return fmt.Sprintf("%s-%d-%d", prefix, c, i) }
+}
+
+// rounds is how many slices each cell's time is cut into: the two sides of
+// a comparison run alternately, slice by slice, so that the load of a
+// shared machine falls on both alike.
+const rounds = 4
+
+// measureN runs the ops alternately, each for cellTime in all, and
+// returns their calls per second.
+func measureN(ctx context.Context, clients int, ops ...op) []float64 {
+	n, t := make([]float64, len(ops)), make([]float64, len(ops))
+	slice := *cellTime / rounds
+	for r := range rounds {
+		off := r * 1_000_000 // fresh keys in each round
+		for k, f := range ops {
+			c, d := run1(ctx, clients, slice, func(ctx context.Context, c, i int) error { return f(ctx, c, i+off) })
+			n[k], t[k] = n[k]+c, t[k]+d
+		}
+	}
+	for k := range n {
+		n[k] /= t[k]
+	}
+	return n
+}
+
+// measure runs f from clients goroutines for cellTime and returns the
+// calls per second.
+func measure(ctx context.Context, clients int, f op) float64 {
+	n, d := run1(ctx, clients, *cellTime, f)
+	return n / d
+}
+
+// run1 runs f from clients goroutines for d and returns the calls made and
+// the seconds taken. It stops at the first error.
+func run1(ctx context.Context, clients int, d time.Duration, f op) (float64, float64) {
+	var (
+		n    atomic.Int64
+		wg   sync.WaitGroup
+		stop atomic.Bool
+		once sync.Once
+	)
+	start := time.Now()
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				if err := f(ctx, c, i); err != nil {
+					once.Do(func() { fmt.Fprintln(os.Stderr, "bench:", err) })
+					stop.Store(true)
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	return float64(n.Load()), time.Since(start).Seconds()
+}
+
+// openPostgres opens a fresh schema on the server at base, and returns a
+// function that drops it.
+func openPostgres(ctx context.Context, base string) (*racefree.DB, func(), error) {
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	schema := "rf_bench_" + hex.EncodeToString(b)
+	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+schema); err != nil {
+		admin.Close()
+		return nil, nil, err
+	}
+	drop := func() {
+		_, _ = admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+		admin.Close()
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	db, err := dsn.Open(ctx, u.String(), &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16})
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return db, drop, nil
+}

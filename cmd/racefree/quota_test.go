@@ -1,0 +1,37 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/racefree/racefree/internal/testdb"
+)
+
+func TestQuotaConsume(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, dsn string) {
+		testdb.Open(t, dsn, nil) // migrated
+		args := []string{"quota", "consume", "user-1", "--db", dsn, "--rate", "1", "--per", "1h", "--burst", "2"}
+		for i, want := range []struct {
+			code      int
+			allowed   bool
+			remaining float64
+		}{{0, true, 1}, {0, true, 0}, {2, false, 0}} {
+			r := runCLI(t, args...)
+			var out map[string]any
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+				t.Fatalf("charge %d: stdout %q: %v", i+1, r.stdout, err)
+			}
+			if r.code != want.code || out["allowed"] != want.allowed || out["remaining"] != want.remaining {
+				t.Fatalf("charge %d: exit %d, %v, stderr %q", i+1, r.code, out, r.stderr)
+			}
+			if !want.allowed && (out["retry_after_ms"] == nil || !strings.Contains(r.stderr, "quota exceeded")) {
+				t.Fatalf("refusal: %v, stderr %q", out, r.stderr)
+			}
+		}
+		if r := runCLI(t, "quota", "consume", "user-1", "--db", dsn, "--rate", "1", "--burst", "2", "--n", "3"); r.code != 1 || !strings.Contains(r.stderr, "invalid n") {
+			t.Fatalf("n above the burst: exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+}

@@ -1,0 +1,242 @@
+package quota
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/racefree/racefree"
+)
+
+// Request represents one charge of ConsumeAll.
+type Request struct {
+	Key    string
+	N      int64
+	Policy Policy
+	// ConsumptionKey, when set, makes the charge idempotent: a request
+	// whose consumption key was charged before (within Options.LedgerKeep)
+	// charges nothing and returns the first charge's figures, Replayed.
+	ConsumptionKey string
+}
+
+// ConsumeAll charges every request, all or nothing: it returns an
+// admitting Decision only when every request is allowed, and otherwise
+// charges none of them. The combined Decision has the smallest Remaining,
+// the latest ResetAt and, on a denial, the longest RetryAfter among the
+// requests that were refused. A per-second, a daily and a per-tenant
+// policy thus either all count a request or none does.
+//
+// The charges run in one transaction: on a *racefree.DB, a *sql.DB or a
+// *sql.Conn ConsumeAll begins it (on a *racefree.DB through InTx, retried
+// on transient conflicts); on the caller's *sql.Tx it runs them under a
+// savepoint that it rolls back on a denial, so the caller's transaction
+// carries on with its own writes and commits the charges with them. Other
+// executors must be inside a transaction for the savepoint to work.
+//
+// A request with a ConsumptionKey records it under a UNIQUE key in the same
+// transaction before charging: a replay charges once, however often and
+// concurrently it is sent, and a denial records nothing, so a retry after a
+// denial is charged again. Shadow policies never deny; the whole call is
+// decided with Policy.Wait of the first request as its bound, and a
+// failure to answer follows that policy's OnUnavailable.
+func (l *Limiter) ConsumeAll(ctx context.Context, exec racefree.Executor, reqs []Request) (Decision, error) {
+	if len(reqs) == 0 || len(reqs) > 64 {
+		return Decision{}, racefree.Invalid("requests", "must be 1 to 64, got %d", len(reqs))
+	}
+	for _, r := range reqs {
+		if err := l.check(r.Key, r.N, r.Policy); err != nil {
+			return Decision{}, err
+		}
+		if r.ConsumptionKey != "" {
+			if err := racefree.CheckText("consumption key", r.ConsumptionKey, MaxKeyBytes); err != nil {
+				return Decision{}, err
+			}
+		}
+	}
+	ctx, cancel := l.bound(ctx, reqs[0].Policy)
+	defer cancel()
+	var d Decision
+	run := func(tx racefree.Executor) (err error) {
+		d, err = l.all(ctx, tx, reqs)
+		return err
+	}
+	var err error
+	switch e := exec.(type) {
+	case *racefree.DB:
+		err = e.InTx(ctx, func(tx *sql.Tx) error { return run(tx) })
+	case *sql.DB:
+		err = inTx(ctx, func(o *sql.TxOptions) (*sql.Tx, error) { return e.BeginTx(ctx, o) }, run)
+	case *sql.Conn:
+		err = inTx(ctx, func(o *sql.TxOptions) (*sql.Tx, error) { return e.BeginTx(ctx, o) }, run)
+	default:
+		err = l.savepoint(ctx, exec, run)
+	}
+	if errors.Is(err, errDenied) {
+		err = nil
+	}
+	if err != nil {
+		return degraded(reqs[0].Policy, fmt.Errorf("quota: consume all: %w", l.db.InterpretError(err)))
+	}
+	return d, nil
+}
+
+// errDenied rolls back the charges of a denied ConsumeAll.
+var errDenied = errors.New("quota: denied")
+
+func inTx(ctx context.Context, begin func(*sql.TxOptions) (*sql.Tx, error), run func(racefree.Executor) error) error {
+	tx, err := begin(nil)
+	if err != nil {
+		return err
+	}
+	if err := run(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// savepoint runs fn under a savepoint of exec's transaction, rolled back
+// when fn fails (a denial included, which then returns nil).
+func (l *Limiter) savepoint(ctx context.Context, exec racefree.Executor, fn func(racefree.Executor) error) error {
+	if _, err := exec.ExecContext(ctx, "SAVEPOINT racefree_quota"); err != nil {
+		return err
+	}
+	if err := fn(exec); err != nil {
+		if _, rerr := exec.ExecContext(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT racefree_quota"); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		_, _ = exec.ExecContext(context.WithoutCancel(ctx), "RELEASE SAVEPOINT racefree_quota")
+		if errors.Is(err, errDenied) {
+			return nil
+		}
+		return err
+	}
+	_, err := exec.ExecContext(ctx, "RELEASE SAVEPOINT racefree_quota")
+	return err
+}
+
+// all charges every request on tx, and returns errDenied (after setting
+// the combined decision) when one was refused, so that the caller rolls
+// the charges back. In a transaction it begins itself, errDenied rolls it
+// back and is not an error.
+func (l *Limiter) all(ctx context.Context, tx racefree.Executor, reqs []Request) (Decision, error) {
+	out := Decision{Allowed: true, Remaining: -1}
+	denied := false
+	for _, r := range reqs {
+		var d Decision
+		if r.ConsumptionKey != "" {
+			var first int
+			err := tx.QueryRowContext(ctx, l.q.Get("ledger_insert"), l.scope, r.ConsumptionKey, l.ledgerKeep.Milliseconds(), l.db.ClockArg()).Scan(&first)
+			if errors.Is(err, sql.ErrNoRows) {
+				var remaining, resetAt int64
+				if err := tx.QueryRowContext(ctx, l.q.Get("ledger_get"), l.scope, r.ConsumptionKey).Scan(&remaining, &resetAt); err != nil {
+					return Decision{}, fmt.Errorf("read consumption key: %w", l.db.InterpretError(err))
+				}
+				d = Decision{Allowed: true, Remaining: remaining, ResetAt: racefree.FromMillis(resetAt), Replayed: true}
+				out = combine(out, d)
+				continue
+			}
+			if err != nil {
+				return Decision{}, fmt.Errorf("record consumption key: %w", l.db.InterpretError(err))
+			}
+		}
+		d, err := l.consume(ctx, tx, r.Key, r.N, r.Policy)
+		if err != nil {
+			return Decision{}, err
+		}
+		d = shadow(r.Policy, d)
+		if !d.Allowed {
+			denied = true
+		}
+		out = combine(out, d)
+		if r.ConsumptionKey != "" && d.Allowed {
+			if _, err := tx.ExecContext(ctx, l.q.Get("ledger_set"), l.scope, r.ConsumptionKey, d.Remaining, racefree.Millis(d.ResetAt)); err != nil {
+				return Decision{}, fmt.Errorf("record consumption key: %w", l.db.InterpretError(err))
+			}
+		}
+	}
+	if denied {
+		out.Allowed = false
+		return out, errDenied
+	}
+	return out, nil
+}
+
+// combine folds d into the combined decision c.
+func combine(c, d Decision) Decision {
+	c.Allowed = c.Allowed && d.Allowed
+	if c.Remaining < 0 || d.Remaining < c.Remaining {
+		c.Remaining = d.Remaining
+	}
+	if d.ResetAt.After(c.ResetAt) {
+		c.ResetAt = d.ResetAt
+	}
+	c.RetryAfter = max(c.RetryAfter, d.RetryAfter)
+	c.ShadowDenied = c.ShadowDenied || d.ShadowDenied
+	c.Replayed = c.Replayed || d.Replayed
+	return c
+}
+
+// Reap deletes the counters and consumption keys of the Limiter's scope
+// that expired (a counter whose bucket is full again or whose window is
+// over means the same as no counter), in batches of at most
+// Options.ReapBatch rows, each its own statement on exec, and returns how
+// many it deleted. The number of keys is thus bounded by the reaper, not
+// by memory. Each batch's cutoff is read once from the clock; on
+// PostgreSQL a batch skips rows a charge holds locked, and on SQLite Reap
+// waits after each full batch as long as the batch took, so that writers
+// get the lock in between. Several processes may reap at once.
+func (l *Limiter) Reap(ctx context.Context, exec racefree.Executor) (int64, error) {
+	var total int64
+	for _, name := range []string{"reap", "reap_ledger"} {
+		for {
+			start := time.Now()
+			cutoff, err := l.now(ctx, exec)
+			if err != nil {
+				return total, fmt.Errorf("quota: reap: %w", l.db.InterpretError(err))
+			}
+			res, err := exec.ExecContext(ctx, l.q.Get(name), l.scope, cutoff, l.reapBatch)
+			if err != nil {
+				return total, fmt.Errorf("quota: reap: %w", l.db.InterpretError(err))
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return total, fmt.Errorf("quota: reap: %w", err)
+			}
+			total += n
+			if n < int64(l.reapBatch) {
+				break
+			}
+			if l.db.Engine() == racefree.SQLite {
+				if err := pause(ctx, time.Since(start)); err != nil {
+					return total, fmt.Errorf("quota: reap: %w", err)
+				}
+			}
+		}
+	}
+	return total, nil
+}
+
+// now reads the clock a statement would: the injected Clock, or the
+// engine's.
+func (l *Limiter) now(ctx context.Context, exec racefree.Executor) (int64, error) {
+	if c := l.db.ClockArg(); c != nil {
+		return c.(int64), nil
+	}
+	var now int64
+	err := exec.QueryRowContext(ctx, l.q.Get("now")).Scan(&now)
+	return now, err
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

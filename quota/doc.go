@@ -1,0 +1,45 @@
+// Package quota enforces quotas and rate limits with the database as the
+// referee.
+//
+// Limiter.Consume decides and records a charge in one statement (INSERT …
+// ON CONFLICT DO UPDATE … WHERE <there is room> RETURNING): there is no
+// window between counting the uses and recording one, so concurrent
+// charges of a key, from any number of goroutines and processes sharing
+// the database, never admit more than the limit. A denial writes nothing
+// and says exactly how long to wait (Decision.RetryAfter).
+//
+// Two policies:
+//
+//   - GCRA, the generic cell rate algorithm: a bucket of Burst units that
+//     refills continuously at Rate per Per, one unit every Per/Rate
+//     (rounded up to a whole millisecond, so the limit is never exceeded).
+//     A key stores one number, the instant its bucket is full again.
+//   - FixedWindow: Rate units per window of Per, windows aligned on the
+//     Unix epoch.
+//
+// A charge of n units larger than the policy's limit could never be
+// allowed and is refused with a *racefree.InputError. Refund gives units
+// back after a downstream failure, never above the limit. ConsumeAll
+// charges several policies (per second, per day, per tenant) all or
+// nothing, in one transaction or under a savepoint of the caller's, and a
+// Request's ConsumptionKey makes a replayed request charge once (a UNIQUE
+// ledger row written in the same transaction).
+//
+// Counters live in racefree_quotas (migration 009), one row per scope, key
+// and kind, and are deleted by Limiter.Reap once they mean the same as no
+// row (a full bucket, an elapsed window): the number of keys is bounded by
+// the reaper, not by memory. Options.Scope keeps one Limiter's counters
+// apart from another's and leads every key and index.
+//
+// Each Policy says what to decide when the database does not answer within
+// Policy.Wait (one second by default; NoWait leaves the bound to the
+// caller's context): FailClosed (the default) denies, FailOpen admits;
+// both mark the Decision Degraded and charge nothing.
+// Policy.Shadow decides and counts but never denies, for rolling a limit
+// out. Middleware puts a policy in front of an http.Handler: 429 with
+// Retry-After and a problem+json quota-exceeded body, and the RateLimit
+// headers of draft-ietf-httpapi-ratelimit-headers.
+//
+// Every operation takes an executor: the *racefree.DB, or the caller's
+// *sql.Tx, with which the charge then commits or rolls back.
+package quota

@@ -1,0 +1,117 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/problem"
+)
+
+// KeyFunc returns the key to charge for a request: a tenant, an API key,
+// a client address (KeyByIP). An error is answered 400 invalid-input and
+// charges nothing.
+type KeyFunc func(r *http.Request) (string, error)
+
+// Middleware returns net/http middleware that charges one unit of key(r)
+// under p, through exec (the pool: each charge commits on its own), for
+// every request, before the request reaches next.
+//
+//   - Allowed: next serves the request, and the response carries
+//     RateLimit-Policy and RateLimit headers as in
+//     draft-ietf-httpapi-ratelimit-headers (the two-field form):
+//     `RateLimit-Policy: "name";q=<limit>;w=<seconds to refill fully>` and
+//     `RateLimit: "name";r=<remaining>;t=<seconds until full>`.
+//   - Denied: 429 with Retry-After in whole seconds (rounded up, at least
+//     1) and a problem+json body of type quota-exceeded with
+//     retry_after_ms, the exact wait. next is not called.
+//   - The database does not answer within p.Wait: FailOpen serves the
+//     request without RateLimit headers; FailClosed answers 503
+//     unavailable with Retry-After.
+//
+// A Shadow policy never answers 429: its refusals pass with their headers.
+func (l *Limiter) Middleware(exec racefree.Executor, p Policy, key KeyFunc) (func(http.Handler) http.Handler, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if key == nil {
+		return nil, racefree.Invalid("key", "a KeyFunc is required")
+	}
+	name := p.Name
+	if name == "" {
+		name = "default"
+	}
+	window := p.Per
+	if p.Kind == GCRA {
+		window = time.Duration(p.Burst*p.interval()) * time.Millisecond
+	}
+	policy := fmt.Sprintf("%q;q=%d;w=%d", name, p.limit(), seconds(window))
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			k, err := key(r)
+			if err == nil {
+				err = racefree.CheckText("key", k, MaxKeyBytes)
+			}
+			if err != nil {
+				problem.Write(w, problem.InvalidInput.New(err.Error()))
+				return
+			}
+			d, err := l.Consume(r.Context(), exec, k, 1, p)
+			switch {
+			case err != nil && (d.Degraded || errors.Is(err, racefree.ErrUnavailable)):
+				problem.Write(w, problem.Unavailable.New("the rate limiter's database did not answer"))
+				return
+			case err != nil:
+				problem.Write(w, problem.Internal.New(""))
+				return
+			case d.Degraded:
+				next.ServeHTTP(w, r)
+				return
+			}
+			h := w.Header()
+			h.Set("RateLimit-Policy", policy)
+			h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", name, d.Remaining, seconds(d.ResetAfter)))
+			if !d.Allowed {
+				h.Set("Retry-After", strconv.FormatInt(max(1, seconds(d.RetryAfter)), 10))
+				p := problem.QuotaExceeded.New(fmt.Sprintf("retry in %d ms", d.RetryAfter.Milliseconds()))
+				p.Extra = map[string]any{"retry_after_ms": d.RetryAfter.Milliseconds()}
+				problem.Write(w, p)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}, nil
+}
+
+// seconds rounds d up to whole seconds.
+func seconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// KeyByIP is a KeyFunc that charges the client's address, taken from
+// r.RemoteAddr (put a proxy's trusted forwarding header there first, with
+// your own middleware): an IPv4 address on its own, an IPv6 address
+// grouped by its /64, the block one subscriber is usually given, so that a
+// client cannot escape its limit by hopping addresses. An IPv4-mapped IPv6
+// address counts as the IPv4 address.
+func KeyByIP(r *http.Request) (string, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return "", racefree.Invalid("remote address", "not an IP address: %q", r.RemoteAddr)
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is4() {
+		return "ip:" + ip.String(), nil
+	}
+	prefix, _ := ip.Prefix(64)
+	return "ip:" + prefix.String(), nil
+}

@@ -1,0 +1,417 @@
+package quota
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/query"
+)
+
+//go:embed sql
+var sqlFiles embed.FS
+
+// Kind names a policy's algorithm.
+type Kind string
+
+// The policy kinds.
+const (
+	// GCRA is the generic cell rate algorithm, equivalent to a token bucket
+	// of Burst units that refills continuously at Rate units per Per.
+	GCRA Kind = "gcra"
+	// FixedWindow admits Rate units per window of Per, the windows aligned
+	// on the Unix epoch. Burst is ignored: a window's limit is Rate.
+	FixedWindow Kind = "window"
+)
+
+// OnUnavailable says what Consume decides when the database does not
+// answer within Policy.Wait or is unavailable.
+type OnUnavailable int
+
+const (
+	// FailClosed denies: Consume returns a denying Decision with Degraded
+	// set and an error matching racefree.ErrUnavailable. The default.
+	FailClosed OnUnavailable = iota
+	// FailOpen admits: Consume returns an admitting Decision with Degraded
+	// set and a nil error. Nothing is charged.
+	FailOpen
+)
+
+// Limits on input, checked before anything is written.
+const (
+	MaxKeyBytes = 255           // bytes in a key or a consumption key
+	MaxUnits    = 1_000_000_000 // largest Rate, Burst and n
+	MaxPer      = 366 * 24 * time.Hour
+)
+
+// Defaults.
+const (
+	DefaultWait       = time.Second
+	DefaultReapBatch  = 1000
+	DefaultLedgerKeep = 24 * time.Hour
+	// NoWait as Policy.Wait bounds a charge by the caller's context alone.
+	NoWait time.Duration = -1
+)
+
+// Policy represents one limit. The zero Policy is invalid: set Kind, Rate
+// and Per (and Burst for GCRA).
+type Policy struct {
+	Name  string        // names the policy in RateLimit headers; defaults to "default"
+	Kind  Kind          // GCRA or FixedWindow
+	Rate  int64         // units per Per, 1 to MaxUnits
+	Per   time.Duration // 1ms to MaxPer, whole milliseconds; GCRA needs Per/Rate >= 1ms
+	Burst int64         // GCRA: the bucket's size, 1 to MaxUnits; FixedWindow: ignored
+	// OnUnavailable says what to decide when the database does not answer
+	// within Wait. Defaults to FailClosed.
+	OnUnavailable OnUnavailable
+	// Wait bounds how long Consume waits for the database. Defaults to
+	// DefaultWait, one second. NoWait leaves the bound to the caller's
+	// context (its deadline, if any, then decides when the database did
+	// not answer), which saves setting up a timer per charge: on SQLite,
+	// in-process, that is about a third of a charge's cost.
+	Wait time.Duration
+	// Shadow makes Consume decide and count but never deny: a charge that
+	// the limit refuses writes nothing and comes back Allowed with
+	// ShadowDenied set. For rolling a limit out.
+	Shadow bool
+}
+
+// policyName is what a policy's name may hold: it appears in RateLimit
+// headers as a structured-field string.
+var policyName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// interval returns GCRA's emission interval T in ms: Per/Rate, rounded up,
+// so that the long-run rate never exceeds Rate per Per.
+func (p Policy) interval() int64 {
+	per := p.Per.Milliseconds()
+	return (per + p.Rate - 1) / p.Rate
+}
+
+// limit returns the most units one key holds at once: Burst for GCRA,
+// Rate for a fixed window.
+func (p Policy) limit() int64 {
+	if p.Kind == FixedWindow {
+		return p.Rate
+	}
+	return p.Burst
+}
+
+// Validate returns an *racefree.InputError when p is not usable.
+func (p Policy) Validate() error {
+	switch p.Kind {
+	case GCRA, FixedWindow:
+	default:
+		return racefree.Invalid("policy.kind", "must be %q or %q, got %q", GCRA, FixedWindow, p.Kind)
+	}
+	if p.Rate < 1 || p.Rate > MaxUnits {
+		return racefree.Invalid("policy.rate", "must be between 1 and %d, got %d", MaxUnits, p.Rate)
+	}
+	if p.Per < time.Millisecond || p.Per > MaxPer || p.Per%time.Millisecond != 0 {
+		return racefree.Invalid("policy.per", "must be whole milliseconds between 1ms and %s, got %s", MaxPer, p.Per)
+	}
+	if p.Kind == GCRA {
+		if p.Burst < 1 || p.Burst > MaxUnits {
+			return racefree.Invalid("policy.burst", "must be between 1 and %d, got %d", MaxUnits, p.Burst)
+		}
+		if p.Per.Milliseconds() < p.Rate {
+			return racefree.Invalid("policy.rate", "must be at most one unit per millisecond of per, got %d per %s", p.Rate, p.Per)
+		}
+	}
+	if p.Wait < 0 && p.Wait != NoWait {
+		return racefree.Invalid("policy.wait", "must not be negative, or NoWait")
+	}
+	if p.OnUnavailable != FailClosed && p.OnUnavailable != FailOpen {
+		return racefree.Invalid("policy.on_unavailable", "unknown value %d", p.OnUnavailable)
+	}
+	if p.Name != "" && !policyName.MatchString(p.Name) {
+		return racefree.Invalid("policy.name", "must be 1 to 64 of A-Z, a-z, 0-9, '_', '-', '.', got %q", p.Name)
+	}
+	return nil
+}
+
+// Decision represents the outcome of a charge.
+type Decision struct {
+	Allowed bool // the units were charged (or, in shadow mode, would have been)
+	// Remaining is how many units the key could be charged now, after this
+	// decision.
+	Remaining int64
+	// ResetAt is when the key is back to its full limit: the bucket full
+	// (GCRA) or the window over (FixedWindow).
+	ResetAt time.Time
+	// ResetAfter is ResetAt less the clock of the decision: how long until
+	// the key is back to its full limit.
+	ResetAfter time.Duration
+	// RetryAfter is, on a denial, exactly how long until the same charge
+	// would be allowed if nothing else is charged meanwhile; 0 when
+	// allowed.
+	RetryAfter time.Duration
+	// ShadowDenied reports that a Shadow policy admitted a charge its limit
+	// refused. Nothing was charged.
+	ShadowDenied bool
+	// Degraded reports that the database did not answer: the decision is
+	// the policy's OnUnavailable, nothing was charged.
+	Degraded bool
+	// Replayed reports that the consumption key was charged before: the
+	// figures are the first charge's, nothing was charged again.
+	Replayed bool
+}
+
+// Options configures a Limiter. A nil *Options means all defaults.
+type Options struct {
+	// Scope keeps the counters of one Limiter apart from another's: two
+	// Limiters of different scopes never share a counter. It leads every
+	// key and index. Defaults to "" (the application's scope).
+	Scope string
+	// ReapBatch bounds the rows one DELETE of Reap removes. Defaults to
+	// DefaultReapBatch, 1000.
+	ReapBatch int
+	// LedgerKeep is how long a consumption key is remembered, and so how
+	// long a replay of it charges nothing. Defaults to DefaultLedgerKeep,
+	// 24 hours.
+	LedgerKeep time.Duration
+}
+
+// Limiter represents the quota counters of one scope. It is safe for
+// concurrent use and holds no state besides its configuration: any number
+// of Limiters, in any number of processes, may share a database.
+type Limiter struct {
+	db         *racefree.DB
+	q          query.Set
+	scope      string
+	reapBatch  int
+	ledgerKeep time.Duration
+}
+
+// New returns a Limiter over db. It does no I/O. It rejects options out of
+// range with racefree.ErrInvalidInput.
+func New(db *racefree.DB, opts *Options) (*Limiter, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Scope != "" {
+		if err := racefree.CheckText("Scope", o.Scope, MaxKeyBytes); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case o.ReapBatch == 0:
+		o.ReapBatch = DefaultReapBatch
+	case o.ReapBatch < 0 || o.ReapBatch > 100_000:
+		return nil, racefree.Invalid("ReapBatch", "must be between 1 and 100000, got %d", o.ReapBatch)
+	}
+	switch {
+	case o.LedgerKeep == 0:
+		o.LedgerKeep = DefaultLedgerKeep
+	case o.LedgerKeep < time.Millisecond || o.LedgerKeep > 10*365*24*time.Hour:
+		return nil, racefree.Invalid("LedgerKeep", "must be between 1ms and 10 years, got %s", o.LedgerKeep)
+	}
+	return &Limiter{db: db, q: query.MustLoad(sqlFiles, "sql", db.Engine()), scope: o.Scope,
+		reapBatch: o.ReapBatch, ledgerKeep: o.LedgerKeep}, nil
+}
+
+func (l *Limiter) check(key string, n int64, p Policy) error {
+	if err := racefree.CheckText("key", key, MaxKeyBytes); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if n < 1 || n > p.limit() {
+		return racefree.Invalid("n", "must be between 1 and the policy's limit %d, got %d", p.limit(), n)
+	}
+	return nil
+}
+
+// Consume charges n units to key under policy p and returns the decision.
+//
+// The decision and the charge are one statement (INSERT … ON CONFLICT DO
+// UPDATE … WHERE <there is room> RETURNING), so concurrent charges of one
+// key, from any number of goroutines and processes, never admit more than
+// the limit: at a limit of 50, exactly 50 of 200 concurrent charges are
+// allowed. A denial writes nothing and returns the exact RetryAfter: on
+// PostgreSQL the same statement reads the counter it refused on (one round
+// trip), on SQLite a second statement reads it.
+//
+// n must be between 1 and the policy's limit (Burst for GCRA, Rate for a
+// fixed window): a charge that could never be allowed is an
+// *racefree.InputError, like an invalid key or policy, and writes
+// nothing. A GCRA and a fixed-window counter of one key are two counters.
+//
+// exec may be the caller's transaction: the charge then commits or rolls
+// back with it, and holds the key's row lock (PostgreSQL) or the write lock
+// (SQLite) until then. When the database does not answer within p.Wait, or
+// is unavailable, the decision is p.OnUnavailable's, marked Degraded (on
+// PostgreSQL a timeout also aborts the caller's transaction).
+func (l *Limiter) Consume(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
+	if err := l.check(key, n, p); err != nil {
+		return Decision{}, err
+	}
+	ctx, cancel := l.bound(ctx, p)
+	defer cancel()
+	d, err := l.consume(ctx, exec, key, n, p)
+	if err != nil {
+		return degraded(p, fmt.Errorf("quota: consume %s: %w", key, err))
+	}
+	return shadow(p, d), nil
+}
+
+// bound returns ctx with the policy's Wait.
+func (l *Limiter) bound(ctx context.Context, p Policy) (context.Context, context.CancelFunc) {
+	switch p.Wait {
+	case NoWait:
+		return ctx, func() {}
+	case 0:
+		return context.WithTimeout(ctx, DefaultWait)
+	}
+	return context.WithTimeout(ctx, p.Wait)
+}
+
+// degraded turns a failure into the policy's OnUnavailable decision when
+// the database did not answer (a timeout or ErrUnavailable); other errors
+// are returned as they are.
+func degraded(p Policy, err error) (Decision, error) {
+	if !errors.Is(err, racefree.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+		return Decision{}, err
+	}
+	if p.OnUnavailable == FailOpen {
+		return Decision{Allowed: true, Degraded: true}, nil
+	}
+	if !errors.Is(err, racefree.ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
+	}
+	return Decision{Degraded: true, RetryAfter: time.Second}, err
+}
+
+func shadow(p Policy, d Decision) Decision {
+	if p.Shadow && !d.Allowed {
+		d.Allowed, d.ShadowDenied = true, true
+	}
+	return d
+}
+
+// consume runs the charge statement. On a denial, the counter it refused
+// on says how long to wait: PostgreSQL's statement returns it, SQLite's
+// returns no row and the counter is read in a second statement. When that
+// read shows room (the counter moved between the two), it charges again.
+func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
+	name, arg := "consume_gcra", p.interval()
+	if p.Kind == FixedWindow {
+		name, arg = "consume_window", p.Per.Milliseconds()
+	}
+	for attempt := 0; ; attempt++ {
+		var (
+			allowed        bool
+			tat, used, now int64
+		)
+		err := exec.QueryRowContext(ctx, l.q.Get(name), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
+		switch {
+		case err == nil && allowed:
+			return decide(p, n, now, tat, used, true), nil
+		case err == nil:
+			// Refused; the statement read the counter it refused on.
+		case errors.Is(err, sql.ErrNoRows):
+			// Refused, and the counter is still to be read.
+			if now, tat, used, err = l.state(ctx, exec, key, p); err != nil {
+				return Decision{}, err
+			}
+		default:
+			return Decision{}, l.db.InterpretError(err)
+		}
+		if d := decide(p, n, now, tat, used, false); !d.Allowed {
+			return d, nil
+		}
+		if attempt == 2 {
+			return Decision{}, fmt.Errorf("counter keeps moving: %w", racefree.ErrRetryable)
+		}
+	}
+}
+
+// state reads key's counter and the clock. A missing row reads as a full
+// bucket.
+func (l *Limiter) state(ctx context.Context, exec racefree.Executor, key string, p Policy) (now, tat, used int64, err error) {
+	var t, u sql.NullInt64
+	if err := exec.QueryRowContext(ctx, l.q.Get("state"), l.scope, key, string(p.Kind), l.db.ClockArg()).Scan(&now, &t, &u); err != nil {
+		return 0, 0, 0, l.db.InterpretError(err)
+	}
+	return now, t.Int64, u.Int64, nil
+}
+
+// decide computes the decision of charging n units at now to a counter at
+// (tat, used). charged says the statement charged them, and (tat, used) is
+// then the state after the charge; otherwise it is the state before, and
+// Allowed says whether there is room for n now.
+func decide(p Policy, n, now, tat, used int64, charged bool) Decision {
+	if p.Kind == FixedWindow {
+		per := p.Per.Milliseconds()
+		start := now - now%per
+		if tat != start {
+			used = 0
+		}
+		if !charged && used+n <= p.Rate {
+			return Decision{Allowed: true}
+		}
+		d := Decision{Allowed: charged, Remaining: p.Rate - used, ResetAt: racefree.FromMillis(start + per),
+			ResetAfter: time.Duration(start+per-now) * time.Millisecond}
+		if !charged {
+			d.RetryAfter = time.Duration(start+per-now) * time.Millisecond
+		}
+		return d
+	}
+	t, b := p.interval(), p.Burst
+	tat = max(tat, now)
+	if charged {
+		return Decision{Allowed: true, Remaining: (now + b*t - tat) / t, ResetAt: racefree.FromMillis(tat),
+			ResetAfter: time.Duration(tat-now) * time.Millisecond}
+	}
+	allowAt := tat + n*t - b*t
+	if allowAt <= now {
+		return Decision{Allowed: true}
+	}
+	return Decision{Remaining: (now + b*t - tat) / t, ResetAt: racefree.FromMillis(tat),
+		ResetAfter: time.Duration(tat-now) * time.Millisecond, RetryAfter: time.Duration(allowAt-now) * time.Millisecond}
+}
+
+// Refund gives n units back to key under policy p, after a downstream
+// failure, and returns the counter's state. A refund never raises a key
+// above its limit (the bucket's Burst, or the window's Rate), and only a
+// charge of the current window can be refunded. Refunding a key with no
+// counter does nothing. exec may be the caller's transaction.
+func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
+	if err := l.check(key, n, p); err != nil {
+		return Decision{}, err
+	}
+	name, arg := "refund_gcra", p.interval()
+	if p.Kind == FixedWindow {
+		name, arg = "refund_window", p.Per.Milliseconds()
+	}
+	var tat, used, now int64
+	err := exec.QueryRowContext(ctx, l.q.Get(name), l.scope, key, n, arg, l.db.ClockArg()).Scan(&tat, &used, &now)
+	if errors.Is(err, sql.ErrNoRows) {
+		now, tat, used, err = l.state(ctx, exec, key, p)
+	}
+	if err != nil {
+		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, l.db.InterpretError(err))
+	}
+	d := decide(p, 0, now, tat, used, true)
+	return d, nil
+}
+
+// ExceededError reports a denied charge with its Decision, for callers
+// that turn a denial into an error (racefree's HTTP route). It matches
+// racefree.ErrQuotaExceeded.
+type ExceededError struct {
+	Decision Decision
+}
+
+func (e *ExceededError) Error() string {
+	return fmt.Sprintf("quota exceeded: retry in %s", e.Decision.RetryAfter)
+}
+
+// Is reports racefree.ErrQuotaExceeded as matching.
+func (e *ExceededError) Is(target error) bool { return target == racefree.ErrQuotaExceeded }

@@ -1,0 +1,67 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/quota"
+)
+
+func (s *Server) quotaRoutes() {
+	s.mux.Handle("POST /v1/quotas/{key}/consume", s.transactional(s.consumeQuota))
+}
+
+// consumeQuota charges n units of the path's key under the body's policy.
+// A denial is a *quota.ExceededError: 429 quota-exceeded with Retry-After
+// and retry_after_ms. It wrote nothing, so it is not stored under an
+// Idempotency-Key: the retry, once it is due, is charged.
+func (s *Server) consumeQuota(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
+	var req struct {
+		N      *int64 `json:"n"`
+		Policy *struct {
+			Kind  string `json:"kind"`
+			Rate  int64  `json:"rate"`
+			PerMs int64  `json:"per_ms"`
+			Burst int64  `json:"burst"`
+		} `json:"policy"`
+	}
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	key := r.PathValue("key")
+	if err := racefree.CheckText("key", key, quota.MaxKeyBytes); err != nil {
+		return nil, err
+	}
+	if req.Policy == nil {
+		return nil, racefree.Invalid("policy", "is required")
+	}
+	if req.Policy.PerMs < 1 || req.Policy.PerMs > quota.MaxPer.Milliseconds() {
+		return nil, racefree.Invalid("policy.per_ms", "must be between 1 and %d", quota.MaxPer.Milliseconds())
+	}
+	n := int64(1)
+	if req.N != nil {
+		n = *req.N
+	}
+	p := quota.Policy{Kind: quota.Kind(req.Policy.Kind), Rate: req.Policy.Rate, Per: time.Duration(req.Policy.PerMs) * time.Millisecond,
+		Burst: req.Policy.Burst, Wait: quota.NoWait}
+	// NoWait: the request's own deadline (--request-timeout) bounds the
+	// charge; past it the route answers 503 unavailable.
+	d, err := s.quotas.Consume(ctx, exec, key, n, p)
+	if err != nil {
+		return nil, err
+	}
+	if !d.Allowed {
+		return nil, &quota.ExceededError{Decision: d}
+	}
+	return struct {
+		Allowed   bool   `json:"allowed"`
+		Remaining int64  `json:"remaining"`
+		ResetAt   string `json:"reset_at"`
+	}{true, d.Remaining, formatTime(d.ResetAt)}, nil
+}
+
+// ReapQuotas deletes the expired quota counters and consumption keys, in
+// batches, and returns how many.
+func (s *Server) ReapQuotas(ctx context.Context) (int64, error) { return s.quotas.Reap(ctx, s.db) }
