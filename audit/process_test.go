@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,26 +70,7 @@ func TestAppendFromProcesses(t *testing.T) {
 		const procs = 4
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		var wg sync.WaitGroup
-		errs := make([]error, procs)
-		for i := range procs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), childEnv+"="+d)
-				out, err := cmd.CombinedOutput()
-				if err != nil {
-					errs[i] = fmt.Errorf("process %d: %v: %s", i, err, strings.TrimSpace(string(out)))
-				}
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		testdb.Processes(t, procs, func(int) []string { return []string{childEnv + "=" + d} })
 		l := newLog(t, db, ring(t, "k1"))
 		const n = procs * childWorkers * childAppends
 		var seqs []int64

@@ -2,12 +2,10 @@ package claim_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,27 +77,12 @@ func child() error {
 // acquiring key with the clock at now, and returns the winners' lines.
 func acquireInProcesses(t *testing.T, d, key string, now time.Time, procs, perProc int) (won []string, lost int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	outs := make([]bytes.Buffer, procs)
-	for p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), "RACEFREE_CLAIM_CHILD=1", "RF_DSN="+d, "RF_KEY="+key,
-				"RF_NOW="+strconv.FormatInt(racefree.Millis(now), 10), "RF_N="+strconv.Itoa(perProc), fmt.Sprintf("RF_TAG=%d-%d", now.Unix(), p))
-			var stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &outs[p], &stderr
-			if err := cmd.Run(); err != nil {
-				t.Errorf("process %d: %v: %s", p, err, stderr.String())
-			}
-		}()
-	}
-	wg.Wait()
+	outs := testdb.Processes(t, procs, func(p int) []string {
+		return []string{"RACEFREE_CLAIM_CHILD=1", "RF_DSN=" + d, "RF_KEY=" + key,
+			"RF_NOW=" + strconv.FormatInt(racefree.Millis(now), 10), "RF_N=" + strconv.Itoa(perProc), fmt.Sprintf("RF_TAG=%d-%d", now.Unix(), p)}
+	})
 	for _, o := range outs {
-		for _, line := range strings.Split(strings.TrimSpace(o.String()), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(o), "\n") {
 			switch {
 			case strings.HasPrefix(line, "won "):
 				won = append(won, line)

@@ -2,11 +2,9 @@ package quota_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,29 +84,14 @@ func TestConsumeAcrossProcessesAdmitsExactlyTheLimit(t *testing.T) {
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		testdb.Open(t, d, nil) // migrate once, before the processes start
 		const procs, perProc = 4, 50
-		var wg sync.WaitGroup
-		outs := make([]bytes.Buffer, procs)
-		for p := range procs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), "RACEFREE_QUOTA_CHILD=1", "RF_DSN="+d, "RF_KEY=hot",
-					"RF_NOW="+strconv.FormatInt(racefree.Millis(t0), 10), "RF_N="+strconv.Itoa(perProc))
-				var stderr bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &outs[p], &stderr
-				if err := cmd.Run(); err != nil {
-					t.Errorf("process %d: %v: %s", p, err, stderr.String())
-				}
-			}()
-		}
-		wg.Wait()
+		outs := testdb.Processes(t, procs, func(int) []string {
+			return []string{"RACEFREE_QUOTA_CHILD=1", "RF_DSN=" + d, "RF_KEY=hot",
+				"RF_NOW=" + strconv.FormatInt(racefree.Millis(t0), 10), "RF_N=" + strconv.Itoa(perProc)}
+		})
 		allowed, denied := 0, 0
 		for _, o := range outs {
-			allowed += strings.Count(o.String(), "allowed\n")
-			denied += strings.Count(o.String(), "denied\n")
+			allowed += strings.Count(o, "allowed\n")
+			denied += strings.Count(o, "denied\n")
 		}
 		if allowed != 50 || denied != 150 {
 			t.Fatalf("%d allowed and %d denied of %d charges in %d processes; want 50 and 150", allowed, denied, procs*perProc, procs)

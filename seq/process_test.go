@@ -2,12 +2,10 @@ package seq_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,31 +93,12 @@ func TestGaplessAcrossProcesses(t *testing.T) {
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		db := testdb.Open(t, d, nil) // migrate once, before the processes start
 		const procs, perProc, rounds = 4, 16, 4
-		var wg sync.WaitGroup
-		outs := make([]bytes.Buffer, procs)
-		for p := range procs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), "RACEFREE_SEQ_CHILD=1", "RF_DSN="+d,
-					"RF_N="+strconv.Itoa(perProc), "RF_ROUNDS="+strconv.Itoa(rounds))
-				var stderr bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &outs[p], &stderr
-				if err := cmd.Run(); err != nil {
-					t.Errorf("process %d: %v: %s", p, err, stderr.String())
-				}
-			}()
-		}
-		wg.Wait()
-		if t.Failed() {
-			return
-		}
+		outs := testdb.Processes(t, procs, func(int) []string {
+			return []string{"RACEFREE_SEQ_CHILD=1", "RF_DSN=" + d, "RF_N=" + strconv.Itoa(perProc), "RF_ROUNDS=" + strconv.Itoa(rounds)}
+		})
 		var got [][2]int64
 		for _, o := range outs {
-			for _, line := range strings.Split(strings.TrimSpace(o.String()), "\n") {
+			for _, line := range strings.Split(strings.TrimSpace(o), "\n") {
 				var first, n int64
 				if _, err := fmt.Sscanf(line, "got %d %d", &first, &n); err != nil {
 					t.Fatalf("child line %q: %v", line, err)
