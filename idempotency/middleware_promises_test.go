@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree/idempotency"
 )
@@ -396,6 +397,20 @@ func TestMiddlewareInFlightIs409WithRetryAfter(t *testing.T) {
 		}
 		if rec := do(h, post("/v1/orders", `"k"`, "{}")); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("retry after the first completed: %d, want the replayed 201", rec.Code)
+		}
+		// A lease of 1.5 s is a Retry-After of 2: whole seconds, rounded up.
+		short := idempotency.New(b.db, &idempotency.Options{Lease: 1500 * time.Millisecond})
+		started2, release2, done2 := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		h2 := short.Middleware(idempotency.MiddlewareOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(started2)
+			<-release2
+			w.WriteHeader(http.StatusCreated)
+		}))
+		go func() { do(h2, post("/v1/orders", `"k2"`, "{}")); close(done2) }()
+		<-started2
+		defer func() { close(release2); <-done2 }()
+		if rec := do(h2, post("/v1/orders", `"k2"`, "{}")); rec.Code != http.StatusConflict || rec.Header().Get("Retry-After") != "2" {
+			t.Fatalf("in flight with a 1.5 s lease: %d Retry-After %q; want 409, Retry-After 2", rec.Code, rec.Header().Get("Retry-After"))
 		}
 	})
 }
