@@ -404,7 +404,7 @@ func TestInvalidIndexWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := strings.Join(rep.Warnings, "\n")
-	if !strings.Contains(all, "INVALID") || !strings.Contains(all, "IF NOT EXISTS") {
+	if !strings.Contains(all, `"users_email" exists but is INVALID`) || !strings.Contains(all, "IF NOT EXISTS") {
 		t.Fatalf("warnings: %s", all)
 	}
 }
