@@ -32,7 +32,7 @@ func do(t *testing.T, h http.Handler, method, path, body string, header ...strin
 			t.Fatalf("%s %s: body %q: %v", method, path, raw, err)
 		}
 	}
-	return rec.Code, out, rec.Header()
+	return rec.Code, out, rec.Result().Header // the headers as sent, not as set after the response was written
 }
 
 func TestHealthReadyMetrics(t *testing.T) {
