@@ -1,0 +1,68 @@
+package testdb
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/tenant"
+)
+
+// App returns dsnStr's database opened as a fresh PostgreSQL role that is
+// neither superuser nor BYPASSRLS and owns nothing, granted what
+// tenant.Grant grants: the role `racefree serve` runs as in production,
+// which row-level security binds. owner must be dsnStr's database opened
+// as the owner and migrated. The role is dropped when the test ends. On
+// SQLite it returns owner itself.
+func App(t testing.TB, owner *racefree.DB, dsnStr string) *racefree.DB {
+	t.Helper()
+	if owner.Engine() != racefree.Postgres {
+		return owner
+	}
+	appDSN := AppDSN(t, owner, dsnStr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, err := dsn.Open(ctx, appDSN, &racefree.Config{Clock: owner.Clock()})
+	if err != nil {
+		t.Fatalf("testdb: open as the application role: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// AppDSN creates the role App describes and returns dsnStr logged in as it.
+func AppDSN(t testing.TB, owner *racefree.DB, dsnStr string) string {
+	t.Helper()
+	role := "rf_app_" + randomHex(6)
+	admin, err := sql.Open("pgx", PostgresURL(t))
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := admin.ExecContext(ctx, `CREATE ROLE `+role+` LOGIN NOSUPERUSER NOBYPASSRLS NOINHERIT`); err != nil {
+		t.Fatalf("testdb: create role: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = admin.ExecContext(ctx, `DROP OWNED BY `+role)
+		if _, err := admin.ExecContext(ctx, `DROP ROLE `+role); err != nil {
+			t.Errorf("testdb: drop role: %v", err)
+		}
+	})
+	if err := tenant.Grant(ctx, owner, role); err != nil {
+		t.Fatalf("testdb: grant: %v", err)
+	}
+	u, err := url.Parse(dsnStr)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	u.User = url.User(role)
+	return u.String()
+}

@@ -1,0 +1,100 @@
+package tenant
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/ident"
+)
+
+// privileges lists what the application role needs on each racefree table:
+// the audit log and its checkpoints are append-only, the registry only
+// grows, keys are only read (they are managed with the owner's `racefree
+// keys`), and the schema version is only read.
+var privileges = []struct{ table, privs string }{
+	{"racefree_schema_migrations", "SELECT"},
+	{"racefree_tenants", "SELECT, INSERT"},
+	{"racefree_keys", "SELECT"},
+	{"racefree_claims", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_claim_floors", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_dedup_events", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_idempotency", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_idempotency_steps", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_inbox_sources", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_inbox", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_sequences", "SELECT, INSERT, UPDATE"},
+	{"racefree_audit_heads", "SELECT, INSERT, UPDATE"},
+	{"racefree_audit", "SELECT, INSERT"},
+	{"racefree_audit_checkpoints", "SELECT, INSERT"},
+	{"racefree_quotas", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_quota_ledger", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_onetime_codes", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_refresh_families", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_refresh_retired", "SELECT, INSERT, UPDATE, DELETE"},
+}
+
+// ErrUnsafeRole means a role cannot serve as the application role: it is
+// a superuser, has BYPASSRLS, or owns racefree's tables, any of which
+// would let it read every tenant's rows.
+var ErrUnsafeRole = errors.New("racefree: role would bypass row-level security")
+
+// Grant gives role exactly the privileges racefree's calls need on its
+// tables in the current schema (PostgreSQL, schema at KeysVersion or
+// later), and USAGE on that schema. It refuses a role that does not exist,
+// and a role that would bypass row-level security (ErrUnsafeRole): a
+// superuser, a role with BYPASSRLS, or the owner of the tables (the role
+// running the migrations). Granting twice is harmless.
+func Grant(ctx context.Context, db *racefree.DB, role string) error {
+	if db.Engine() != racefree.Postgres {
+		return racefree.Invalid("app-role", "roles exist on PostgreSQL only")
+	}
+	quoted, err := ident.Quote(role)
+	if err != nil {
+		return racefree.Invalid("app-role", "%v", err)
+	}
+	if ok, err := db.SchemaAtLeast(ctx, db, KeysVersion); err != nil {
+		return err
+	} else if !ok {
+		have, _ := db.SchemaVersion(ctx)
+		return &racefree.SchemaError{Have: have, Want: KeysVersion}
+	}
+	return db.InTx(ctx, func(tx *sql.Tx) error {
+		var super, bypass, owns bool
+		err := tx.QueryRowContext(ctx, queries[racefree.Postgres].Get("role"), role).Scan(&super, &bypass, &owns)
+		if errors.Is(err, sql.ErrNoRows) {
+			return racefree.Invalid("app-role", "role %q does not exist", role)
+		}
+		if err != nil {
+			return fmt.Errorf("read role: %w", err)
+		}
+		switch {
+		case super:
+			return fmt.Errorf("%w: %q is a superuser", ErrUnsafeRole, role)
+		case bypass:
+			return fmt.Errorf("%w: %q has BYPASSRLS", ErrUnsafeRole, role)
+		case owns:
+			return fmt.Errorf("%w: %q owns racefree's tables (or is a member of their owner)", ErrUnsafeRole, role)
+		}
+		var schema string
+		if err := tx.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		qs, err := ident.Quote(schema)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "GRANT USAGE ON SCHEMA "+qs+" TO "+quoted); err != nil {
+			return fmt.Errorf("grant usage: %w", err)
+		}
+		for _, p := range privileges {
+			// Table names and privileges are constants; the role is quoted.
+			if _, err := tx.ExecContext(ctx, "GRANT "+p.privs+" ON "+qs+"."+p.table+" TO "+quoted); err != nil {
+				return fmt.Errorf("grant on %s: %w", p.table, err)
+			}
+		}
+		return nil
+	})
+}

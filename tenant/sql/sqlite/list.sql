@@ -1,0 +1,1 @@
+SELECT id FROM racefree_tenants ORDER BY id

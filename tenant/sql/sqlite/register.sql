@@ -1,0 +1,1 @@
+INSERT INTO racefree_tenants (id, created_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING

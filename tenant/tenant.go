@@ -1,0 +1,291 @@
+package tenant
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/query"
+)
+
+//go:embed sql
+var sqlFiles embed.FS
+
+var queries = map[string]query.Set{
+	racefree.SQLite:   query.MustLoad(sqlFiles, "sql", racefree.SQLite),
+	racefree.Postgres: query.MustLoad(sqlFiles, "sql", racefree.Postgres),
+}
+
+func q(db *racefree.DB, name string) string { return queries[db.Engine()].Get(name) }
+
+const (
+	// Default is the tenant of every call whose context names none, and of
+	// every row written before tenancy (migration 011).
+	Default = "default"
+	// Setting is the PostgreSQL setting that holds the current
+	// transaction's tenant. Policies read it with
+	// NULLIF(current_setting('racefree.tenant_id', true), '').
+	Setting = "racefree.tenant_id"
+
+	// MaxIDBytes bounds a tenant id.
+	MaxIDBytes = 64
+
+	// TenantsVersion is the migration that adds the tenant columns (expand
+	// only: the previous release keeps working against it).
+	TenantsVersion = 11
+	// KeysVersion is the migration that makes every key lead with the
+	// tenant and turns on row-level security; tenants other than Default
+	// need it.
+	KeysVersion = 12
+)
+
+// Check returns a *racefree.InputError unless id is a valid tenant id: 1 to
+// 64 bytes of ASCII letters, digits, '-', '_', '.' and ':', starting with a
+// letter or a digit (a UUID qualifies).
+func Check(id string) error {
+	if id == "" {
+		return racefree.Invalid("tenant", "must not be empty")
+	}
+	if len(id) > MaxIDBytes {
+		return racefree.Invalid("tenant", "must be at most %d bytes", MaxIDBytes)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '-' || c == '_' || c == '.' || c == ':'):
+		default:
+			return racefree.Invalid("tenant", "must be ASCII letters, digits, '-', '_', '.' or ':', starting with a letter or digit")
+		}
+	}
+	return nil
+}
+
+type ctxKey struct{}
+
+// bound is what a context carries: the tenant, and the transaction InTx
+// already set it in (nil when none).
+type bound struct {
+	id string
+	tx *sql.Tx
+}
+
+// With returns a context whose racefree calls run for tenant id, or an
+// InputError when id is invalid.
+func With(ctx context.Context, id string) (context.Context, error) {
+	if err := Check(id); err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, ctxKey{}, bound{id: id}), nil
+}
+
+// From returns the tenant ctx names, or Default.
+func From(ctx context.Context) string {
+	if b, ok := ctx.Value(ctxKey{}).(bound); ok {
+		return b.id
+	}
+	return Default
+}
+
+// MismatchError means a racefree call ran in a transaction set to another
+// tenant than its context names.
+type MismatchError struct {
+	Tx, Context string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("racefree: the transaction belongs to tenant %q, the call to tenant %q", e.Tx, e.Context)
+}
+
+// ErrMismatch matches every *MismatchError.
+var ErrMismatch = errors.New("racefree: transaction and call belong to different tenants")
+
+// Is matches ErrMismatch.
+func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
+
+// InTx runs fn in a transaction of db (racefree.DB.InTx: IMMEDIATE on
+// SQLite, retried on transient conflicts) that belongs to tenant id: on
+// PostgreSQL the transaction's first statement is
+// set_config('racefree.tenant_id', id, true), which ends with the
+// transaction. fn's context names the tenant, so racefree calls made with
+// it and tx run for that tenant without setting it again.
+func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	if err := Check(id); err != nil {
+		return err
+	}
+	if err := needSchema(ctx, db, db, id); err != nil {
+		return err
+	}
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		if err := set(ctx, db, tx, id); err != nil {
+			return err
+		}
+		if err := register(ctx, db, tx, id); err != nil {
+			return err
+		}
+		return fn(context.WithValue(ctx, ctxKey{}, bound{id: id, tx: tx}), tx)
+	})
+	if err == nil {
+		remember(db, id)
+	}
+	return err
+}
+
+// Run runs fn, a racefree operation, for the tenant ctx names. With a
+// *sql.Tx, fn runs in it: on PostgreSQL the transaction's tenant is set
+// first unless InTx set it (a *MismatchError when it belongs to another
+// tenant). With any other executor on PostgreSQL, fn runs in a transaction
+// of its own that sets the tenant; on SQLite, fn runs on exec as it is.
+// Primitives call it; applications call InTx.
+func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(exec racefree.Executor) error) error {
+	id := From(ctx)
+	if err := needSchema(ctx, db, exec, id); err != nil {
+		return err
+	}
+	if tx, ok := exec.(*sql.Tx); ok {
+		if b, ok := ctx.Value(ctxKey{}).(bound); ok && b.tx == tx {
+			return fn(tx)
+		}
+		if db.Engine() == racefree.Postgres {
+			if err := ensure(ctx, db, tx, id); err != nil {
+				return err
+			}
+		}
+		if !known(db, id) {
+			if err := register(ctx, db, tx, id); err != nil {
+				return err
+			}
+			rememberFor(db, id, retryRegistration)
+		}
+		return fn(tx)
+	}
+	if db.Engine() != racefree.Postgres && known(db, id) {
+		return fn(exec)
+	}
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		if db.Engine() == racefree.Postgres {
+			if err := set(ctx, db, tx, id); err != nil {
+				return err
+			}
+		}
+		if !known(db, id) {
+			if err := register(ctx, db, tx, id); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	})
+	if err == nil {
+		remember(db, id)
+	}
+	return err
+}
+
+// Each runs fn once for every tenant racefree has seen (the tenant
+// registry), with a context naming that tenant. Maintenance jobs (the
+// reapers) use it: on PostgreSQL they see one tenant's rows at a time,
+// like everyone else.
+func Each(ctx context.Context, db *racefree.DB, fn func(ctx context.Context) error) error {
+	rows, err := db.SQL().QueryContext(ctx, q(db, "list"))
+	if err != nil {
+		return db.InterpretError(err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return db.InterpretError(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return db.InterpretError(err)
+	}
+	for _, id := range ids {
+		if err := fn(context.WithValue(ctx, ctxKey{}, bound{id: id})); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func needSchema(ctx context.Context, db *racefree.DB, exec racefree.Executor, id string) error {
+	want := int64(TenantsVersion)
+	if id != Default {
+		want = KeysVersion
+	}
+	ok, err := db.SchemaAtLeast(ctx, exec, want)
+	if err != nil {
+		return db.InterpretError(err)
+	}
+	if !ok {
+		have, _ := db.SchemaVersion(ctx)
+		return &racefree.SchemaError{Have: have, Want: want}
+	}
+	return nil
+}
+
+func set(ctx context.Context, db *racefree.DB, tx *sql.Tx, id string) error {
+	if db.Engine() != racefree.Postgres {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, q(db, "set"), id); err != nil {
+		return fmt.Errorf("set tenant: %w", err)
+	}
+	return nil
+}
+
+// ensure sets the transaction's tenant when it has none, in one statement,
+// and refuses a transaction set to another tenant.
+func ensure(ctx context.Context, db *racefree.DB, tx *sql.Tx, id string) error {
+	var have string
+	err := tx.QueryRowContext(ctx, q(db, "ensure"), id).Scan(&have)
+	if err != nil {
+		return fmt.Errorf("set tenant: %w", err)
+	}
+	if have != id {
+		return &MismatchError{Tx: have, Context: id}
+	}
+	return nil
+}
+
+// Registry: the tenants this process has recorded in racefree_tenants. An
+// entry made in a caller's transaction, which may yet roll back, is
+// trusted for retryRegistration only.
+const retryRegistration = 10 * time.Minute
+
+var registry sync.Map // regKey -> time.Time (zero: forever)
+
+type regKey struct {
+	db *racefree.DB
+	id string
+}
+
+func known(db *racefree.DB, id string) bool {
+	v, ok := registry.Load(regKey{db, id})
+	if !ok {
+		return false
+	}
+	until := v.(time.Time)
+	return until.IsZero() || time.Now().Before(until)
+}
+
+func remember(db *racefree.DB, id string) { registry.Store(regKey{db, id}, time.Time{}) }
+
+func rememberFor(db *racefree.DB, id string, d time.Duration) {
+	registry.Store(regKey{db, id}, time.Now().Add(d))
+}
+
+func register(ctx context.Context, db *racefree.DB, tx *sql.Tx, id string) error {
+	if _, err := tx.ExecContext(ctx, q(db, "register"), id, racefree.Millis(time.Now())); err != nil {
+		return fmt.Errorf("register tenant: %w", err)
+	}
+	return nil
+}
