@@ -253,8 +253,8 @@ func (s *Store) Revoke(ctx context.Context, tenantID, id string) (Key, error) {
 	if err := tenant.Check(tenantID); err != nil {
 		return Key{}, err
 	}
-	if !isHex(id, idLen) {
-		return Key{}, racefree.Invalid("id", "must be the %d hexadecimal digits of a key id", idLen)
+	if err := CheckID(id); err != nil {
+		return Key{}, err
 	}
 	k := Key{Tenant: tenantID, ID: id}
 	err := tenant.InTx(ctx, s.db, tenantID, func(ctx context.Context, tx *sql.Tx) error {
@@ -411,6 +411,15 @@ func parse(text string) (tenantID, id, secret string, ok bool) {
 		return "", "", "", false
 	}
 	return tenantID, id, secret, true
+}
+
+// CheckID returns an InputError unless id has the form of a key id: 16
+// lowercase hexadecimal digits.
+func CheckID(id string) error {
+	if !isHex(id, idLen) {
+		return racefree.Invalid("id", "must be the %d lowercase hexadecimal digits of a key id", idLen)
+	}
+	return nil
 }
 
 func isHex(s string, n int) bool {

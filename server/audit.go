@@ -18,11 +18,11 @@ func (s *Server) auditRoutes() {
 	if s.opts.AuditKeys != nil {
 		s.audit, _ = audit.New(s.db, s.opts.AuditKeys) // fails only for a nil keyring
 	}
-	s.mux.Handle("POST /v1/audit", s.auditConfigured(s.transactional(s.appendAudit)))
-	s.mux.Handle("GET /v1/audit", s.auditConfigured(http.HandlerFunc(s.listAudit)))
-	s.mux.Handle("GET /v1/audit/verify", s.auditConfigured(http.HandlerFunc(s.verifyAudit)))
-	s.mux.Handle("POST /v1/audit/checkpoints", s.auditConfigured(s.transactional(s.checkpointAudit)))
-	s.mux.Handle("GET /v1/audit/checkpoints/latest", s.auditConfigured(http.HandlerFunc(s.latestCheckpoint)))
+	s.handle("POST /v1/audit", s.auditConfigured(s.transactional(s.appendAudit)))
+	s.handle("GET /v1/audit", s.auditConfigured(http.HandlerFunc(s.listAudit)))
+	s.handle("GET /v1/audit/verify", s.auditConfigured(http.HandlerFunc(s.verifyAudit)))
+	s.handle("POST /v1/audit/checkpoints", s.auditConfigured(s.transactional(s.checkpointAudit)))
+	s.handle("GET /v1/audit/checkpoints/latest", s.auditConfigured(http.HandlerFunc(s.latestCheckpoint)))
 }
 
 func (s *Server) auditConfigured(h http.Handler) http.Handler {

@@ -23,12 +23,12 @@ func formatTime(t time.Time) string {
 }
 
 func (s *Server) claimRoutes() {
-	s.mux.Handle("POST /v1/claims/{key}", s.transactional(s.acquireClaim))
-	s.mux.Handle("POST /v1/claims/{key}/renew", s.transactional(s.renewClaim))
-	s.mux.HandleFunc("DELETE /v1/claims/{key}", s.releaseClaim)
-	s.mux.HandleFunc("GET /v1/claims/{key}", s.getClaim)
-	s.mux.Handle("POST /v1/events", s.transactional(s.observeEvent))
-	s.mux.Handle("POST /v1/events/{fingerprint}/result", s.transactional(s.recordEvent))
+	s.handle("POST /v1/claims/{key}", s.transactional(s.acquireClaim))
+	s.handle("POST /v1/claims/{key}/renew", s.transactional(s.renewClaim))
+	s.handle("DELETE /v1/claims/{key}", http.HandlerFunc(s.releaseClaim))
+	s.handle("GET /v1/claims/{key}", http.HandlerFunc(s.getClaim))
+	s.handle("POST /v1/events", s.transactional(s.observeEvent))
+	s.handle("POST /v1/events/{fingerprint}/result", s.transactional(s.recordEvent))
 }
 
 type claimJSON struct {
@@ -139,7 +139,9 @@ func (s *Server) releaseClaim(w http.ResponseWriter, r *http.Request) {
 		err = positiveFence(&fence)
 	}
 	if err == nil {
-		err = s.claims.Release(r.Context(), s.db, key, q.Get("holder"), fence)
+		err = s.writing(r.Context(), func(ctx context.Context, exec racefree.Executor) error {
+			return s.claims.Release(ctx, exec, key, q.Get("holder"), fence)
+		})
 		s.metrics.claim("release", err)
 	}
 	if err != nil {
@@ -155,7 +157,11 @@ func (s *Server) getClaim(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.claims.Get(r.Context(), s.db, key)
+	var c *claim.Claim
+	err = s.reading(r.Context(), func(ctx context.Context, exec racefree.Executor) (err error) {
+		c, err = s.claims.Get(ctx, exec, key)
+		return err
+	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,27 +18,33 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/inbox"
 	"github.com/racefree/racefree/internal/problem"
+	"github.com/racefree/racefree/tenant"
 )
 
 // inboxPost is the route webhook senders POST to. It is authenticated by
-// the delivery's signature, not by Options.Token, which senders do not have.
+// the delivery's signature, not by an API key, which senders do not have;
+// the secret that verifies the signature names the tenant.
 const inboxPost = "POST /v1/inbox/{source}"
 
 // inboxRoutes serves the webhook inboxes of the configured sources.
 type inboxRoutes struct {
 	in       *inbox.Inbox
-	handlers map[string]*inbox.Handler // by source
-	err      error                     // a configuration error, answered with 500
+	handlers map[string][]*inbox.Handler // by source, one per tenant that configured it
+	tenants  map[*inbox.Handler]string   // each handler's tenant
+	err      error                       // a configuration error, answered with 500
 }
 
 var sourceName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
 
-// ParseInboxSecrets parses "source=whsec_…" pairs, as given to
+// ParseInboxSecrets parses "[tenant/]source=whsec_…" pairs, as given to
 // --inbox-secret or, comma-separated, in RACEFREE_INBOX_SECRETS, into the
-// secrets of each source. A source may appear several times: all its
-// secrets are accepted, for rotation. Source names are 1 to 100 of
-// A-Z a-z 0-9 . _ -, and every secret must be a valid Standard Webhooks
-// secret.
+// secrets of each source, keyed as Options.InboxSecrets wants: "source"
+// for the default tenant, "tenant/source" for another. A source may appear
+// several times: all its secrets are accepted, for rotation. Source names
+// are 1 to 100 of A-Z a-z 0-9 . _ -, tenants valid tenant ids, and every
+// secret must be a valid Standard Webhooks secret that no other tenant
+// uses for the same source (the secret that verifies a delivery names its
+// tenant).
 func ParseInboxSecrets(pairs []string) (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, p := range pairs {
@@ -42,53 +52,147 @@ func ParseInboxSecrets(pairs []string) (map[string][]string, error) {
 		if p == "" {
 			continue
 		}
-		source, secret, ok := strings.Cut(p, "=")
-		if !ok || !sourceName.MatchString(source) {
-			return nil, racefree.Invalid("inbox secret", "want source=whsec_…, with a source of 1 to 100 letters, digits, '.', '_' or '-'")
+		name, secret, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, racefree.Invalid("inbox secret", "want [tenant/]source=whsec_…, with a source of 1 to 100 letters, digits, '.', '_' or '-'")
+		}
+		key, _, _, err := inboxKey(name)
+		if err != nil {
+			return nil, err
 		}
 		if _, err := inbox.NewVerifier([]string{secret}, nil); err != nil {
-			return nil, fmt.Errorf("inbox secret of %s: %w", source, err)
+			return nil, fmt.Errorf("inbox secret of %s: %w", name, err)
 		}
-		out[source] = append(out[source], secret)
+		out[key] = append(out[key], secret)
+	}
+	if err := sharedSecrets(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
+// inboxKey parses "[tenant/]source" into its canonical key ("source" for
+// the default tenant), the tenant and the source.
+func inboxKey(name string) (key, tenantID, source string, err error) {
+	tenantID, source, ok := strings.Cut(name, "/")
+	if !ok {
+		tenantID, source = tenant.Default, name
+	}
+	if !sourceName.MatchString(source) {
+		return "", "", "", racefree.Invalid("inbox secret", "want [tenant/]source=whsec_…, with a source of 1 to 100 letters, digits, '.', '_' or '-'")
+	}
+	if err := tenant.Check(tenantID); err != nil {
+		return "", "", "", fmt.Errorf("inbox secret of %s: %w", name, err)
+	}
+	if tenantID == tenant.Default {
+		return source, tenantID, source, nil
+	}
+	return tenantID + "/" + source, tenantID, source, nil
+}
+
+// sharedSecrets refuses a secret that two tenants use for one source: a
+// delivery signed with it could not say whose it is.
+func sharedSecrets(secrets map[string][]string) error {
+	owner := map[[2]string]string{} // (source, secret) -> key
+	for key, list := range secrets {
+		_, _, source, err := inboxKey(key)
+		if err != nil {
+			return err
+		}
+		for _, secret := range list {
+			k := [2]string{source, strings.TrimPrefix(secret, "whsec_")}
+			if other, ok := owner[k]; ok && other != key {
+				return racefree.Invalid("inbox secret", "%s and %s share a secret: each tenant needs its own, since the secret names the tenant of a delivery", other, key)
+			}
+			owner[k] = key
+		}
+	}
+	return nil
+}
+
 func (s *Server) inboxRoutes() {
-	s.inbox = &inboxRoutes{handlers: map[string]*inbox.Handler{}}
+	s.inbox = &inboxRoutes{handlers: map[string][]*inbox.Handler{}, tenants: map[*inbox.Handler]string{}}
 	s.inbox.in, s.inbox.err = inbox.New(s.db, &inbox.Options{Retention: s.opts.InboxRetention})
-	for source, secrets := range s.opts.InboxSecrets {
-		v, err := inbox.NewVerifier(secrets, nil)
-		if err != nil || !sourceName.MatchString(source) {
-			s.inbox.err = fmt.Errorf("inbox source %q: %v", source, err)
+	if err := sharedSecrets(s.opts.InboxSecrets); err != nil {
+		s.inbox.err = err
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.opts.InboxSecrets)) {
+		_, tenantID, source, err := inboxKey(key)
+		if err != nil {
+			s.inbox.err = fmt.Errorf("inbox source %q: %v", key, err)
 			continue
 		}
-		s.inbox.handlers[source] = &inbox.Handler{Inbox: s.inbox.in, Source: source, Verifier: v, MaxBody: s.opts.InboxMaxBody, Logger: s.log,
+		v, err := inbox.NewVerifier(s.opts.InboxSecrets[key], nil)
+		if err != nil {
+			s.inbox.err = fmt.Errorf("inbox source %q: %v", key, err)
+			continue
+		}
+		h := &inbox.Handler{Inbox: s.inbox.in, Source: source, Verifier: v, MaxBody: s.opts.InboxMaxBody, Logger: s.log,
 			Process: markNew}
+		s.inbox.handlers[source] = append(s.inbox.handlers[source], h)
+		s.inbox.tenants[h] = tenantID
 	}
-	s.mux.HandleFunc(inboxPost, s.inboxReceive)
-	s.mux.HandleFunc("GET /v1/inbox/{source}", s.inboxList)
+	s.handle(inboxPost, http.HandlerFunc(s.inboxReceive))
+	s.handle("GET /v1/inbox/{source}", http.HandlerFunc(s.inboxList))
 }
 
 // signedRoute reports whether r goes to a route that authenticates itself.
 func signedRoute(pattern string) bool { return pattern == inboxPost }
 
-// inboxHandler returns the source's handler, or writes the problem.
+// inboxHandler returns the handler of the path's source for the
+// request's tenant, or writes the problem.
 func (s *Server) inboxHandler(w http.ResponseWriter, r *http.Request) *inbox.Handler {
 	if s.inbox.err != nil {
 		s.writeError(w, r, s.inbox.err)
 		return nil
 	}
-	source := r.PathValue("source")
-	h := s.inbox.handlers[source]
-	if h == nil {
-		writeProblem(w, problem.UnknownSource.New(fmt.Sprintf("no inbox secret is configured for source %q", source)))
+	source, id := r.PathValue("source"), tenant.From(r.Context())
+	for _, h := range s.inbox.handlers[source] {
+		if s.inbox.tenants[h] == id {
+			return h
+		}
 	}
-	return h
+	writeProblem(w, problem.UnknownSource.New(fmt.Sprintf("no inbox secret is configured for source %q", source)))
+	return nil
+}
+
+// signer returns the handler of the path's source whose secret verifies
+// the delivery, and so its tenant: the one handler when one tenant
+// configured the source, else the one that verifies (or the first, which
+// answers 401). It leaves r's body readable again.
+func (s *Server) signer(w http.ResponseWriter, r *http.Request) *inbox.Handler {
+	if s.inbox.err != nil {
+		s.writeError(w, r, s.inbox.err)
+		return nil
+	}
+	source := r.PathValue("source")
+	hs := s.inbox.handlers[source]
+	switch len(hs) {
+	case 0:
+		writeProblem(w, problem.UnknownSource.New(fmt.Sprintf("no inbox secret is configured for source %q", source)))
+		return nil
+	case 1:
+		return hs[0]
+	}
+	limit := hs[0].MaxBody
+	if limit <= 0 {
+		limit = inbox.DefaultMaxBody
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		body = nil // the handler answers the short body
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	for _, h := range hs {
+		if _, err := h.Verifier.Verify(r.Header, body); err == nil {
+			return h
+		}
+	}
+	return hs[0]
 }
 
 func (s *Server) inboxReceive(w http.ResponseWriter, r *http.Request) {
-	h := s.inboxHandler(w, r)
+	h := s.signer(w, r)
 	if h == nil {
 		return
 	}
@@ -96,9 +200,14 @@ func (s *Server) inboxReceive(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	ctx, err := tenant.With(r.Context(), s.inbox.tenants[h])
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	isNew := new(bool)
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	h.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), newDeliveryKey{}, isNew)))
+	h.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, newDeliveryKey{}, isNew)))
 	outcome := "new"
 	switch {
 	case rec.status >= 500:
@@ -108,7 +217,7 @@ func (s *Server) inboxReceive(w http.ResponseWriter, r *http.Request) {
 	case !*isNew:
 		outcome = "duplicate"
 	}
-	s.metrics.inbox.WithLabelValues(h.Source, outcome).Inc()
+	s.metrics.inbox.WithLabelValues(h.Source, outcome).Inc() // the source, never the tenant
 }
 
 // newDeliveryKey is the context key of the flag that markNew sets.
@@ -177,11 +286,16 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// InboxSources returns the configured sources, sorted.
+// InboxSources returns the configured sources, sorted: "source" for the
+// default tenant's, "tenant/source" for another's.
 func (s *Server) InboxSources() []string {
-	out := make([]string, 0, len(s.inbox.handlers))
-	for k := range s.inbox.handlers {
-		out = append(out, k)
+	var out []string
+	for h, id := range s.inbox.tenants {
+		if id == tenant.Default {
+			out = append(out, h.Source)
+		} else {
+			out = append(out, id+"/"+h.Source)
+		}
 	}
 	sort.Strings(out)
 	return out

@@ -11,6 +11,7 @@ import (
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
 	"github.com/racefree/racefree/onetime"
+	"github.com/racefree/racefree/tenant"
 )
 
 // operation is one of racefree's own state-changing routes. All its
@@ -37,7 +38,9 @@ func executed(err error) bool {
 		errors.As(err, &tr) && tr.Outcome != onetime.Unknown // a revocation on reuse must commit
 }
 
-// transactional serves op in one transaction. With an Idempotency-Key, the
+// transactional serves op in one transaction of the request's tenant
+// (tenant.InTx: on PostgreSQL row-level security binds every statement to
+// it). With an Idempotency-Key, the
 // operation, the key's record and the stored response commit together
 // (idempotency.DoTx): a crash or a lost connection between the operation
 // and the stored response rolls both back, so the retry runs the operation
@@ -63,7 +66,7 @@ func (s *Server) transactional(op operation) http.Handler {
 				v     any
 				opErr error
 			)
-			err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+			err := tenant.InTx(ctx, s.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) error {
 				v, opErr = op(ctx, tx, r, body)
 				if executed(opErr) {
 					return nil // commit what the operation decided, such as a counted attempt
@@ -78,7 +81,7 @@ func (s *Server) transactional(op operation) http.Handler {
 		}
 		scope, fingerprint := idempotency.DefaultScope(r), idempotency.Fingerprint(r, body)
 		var res *idempotency.Result
-		err = s.db.InTx(ctx, func(tx *sql.Tx) (err error) {
+		err = tenant.InTx(ctx, s.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) (err error) {
 			res, err = s.idem.DoTx(ctx, tx, scope, key, fingerprint, func(ctx context.Context, tx *sql.Tx, _ *idempotency.Call) ([]byte, error) {
 				v, err := op(ctx, tx, r, body)
 				if !executed(err) {
@@ -133,4 +136,21 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, v any, err erro
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// reading runs fn, a read route's database work, for the request's
+// tenant: on PostgreSQL in tenant.InTx, so that row-level security binds
+// it; on SQLite on the pool (every racefree statement filters by the
+// tenant there), so that a read never takes SQLite's write lock.
+func (s *Server) reading(ctx context.Context, fn func(ctx context.Context, exec racefree.Executor) error) error {
+	if s.db.Engine() != racefree.Postgres {
+		return fn(ctx, s.db)
+	}
+	return tenant.InTx(ctx, s.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
+}
+
+// writing runs fn, a write route's database work outside transactional,
+// in one transaction of the request's tenant.
+func (s *Server) writing(ctx context.Context, fn func(ctx context.Context, exec racefree.Executor) error) error {
+	return tenant.InTx(ctx, s.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func (s *Server) quotaRoutes() {
-	s.mux.Handle("POST /v1/quotas/{key}/consume", s.transactional(s.consumeQuota))
+	s.handle("POST /v1/quotas/{key}/consume", s.transactional(s.consumeQuota))
 }
 
 // consumeQuota charges n units of the path's key under the body's policy.

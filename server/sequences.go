@@ -22,7 +22,7 @@ func (s *Server) sequenceRoutes() {
 		Help: "Sequence next calls by outcome: ok, exhausted, invalid or error.",
 	}, []string{"outcome"})}
 	s.reg.MustRegister(sr.ops)
-	s.mux.Handle("POST /v1/sequences/{scope}/{name}/next", s.transactional(sr.next))
+	s.handle("POST /v1/sequences/{scope}/{name}/next", s.transactional(sr.next))
 }
 
 type sequenceJSON struct {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"log/slog"
 	"net/http"
 	"path"
@@ -14,19 +15,33 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/apikey"
 	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
 	"github.com/racefree/racefree/quota"
+	"github.com/racefree/racefree/tenant"
 )
 
 // Options configures a Server. The zero value is usable.
 type Options struct {
-	// Token, when set, guards /v1/: requests must carry
-	// "Authorization: Bearer <Token>". Defaults to none.
+	// Token is the credential of a single-tenant set-up: a request that
+	// carries "Authorization: Bearer <Token>" runs for the default tenant
+	// with every scope. When set, /v1/ refuses requests without a
+	// credential (Token or an API key). Defaults to none.
 	Token string
+	// RequireKey refuses /v1/ requests that carry no credential (401)
+	// even without Token: set it once tenants have API keys. Without
+	// Token and RequireKey, a request without Authorization runs for the
+	// default tenant with every scope, as before tenants existed (anyone
+	// who can reach the server can then use the default tenant). A request
+	// that does carry Authorization must always be a valid credential.
+	RequireKey bool
+	// Keys verifies API keys (package apikey). Defaults to
+	// apikey.New(db, nil): verified keys are cached for at most 500ms.
+	Keys *apikey.Store
 	// Logger receives request failures. Defaults to slog.Default().
 	Logger *slog.Logger
 	// InboxSecrets maps each webhook source served at /v1/inbox/{source}
@@ -75,6 +90,9 @@ type Server struct {
 	inbox   *inboxRoutes
 	tokens  *tokenRoutes
 	metrics *metrics
+	keys     *apikey.Store
+	admin    map[string]bool // route patterns that need the admin scope
+	patterns []string        // every route pattern, in the order registered
 
 	claims *claim.Store
 	events *dedup.Log
@@ -88,6 +106,10 @@ func New(db *racefree.DB, opts Options) *Server {
 	s := &Server{db: db, opts: opts, log: opts.Logger, mux: http.NewServeMux(), reg: prometheus.NewRegistry(),
 		claims: claim.New(db), events: dedup.New(db), idem: idempotency.New(db, nil)}
 	s.quotas, _ = quota.New(db, nil) // no options: cannot fail
+	s.keys = opts.Keys
+	if s.keys == nil {
+		s.keys, _ = apikey.New(db, nil) // no options: cannot fail
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -109,10 +131,22 @@ func New(db *racefree.DB, opts Options) *Server {
 	return s
 }
 
+// adminRoutes are the operator routes: they need the admin scope.
+var adminRoutes = []string{"POST /v1/audit/checkpoints"}
+
+func (s *Server) handle(pattern string, h http.Handler) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, h)
+}
+
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.admin = map[string]bool{}
+	for _, p := range adminRoutes {
+		s.admin[p] = true
+	}
+	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
+	s.handle("GET /readyz", http.HandlerFunc(s.readyz))
+	s.handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	s.claimRoutes()
 	s.inboxRoutes()
 	s.sequenceRoutes()
@@ -161,9 +195,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
 		unauthorized(w)
 		return "unauthorized"
 	}
-	if s.opts.Token != "" && strings.HasPrefix(r.URL.Path, "/v1/") && !signedRoute(pattern) && !bearer(r, s.opts.Token) {
-		unauthorized(w)
-		return "unauthorized"
+	if strings.HasPrefix(r.URL.Path, "/v1/") && !signedRoute(pattern) {
+		c, err := s.authenticate(r)
+		if err != nil {
+			s.refuse(w, r, err)
+			return "unauthorized"
+		}
+		if need := s.scopeOf(pattern); pattern != "" && !c.scopes.Has(need) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="racefree", error="insufficient_scope", scope="`+need.String()+`"`)
+			writeProblem(w, problem.InsufficientScope.New("this route needs the "+need.String()+" scope, which this key does not have"))
+			return "forbidden"
+		}
+		ctx, err := tenant.With(r.Context(), c.tenant)
+		if err != nil {
+			s.writeError(w, r, err) // apikey and Token name valid tenants only
+			return "unauthorized"
+		}
+		r = r.WithContext(ctx)
 	}
 	if pattern == "" {
 		// No route: let the mux decide between 404 and 405 (it sets Allow),
@@ -195,6 +243,88 @@ func cleanPath(p string) bool {
 func unauthorized(w http.ResponseWriter) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="racefree"`)
 	writeProblem(w, problem.Unauthorized.New("this server requires Authorization: Bearer <token>"))
+}
+
+// caller is who a /v1/ request runs as: a tenant and its scopes.
+type caller struct {
+	tenant string
+	scopes apikey.Scope
+}
+
+// errNoCredential and errBadCredential are the refusals of authenticate
+// (401); any other error is the database's, answered like any other.
+var (
+	errNoCredential  = errors.New("no credential")
+	errBadCredential = errors.New("bad credential")
+)
+
+// authenticate returns the caller of r: the tenant and scopes of its API
+// key, or the default tenant with every scope for Options.Token, or, when
+// neither Token nor RequireKey is set and r carries no Authorization, the
+// default tenant with every scope. Nothing else of the request (body,
+// path, query, other headers) names the tenant.
+func (s *Server) authenticate(r *http.Request) (caller, error) {
+	values := r.Header.Values("Authorization")
+	if len(values) == 0 {
+		if s.opts.Token == "" && !s.opts.RequireKey {
+			return caller{tenant: tenant.Default, scopes: apikey.AllScopes}, nil
+		}
+		return caller{}, errNoCredential
+	}
+	got, ok := strings.CutPrefix(values[0], "Bearer ")
+	if len(values) > 1 || !ok {
+		return caller{}, errBadCredential
+	}
+	if s.opts.Token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) == 1 {
+		return caller{tenant: tenant.Default, scopes: apikey.AllScopes}, nil
+	}
+	k, err := s.keys.Verify(r.Context(), got)
+	if errors.Is(err, apikey.ErrMalformed) || errors.Is(err, apikey.ErrRefused) {
+		return caller{}, errBadCredential
+	}
+	if err != nil {
+		return caller{}, err
+	}
+	return caller{tenant: k.Tenant, scopes: k.Scopes}, nil
+}
+
+// refuse answers a request authenticate refused: 401 with a challenge
+// for a missing or bad credential, the database's problem (503) when the
+// key could not be read.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errNoCredential):
+		unauthorized(w)
+	case errors.Is(err, errBadCredential):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="racefree", error="invalid_token"`)
+		writeProblem(w, problem.Unauthorized.New("the credential is not a valid token or API key of this server (unknown, revoked or malformed)"))
+	default:
+		s.writeError(w, r, err)
+	}
+}
+
+// scopeOf returns the scope a route needs: admin for operator routes,
+// read for GET, write for every other method.
+func (s *Server) scopeOf(pattern string) apikey.Scope {
+	switch {
+	case s.admin[pattern]:
+		return apikey.Admin
+	case strings.HasPrefix(pattern, "GET "):
+		return apikey.Read
+	}
+	return apikey.Write
+}
+
+// Scopes returns the scope each /v1/ route needs, by route pattern;
+// signed routes (the webhook inbox) need none and are left out.
+func (s *Server) Scopes() map[string]string {
+	out := map[string]string{}
+	for _, p := range s.patterns {
+		if strings.Contains(p, " /v1/") && !signedRoute(p) {
+			out[p] = s.scopeOf(p).String()
+		}
+	}
+	return out
 }
 
 // Reap deletes what has outlived its retention: webhook event IDs and

@@ -28,9 +28,9 @@ func (s *Server) tokenRoutes() {
 	}, []string{"op", "outcome"})}
 	s.reg.MustRegister(s.tokens.ops)
 	s.tokens.store, s.tokens.err = onetime.New(s.db, &onetime.Options{Grace: s.opts.RefreshGrace, Secret: s.opts.RefreshSecret})
-	s.mux.Handle("POST /v1/tokens", s.tokenBearing(s.issueToken))
-	s.mux.Handle("POST /v1/tokens/consume", s.transactional(s.consumeToken))
-	s.mux.Handle("POST /v1/tokens/rotate", s.tokenBearing(s.rotateToken))
+	s.handle("POST /v1/tokens", s.tokenBearing(s.issueToken))
+	s.handle("POST /v1/tokens/consume", s.transactional(s.consumeToken))
+	s.handle("POST /v1/tokens/rotate", s.tokenBearing(s.rotateToken))
 }
 
 // ReapTokens deletes the default tenant's one-time codes and

@@ -1,7 +1,8 @@
 // Command racefree serves racefree's HTTP API and manages its schema.
 //
 //	racefree serve      [--db DSN] [--addr HOST:PORT] [--token T] [--metrics-token T] [--inbox-secret SOURCE=whsec_…] [--read-timeout D] …
-//	racefree migrate up|status|sql [--db DSN]
+//	racefree migrate up|status|sql [--db DSN] [--to N] [--app-role NAME]
+//	racefree keys create --tenant T [--scope read,write] [--name N] | list [--tenant T] [--format json] | revoke --tenant T ID
 //	racefree unique-check --db DSN (--table T --key EXPR… | --migration FILE.sql)
 //	racefree rls-check --db postgres://… [--role APP_ROLE] [--tenant-column C] [--setting S] [--schema S…]
 //	racefree audit verify|checkpoint|keygen [--db DSN] [--keys FILE] [--scope S]… [--checkpoint FILE] [--format json]
@@ -41,7 +42,7 @@ func run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), migrateCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), quotaCmd(), versionCmd())
+	root.AddCommand(serveCmd(), migrateCmd(), keysCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), quotaCmd(), versionCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

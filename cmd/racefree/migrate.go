@@ -11,6 +11,8 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/internal/ident"
+	"github.com/racefree/racefree/tenant"
 	"github.com/spf13/cobra"
 )
 
@@ -26,26 +28,56 @@ func migrateCmd() *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
 
+	var (
+		to      int64
+		appRole string
+	)
 	up := &cobra.Command{
-		Use:   "up",
+		Use:   "up [--to N] [--app-role NAME]",
 		Short: "Apply the pending migrations (safe to run from many processes at once)",
-		Args:  cobra.NoArgs,
+		Long: `up applies the pending migrations, all of them or those up to version --to.
+With --app-role NAME (PostgreSQL) it then grants role NAME exactly what
+"racefree serve" needs on racefree's tables (tenant.Grant), so that serve can
+log in as NAME: a role that owns nothing, is not a superuser and has no
+BYPASSRLS, which row-level security binds. Run it as the tables' owner.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkUpFlags(cmd, db, to, appRole); err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
 			defer cancel()
-			h, err := dsn.Open(ctx, db, &racefree.Config{Schema: racefree.SchemaMigrate})
+			policy := racefree.SchemaMigrate
+			if cmd.Flags().Changed("to") {
+				policy = racefree.SchemaAllowOutdated
+			}
+			h, err := dsn.Open(ctx, db, &racefree.Config{Schema: policy})
 			if err != nil {
 				return err
 			}
 			defer h.Close()
+			if cmd.Flags().Changed("to") {
+				if _, err := h.MigrateUpTo(ctx, to); err != nil {
+					return err
+				}
+			}
 			v, err := h.SchemaVersion(ctx)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schema at version %d\n", v)
+			if appRole == "" {
+				return nil
+			}
+			if err := tenant.Grant(ctx, h, appRole); err != nil {
+				return fmt.Errorf("grant to %s: %w", appRole, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "granted %s what racefree serve needs; it is bound by row-level security\n", appRole)
 			return nil
 		},
 	}
+	up.Flags().Int64Var(&to, "to", 0, "apply the migrations up to this version only (a staged rollout: --to 11 while the previous release runs)")
+	up.Flags().StringVar(&appRole, "app-role", "", "PostgreSQL: grant this role what racefree serve needs, once migrated (not a superuser, no BYPASSRLS, owns nothing)")
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "List the migrations and whether each is applied",
@@ -97,6 +129,37 @@ func migrateCmd() *cobra.Command {
 	}
 	cmd.AddCommand(up, status, sqlCmd)
 	return cmd
+}
+
+// checkUpFlags refuses --to and --app-role values before anything is
+// opened.
+func checkUpFlags(cmd *cobra.Command, db string, to int64, appRole string) error {
+	engine, err := dsn.Engine(db)
+	if err != nil {
+		return err
+	}
+	defer engine.SQL().Close()
+	ms, err := racefree.LoadMigrations(engine.Migrations())
+	if err != nil {
+		return err
+	}
+	last := ms[len(ms)-1].Version
+	if cmd.Flags().Changed("to") && (to < 1 || to > last) {
+		return racefree.Invalid("to", "must be a migration version between 1 and %d", last)
+	}
+	if appRole == "" {
+		return nil
+	}
+	if engine.Name() != racefree.Postgres {
+		return racefree.Invalid("app-role", "roles and row-level security exist on PostgreSQL only; on SQLite every racefree statement filters by the tenant")
+	}
+	if _, err := ident.Quote(appRole); err != nil {
+		return racefree.Invalid("app-role", "%v", err)
+	}
+	if cmd.Flags().Changed("to") && to < tenant.KeysVersion {
+		return racefree.Invalid("app-role", "needs migration %03d (row-level security), past --to %d", tenant.KeysVersion, to)
+	}
+	return nil
 }
 
 // mustExist refuses a SQLite database file that does not exist, so that a

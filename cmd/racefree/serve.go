@@ -28,6 +28,7 @@ func serveCmd() *cobra.Command {
 	var (
 		db, addr, token string
 		migrate         bool
+		requireKey      bool
 		grace           time.Duration
 		inboxSecrets    []string
 		inboxOpts       server.Options
@@ -61,15 +62,17 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			inboxOpts.RequireKey = requireKey
 			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits, reaping)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
 	f.StringVar(&addr, "addr", envOr("RACEFREE_ADDR", "127.0.0.1:8080"), "listen address (env RACEFREE_ADDR)")
-	f.StringVar(&token, "token", envOr("RACEFREE_TOKEN", ""), "bearer token required on /v1/ when set (env RACEFREE_TOKEN)")
+	f.StringVar(&token, "token", envOr("RACEFREE_TOKEN", ""), "single-tenant credential: a bearer token of the default tenant with every scope; when set, /v1/ needs it or an API key (env RACEFREE_TOKEN)")
+	f.BoolVar(&requireKey, "require-key", envOr("RACEFREE_REQUIRE_KEY", "") == "1", "refuse /v1/ requests without an API key (racefree keys create) even without --token (env RACEFREE_REQUIRE_KEY=1)")
 	f.BoolVar(&migrate, "migrate", true, "apply pending schema migrations at start")
-	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,src2=whsec_b)")
+	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "[tenant/]source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret, for the default tenant or the one named; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,acme/src=whsec_b)")
 	f.StringVar(&auditKeys, "audit-keys", "", "keyring file of the audit log served at /v1/audit (default: the keyring in "+audit.EnvKeys+"; neither: no audit routes)")
 	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
 	f.DurationVar(&inboxOpts.InboxRetention, "inbox-retention", inbox.DefaultRetention, "how long webhook event IDs are kept to recognise redeliveries (at least the senders' retry horizon)")
@@ -169,8 +172,8 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 		IdleTimeout:       limits.idle,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if token == "" && !loopback(ln.Addr()) {
-		log.Warn("listening on a non-loopback address without --token: anyone who can reach it can use the API", "addr", ln.Addr().String())
+	if token == "" && !opts.RequireKey && !loopback(ln.Addr()) {
+		log.Warn("listening on a non-loopback address without --token or --require-key: anyone who can reach it can use the default tenant", "addr", ln.Addr().String())
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -178,7 +181,7 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); reap(reapCtx, api, claim.New(db), dedup.New(db), reaping, log) }()
 	defer func() { stopReaping(); <-reaped }()
-	log.Info("racefree serving", "addr", ln.Addr().String(), "engine", db.Engine(), "auth", token != "", "inbox_sources", api.InboxSources())
+	log.Info("racefree serving", "addr", ln.Addr().String(), "engine", db.Engine(), "auth", token != "" || opts.RequireKey, "inbox_sources", api.InboxSources())
 
 	select {
 	case err := <-errc:

@@ -39,6 +39,7 @@ var (
 	IdempotencyMalformed  = Kind{"idempotency-key-malformed", "Malformed Idempotency-Key", http.StatusBadRequest}
 	Unauthorized          = Kind{"unauthorized", "Unauthorized", http.StatusUnauthorized}
 	BadSignature          = Kind{"bad-signature", "Bad webhook signature", http.StatusUnauthorized}
+	InsufficientScope     = Kind{"insufficient-scope", "Insufficient scope", http.StatusForbidden}
 	NotFound              = Kind{"not-found", "Not found", http.StatusNotFound}
 	NoRoute               = Kind{"no-route", "No such route", http.StatusNotFound}
 	UnknownSource         = Kind{"unknown-source", "Unknown inbox source", http.StatusNotFound}
@@ -70,7 +71,7 @@ var (
 
 // Kinds returns every registered kind.
 func Kinds() []Kind {
-	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature,
+	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature, InsufficientScope,
 		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, SequenceExhausted, TooLarge,
 		KeyMismatch, QuotaExceeded, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady,
 		TokenUnknown, TokenUsed, TokenReused, TokenRevoked, TokenExpired,
