@@ -296,3 +296,98 @@ func TestEachVisitsEveryTenantSeen(t *testing.T) {
 		}
 	})
 }
+
+// TestTheOwnerObeysTheTenantToo runs the migrations as a role that is not
+// a superuser, so the tables are its own: FORCE ROW LEVEL SECURITY must
+// bind it like any other role.
+func TestTheOwnerObeysTheTenantToo(t *testing.T) {
+	ctx := context.Background()
+	owner := testdb.Open(t, testdb.OwnerDSN(t, testdb.NewDSN(t, racefree.Postgres)), nil)
+	err := tenant.InTx(ctx, owner, "a", func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO racefree_sequences (tenant, scope, name, last) VALUES ('a', 's', 'n', 1)`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := owner.QueryRowContext(ctx, `SELECT count(*) FROM racefree_sequences`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("the owner without a tenant sees %d rows, want 0", n)
+	}
+	err = tenant.InTx(ctx, owner, "b", func(ctx context.Context, tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT count(*) FROM racefree_sequences`).Scan(&n)
+	})
+	if err != nil || n != 0 {
+		t.Fatalf("the owner as tenant b sees %d rows (%v), want 0", n, err)
+	}
+}
+
+func TestGrantRefusesRolesThatBypassRowSecurity(t *testing.T) {
+	ctx := context.Background()
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	ownerDSN := testdb.OwnerDSN(t, dsn)
+	owner := testdb.Open(t, ownerDSN, nil)
+	ou, _ := url.Parse(ownerDSN)
+	admin := testdb.Open(t, dsn, nil) // the superuser, for roles
+	suffix := strings.TrimPrefix(ou.User.Username(), "rf_owner_")
+	for _, stmt := range []string{
+		`CREATE ROLE rf_super_` + suffix + ` SUPERUSER`,
+		`CREATE ROLE rf_bypass_` + suffix + ` BYPASSRLS`,
+		`CREATE ROLE rf_member_` + suffix + ` IN ROLE ` + ou.User.Username(),
+	} {
+		if _, err := admin.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, r := range []string{"rf_super_", "rf_bypass_", "rf_member_"} {
+			_, _ = admin.ExecContext(context.Background(), `DROP ROLE `+r+suffix)
+		}
+	})
+	for role, why := range map[string]string{
+		"rf_super_" + suffix:  "superuser",
+		"rf_bypass_" + suffix: "BYPASSRLS",
+		"rf_member_" + suffix: "owns",
+		ou.User.Username():    "owns",
+	} {
+		if err := tenant.Grant(ctx, owner, role); !errors.Is(err, tenant.ErrUnsafeRole) || !strings.Contains(err.Error(), why) {
+			t.Errorf("Grant(%s) = %v, want ErrUnsafeRole naming %q", role, err, why)
+		}
+	}
+	for _, role := range []string{"rf_no_such_role_" + suffix, "", "a\x01b"} {
+		if err := tenant.Grant(ctx, owner, role); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("Grant(%q) = %v, want an InputError", role, err)
+		}
+	}
+	if err := tenant.Grant(ctx, testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil), "app"); !errors.Is(err, racefree.ErrInvalidInput) {
+		t.Errorf("Grant on SQLite = %v, want an InputError", err)
+	}
+}
+
+// TestGrantGivesExactlyWhatRacefreeNeeds: the audit log stays append-only
+// and the keys read-only for the application role, whatever its code does.
+func TestGrantGivesExactlyWhatRacefreeNeeds(t *testing.T) {
+	ctx := context.Background()
+	_, app := postgres(t)
+	for _, stmt := range []string{
+		`UPDATE racefree_audit SET actor = 'x'`,
+		`DELETE FROM racefree_audit`,
+		`DELETE FROM racefree_audit_checkpoints`,
+		`INSERT INTO racefree_keys (tenant, id, hash, scopes, name, created_at) VALUES ('a', 'k', '\x00', 'admin', 'n', 0)`,
+		`UPDATE racefree_keys SET revoked_at = NULL`,
+		`DELETE FROM racefree_tenants`,
+		`DELETE FROM racefree_schema_migrations`,
+		`CREATE TABLE racefree_evil (x int)`,
+	} {
+		err := tenant.InTx(ctx, app, "a", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, stmt)
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("as the application role %q: %v, want permission denied", stmt, err)
+		}
+	}
+}

@@ -468,3 +468,26 @@ func TestServeDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateUpTo stages a rollout: --to 11 applies the expand-only
+// migration the previous release still runs against, and a later
+// `migrate up` the rest. A bad --to is one line and creates nothing.
+func TestMigrateUpTo(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, dsn string) {
+		if r := runCLI(t, "migrate", "up", "--db", dsn, "--to", "11"); r.code != 0 || strings.TrimSpace(r.stdout) != "schema at version 11" {
+			t.Fatalf("migrate up --to 11: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		if r := runCLI(t, "migrate", "up", "--db", dsn); r.code != 0 || strings.TrimSpace(r.stdout) != "schema at version 12" {
+			t.Fatalf("migrate up: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+	})
+	dir := t.TempDir()
+	r := runCLI(t, "migrate", "up", "--db", "sqlite:"+filepath.Join(dir, "x.db"), "--to", "0")
+	if r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "--to") {
+		t.Errorf("migrate up --to 0: exit %d, stderr %q; want one line naming --to", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused migrate up created %d files", len(entries))
+	}
+}

@@ -66,3 +66,43 @@ func AppDSN(t testing.TB, owner *racefree.DB, dsnStr string) string {
 	u.User = url.User(role)
 	return u.String()
 }
+
+// OwnerDSN creates a fresh role that is neither superuser nor BYPASSRLS,
+// with CREATE on dsnStr's schema, and returns dsnStr logged in as it: a
+// database whose migrations it runs is owned by a role that FORCE ROW
+// LEVEL SECURITY binds (a superuser would bypass it). The role and what it
+// owns are dropped when the test ends. PostgreSQL only.
+func OwnerDSN(t testing.TB, dsnStr string) string {
+	t.Helper()
+	u, err := url.Parse(dsnStr)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	schema := u.Query().Get("search_path")
+	role := "rf_owner_" + randomHex(6)
+	admin, err := sql.Open("pgx", PostgresURL(t))
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, stmt := range []string{
+		`CREATE ROLE ` + role + ` LOGIN NOSUPERUSER NOBYPASSRLS`,
+		`GRANT USAGE, CREATE ON SCHEMA ` + schema + ` TO ` + role,
+	} {
+		if _, err := admin.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("testdb: %s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = admin.ExecContext(ctx, `DROP OWNED BY `+role)
+		if _, err := admin.ExecContext(ctx, `DROP ROLE `+role); err != nil {
+			t.Errorf("testdb: drop role: %v", err)
+		}
+	})
+	u.User = url.User(role)
+	return u.String()
+}
