@@ -80,16 +80,16 @@ type Options struct {
 
 // Server represents racefree's HTTP API over one database.
 type Server struct {
-	db      *racefree.DB
-	opts    Options
-	log     *slog.Logger
-	mux     *http.ServeMux
-	reg     *prometheus.Registry
-	reqs    *prometheus.CounterVec
-	latency *prometheus.HistogramVec
-	inbox   *inboxRoutes
-	tokens  *tokenRoutes
-	metrics *metrics
+	db       *racefree.DB
+	opts     Options
+	log      *slog.Logger
+	mux      *http.ServeMux
+	reg      *prometheus.Registry
+	reqs     *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	inbox    *inboxRoutes
+	tokens   *tokenRoutes
+	metrics  *metrics
 	keys     *apikey.Store
 	admin    map[string]bool // route patterns that need the admin scope
 	patterns []string        // every route pattern, in the order registered

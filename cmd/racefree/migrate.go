@@ -145,7 +145,7 @@ func checkUpFlags(cmd *cobra.Command, db string, to int64, appRole string) error
 	}
 	last := ms[len(ms)-1].Version
 	if cmd.Flags().Changed("to") && (to < 1 || to > last) {
-		return racefree.Invalid("to", "must be a migration version between 1 and %d", last)
+		return racefree.Invalid("--to", "must be a migration version between 1 and %d", last)
 	}
 	if appRole == "" {
 		return nil

@@ -153,10 +153,20 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 
 	policy := racefree.SchemaRequireCurrent
 	if migrate {
-		policy = racefree.SchemaMigrate
+		// Migrate only when something is pending: the application role,
+		// which owns nothing, may serve a database the owner migrated.
+		policy = racefree.SchemaAllowOutdated
 	}
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	db, err := dsn.Open(openCtx, dsnStr, &racefree.Config{Schema: policy})
+	if err == nil && migrate {
+		if err = db.CheckSchema(openCtx); errors.Is(err, racefree.ErrSchemaOutdated) {
+			_, err = db.MigrateUp(openCtx)
+		}
+		if err != nil {
+			db.Close()
+		}
+	}
 	cancel()
 	if err != nil {
 		return err
