@@ -199,6 +199,7 @@ func TestMigrateUpAppRoleRefusals(t *testing.T) {
 func TestServeAsTheApplicationRole(t *testing.T) {
 	t.Parallel()
 	ownerDSN := testdb.OwnerDSN(t, testdb.NewDSN(t, racefree.Postgres))
+	ownSchema(t, ownerDSN)
 	appDSN := newAppRole(t, ownerDSN)
 	role := userOf(t, appDSN)
 	r := runCLI(t, "migrate", "up", "--db", ownerDSN, "--app-role", role)
@@ -222,9 +223,24 @@ func TestServeAsTheApplicationRole(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	if code := waitFor(t, "http://"+addr+"/readyz"); code != http.StatusOK {
-		t.Fatalf("readyz as the application role: %d\n%s", code, stderr.String())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); <-exited }()
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("readyz as the application role: %d\n%s", resp.StatusCode, stderr.String())
+			}
+			break
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("serve as the application role exited: %v\n%s", err, stderr.String())
+		case <-time.After(50 * time.Millisecond): // poll the state
+		}
 	}
 	call := func(method, path, body, key string) int {
 		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
@@ -255,12 +271,35 @@ func TestServeAsTheApplicationRole(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := <-exited; err != nil {
 		t.Fatalf("after SIGTERM: %v\n%s", err, stderr.String())
 	}
+	exited <- nil
 	if strings.Contains(stderr.String(), "level=WARN") || strings.Contains(stderr.String(), "level=ERROR") {
 		t.Fatalf("serve as the application role logged failures (the reapers run at start):\n%s", stderr.String())
 	}
+}
+
+// ownSchema makes dsn's user the owner of dsn's schema, as in a set-up
+// where the owner role owns the application's schema (it may then grant
+// USAGE on it), until the test ends.
+func ownSchema(t *testing.T, dsn string) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := u.Query().Get("search_path")
+	admin, err := sql.Open("pgx", testdb.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	ctx := context.Background()
+	if _, err := admin.ExecContext(ctx, `ALTER SCHEMA `+schema+` OWNER TO `+u.User.Username()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.ExecContext(ctx, `ALTER SCHEMA `+schema+` OWNER TO CURRENT_USER`) })
 }
 
 // newAppRole creates a login role that is neither superuser nor BYPASSRLS
