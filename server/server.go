@@ -72,6 +72,12 @@ type Options struct {
 	// (onetime.Options.Secret): at least 32 bytes, the same on every
 	// instance. Defaults to a random secret of this process.
 	RefreshSecret []byte
+	// OldestSchema lets /readyz answer 200 for a schema at this version
+	// or later, not only the current one: a rollout's expand step, such
+	// as the tenant columns of migration 011, which this release serves
+	// for the default tenant while the previous release still runs
+	// (serve --migrate=false). Defaults to 0: the current version only.
+	OldestSchema int64
 	// AuditKeys is the keyring of the audit log served at /v1/audit (see
 	// package audit). Defaults to nil: the audit routes answer 404
 	// audit-unconfigured.
@@ -359,13 +365,19 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // readyz answers 200 while the database answers and its schema is
-// current. Anyone may call it, so a failure's detail is generic; the
+// current (or at least Options.OldestSchema). Anyone may call it, so a failure's detail is generic; the
 // database's own error goes to the log.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	err := s.db.SQL().PingContext(r.Context())
 	detail := "the database does not answer"
 	if err == nil {
 		err = s.db.CheckSchema(r.Context())
+		if errors.Is(err, racefree.ErrSchemaOutdated) && s.opts.OldestSchema > 0 {
+			var ok bool
+			if ok, err = s.db.SchemaAtLeast(r.Context(), s.db, s.opts.OldestSchema); err == nil && !ok {
+				err = s.db.CheckSchema(r.Context())
+			}
+		}
 		detail = "the database schema does not match this racefree"
 	}
 	if err != nil {

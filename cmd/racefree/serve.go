@@ -21,6 +21,7 @@ import (
 	"github.com/racefree/racefree/inbox"
 	"github.com/racefree/racefree/onetime"
 	"github.com/racefree/racefree/server"
+	"github.com/racefree/racefree/tenant"
 	"github.com/spf13/cobra"
 )
 
@@ -71,7 +72,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&addr, "addr", envOr("RACEFREE_ADDR", "127.0.0.1:8080"), "listen address (env RACEFREE_ADDR)")
 	f.StringVar(&token, "token", envOr("RACEFREE_TOKEN", ""), "single-tenant credential: a bearer token of the default tenant with every scope; when set, /v1/ needs it or an API key (env RACEFREE_TOKEN)")
 	f.BoolVar(&requireKey, "require-key", envOr("RACEFREE_REQUIRE_KEY", "") == "1", "refuse /v1/ requests without an API key (racefree keys create) even without --token (env RACEFREE_REQUIRE_KEY=1)")
-	f.BoolVar(&migrate, "migrate", true, "apply pending schema migrations at start")
+	f.BoolVar(&migrate, "migrate", true, "apply pending schema migrations at start; false: refuse an outdated schema, except the expand step of a rollout (migration 011 on), served for the default tenant")
 	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "[tenant/]source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret, for the default tenant or the one named; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,acme/src=whsec_b)")
 	f.StringVar(&auditKeys, "audit-keys", "", "keyring file of the audit log served at /v1/audit (default: the keyring in "+audit.EnvKeys+"; neither: no audit routes)")
 	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
@@ -151,17 +152,27 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	}
 	defer ln.Close()
 
-	policy := racefree.SchemaRequireCurrent
-	if migrate {
-		// Migrate only when something is pending: the application role,
-		// which owns nothing, may serve a database the owner migrated.
-		policy = racefree.SchemaAllowOutdated
-	}
+	// Open without migrating, then migrate only when something is
+	// pending: the application role, which owns nothing, may serve a
+	// database the owner migrated.
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	db, err := dsn.Open(openCtx, dsnStr, &racefree.Config{Schema: policy})
-	if err == nil && migrate {
-		if err = db.CheckSchema(openCtx); errors.Is(err, racefree.ErrSchemaOutdated) {
+	db, err := dsn.Open(openCtx, dsnStr, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+	if err == nil {
+		err = db.CheckSchema(openCtx)
+		switch {
+		case migrate && errors.Is(err, racefree.ErrSchemaOutdated):
 			_, err = db.MigrateUp(openCtx)
+		case errors.Is(err, racefree.ErrSchemaOutdated):
+			// --migrate=false during a rollout: the expand-only tenant
+			// columns (011) are enough to serve the default tenant while
+			// the previous release still runs; migrate up applies the rest.
+			var have int64
+			if have, err = db.SchemaVersion(openCtx); err == nil && have >= tenant.TenantsVersion {
+				opts.OldestSchema = tenant.TenantsVersion
+				log.Warn("the schema is not current: serving the default tenant only, until `racefree migrate up` applies the remaining migrations")
+			} else if err == nil {
+				err = db.CheckSchema(openCtx)
+			}
 		}
 		if err != nil {
 			db.Close()
