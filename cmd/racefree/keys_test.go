@@ -342,3 +342,64 @@ func userOf(t *testing.T, dsn string) string {
 	}
 	return u.User.Username()
 }
+
+// TestServeDuringTheRollout follows the README's rollout: migrate up --to
+// 11 (expand only) while the previous release runs, deploy this release
+// with --migrate=false (ready, serving the default tenant at 011), then
+// migrate up applies 012 under it, and tenants' keys work.
+func TestServeDuringTheRollout(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		if r := runCLI(t, "migrate", "up", "--db", d, "--to", "11"); r.code != 0 {
+			t.Fatalf("migrate up --to 11: %d %q", r.code, r.stderr)
+		}
+		addr := freeAddr(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := cli(ctx, "serve", "--db", d, "--addr", addr, "--migrate=false")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+		if code := waitFor(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+			t.Fatalf("readyz at 011 with --migrate=false: %d\n%s", code, stderr.String())
+		}
+		call := func(method, path, body, key string) int {
+			req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+			if key != "" {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if code := call("POST", "/v1/claims/job", `{"holder":"w","ttl_ms":60000}`, ""); code != 200 {
+			t.Fatalf("acquire at 011: %d\n%s", code, stderr.String())
+		}
+		if r := runCLI(t, "migrate", "up", "--db", d); r.code != 0 || !strings.Contains(r.stdout, "version 12") {
+			t.Fatalf("migrate up: %d %q %q", r.code, r.stdout, r.stderr)
+		}
+		if code := call("POST", "/v1/claims/job/renew", `{"holder":"w","fence":1,"ttl_ms":60000}`, ""); code != 200 {
+			t.Fatalf("renew at 012: %d\n%s", code, stderr.String())
+		}
+		r := runCLI(t, "keys", "create", "--db", d, "--tenant", "acme")
+		if r.code != 0 {
+			t.Fatalf("keys create: %d %q", r.code, r.stderr)
+		}
+		key := strings.TrimSpace(r.stdout)
+		if code := call("GET", "/v1/claims/job", "", key); code != 404 {
+			t.Fatalf("acme sees the default tenant's claim: %d", code)
+		}
+		if code := call("POST", "/v1/claims/job", `{"holder":"a","ttl_ms":60000}`, key); code != 200 {
+			t.Fatalf("acme's acquire: %d\n%s", code, stderr.String())
+		}
+		if code := waitFor(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+			t.Fatalf("readyz at 012: %d", code)
+		}
+	})
+}
