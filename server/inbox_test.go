@@ -100,9 +100,21 @@ func TestParseInboxSecrets(t *testing.T) {
 	if err != nil || len(got["stripe"]) != 2 || len(got["gh"]) != 1 {
 		t.Fatalf("%v, %v", got, err)
 	}
-	for _, bad := range []string{"stripe", "=" + secret, "a/b=" + secret, "s=whsec_!!", "s=" + strings.TrimPrefix(secret, "whsec_")} {
+	for _, bad := range []string{"stripe", "=" + secret, "a/b/c=" + secret, "/b=" + secret, "a b/c=" + secret, "a/=" + secret,
+		"s=whsec_!!", "s=" + strings.TrimPrefix(secret, "whsec_")} {
 		if _, err := server.ParseInboxSecrets([]string{bad}); !errors.Is(err, racefree.ErrInvalidInput) {
 			t.Errorf("%q: %v, want ErrInvalidInput", bad, err)
+		}
+	}
+	// A tenant's source: "tenant/source", with the default tenant's
+	// written plainly; one secret cannot name two tenants of a source.
+	got, err = server.ParseInboxSecrets([]string{"acme/stripe=" + secret, "default/stripe=" + rotated, "globex/gh=" + secret})
+	if err != nil || len(got["acme/stripe"]) != 1 || len(got["stripe"]) != 1 || len(got["globex/gh"]) != 1 || len(got) != 3 {
+		t.Fatalf("tenants' sources: %v, %v", got, err)
+	}
+	for _, shared := range [][]string{{"acme/stripe=" + secret, "globex/stripe=" + secret}, {"stripe=" + secret, "acme/stripe=" + secret}} {
+		if _, err := server.ParseInboxSecrets(shared); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("%q: %v, want ErrInvalidInput (a shared secret)", shared, err)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func (s *Server) tokenRoutes() {
 	s.handle("POST /v1/tokens/rotate", s.tokenBearing(s.rotateToken))
 }
 
-// ReapTokens deletes the default tenant's one-time codes and
+// ReapTokens deletes every tenant's one-time codes and
 // refresh-token families that can no longer be used and expired at least
 // grace ago, and counts them in racefree_reaped_rows_total. Serve calls it
 // every minute.
