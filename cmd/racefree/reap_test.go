@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/internal/testdb"
 	"github.com/racefree/racefree/server"
+	"github.com/racefree/racefree/tenant"
 )
 
 // TestServeReapsClaimsAndDedupFingerprints: serve's reaper deletes
@@ -52,6 +56,59 @@ func TestServeReapsClaimsAndDedupFingerprints(t *testing.T) {
 		reapOnce(ctx, api, claims, events, opts, log)
 		if _, err := events.Get(ctx, db, "old"); !errors.Is(err, racefree.ErrNotFound) {
 			t.Fatalf("fingerprint lapsed dedup-retention ago: %v, want reaped", err)
+		}
+	})
+}
+
+// TestServeReapsEveryTenant: serve's reaper visits every tenant, also as
+// the application role on PostgreSQL (row-level security binds it to one
+// tenant at a time), and every reaper runs without an error there.
+func TestServeReapsEveryTenant(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := racefree.NewManualClock(start)
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		owner := testdb.Open(t, d, &racefree.Config{Clock: clock})
+		dbs := []*racefree.DB{owner}
+		if owner.Engine() == racefree.Postgres {
+			dbs = append(dbs, testdb.App(t, owner, d))
+		}
+		for i, db := range dbs {
+			clock.Set(start.Add(time.Duration(i) * 100 * time.Hour))
+			claims, events := claim.New(db), dedup.New(db)
+			key := fmt.Sprintf("old-%d", i)
+			for _, id := range []string{"acme", "globex"} {
+				ctx, err := tenant.With(context.Background(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := claims.Acquire(ctx, db, key, "a", time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := events.Observe(ctx, db, dedup.Event{Source: "s", Level: "error", Message: "m", Fingerprint: key}, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			count := func() (n int) {
+				if err := owner.QueryRowContext(context.Background(), `SELECT (SELECT count(*) FROM racefree_claims WHERE ns = '' AND key = $1) + (SELECT count(*) FROM racefree_dedup_events WHERE fingerprint = $1)`,
+					key).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			if n := count(); n != 4 {
+				t.Fatalf("%d rows of acme and globex before the reap, want 4", n)
+			}
+			clock.Advance(10 * time.Hour)
+			var logged bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&logged, nil))
+			reapOnce(context.Background(), server.New(db, server.Options{}), claims, events, reapOptions{ClaimGrace: time.Hour, DedupRetention: time.Hour}, log)
+			if strings.Contains(logged.String(), "level=WARN") {
+				t.Fatalf("reaper %d failed:\n%s", i, logged.String())
+			}
+			if left := count(); left != 0 {
+				t.Fatalf("reaper %d left %d rows of acme and globex", i, left)
+			}
 		}
 	})
 }
