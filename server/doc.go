@@ -21,7 +21,23 @@
 // in a stored response; a lost rotation is retried within the refresh
 // grace window instead.
 //
-// When Options.Token is set, /v1/ requires "Authorization: Bearer <token>"
-// (except the signed POST /v1/inbox/{source}); Options.MetricsToken guards
-// /metrics the same way.
+// Every /v1/ route (except the signed POST /v1/inbox/{source}) runs for the
+// tenant of the request's credential, and of nothing else the client
+// sends: an API key (package apikey, "Authorization: Bearer rfk_…") names
+// its tenant and scopes; Options.Token, the credential of a single-tenant
+// set-up, is a key of the default tenant with every scope. GET routes need
+// the read scope, state-changing routes write, operator routes (the audit
+// checkpoint) admin: 403 insufficient-scope otherwise. A missing (with
+// Token or RequireKey), malformed, unknown or revoked credential is 401
+// with WWW-Authenticate. Without Token and RequireKey, a request without
+// Authorization runs for the default tenant with every scope. A webhook
+// delivery's tenant is that of the secret that verifies it
+// (Options.InboxSecrets, "tenant/source").
+//
+// Each request's database work runs for its tenant in tenant.InTx (the
+// transaction of a state-changing route; on PostgreSQL a read's too), so
+// on PostgreSQL row-level security binds every statement, also when the
+// server logs in as the application role. /healthz, /readyz and /metrics
+// are anonymous and name no tenant; Options.MetricsToken guards /metrics
+// with a bearer token of its own.
 package server
