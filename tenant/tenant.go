@@ -142,6 +142,10 @@ func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.C
 // tenant). With any other executor on PostgreSQL, fn runs in a transaction
 // of its own that sets the tenant; on SQLite, fn runs on exec as it is.
 // Primitives call it; applications call InTx.
+//
+// exec must be what it seems: an Executor that wraps a *sql.Tx in a type
+// of its own is taken for a pool, so on PostgreSQL fn would run in a
+// separate transaction. Pass the *sql.Tx itself.
 func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(exec racefree.Executor) error) error {
 	id := From(ctx)
 	if err := needSchema(ctx, db, exec, id); err != nil {
@@ -164,14 +168,21 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 		}
 		return fn(tx)
 	}
-	if db.Engine() != racefree.Postgres && known(db, id) {
+	if db.Engine() != racefree.Postgres {
+		// SQLite: no setting to carry, so no transaction of Run's own;
+		// exec may hold the write lock already (a wrapped transaction),
+		// and a second writer would wait for itself.
+		if !known(db, id) {
+			if err := register(ctx, db, exec, id); err != nil {
+				return err
+			}
+			rememberFor(db, id, retryRegistration)
+		}
 		return fn(exec)
 	}
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		if db.Engine() == racefree.Postgres {
-			if err := set(ctx, db, tx, id); err != nil {
-				return err
-			}
+		if err := set(ctx, db, tx, id); err != nil {
+			return err
 		}
 		if !known(db, id) {
 			if err := register(ctx, db, tx, id); err != nil {
@@ -283,8 +294,8 @@ func rememberFor(db *racefree.DB, id string, d time.Duration) {
 	registry.Store(regKey{db, id}, time.Now().Add(d))
 }
 
-func register(ctx context.Context, db *racefree.DB, tx *sql.Tx, id string) error {
-	if _, err := tx.ExecContext(ctx, q(db, "register"), id, racefree.Millis(time.Now())); err != nil {
+func register(ctx context.Context, db *racefree.DB, exec racefree.Executor, id string) error {
+	if _, err := exec.ExecContext(ctx, q(db, "register"), id, racefree.Millis(time.Now())); err != nil {
 		return fmt.Errorf("register tenant: %w", err)
 	}
 	return nil
