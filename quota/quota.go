@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/tenant"
 )
 
 //go:embed sql
@@ -254,7 +255,11 @@ func (l *Limiter) Consume(ctx context.Context, exec racefree.Executor, key strin
 	}
 	ctx, cancel := l.bound(ctx, p)
 	defer cancel()
-	d, err := l.consume(ctx, exec, key, n, p)
+	var d Decision
+	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) (err error) {
+		d, err = l.consume(ctx, exec, key, n, p)
+		return err
+	})
 	if err != nil {
 		return degraded(p, fmt.Errorf("quota: consume %s: %w", key, err))
 	}
@@ -309,7 +314,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 			allowed        bool
 			tat, used, now int64
 		)
-		err := exec.QueryRowContext(ctx, l.q.Get(name), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
+		err := exec.QueryRowContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
 		switch {
 		case err == nil && allowed:
 			return decide(p, n, now, tat, used, true), nil
@@ -336,7 +341,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 // bucket.
 func (l *Limiter) state(ctx context.Context, exec racefree.Executor, key string, p Policy) (now, tat, used int64, err error) {
 	var t, u sql.NullInt64
-	if err := exec.QueryRowContext(ctx, l.q.Get("state"), l.scope, key, string(p.Kind), l.db.ClockArg()).Scan(&now, &t, &u); err != nil {
+	if err := exec.QueryRowContext(ctx, l.q.Get("state"), tenant.From(ctx), l.scope, key, string(p.Kind), l.db.ClockArg()).Scan(&now, &t, &u); err != nil {
 		return 0, 0, 0, l.db.InterpretError(err)
 	}
 	return now, t.Int64, u.Int64, nil
@@ -391,10 +396,13 @@ func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string
 		name, arg = "refund_window", p.Per.Milliseconds()
 	}
 	var tat, used, now int64
-	err := exec.QueryRowContext(ctx, l.q.Get(name), l.scope, key, n, arg, l.db.ClockArg()).Scan(&tat, &used, &now)
-	if errors.Is(err, sql.ErrNoRows) {
-		now, tat, used, err = l.state(ctx, exec, key, p)
-	}
+	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+		err := exec.QueryRowContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, key, n, arg, l.db.ClockArg()).Scan(&tat, &used, &now)
+		if errors.Is(err, sql.ErrNoRows) {
+			now, tat, used, err = l.state(ctx, exec, key, p)
+		}
+		return err
+	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, l.db.InterpretError(err))
 	}
