@@ -67,7 +67,11 @@ func rows(t testing.TB, owner *racefree.DB, id string) (n int) {
 	t.Helper()
 	for _, table := range tables {
 		var c int
-		err := owner.QueryRowContext(context.Background(), bind(owner, `SELECT count(*) FROM `+table+` WHERE $1 = '' OR tenant = $1`), id).Scan(&c)
+		q, args := `SELECT count(*) FROM `+table, []any{}
+		if id != "" {
+			q, args = bind(owner, q+` WHERE tenant = $1`), []any{id}
+		}
+		err := owner.QueryRowContext(context.Background(), q, args...).Scan(&c)
 		if err != nil {
 			t.Fatal(err)
 		}
