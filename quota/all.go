@@ -29,12 +29,16 @@ type Request struct {
 // requests that were refused. A per-second, a daily and a per-tenant
 // policy thus either all count a request or none does.
 //
-// The charges run in one transaction: on a *racefree.DB, a *sql.DB or a
-// *sql.Conn ConsumeAll begins it (on a *racefree.DB through InTx, retried
-// on transient conflicts); on the caller's *sql.Tx it runs them under a
-// savepoint that it rolls back on a denial, so the caller's transaction
-// carries on with its own writes and commits the charges with them. Other
-// executors must be inside a transaction for the savepoint to work.
+// The charges run in one transaction, for the tenant ctx names: on a
+// *racefree.DB, a *sql.DB or a *sql.Conn ConsumeAll begins it (on
+// PostgreSQL the transaction of tenant.Run, which sets the tenant, on the
+// *racefree.DB's pool; on SQLite on the executor given, a *racefree.DB
+// through InTx, retried on transient conflicts); on the caller's *sql.Tx
+// it runs them under a savepoint that it rolls back on a denial, so the
+// caller's transaction carries on with its own writes and commits the
+// charges with them. Other executors must be inside a transaction for the
+// savepoint to work. The consumption keys are the tenant's: the same key
+// sent for two tenants charges each once.
 //
 // A request with a ConsumptionKey records it under a UNIQUE key in the same
 // transaction before charging: a replay charges once, however often and

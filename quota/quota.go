@@ -165,8 +165,8 @@ type Decision struct {
 // Options configures a Limiter. A nil *Options means all defaults.
 type Options struct {
 	// Scope keeps the counters of one Limiter apart from another's: two
-	// Limiters of different scopes never share a counter. It leads every
-	// key and index. Defaults to "" (the application's scope).
+	// Limiters of different scopes never share a counter. It follows the
+	// tenant in every key. Defaults to "" (the application's scope).
 	Scope string
 	// ReapBatch bounds the rows one DELETE of Reap removes. Defaults to
 	// DefaultReapBatch, 1000.
@@ -177,7 +177,8 @@ type Options struct {
 	LedgerKeep time.Duration
 }
 
-// Limiter represents the quota counters of one scope. It is safe for
+// Limiter represents the quota counters of one scope, in every tenant:
+// each call charges the tenant its context names. It is safe for
 // concurrent use and holds no state besides its configuration: any number
 // of Limiters, in any number of processes, may share a database.
 type Limiter struct {
