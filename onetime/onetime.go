@@ -333,9 +333,10 @@ func (s *Store) IssueRefresh(ctx context.Context, exec racefree.Executor, subjec
 // revocation, each commit together. exec may be the caller's transaction
 // (READ COMMITTED on PostgreSQL); return Rotate's error, not its outcome,
 // from it, so that a revocation commits. Given the *racefree.DB (or its
-// *sql.DB), Rotate runs its statements in a transaction of its own. The error is non-nil only for bad input (an
-// *racefree.InputError) or a failure of the database, after which the
-// outcome is unknown: retry within the grace window.
+// *sql.DB), Rotate runs its statements in a transaction of its own. The
+// error is non-nil only for bad input (an *racefree.InputError) or a
+// failure of the database, after which the outcome is unknown: retry
+// within the grace window.
 func (s *Store) Rotate(ctx context.Context, exec racefree.Executor, token string) (Rotation, error) {
 	if err := racefree.CheckText("token", token, MaxTokenBytes); err != nil {
 		return Rotation{}, err

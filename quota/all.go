@@ -33,7 +33,9 @@ type Request struct {
 // *racefree.DB, a *sql.DB or a *sql.Conn ConsumeAll begins it (on
 // PostgreSQL the transaction of tenant.Run, which sets the tenant, on the
 // *racefree.DB's pool; on SQLite on the executor given, a *racefree.DB
-// through InTx, retried on transient conflicts); on the caller's *sql.Tx
+// through InTx, retried on transient conflicts, except for a tenant's
+// first call in the process, which runs in tenant.Run's transaction to
+// register the tenant); on the caller's *sql.Tx
 // it runs them under a savepoint that it rolls back on a denial, so the
 // caller's transaction carries on with its own writes and commits the
 // charges with them. Other executors must be inside a transaction for the
