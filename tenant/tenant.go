@@ -237,8 +237,11 @@ func needSchema(ctx context.Context, db *racefree.DB, exec racefree.Executor, id
 		return db.InterpretError(err)
 	}
 	if !ok {
-		have, _ := db.SchemaVersion(ctx)
-		return &racefree.SchemaError{Have: have, Want: want}
+		// Through exec, never the pool: a caller's transaction may hold
+		// the pool's last connection.
+		var have sql.NullInt64
+		_ = exec.QueryRowContext(ctx, q(db, "version")).Scan(&have)
+		return &racefree.SchemaError{Have: have.Int64, Want: want}
 	}
 	return nil
 }
