@@ -148,7 +148,7 @@ func TestInTxInterpretsErrorsAndRollsBack(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		ins := `INSERT INTO racefree_claims (ns, key, holder, count, first_seen, last_seen) VALUES ('t', 'k', 'h', 1, 0, 0)`
+		ins := `INSERT INTO racefree_claims (tenant, ns, key, holder, count, first_seen, last_seen) VALUES ('default', 't', 'k', 'h', 1, 0, 0)`
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, ins); err != nil {
 				return err
