@@ -155,7 +155,7 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 		if b, ok := ctx.Value(ctxKey{}).(bound); ok && b.tx == tx {
 			return fn(tx)
 		}
-		if db.Engine() == racefree.Postgres {
+		if db.Engine() == racefree.Postgres && !bypasses(ctx, db, tx) {
 			if err := ensure(ctx, db, tx, id); err != nil {
 				return err
 			}
@@ -168,10 +168,12 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 		}
 		return fn(tx)
 	}
-	if db.Engine() != racefree.Postgres {
-		// SQLite: no setting to carry, so no transaction of Run's own;
-		// exec may hold the write lock already (a wrapped transaction),
-		// and a second writer would wait for itself.
+	if db.Engine() != racefree.Postgres || bypasses(ctx, db, exec) {
+		// SQLite, or a PostgreSQL role that row-level security does not
+		// bind: no setting to carry, so no transaction of Run's own (the
+		// statements' own tenant filter still applies). exec may hold a
+		// write lock already (a wrapped transaction), and a second writer
+		// would wait for itself.
 		if !known(db, id) {
 			if err := register(ctx, db, exec, id); err != nil {
 				return err
@@ -268,6 +270,26 @@ func ensure(ctx context.Context, db *racefree.DB, tx *sql.Tx, id string) error {
 		return &MismatchError{Tx: have, Context: id}
 	}
 	return nil
+}
+
+// bypass caches, per DB, whether its role is a superuser or has BYPASSRLS:
+// row-level security does not bind such a role, so a call made with it
+// needs no setting and no transaction of Run's own, and costs what it cost
+// before tenancy. A role changed while the process runs keeps its cached
+// answer; one that lost BYPASSRLS then sees nothing (it fails closed)
+// until the process restarts.
+var bypass sync.Map // *racefree.DB -> bool
+
+func bypasses(ctx context.Context, db *racefree.DB, exec racefree.Executor) bool {
+	if v, ok := bypass.Load(db); ok {
+		return v.(bool)
+	}
+	var b bool
+	if err := exec.QueryRowContext(ctx, q(db, "bypasses")).Scan(&b); err != nil {
+		return false // unknown: set the tenant, which is always correct
+	}
+	bypass.Store(db, b)
+	return b
 }
 
 // Registry: the tenants this process has recorded in racefree_tenants. An

@@ -391,3 +391,32 @@ func TestGrantGivesExactlyWhatRacefreeNeeds(t *testing.T) {
 		}
 	}
 }
+
+// TestARoleThatBypassesRowSecurityPaysNothing: a superuser (like a
+// BYPASSRLS role) is not bound by the policies, so Run adds no
+// transaction and no setting for it.
+func TestARoleThatBypassesRowSecurityPaysNothing(t *testing.T) {
+	ctx := context.Background()
+	owner, _ := postgres(t) // the owner here is the test server's superuser
+	acme, _ := tenant.With(ctx, "acme")
+	err := tenant.Run(acme, owner, owner, func(exec racefree.Executor) error {
+		if _, ok := exec.(*sql.Tx); ok {
+			t.Errorf("Run made a transaction for a role that bypasses row-level security")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = owner.InTx(ctx, func(tx *sql.Tx) error {
+		return tenant.Run(acme, owner, tx, func(exec racefree.Executor) error {
+			if got := setting(t, ctx, exec); got != "" {
+				t.Errorf("Run set tenant %q for a role that bypasses row-level security", got)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
