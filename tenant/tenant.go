@@ -125,8 +125,10 @@ func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.C
 		if err := set(ctx, db, tx, id); err != nil {
 			return err
 		}
-		if err := register(ctx, db, tx, id); err != nil {
-			return err
+		if !known(db, id) {
+			if err := register(ctx, db, tx, id); err != nil {
+				return err
+			}
 		}
 		return fn(context.WithValue(ctx, ctxKey{}, bound{id: id, tx: tx}), tx)
 	})
