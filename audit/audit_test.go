@@ -61,8 +61,14 @@ func newLog(_ testing.TB, db *racefree.DB, k *Keyring) *Log {
 // appendN appends n entries to scope, actions "a1", "a2", ….
 func appendN(t testing.TB, l *Log, scope string, n int) {
 	t.Helper()
+	appendIn(context.Background(), t, l, scope, n)
+}
+
+// appendIn is appendN for the tenant ctx names.
+func appendIn(ctx context.Context, t testing.TB, l *Log, scope string, n int) {
+	t.Helper()
 	for i := 1; i <= n; i++ {
-		if _, err := l.Append(context.Background(), l.db, scope, Entry{Actor: "alice", Action: fmt.Sprintf("a%d", i), Subject: "doc", Data: []byte(`{"i":1}`)}); err != nil {
+		if _, err := l.Append(ctx, l.db, scope, Entry{Actor: "alice", Action: fmt.Sprintf("a%d", i), Subject: "doc", Data: []byte(`{"i":1}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,7 +113,13 @@ func blob(db *racefree.DB, b []byte) string {
 
 func verify(t testing.TB, l *Log, scope string, opts *VerifyOptions) Result {
 	t.Helper()
-	res, err := l.Verify(context.Background(), scope, opts)
+	return verifyIn(context.Background(), t, l, scope, opts)
+}
+
+// verifyIn is verify for the tenant ctx names.
+func verifyIn(ctx context.Context, t testing.TB, l *Log, scope string, opts *VerifyOptions) Result {
+	t.Helper()
+	res, err := l.Verify(ctx, scope, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
