@@ -74,11 +74,10 @@ type VerifyOptions struct {
 	// the entries up to it. Defaults to the beginning.
 	After *Position
 	// Checkpoints are the tenant's scope's checkpoints kept outside the
-	// database,
-	// oldest first and consecutive. Verify checks their signatures and
-	// chain, and that the log still holds the last one's entry with its
-	// MAC. Without any, a cut tail and a restored older copy go unnoticed
-	// (Result.Anchored is false).
+	// database, oldest first and consecutive. Verify checks their tenant,
+	// scope, signatures and chain, and that the log still holds the last
+	// one's entry with its MAC. Without any, a cut tail and a restored
+	// older copy go unnoticed (Result.Anchored is false).
 	Checkpoints []Checkpoint
 	// Progress, when set, is called with the number of entries checked so
 	// far, every 10,000 entries and at the end.
