@@ -148,11 +148,11 @@ func (l *Log) Append(ctx context.Context, exec racefree.Executor, scope string, 
 }
 
 // inTx runs fn for the context's tenant (tenant.Run) in a transaction:
-// exec itself when it is a *sql.Tx, and otherwise one of its own, which
-// tenant.Run opens on PostgreSQL (setting the tenant) and racefree.DB.InTx
-// on SQLite (IMMEDIATE). Either retries on transient conflicts.
+// exec itself when it is a *sql.Tx, and otherwise one of its own
+// (racefree.DB.InTx: IMMEDIATE on SQLite, retried on transient conflicts),
+// in which tenant.Run sets the tenant where row-level security needs it.
 func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(tx *sql.Tx) error) error {
-	if _, ok := exec.(*sql.Tx); !ok && l.db.Engine() != racefree.Postgres {
+	if _, ok := exec.(*sql.Tx); !ok {
 		return l.db.InTx(ctx, func(tx *sql.Tx) error { return l.inTx(ctx, tx, fn) })
 	}
 	return tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
