@@ -318,9 +318,10 @@ func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint st
 }
 
 // replayIfDone is the fast path: a completed record is immutable until it
-// expires, so a replay (or a mismatch) needs no lease, no transaction and
-// no write. It returns nil, nil when the request must go on to begin.
-// exec belongs to call's tenant.
+// expires, so a replay (or a mismatch) needs no lease and no write, only a
+// read in exec, which belongs to call's tenant (Do: a statement on SQLite,
+// a short transaction that sets the tenant on PostgreSQL). It returns nil,
+// nil when the request must go on to begin.
 func (s *Store) replayIfDone(ctx context.Context, exec racefree.Executor, call *Call, fingerprint string) (*Result, error) {
 	rec, err := s.get(ctx, exec, call)
 	switch {
