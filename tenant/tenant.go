@@ -125,6 +125,8 @@ func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.C
 		if err := set(ctx, db, tx, id); err != nil {
 			return err
 		}
+		setIn.Store(tx, id)
+		defer setIn.Delete(tx)
 		if !known(db, id) {
 			if err := register(ctx, db, tx, id); err != nil {
 				return err
@@ -155,6 +157,14 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 	}
 	if tx, ok := exec.(*sql.Tx); ok {
 		if b, ok := ctx.Value(ctxKey{}).(bound); ok && b.tx == tx {
+			return fn(tx)
+		}
+		if v, ok := setIn.Load(tx); ok {
+			// A transaction InTx or Run opened and set (a primitive
+			// calling another one inside it): no second statement.
+			if have := v.(string); have != id {
+				return &MismatchError{Tx: have, Context: id}
+			}
 			return fn(tx)
 		}
 		if db.Engine() == racefree.Postgres && !bypasses(ctx, db, tx) {
@@ -188,6 +198,8 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 		if err := set(ctx, db, tx, id); err != nil {
 			return err
 		}
+		setIn.Store(tx, id)
+		defer setIn.Delete(tx)
 		if !known(db, id) {
 			if err := register(ctx, db, tx, id); err != nil {
 				return err
@@ -273,6 +285,11 @@ func ensure(ctx context.Context, db *racefree.DB, tx *sql.Tx, id string) error {
 	}
 	return nil
 }
+
+// setIn holds the transactions InTx and Run opened, with their tenant, for
+// as long as their function runs: a racefree call made inside another
+// one's transaction needs no statement to know its tenant.
+var setIn sync.Map // *sql.Tx -> string
 
 // bypass caches, per DB, whether its role is a superuser or has BYPASSRLS:
 // row-level security does not bind such a role, so a call made with it

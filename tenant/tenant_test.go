@@ -420,3 +420,30 @@ func TestARoleThatBypassesRowSecurityPaysNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestACallInsideAnotherKnowsItsTenant: a primitive calling another inside
+// the transaction Run opened shares its tenant, and a call for another
+// tenant there is refused.
+func TestACallInsideAnotherKnowsItsTenant(t *testing.T) {
+	ctx := context.Background()
+	_, app := postgres(t)
+	acme, _ := tenant.With(ctx, "acme")
+	globex, _ := tenant.With(ctx, "globex")
+	var inner, other error
+	err := tenant.Run(acme, app, app, func(exec racefree.Executor) error {
+		inner = tenant.Run(acme, app, exec, func(exec racefree.Executor) error {
+			if got := setting(t, ctx, exec); got != "acme" {
+				t.Errorf("the inner call runs for %q, want acme", got)
+			}
+			return nil
+		})
+		other = tenant.Run(globex, app, exec, func(racefree.Executor) error { return nil })
+		return nil
+	})
+	if err != nil || inner != nil {
+		t.Fatalf("Run inside Run: %v, %v", err, inner)
+	}
+	if !errors.Is(other, tenant.ErrMismatch) {
+		t.Fatalf("another tenant's call inside Run's transaction = %v, want ErrMismatch", other)
+	}
+}
