@@ -227,6 +227,16 @@ func TestRunSetsTheCallersTransactionAndRefusesAnother(t *testing.T) {
 	if !errors.As(err, &me) || !errors.Is(err, tenant.ErrMismatch) || me.Tx != "globex" || me.Context != "acme" {
 		t.Fatalf("Run in another tenant's transaction = %v, want a MismatchError", err)
 	}
+	// So does a transaction whose tenant the application set itself.
+	err = app.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('racefree.tenant_id', 'globex', true)`); err != nil {
+			return err
+		}
+		return tenant.Run(acme, app, tx, func(racefree.Executor) error { return nil })
+	})
+	if !errors.As(err, &me) || me.Tx != "globex" || me.Context != "acme" {
+		t.Fatalf("Run in a transaction the application set to another tenant = %v, want a MismatchError", err)
+	}
 	// Without a transaction Run makes one that carries the tenant.
 	err = tenant.Run(acme, app, app, func(exec racefree.Executor) error {
 		if _, ok := exec.(*sql.Tx); !ok {
