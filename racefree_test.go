@@ -13,6 +13,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/tenant"
 	"go.uber.org/goleak"
 )
 
@@ -147,7 +148,7 @@ func TestInTxInterpretsErrorsAndRollsBack(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		ins := `INSERT INTO racefree_claims (ns, key, holder, count, first_seen, last_seen) VALUES ('t', 'k', 'h', 1, 0, 0)`
+		ins := `INSERT INTO racefree_claims (tenant, ns, key, holder, count, first_seen, last_seen) VALUES ('default', 't', 'k', 'h', 1, 0, 0)`
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, ins); err != nil {
 				return err
@@ -203,34 +204,35 @@ func TestCheckText(t *testing.T) {
 // TestCompatibleModeWithAPoolOfOne proves that compatible mode reads the
 // schema version through the caller's executor: with MaxOpenConns 1 and the
 // previous schema, a claim acquired inside the caller's transaction (which
-// holds the only connection) finishes instead of waiting for the pool
-// forever, and the same DB switches to the new schema once it lands.
+// holds the only connection) finishes, with ErrSchemaOutdated, instead of
+// waiting for the pool forever, and the same DB switches to the new schema
+// once it lands.
 func TestCompatibleModeWithAPoolOfOne(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated, MaxOpenConns: 1})
-		if _, err := db.MigrateUpTo(context.Background(), 1); err != nil {
+		if _, err := db.MigrateUpTo(context.Background(), tenant.TenantsVersion-1); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		claims := claim.New(db)
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
-			if modern, err := db.SchemaAtLeast(ctx, tx, 2); err != nil || modern {
-				return fmt.Errorf("SchemaAtLeast(2) on version 1 = %v, %w; want false", modern, err)
+			if modern, err := db.SchemaAtLeast(ctx, tx, tenant.TenantsVersion); err != nil || modern {
+				return fmt.Errorf("SchemaAtLeast(%d) on version %d = %v, %w; want false", tenant.TenantsVersion, tenant.TenantsVersion-1, modern, err)
 			}
 			_, err := claims.Acquire(ctx, tx, "k", "a", time.Minute)
 			return err
 		})
-		if err != nil {
-			t.Fatalf("acquire in the caller's transaction on a pool of one: %v", err)
+		if !errors.Is(err, racefree.ErrSchemaOutdated) {
+			t.Fatalf("acquire in the caller's transaction on a pool of one: %v, want ErrSchemaOutdated", err)
 		}
 		if _, err := db.MigrateUp(ctx); err != nil {
 			t.Fatal(err)
 		}
 		err = db.InTx(ctx, func(tx *sql.Tx) error {
-			if modern, err := db.SchemaAtLeast(ctx, tx, 2); err != nil || !modern {
-				return fmt.Errorf("SchemaAtLeast(2) after the migration = %v, %w; want true", modern, err)
+			if modern, err := db.SchemaAtLeast(ctx, tx, tenant.TenantsVersion); err != nil || !modern {
+				return fmt.Errorf("SchemaAtLeast(%d) after the migration = %v, %w; want true", tenant.TenantsVersion, modern, err)
 			}
 			_, err := claims.Acquire(ctx, tx, "k2", "a", time.Minute)
 			return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/tenant"
 )
 
 //go:embed sql
@@ -44,6 +45,7 @@ type Entry struct {
 // Record represents an entry as stored: numbered, timed and chained.
 type Record struct {
 	Entry
+	Tenant  string // the tenant whose chain it is in
 	Scope   string
 	Seq     int64     // from 1, gapless within the scope
 	At      time.Time // the engine's clock when it was appended, UTC, ms
@@ -54,7 +56,9 @@ type Record struct {
 
 // Log represents the audit log of one database. It is safe for concurrent
 // use and holds no state besides its configuration, so any number of Logs,
-// in any number of processes, may share a database.
+// in any number of processes, may share a database. Every call runs for
+// the tenant its context names (tenant.From): a chain is (tenant, scope),
+// and the scope is a namespace inside the tenant.
 type Log struct {
 	db   *racefree.DB
 	q    query.Set
@@ -93,28 +97,33 @@ func (e *Entry) validate() error {
 	return nil
 }
 
-// Append appends e to scope's chain and returns the stored record.
+// Append appends e to the scope's chain of the context's tenant
+// (tenant.From) and returns the stored record.
 //
 // The entry gets the scope's next number, gapless from 1: one upsert of
 // the scope's head row increments the last number and returns the previous
 // entry's MAC under the head row's lock, which the transaction holds until
 // it ends, so one lock orders numbering and chaining. Concurrent appends to
-// one scope queue on that row; appends to different scopes never wait for
-// each other. The entry's time is the engine's clock.
+// one scope queue on that row; appends to different scopes, or to the same
+// scope of different tenants, never wait for each other. The entry's time
+// is the engine's clock.
 //
 // When exec is a *sql.Tx, the entry commits or rolls back with the
 // caller's own writes: a rolled-back transaction leaves no entry and
-// consumes no number. Any other executor (*racefree.DB, *sql.DB) makes
-// Append run its own transaction with racefree.DB.InTx. On PostgreSQL a
-// caller's transaction at REPEATABLE READ or SERIALIZABLE gets
-// racefree.ErrRetryable when another append to the scope committed since
-// it began: roll back and run it again.
+// consumes no number. On PostgreSQL the transaction's tenant is set first
+// (tenant.Run); one set to another tenant (tenant.InTx) is a
+// *tenant.MismatchError. Any other executor (*racefree.DB, *sql.DB) makes
+// Append run its own transaction. On PostgreSQL a caller's transaction at
+// REPEATABLE READ or SERIALIZABLE gets racefree.ErrRetryable when another
+// append to the scope committed since it began: roll back and run it
+// again.
 //
 // When the scope's key epoch is not the keyring's current mac key, Append
 // first appends an ActionKeyRotated entry under the old key, then e under
 // the new one. It fails with ErrUnknownKey when the keyring lacks the
-// scope's key, and with an *racefree.InputError, writing nothing, on bad
-// input.
+// scope's key, with an *racefree.InputError, writing nothing, on bad
+// input, and with racefree.ErrSchemaOutdated before migration 011 (012
+// for a tenant other than tenant.Default).
 func (l *Log) Append(ctx context.Context, exec racefree.Executor, scope string, e Entry) (Record, error) {
 	if err := checkScope(scope); err != nil {
 		return Record{}, err
@@ -125,32 +134,49 @@ func (l *Log) Append(ctx context.Context, exec racefree.Executor, scope string, 
 	if e.Data == nil {
 		e.Data = []byte{}
 	}
-	if tx, ok := exec.(*sql.Tx); ok {
-		rec, err := l.append(ctx, tx, scope, e)
-		if err != nil {
-			return Record{}, fmt.Errorf("audit: append to %s: %w", scope, l.db.InterpretError(err))
-		}
-		return rec, nil
-	}
+	t := tenant.From(ctx)
 	var rec Record
-	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := l.inTx(ctx, exec, func(tx *sql.Tx) error {
 		var err error
-		rec, err = l.append(ctx, tx, scope, e)
+		rec, err = l.append(ctx, tx, t, scope, e)
 		return err
 	})
 	if err != nil {
-		return Record{}, fmt.Errorf("audit: append to %s: %w", scope, err)
+		return Record{}, fmt.Errorf("audit: append to %s: %w", scope, l.db.InterpretError(err))
 	}
 	return rec, nil
 }
 
-func (l *Log) append(ctx context.Context, tx *sql.Tx, scope string, e Entry) (Record, error) {
+// inTx runs fn for the context's tenant (tenant.Run) in a transaction:
+// exec itself when it is a *sql.Tx, and otherwise one of its own
+// (racefree.DB.InTx: IMMEDIATE on SQLite, retried on transient conflicts),
+// in which tenant.Run sets the tenant where row-level security needs it.
+func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(tx *sql.Tx) error) error {
+	if _, ok := exec.(*sql.Tx); !ok {
+		return l.db.InTx(ctx, func(tx *sql.Tx) error { return l.inTx(ctx, tx, fn) })
+	}
+	return tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+		tx, ok := exec.(*sql.Tx)
+		if !ok {
+			return fmt.Errorf("audit: expected a transaction, got %T", exec)
+		}
+		return fn(tx)
+	})
+}
+
+// read runs fn, which only reads, for the context's tenant (tenant.Run on
+// the pool: on PostgreSQL a short transaction that sets the tenant).
+func (l *Log) read(ctx context.Context, fn func(exec racefree.Executor) error) error {
+	return tenant.Run(ctx, l.db, l.db, fn)
+}
+
+func (l *Log) append(ctx context.Context, tx *sql.Tx, t, scope string, e Entry) (Record, error) {
 	for rotated := false; ; rotated = true {
 		var (
-			r  = Record{Scope: scope, Entry: e}
+			r  = Record{Tenant: t, Scope: scope, Entry: e}
 			at int64
 		)
-		if err := tx.QueryRowContext(ctx, l.q.Get("next"), scope, l.ring.current, l.db.ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at); err != nil {
+		if err := tx.QueryRowContext(ctx, l.q.Get("next"), t, scope, l.ring.current, l.db.ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at); err != nil {
 			return Record{}, fmt.Errorf("next number: %w", err)
 		}
 		rotate := r.KeyID != l.ring.current
@@ -169,10 +195,10 @@ func (l *Log) append(ctx context.Context, tx *sql.Tx, scope string, e Entry) (Re
 		if r.PrevMAC == nil {
 			r.PrevMAC = []byte{}
 		}
-		r.MAC = newMacer(key).sum(&entryInput{scope, r.Seq, r.PrevMAC, at, r.Actor, r.Action, r.Subject, r.Data})
+		r.MAC = newMacer(key).sum(&entryInput{t, scope, r.Seq, r.PrevMAC, at, r.Actor, r.Action, r.Subject, r.Data})
 		// The insert's trigger sets the head's MAC and, after a rotation
 		// entry, its key epoch, and refuses a number that is not the head's.
-		if _, err := tx.ExecContext(ctx, l.q.Get("insert"), scope, r.Seq, at, r.Actor, r.Action, r.Subject, r.Data, r.KeyID, r.PrevMAC, r.MAC); err != nil {
+		if _, err := tx.ExecContext(ctx, l.q.Get("insert"), t, scope, r.Seq, at, r.Actor, r.Action, r.Subject, r.Data, r.KeyID, r.PrevMAC, r.MAC); err != nil {
 			return Record{}, fmt.Errorf("insert entry %d: %w", r.Seq, err)
 		}
 		if !rotate {
@@ -181,10 +207,11 @@ func (l *Log) append(ctx context.Context, tx *sql.Tx, scope string, e Entry) (Re
 	}
 }
 
-// List returns up to limit entries of scope numbered after after, in
-// number order, with their MACs. Pass 0 to start at the beginning, then the
-// Seq of the last record returned. Numbers commit in order (the head row's
-// lock is held until commit), so paging never skips an entry.
+// List returns up to limit entries of the tenant's scope numbered after
+// after, in number order, with their MACs. Pass 0 to start at the
+// beginning, then the Seq of the last record returned. Numbers commit in
+// order (the head row's lock is held until commit), so paging never skips
+// an entry.
 func (l *Log) List(ctx context.Context, scope string, after int64, limit int) ([]Record, error) {
 	if err := checkScope(scope); err != nil {
 		return nil, err
@@ -195,64 +222,88 @@ func (l *Log) List(ctx context.Context, scope string, after int64, limit int) ([
 	if limit < 1 || limit > MaxListLimit {
 		return nil, racefree.Invalid("limit", "must be between 1 and %d, got %d", MaxListLimit, limit)
 	}
-	rows, err := l.db.QueryContext(ctx, l.q.Get("entries"), scope, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("audit: list %s: %w", scope, l.db.InterpretError(err))
-	}
-	defer rows.Close()
+	t := tenant.From(ctx)
 	var out []Record
-	for rows.Next() {
-		var (
-			r  = Record{Scope: scope}
-			at int64
-		)
-		if err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Action, &r.Subject, &r.Data, &r.KeyID, &r.PrevMAC, &r.MAC); err != nil {
-			return nil, fmt.Errorf("audit: list %s: %w", scope, err)
+	err := l.read(ctx, func(exec racefree.Executor) error {
+		out = nil
+		rows, err := exec.QueryContext(ctx, l.q.Get("entries"), t, scope, after, limit)
+		if err != nil {
+			return err
 		}
-		r.At = racefree.FromMillis(at)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				r  = Record{Tenant: t, Scope: scope}
+				at int64
+			)
+			if err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Action, &r.Subject, &r.Data, &r.KeyID, &r.PrevMAC, &r.MAC); err != nil {
+				return err
+			}
+			r.At = racefree.FromMillis(at)
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("audit: list %s: %w", scope, l.db.InterpretError(err))
 	}
 	return out, nil
 }
 
-// Scopes returns every scope that has entries, in order.
+// Scopes returns every scope of the tenant that has entries, in order.
 func (l *Log) Scopes(ctx context.Context) ([]string, error) {
-	rows, err := l.db.QueryContext(ctx, l.q.Get("scopes"))
+	t := tenant.From(ctx)
+	var out []string
+	err := l.read(ctx, func(exec racefree.Executor) error {
+		out = nil
+		rows, err := exec.QueryContext(ctx, l.q.Get("scopes"), t)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				return err
+			}
+			out = append(out, s)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("audit: scopes: %w", l.db.InterpretError(err))
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, fmt.Errorf("audit: scopes: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ErrUnknownKey means the keyring has no key with the id a scope or an
 // entry names.
 var ErrUnknownKey = errors.New("audit: key id not in the keyring")
 
-// Length returns the number of entries scope's head row counts (0 for a
-// scope without entries): what Verify will check, for a progress report.
+// Length returns the number of entries the tenant's scope's head row
+// counts (0 for a scope without entries): what Verify will check, for a
+// progress report.
 func (l *Log) Length(ctx context.Context, scope string) (int64, error) {
 	if err := checkScope(scope); err != nil {
 		return 0, err
 	}
-	var n, cps int64
-	err := l.db.QueryRowContext(ctx, l.q.Get("head"), scope).Scan(&n, &cps)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
+	n, _, err := l.head(ctx, tenant.From(ctx), scope)
 	if err != nil {
-		return 0, fmt.Errorf("audit: length of %s: %w", scope, l.db.InterpretError(err))
+		return 0, fmt.Errorf("audit: length of %s: %w", scope, err)
 	}
 	return n, nil
+}
+
+// head reads the tenant's scope's head: the last number and the number of
+// checkpoints, both 0 for a scope without entries.
+func (l *Log) head(ctx context.Context, t, scope string) (seq, checkpoints int64, err error) {
+	err = l.read(ctx, func(exec racefree.Executor) error {
+		err := exec.QueryRowContext(ctx, l.q.Get("head"), t, scope).Scan(&seq, &checkpoints)
+		if errors.Is(err, sql.ErrNoRows) {
+			seq, checkpoints = 0, 0
+			return nil
+		}
+		return err
+	})
+	return seq, checkpoints, l.db.InterpretError(err)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/tenant"
 	"go.uber.org/goleak"
 )
 
@@ -60,8 +61,14 @@ func newLog(_ testing.TB, db *racefree.DB, k *Keyring) *Log {
 // appendN appends n entries to scope, actions "a1", "a2", ….
 func appendN(t testing.TB, l *Log, scope string, n int) {
 	t.Helper()
+	appendIn(context.Background(), t, l, scope, n)
+}
+
+// appendIn is appendN for the tenant ctx names.
+func appendIn(ctx context.Context, t testing.TB, l *Log, scope string, n int) {
+	t.Helper()
 	for i := 1; i <= n; i++ {
-		if _, err := l.Append(context.Background(), l.db, scope, Entry{Actor: "alice", Action: fmt.Sprintf("a%d", i), Subject: "doc", Data: []byte(`{"i":1}`)}); err != nil {
+		if _, err := l.Append(ctx, l.db, scope, Entry{Actor: "alice", Action: fmt.Sprintf("a%d", i), Subject: "doc", Data: []byte(`{"i":1}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +113,13 @@ func blob(db *racefree.DB, b []byte) string {
 
 func verify(t testing.TB, l *Log, scope string, opts *VerifyOptions) Result {
 	t.Helper()
-	res, err := l.Verify(context.Background(), scope, opts)
+	return verifyIn(context.Background(), t, l, scope, opts)
+}
+
+// verifyIn is verify for the tenant ctx names.
+func verifyIn(ctx context.Context, t testing.TB, l *Log, scope string, opts *VerifyOptions) Result {
+	t.Helper()
+	res, err := l.Verify(ctx, scope, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +373,7 @@ func TestAppendOnly(t *testing.T) {
 			}
 		}
 		// An entry inserted past the head's number is refused too.
-		insert := fmt.Sprintf(`INSERT INTO racefree_audit (scope, seq, at, actor, action, subject, data, key_id, prev_mac, mac) VALUES ('s', 9, 0, 'a', 'b', '', %s, 'k1', %s, %s)`,
+		insert := fmt.Sprintf(`INSERT INTO racefree_audit (tenant, scope, seq, at, actor, action, subject, data, key_id, prev_mac, mac) VALUES ('default', 's', 9, 0, 'a', 'b', '', %s, 'k1', %s, %s)`,
 			blob(db, []byte("x")), blob(db, []byte("x")), blob(db, []byte("x")))
 		if _, err := db.ExecContext(context.Background(), insert); err == nil || !strings.Contains(err.Error(), "head number") {
 			t.Errorf("an entry past the head: %v, want refused", err)
@@ -413,7 +426,7 @@ func TestAttackReMACWithoutKey(t *testing.T) {
 		l := newLog(t, db, ring(t, "k1"))
 		appendN(t, l, "s", 6)
 		r := entryRow(t, l, "s", 3)
-		forged := newMacer(bytes.Repeat([]byte{9}, 32)).sum(&entryInput{"s", 3, r.PrevMAC, r.At.UnixMilli(), r.Actor, r.Action, r.Subject, []byte("forged")})
+		forged := newMacer(bytes.Repeat([]byte{9}, 32)).sum(&entryInput{tenant.Default, "s", 3, r.PrevMAC, r.At.UnixMilli(), r.Actor, r.Action, r.Subject, []byte("forged")})
 		tamper(t, db, `UPDATE racefree_audit SET data = `+blob(db, []byte("forged"))+`, mac = `+blob(db, forged)+` WHERE seq = 3`)
 		wantBreak(t, verify(t, l, "s", nil), Modified, 3)
 	})
@@ -459,7 +472,7 @@ func TestAttackSplice(t *testing.T) {
 		appendN(t, l, "b", 6)
 		tamper(t, db,
 			`DELETE FROM racefree_audit WHERE scope = 'a' AND seq = 3`,
-			`INSERT INTO racefree_audit SELECT 'a', seq, at, actor, action, subject, data, key_id, prev_mac, mac FROM racefree_audit WHERE scope = 'b' AND seq = 3`)
+			`INSERT INTO racefree_audit (tenant, scope, seq, at, actor, action, subject, data, key_id, prev_mac, mac) SELECT tenant, 'a', seq, at, actor, action, subject, data, key_id, prev_mac, mac FROM racefree_audit WHERE scope = 'b' AND seq = 3`)
 		wantBreak(t, verify(t, l, "a", nil), Modified, 3)
 		wantIntact(t, verify(t, l, "b", nil))
 	})
@@ -499,7 +512,7 @@ func TestRotation(t *testing.T) {
 		// Entry 6 re-MACed under the retired key k1 by someone who has it.
 		r := entryRow(t, l, "s", 6)
 		k1, _ := l.ring.scopeKey("k1", "s")
-		forged := newMacer(k1).sum(&entryInput{"s", 6, r.PrevMAC, r.At.UnixMilli(), r.Actor, r.Action, r.Subject, []byte("forged")})
+		forged := newMacer(k1).sum(&entryInput{tenant.Default, "s", 6, r.PrevMAC, r.At.UnixMilli(), r.Actor, r.Action, r.Subject, []byte("forged")})
 		tamper(t, db, `UPDATE racefree_audit SET data = `+blob(db, []byte("forged"))+`, key_id = 'k1', mac = `+blob(db, forged)+` WHERE seq = 6`)
 		wantBreak(t, verify(t, l, "s", nil), KeyOutsideEpoch, 6)
 		// Kept under k2's id, a MAC made with k1 is a modification.
@@ -677,43 +690,54 @@ func TestKeyringFromEnv(t *testing.T) {
 	}
 }
 
-// TestMACBindsEveryField: changing any field of an entry, or moving a
-// byte across a field boundary, changes its MAC under the same key.
+// TestMACBindsEveryField: changing any field of an entry, its tenant
+// included, or moving a byte across a field boundary, changes its MAC
+// under the same key; the default tenant's MAC input is the one of the
+// entries written before tenancy (known answers for both formats).
 func TestMACBindsEveryField(t *testing.T) {
 	t.Parallel()
 	m := newMacer(bytes.Repeat([]byte{7}, 32))
-	base := entryInput{"scope", 3, []byte("prev"), 1000, "actor", "action", "subject", []byte("data")}
-	variants := map[string]entryInput{}
-	for name, f := range map[string]func(e *entryInput){
-		"scope":                 func(e *entryInput) { e.scope = "other" },
-		"seq":                   func(e *entryInput) { e.seq = 4 },
-		"prev":                  func(e *entryInput) { e.prev = []byte("prev2") },
-		"at":                    func(e *entryInput) { e.at = 1001 },
-		"actor":                 func(e *entryInput) { e.actor = "actor2" },
-		"action":                func(e *entryInput) { e.action = "action2" },
-		"subject":               func(e *entryInput) { e.subject = "subject2" },
-		"data":                  func(e *entryInput) { e.data = []byte("data2") },
-		"actor|action boundary": func(e *entryInput) { e.actor, e.action = "actora", "ction" },
-		"subject|data boundary": func(e *entryInput) { e.subject, e.data = "subjectd", []byte("ata") },
-		"scope|seq boundary":    func(e *entryInput) { e.scope = "scop" },
-		"prev|at boundary":      func(e *entryInput) { e.prev = []byte("pre") },
-	} {
-		e := base
-		e.prev = append([]byte(nil), base.prev...)
-		e.data = append([]byte(nil), base.data...)
-		f(&e)
-		variants[name] = e
-	}
-	want := bytes.Clone(m.sum(&base))
-	for name, e := range variants {
-		if hmac.Equal(m.sum(&e), want) {
-			t.Errorf("%s changed, MAC unchanged", name)
+	for _, tn := range []string{tenant.Default, "acme"} {
+		base := entryInput{tn, "scope", 3, []byte("prev"), 1000, "actor", "action", "subject", []byte("data")}
+		variants := map[string]entryInput{}
+		for name, f := range map[string]func(e *entryInput){
+			"tenant":                func(e *entryInput) { e.tenant = "globex" },
+			"scope":                 func(e *entryInput) { e.scope = "other" },
+			"seq":                   func(e *entryInput) { e.seq = 4 },
+			"prev":                  func(e *entryInput) { e.prev = []byte("prev2") },
+			"at":                    func(e *entryInput) { e.at = 1001 },
+			"actor":                 func(e *entryInput) { e.actor = "actor2" },
+			"action":                func(e *entryInput) { e.action = "action2" },
+			"subject":               func(e *entryInput) { e.subject = "subject2" },
+			"data":                  func(e *entryInput) { e.data = []byte("data2") },
+			"actor|action boundary": func(e *entryInput) { e.actor, e.action = "actora", "ction" },
+			"subject|data boundary": func(e *entryInput) { e.subject, e.data = "subjectd", []byte("ata") },
+			"scope|seq boundary":    func(e *entryInput) { e.scope = "scop" },
+			"prev|at boundary":      func(e *entryInput) { e.prev = []byte("pre") },
+			"tenant|scope boundary": func(e *entryInput) { e.tenant, e.scope = e.tenant+"s", "cope" },
+		} {
+			e := base
+			e.prev = append([]byte(nil), base.prev...)
+			e.data = append([]byte(nil), base.data...)
+			f(&e)
+			variants[name] = e
+		}
+		want := bytes.Clone(m.sum(&base))
+		for name, e := range variants {
+			if hmac.Equal(m.sum(&e), want) {
+				t.Errorf("tenant %s: %s changed, MAC unchanged", tn, name)
+			}
 		}
 	}
-	// A known answer: a log written by this version verifies in the next.
-	h := hmac.New(sha256.New, bytes.Repeat([]byte{7}, 32))
-	h.Write([]byte("\x01\x05scope\x00\x00\x00\x00\x00\x00\x00\x03\x04prev\x00\x00\x00\x00\x00\x00\x03\xe8\x05actor\x06action\x07subject\x04data"))
-	if got := m.sum(&base); !hmac.Equal(got, h.Sum(nil)) {
-		t.Fatalf("MAC of the known input %x, want %x", got, h.Sum(nil))
+	// Known answers: a log written by this version verifies in the next,
+	// and the default tenant's entries are MACed as before tenancy.
+	const fields = "\x05scope\x00\x00\x00\x00\x00\x00\x00\x03\x04prev\x00\x00\x00\x00\x00\x00\x03\xe8\x05actor\x06action\x07subject\x04data"
+	for tn, input := range map[string]string{tenant.Default: "\x01" + fields, "acme": "\x02\x04acme" + fields} {
+		h := hmac.New(sha256.New, bytes.Repeat([]byte{7}, 32))
+		h.Write([]byte(input))
+		e := entryInput{tn, "scope", 3, []byte("prev"), 1000, "actor", "action", "subject", []byte("data")}
+		if got := m.sum(&e); !hmac.Equal(got, h.Sum(nil)) {
+			t.Fatalf("tenant %s: MAC of the known input %x, want %x", tn, got, h.Sum(nil))
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/tenant"
 )
 
 // BenchmarkAppend measures appends per second from 8 goroutines per CPU,
@@ -64,10 +65,10 @@ func unchained(ctx context.Context, l *Log, tx *sql.Tx, scope string, e Entry) e
 		prev    []byte
 		key     string
 	)
-	if err := tx.QueryRowContext(ctx, l.q.Get("next"), scope, l.ring.current, l.db.ClockArg()).Scan(&seq, &prev, &key, &at); err != nil {
+	if err := tx.QueryRowContext(ctx, l.q.Get("next"), tenant.Default, scope, l.ring.current, l.db.ClockArg()).Scan(&seq, &prev, &key, &at); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, l.q.Get("insert"), scope, seq, at, e.Actor, e.Action, e.Subject, e.Data, key, []byte{}, []byte{})
+	_, err := tx.ExecContext(ctx, l.q.Get("insert"), tenant.Default, scope, seq, at, e.Actor, e.Action, e.Subject, e.Data, key, []byte{}, []byte{})
 	return err
 }
 
@@ -118,22 +119,22 @@ func bulkChain(b *testing.B, l *Log, scope string, n int) {
 				args []any
 			)
 			for seq := start; seq < start+batch && seq <= n; seq++ {
-				in := entryInput{scope, int64(seq), prev, 1_700_000_000_000 + int64(seq), "alice", "limit.raise", "account/7", []byte(`{"to":500}`)}
+				in := entryInput{tenant.Default, scope, int64(seq), prev, 1_700_000_000_000 + int64(seq), "alice", "limit.raise", "account/7", []byte(`{"to":500}`)}
 				mac := bytes.Clone(m.sum(&in))
 				var p []string
-				for _, a := range []any{scope, in.seq, in.at, in.actor, in.action, in.subject, in.data, l.ring.current, prev, mac} {
+				for _, a := range []any{tenant.Default, scope, in.seq, in.at, in.actor, in.action, in.subject, in.data, l.ring.current, prev, mac} {
 					args = append(args, a)
 					p = append(p, ph(len(args)))
 				}
 				vals = append(vals, "("+strings.Join(p, ", ")+")")
 				prev = mac
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO racefree_audit (scope, seq, at, actor, action, subject, data, key_id, prev_mac, mac) VALUES `+strings.Join(vals, ", "), args...); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO racefree_audit (tenant, scope, seq, at, actor, action, subject, data, key_id, prev_mac, mac) VALUES `+strings.Join(vals, ", "), args...); err != nil {
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO racefree_audit_heads (scope, last_seq, last_mac, key_id, cp_n, cp_hash) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`, `+ph(4)+`, 0, `+ph(5)+`)`,
-			scope, n, prev, l.ring.current, []byte{})
+		_, err := tx.ExecContext(ctx, `INSERT INTO racefree_audit_heads (tenant, scope, last_seq, last_mac, key_id, cp_n, cp_hash) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`, `+ph(4)+`, `+ph(5)+`, 0, `+ph(6)+`)`,
+			tenant.Default, scope, n, prev, l.ring.current, []byte{})
 		return err
 	})
 	if err != nil {

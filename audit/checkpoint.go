@@ -14,29 +14,44 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/tenant"
 )
 
-// Checkpoint represents a signed statement of a scope's chain head: entry
-// Seq has MAC MAC. Kept outside the database (a file, another database,
-// stdout), it lets Verify detect what a bare MAC chain cannot: a tail cut
-// off the log and the restore of an older copy. Checkpoints of a scope are
-// numbered from 1 and chained: Prev is the Hash of checkpoint N-1 (empty
-// for the first).
+// Checkpoint represents a signed statement of a tenant's scope's chain
+// head: entry Seq has MAC MAC. Kept outside the database (a file, another
+// database, stdout), it lets Verify detect what a bare MAC chain cannot: a
+// tail cut off the log and the restore of an older copy. Checkpoints of a
+// scope are numbered from 1 and chained: Prev is the Hash of checkpoint
+// N-1 (empty for the first).
+//
+// The signature covers the tenant (for a tenant other than the default,
+// like an entry's MAC), so a checkpoint relabelled with another tenant
+// fails it. An empty Tenant, as in checkpoints exported before tenancy,
+// means tenant.Default.
 type Checkpoint struct {
-	Scope string    `json:"scope"`
-	N     int64     `json:"n"`
-	Seq   int64     `json:"seq"`
-	MAC   []byte    `json:"mac"`
-	At    time.Time `json:"at"`
-	Prev  []byte    `json:"prev"`
-	KeyID string    `json:"key_id"` // the Ed25519 key that signed it
-	Sig   []byte    `json:"sig"`
+	Tenant string    `json:"tenant,omitempty"`
+	Scope  string    `json:"scope"`
+	N      int64     `json:"n"`
+	Seq    int64     `json:"seq"`
+	MAC    []byte    `json:"mac"`
+	At     time.Time `json:"at"`
+	Prev   []byte    `json:"prev"`
+	KeyID  string    `json:"key_id"` // the Ed25519 key that signed it
+	Sig    []byte    `json:"sig"`
+}
+
+// tenant returns the checkpoint's tenant; empty means the default.
+func (c *Checkpoint) tenant() string {
+	if c.Tenant == "" {
+		return tenant.Default
+	}
+	return c.Tenant
 }
 
 // signed returns the bytes the signature covers, length-prefixed like an
-// entry's MAC input.
+// entry's MAC input, the tenant included unless it is the default.
 func (c *Checkpoint) signed() []byte {
-	buf := append([]byte("racefree audit checkpoint"), formatVersion)
+	buf := appendVersion([]byte("racefree audit checkpoint"), c.tenant())
 	buf = appendField(buf, []byte(c.Scope))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(c.N))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(c.Seq))
@@ -54,14 +69,14 @@ func (c *Checkpoint) Hash() []byte {
 	return h[:]
 }
 
-// Checkpoint signs scope's current head with the keyring's sign key,
-// chains it to the scope's previous checkpoint, stores it and returns it
-// for export. It locks the head row for as long as it takes to sign, so
-// the head it signs is committed and two checkpoints of a scope are
-// chained in order. Like Append, it runs in exec when exec is a *sql.Tx
-// (and commits or rolls back with it), and in a transaction of its own
-// otherwise. ErrNoSigner: the keyring has no sign key;
-// racefree.ErrNotFound: the scope has no entry.
+// Checkpoint signs the current head of the context's tenant's scope with
+// the keyring's sign key, chains it to the scope's previous checkpoint,
+// stores it and returns it for export. It locks the head row for as long
+// as it takes to sign, so the head it signs is committed and two
+// checkpoints of a scope are chained in order. Like Append, it runs in
+// exec when exec is a *sql.Tx (and commits or rolls back with it), and in
+// a transaction of its own otherwise. ErrNoSigner: the keyring has no sign
+// key; racefree.ErrNotFound: the scope has no entry.
 func (l *Log) Checkpoint(ctx context.Context, exec racefree.Executor, scope string) (Checkpoint, error) {
 	if err := checkScope(scope); err != nil {
 		return Checkpoint{}, err
@@ -70,11 +85,12 @@ func (l *Log) Checkpoint(ctx context.Context, exec racefree.Executor, scope stri
 	if !ok {
 		return Checkpoint{}, ErrNoSigner
 	}
+	t := tenant.From(ctx)
 	var c Checkpoint
-	run := func(tx *sql.Tx) error {
-		c = Checkpoint{Scope: scope, KeyID: l.ring.signer}
+	err := l.inTx(ctx, exec, func(tx *sql.Tx) error {
+		c = Checkpoint{Tenant: t, Scope: scope, KeyID: l.ring.signer}
 		var at int64
-		err := tx.QueryRowContext(ctx, l.q.Get("checkpoint_head"), scope, l.db.ClockArg()).Scan(&c.Seq, &c.MAC, &c.N, &c.Prev, &at)
+		err := tx.QueryRowContext(ctx, l.q.Get("checkpoint_head"), t, scope, l.db.ClockArg()).Scan(&c.Seq, &c.MAC, &c.N, &c.Prev, &at)
 		if errors.Is(err, sql.ErrNoRows) {
 			return racefree.ErrNotFound
 		}
@@ -86,34 +102,28 @@ func (l *Log) Checkpoint(ctx context.Context, exec racefree.Executor, scope stri
 		}
 		c.At = racefree.FromMillis(at)
 		c.Sig = ed25519.Sign(priv, c.signed())
-		if _, err := tx.ExecContext(ctx, l.q.Get("set_checkpoint"), scope, c.N, c.Seq, c.MAC, at, c.Prev, c.KeyID, c.Sig); err != nil {
+		if _, err := tx.ExecContext(ctx, l.q.Get("set_checkpoint"), t, scope, c.N, c.Seq, c.MAC, at, c.Prev, c.KeyID, c.Sig); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, l.q.Get("set_checkpoint_hash"), scope, c.N, c.Hash()); err != nil {
+		if _, err := tx.ExecContext(ctx, l.q.Get("set_checkpoint_hash"), t, scope, c.N, c.Hash()); err != nil {
 			return fmt.Errorf("chain: %w", err)
 		}
 		return nil
-	}
-	var err error
-	if tx, ok := exec.(*sql.Tx); ok {
-		err = l.db.InterpretError(run(tx))
-	} else {
-		err = l.db.InTx(ctx, run)
-	}
+	})
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("audit: checkpoint %s: %w", scope, err)
+		return Checkpoint{}, fmt.Errorf("audit: checkpoint %s: %w", scope, l.db.InterpretError(err))
 	}
 	return c, nil
 }
 
-// Checkpoints returns scope's stored checkpoints numbered after after,
-// oldest first.
+// Checkpoints returns the tenant's scope's stored checkpoints numbered
+// after after, oldest first.
 func (l *Log) Checkpoints(ctx context.Context, scope string, after int64) ([]Checkpoint, error) {
 	return l.checkpoints(ctx, scope, after, false)
 }
 
-// LatestCheckpoint returns scope's latest stored checkpoint, or
-// racefree.ErrNotFound.
+// LatestCheckpoint returns the tenant's scope's latest stored checkpoint,
+// or racefree.ErrNotFound.
 func (l *Log) LatestCheckpoint(ctx context.Context, scope string) (Checkpoint, error) {
 	cs, err := l.checkpoints(ctx, scope, 0, true)
 	if err != nil {
@@ -133,22 +143,30 @@ func (l *Log) checkpoints(ctx context.Context, scope string, after int64, latest
 	if latest {
 		only = 1
 	}
-	rows, err := l.db.QueryContext(ctx, l.q.Get("checkpoints"), scope, after, only)
+	t := tenant.From(ctx)
+	var out []Checkpoint
+	err := l.read(ctx, func(exec racefree.Executor) error {
+		out = nil
+		rows, err := exec.QueryContext(ctx, l.q.Get("checkpoints"), t, scope, after, only)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			c := Checkpoint{Tenant: t, Scope: scope}
+			var at int64
+			if err := rows.Scan(&c.N, &c.Seq, &c.MAC, &at, &c.Prev, &c.KeyID, &c.Sig); err != nil {
+				return err
+			}
+			c.At = racefree.FromMillis(at)
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("audit: checkpoints of %s: %w", scope, l.db.InterpretError(err))
 	}
-	defer rows.Close()
-	var out []Checkpoint
-	for rows.Next() {
-		c := Checkpoint{Scope: scope}
-		var at int64
-		if err := rows.Scan(&c.N, &c.Seq, &c.MAC, &at, &c.Prev, &c.KeyID, &c.Sig); err != nil {
-			return nil, fmt.Errorf("audit: checkpoints of %s: %w", scope, err)
-		}
-		c.At = racefree.FromMillis(at)
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // WriteCheckpoints writes cs as JSON lines, the export format that

@@ -1,17 +1,18 @@
-// Package audit keeps a tamper-evident audit log: per-scope chains of
-// entries, each numbered gaplessly and MACed over its predecessor's MAC, and
-// signed checkpoints that, kept outside the database, also reveal a cut
-// tail or the restore of an older copy.
+// Package audit keeps a tamper-evident audit log: per-tenant, per-scope
+// chains of entries, each numbered gaplessly and MACed over its
+// predecessor's MAC, and signed checkpoints that, kept outside the
+// database, also reveal a cut tail or the restore of an older copy.
 //
-// Log.Append numbers an entry within its scope and chains it:
+// Log.Append numbers an entry within its tenant's scope and chains it:
 //
-//	mac = HMAC-SHA256(scope key, canonical(version, scope, seq, prev_mac,
-//	                                       time, actor, action, subject, data))
+//	mac = HMAC-SHA256(scope key, canonical(version, [tenant,] scope, seq,
+//	                           prev_mac, time, actor, action, subject, data))
 //
 // where every field is length-prefixed, so that no two different entries
 // encode alike, and time is the engine's clock. The scope key is derived
 // from the keyring's mac key with HKDF-SHA256 and the scope, so a leaked key
-// of one scope says nothing about another.
+// of one scope says nothing about another. The tenant is in the MAC input
+// unless it is the default one (see Tenants).
 //
 // # One lock orders numbering and chaining
 //
@@ -40,13 +41,42 @@
 //
 // # What Verify detects
 //
-// Verify streams a scope's chain and reports the first break with its
-// Kind: Modified, Missing, Reordered, UnknownKey, KeyOutsideEpoch,
+// Verify streams a tenant's scope's chain and reports the first break with
+// its Kind: Modified, Missing, Reordered, UnknownKey, KeyOutsideEpoch,
 // Truncated, RolledBack, BadCheckpoint. A bare MAC chain cannot tell a log
 // whose tail was cut (head row included) or that was restored from an
 // older copy from an intact one: both are valid chains. Log.Checkpoint
 // signs the head and chains the checkpoint to the previous one; exported
 // (WriteCheckpoints) and given back to Verify, it reveals both.
+//
+// # Tenants
+//
+// Every call runs for the tenant its context names (tenant.From: Default
+// when none; tenant.With or tenant.InTx name another). A chain is (tenant,
+// scope): the scope is a namespace inside the tenant, the tenant leads the
+// keys of the heads, entries and checkpoints, and every statement filters
+// by it; on PostgreSQL (migration 012) row-level security keeps tenants
+// apart a second time, and each call runs in a transaction whose tenant is
+// set (tenant.Run). The chain trigger finds the head of the entry's own
+// tenant and scope (migrations 011 and 012).
+//
+// The MAC binds the tenant, so that an entry copied into another tenant's
+// chain (say, by someone with write access to the tables) is reported
+// Modified: an entry of a tenant other than Default is MACed with format
+// version 2, followed by the tenant and then the fields above. The default
+// tenant's entries keep format version 1, without a tenant field: the
+// chains written before tenancy, which migration 011 gives to the default
+// tenant, verify unchanged, and the version byte keeps the two encodings
+// apart. A checkpoint's signature covers the tenant the same way, and
+// Verify refuses a checkpoint of another tenant (BadCheckpoint); a
+// checkpoint exported before tenancy has no tenant and is the default
+// tenant's.
+//
+// Every call needs migration 011: before it, each fails with
+// racefree.ErrSchemaOutdated and writes nothing. Tenants other than
+// Default need 012. During a rollout, between 011 and 012, the previous
+// release's statements still append and verify (their rows are the
+// default tenant's); 012 ends that.
 //
 // # Append-only
 //

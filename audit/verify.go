@@ -10,6 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/tenant"
 )
 
 // Kind says how a chain is broken.
@@ -19,7 +22,7 @@ type Kind string
 const (
 	// Modified: an entry's MAC does not match its content, its stored
 	// prev_mac is not its predecessor's MAC, or it was spliced in from
-	// another scope.
+	// another scope or another tenant.
 	Modified Kind = "modified"
 	// Missing: a number is absent from the middle of the chain (a gap).
 	Missing Kind = "missing"
@@ -39,8 +42,8 @@ const (
 	// copy of the log was restored.
 	RolledBack Kind = "rolled_back"
 	// BadCheckpoint: a checkpoint given to Verify has a bad signature, an
-	// unknown signing key, another scope, or does not chain to the
-	// checkpoint before it.
+	// unknown signing key, another tenant or scope, or does not chain to
+	// the checkpoint before it.
 	BadCheckpoint Kind = "bad_checkpoint"
 )
 
@@ -70,19 +73,20 @@ type VerifyOptions struct {
 	// After resumes from a position a previous Verify reported, trusting
 	// the entries up to it. Defaults to the beginning.
 	After *Position
-	// Checkpoints are the scope's checkpoints kept outside the database,
-	// oldest first and consecutive. Verify checks their signatures and
-	// chain, and that the log still holds the last one's entry with its
-	// MAC. Without any, a cut tail and a restored older copy go unnoticed
-	// (Result.Anchored is false).
+	// Checkpoints are the tenant's scope's checkpoints kept outside the
+	// database, oldest first and consecutive. Verify checks their tenant,
+	// scope, signatures and chain, and that the log still holds the last
+	// one's entry with its MAC. Without any, a cut tail and a restored
+	// older copy go unnoticed (Result.Anchored is false).
 	Checkpoints []Checkpoint
 	// Progress, when set, is called with the number of entries checked so
 	// far, every 10,000 entries and at the end.
 	Progress func(rows int64)
 }
 
-// Result represents what Verify found in one scope.
+// Result represents what Verify found in one scope of one tenant.
 type Result struct {
+	Tenant   string   `json:"tenant"`
 	Scope    string   `json:"scope"`
 	Rows     int64    `json:"rows"`     // entries checked
 	Verified Position `json:"verified"` // the last entry verified intact
@@ -99,17 +103,21 @@ func (r *Result) Intact() bool { return r.Break == nil }
 // position its MAC is valid at.
 const reorderWindow = 16
 
-// Verify streams scope's chain in number order and reports the first break
-// in Result.Break, with its kind; a nil Break means intact. The error is
-// for what kept Verify from deciding (I/O, bad input), never for a break.
+// Verify streams the chain of the context's tenant's scope (tenant.From)
+// in number order and reports the first break in Result.Break, with its
+// kind; a nil Break means intact. The error is for what kept Verify from
+// deciding (I/O, bad input), never for a break.
 //
 // Each entry must carry the next number, be under a key of the keyring and
 // of its epoch (the scope's first entry opens the first epoch; an
 // ActionKeyRotated entry closes it and opens the next), chain to its
-// predecessor's MAC and have a valid MAC. The chain must end at the head
-// row's last number. A bare chain cannot tell a cut tail, with the head row
-// cut to match, or a restored older copy of the whole log, from an intact
-// log: only a checkpoint kept elsewhere can (VerifyOptions.Checkpoints).
+// predecessor's MAC and have a valid MAC, which covers the tenant (unless
+// it is the default): an entry copied from another tenant's chain is
+// Modified. The chain must end at the head row's last number. A bare chain
+// cannot tell a cut tail, with the head row cut to match, or a restored
+// older copy of the whole log, from an intact log: only a checkpoint kept
+// elsewhere can (VerifyOptions.Checkpoints), and only one of the same
+// tenant and scope.
 //
 // Verify reads the head row before the entries, so appends that commit
 // while it runs never look like a break.
@@ -121,21 +129,26 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 	if opts != nil {
 		o = *opts
 	}
-	res := Result{Scope: scope}
+	t := tenant.From(ctx)
+	res := Result{Tenant: t, Scope: scope}
 	if o.After != nil {
 		res.Verified = *o.After
 	}
-	anchor, brk := l.checkCheckpoints(scope, o.Checkpoints)
+	anchor, brk := l.checkCheckpoints(t, scope, o.Checkpoints)
 	if brk != nil {
 		res.Break = brk
 		return res, nil
 	}
-	var headSeq, headCheckpoints int64
-	err := l.db.QueryRowContext(ctx, l.q.Get("head"), scope).Scan(&headSeq, &headCheckpoints)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, l.db.InterpretError(err))
+	headSeq, headCheckpoints, err := l.head(ctx, t, scope)
+	if err != nil {
+		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, err)
 	}
-	if err := l.stream(ctx, scope, &o, anchor, &res); err != nil {
+	start := res
+	err = l.read(ctx, func(exec racefree.Executor) error {
+		res = start // a retried transaction starts over
+		return l.stream(ctx, exec, t, scope, &o, anchor, &res)
+	})
+	if err != nil {
 		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, l.db.InterpretError(err))
 	}
 	if o.Progress != nil {
@@ -162,8 +175,8 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 
 // stream checks the entries after res.Verified, advancing it, and sets
 // res.Break at the first break.
-func (l *Log) stream(ctx context.Context, scope string, o *VerifyOptions, anchor *Checkpoint, res *Result) error {
-	rows, err := l.db.QueryContext(ctx, l.q.Get("entries"), scope, res.Verified.Seq, nil)
+func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope string, o *VerifyOptions, anchor *Checkpoint, res *Result) error {
+	rows, err := exec.QueryContext(ctx, l.q.Get("entries"), t, scope, res.Verified.Seq, nil)
 	if err != nil {
 		return err
 	}
@@ -182,6 +195,7 @@ func (l *Log) stream(ctx context.Context, scope string, o *VerifyOptions, anchor
 		}
 		scanErr error
 	)
+	in.tenant = t
 	in.scope = scope
 	for rows.Next() {
 		if scanErr = rows.Scan(&in.seq, &in.at, &in.actor, &in.action, &in.subject, &data, &keyID, &stored, &mac); scanErr != nil {
@@ -263,11 +277,14 @@ func reorderedAt(m *macer, in *entryInput, storedPrev, mac []byte) (int64, bool)
 	return 0, false
 }
 
-// checkCheckpoints checks the signatures and chain of cs and returns the
-// last one, the anchor, or a break.
-func (l *Log) checkCheckpoints(scope string, cs []Checkpoint) (*Checkpoint, *Break) {
+// checkCheckpoints checks the tenant, scope, signatures and chain of cs
+// and returns the last one, the anchor, or a break.
+func (l *Log) checkCheckpoints(t, scope string, cs []Checkpoint) (*Checkpoint, *Break) {
 	for i := range cs {
 		c := &cs[i]
+		if c.tenant() != t {
+			return nil, &Break{BadCheckpoint, c.Seq, fmt.Sprintf("checkpoint %d is of tenant %q", c.N, c.tenant())}
+		}
 		if c.Scope != scope {
 			return nil, &Break{BadCheckpoint, c.Seq, fmt.Sprintf("checkpoint %d is of scope %q", c.N, c.Scope)}
 		}
@@ -292,9 +309,10 @@ func (l *Log) checkCheckpoints(scope string, cs []Checkpoint) (*Checkpoint, *Bre
 	return &cs[len(cs)-1], nil
 }
 
-// VerifyAll verifies every scope with entries, and every scope in
-// checkpoints, parallel at a time (at least 1), each as Verify against its
-// checkpoints. It returns one Result per scope.
+// VerifyAll verifies every scope of the context's tenant with entries, and
+// every scope in checkpoints (the tenant's checkpoints by scope), parallel
+// at a time (at least 1), each as Verify against its checkpoints. It
+// returns one Result per scope.
 func (l *Log) VerifyAll(ctx context.Context, parallel int, checkpoints map[string][]Checkpoint) ([]Result, error) {
 	scopes, err := l.Scopes(ctx)
 	if err != nil {

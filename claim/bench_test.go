@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/tenant"
 )
 
 // The benchmarks run each operation through the library and, beside it, the
@@ -57,11 +58,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				var holder string
 				var n [7]int64 // fence, claimed_at, expires_at, count, first_seen, last_seen, now
 				var inserted bool
-				if err := db.QueryRowContext(ctx, acquire, "bare", key, "w", int64(60000), nil).
+				if err := db.QueryRowContext(ctx, acquire, tenant.Default, "bare", key, "w", int64(60000), nil).
 					Scan(&holder, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6], &inserted); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := db.ExecContext(ctx, release, "bare", key, "w", n[0], nil); err != nil {
+				if _, err := db.ExecContext(ctx, release, tenant.Default, "bare", key, "w", n[0], nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -94,7 +95,7 @@ func BenchmarkAcquireContended(b *testing.B) {
 				var n [7]int64
 				var inserted bool
 				for pb.Next() {
-					if err := db.QueryRowContext(ctx, acquire, "bare", "hot", holder, int64(60000), nil).
+					if err := db.QueryRowContext(ctx, acquire, tenant.Default, "bare", "hot", holder, int64(60000), nil).
 						Scan(&s, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6], &inserted); err != nil {
 						b.Fatal(err)
 					}

@@ -13,6 +13,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/tenant"
 )
 
 //go:embed sql
@@ -27,18 +28,11 @@ const (
 	MaxTTL         = 30 * 24 * time.Hour
 )
 
-// leaseSchema is the migration that turned claims into leases, and
-// floorSchema the one that added the fence floors Reap raises.
-const (
-	leaseSchema = 2
-	floorSchema = 6
-)
-
 // Claim represents the state of one key's claim.
 type Claim struct {
 	Key       string
 	Holder    string    // the holder of the current (or last) tenure
-	Fence     int64     // grows by one with each new tenure; 0 in compatible mode
+	Fence     int64     // grows by one with each new tenure
 	ClaimedAt time.Time // when the current tenure began
 	ExpiresAt time.Time // the claim is live while now < ExpiresAt
 	Live      bool      // whether it was live at the moment it was read
@@ -111,42 +105,41 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // PostgreSQL, inserting a new row takes a second statement that reads the
 // floor again with a fresh snapshot.
 //
-// exec may be the caller's transaction (READ COMMITTED on PostgreSQL): the
-// claim then commits or rolls back with it. Holder names must be unique per
-// worker: two workers sharing a name share the claim. Keys (1 to
-// MaxKeyBytes) and holders (1 to MaxHolderBytes) must be UTF-8 without a
-// NUL byte; anything else is an *racefree.InputError and writes nothing.
+// The claim belongs to the tenant ctx names (tenant.From): another
+// tenant's claim on the same key is another claim. exec may be the
+// caller's transaction (READ COMMITTED on PostgreSQL): the claim then
+// commits or rolls back with it. Holder names must be unique per worker:
+// two workers sharing a name share the claim. Keys (1 to MaxKeyBytes) and
+// holders (1 to MaxHolderBytes) must be UTF-8 without a NUL byte; anything
+// else is an *racefree.InputError and writes nothing.
 func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder string, ttl time.Duration) (*Claim, error) {
 	if err := validate(key, holder, ttl); err != nil {
 		return nil, err
 	}
-	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
-	if err != nil {
-		return nil, fmt.Errorf("claim acquire: %w", err)
-	}
-	if !modern {
-		return s.acquireLegacy(ctx, exec, key, holder)
-	}
-	acquire := "acquire"
-	if floors, err := s.db.SchemaAtLeast(ctx, exec, floorSchema); err != nil {
-		return nil, fmt.Errorf("claim acquire: %w", err)
-	} else if !floors {
-		acquire = "acquire_before_floors"
-	}
-	var inserted bool
-	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get(acquire), s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()), &inserted)
-	if err != nil {
-		return nil, fmt.Errorf("claim acquire: %w", err)
-	}
-	if inserted {
-		// The statement read the floor in its snapshot, which can predate a
-		// reap that committed before the insert; a fresh statement reads it
-		// again (PostgreSQL only: SQLite's statement sees every commit).
-		err := exec.QueryRowContext(ctx, s.q.Get("raise_to_floor"), s.ns, key, holder, c.Fence).Scan(&c.Fence)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("claim acquire: %w", s.db.InterpretError(err))
+	var c *Claim
+	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+		id := tenant.From(ctx)
+		var inserted bool
+		var err error
+		c, err = s.scan(key, exec.QueryRowContext(ctx, s.q.Get("acquire"), id, s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()), &inserted)
+		if err != nil {
+			return err
 		}
+		if inserted {
+			// The statement read the floor in its snapshot, which can predate a
+			// reap that committed before the insert; a fresh statement reads it
+			// again (PostgreSQL only: SQLite's statement sees every commit).
+			err := exec.QueryRowContext(ctx, s.q.Get("raise_to_floor"), id, s.ns, key, holder, c.Fence).Scan(&c.Fence)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return s.db.InterpretError(err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim acquire: %w", err)
 	}
+	// A lost attempt still counted: it commits like a won one.
 	if c.Holder != holder {
 		return nil, &HeldError{Claim: *c}
 	}
@@ -166,15 +159,25 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 	if err := ValidateFence(fence); err != nil {
 		return nil, err
 	}
-	if err := s.requireLeases(ctx, exec); err != nil {
-		return nil, err
-	}
-	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get("renew"), s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()))
-	if errors.Is(err, racefree.ErrNotFound) {
-		return nil, s.whyNot(ctx, exec, key, holder, fence)
-	}
-	if err != nil {
+	var (
+		c       *Claim
+		refused error
+	)
+	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+		id := tenant.From(ctx)
+		var err error
+		c, err = s.scan(key, exec.QueryRowContext(ctx, s.q.Get("renew"), id, s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()))
+		if errors.Is(err, racefree.ErrNotFound) {
+			refused = s.whyNot(ctx, exec, id, key, holder, fence)
+			return nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("claim renew: %w", err)
+	case refused != nil:
+		return nil, refused
 	}
 	return c, nil
 }
@@ -192,26 +195,32 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 	if err := ValidateFence(fence); err != nil {
 		return err
 	}
-	if err := s.requireLeases(ctx, exec); err != nil {
-		return err
-	}
-	res, err := exec.ExecContext(ctx, s.q.Get("release"), s.ns, key, holder, fence, s.db.ClockArg())
+	var refused error
+	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+		id := tenant.From(ctx)
+		res, err := exec.ExecContext(ctx, s.q.Get("release"), id, s.ns, key, holder, fence, s.db.ClockArg())
+		if err != nil {
+			return s.db.InterpretError(err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			refused = s.whyNot(ctx, exec, id, key, holder, fence)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("claim release: %w", s.db.InterpretError(err))
-	}
-	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("claim release: %w", err)
-	} else if n == 0 {
-		return s.whyNot(ctx, exec, key, holder, fence)
 	}
-	return nil
+	return refused
 }
 
 // Guard fails unless (holder, fence) holds the live claim on key, and keeps
 // it so until tx ends: on PostgreSQL it locks the claim row FOR SHARE, so a
 // takeover waits for tx to commit; on SQLite tx's write lock excludes every
 // other writer. Writes made in tx after a successful Guard are therefore
-// exclusive to the holder. It returns the same errors as Renew.
+// exclusive to the holder. It returns the same errors as Renew. On
+// PostgreSQL it sets tx's tenant when tx has none (tenant.Run).
 func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence int64) error {
 	if err := validateHolder(key, holder); err != nil {
 		return err
@@ -219,18 +228,21 @@ func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence
 	if err := ValidateFence(fence); err != nil {
 		return err
 	}
-	if err := s.requireLeases(ctx, tx); err != nil {
+	var refused error
+	err := tenant.Run(ctx, s.db, tx, func(exec racefree.Executor) error {
+		id := tenant.From(ctx)
+		var one int
+		err := s.db.InterpretError(exec.QueryRowContext(ctx, s.q.Get("guard"), id, s.ns, key, holder, fence, s.db.ClockArg()).Scan(&one))
+		if errors.Is(err, racefree.ErrNotFound) {
+			refused = s.whyNot(ctx, exec, id, key, holder, fence)
+			return nil
+		}
 		return err
-	}
-	var one int
-	err := s.db.InterpretError(tx.QueryRowContext(ctx, s.q.Get("guard"), s.ns, key, holder, fence, s.db.ClockArg()).Scan(&one))
-	if errors.Is(err, racefree.ErrNotFound) {
-		return s.whyNot(ctx, tx, key, holder, fence)
-	}
+	})
 	if err != nil {
 		return fmt.Errorf("claim guard: %w", err)
 	}
-	return nil
+	return refused
 }
 
 // Get returns the current state of key's claim, or an error matching
@@ -239,46 +251,49 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
-	if err != nil {
-		return nil, fmt.Errorf("claim get: %w", err)
-	}
-	if !modern {
-		return s.getLegacy(ctx, exec, key)
-	}
-	c, err := s.scan(key, exec.QueryRowContext(ctx, s.q.Get("get"), s.ns, key, s.db.ClockArg()))
+	var c *Claim
+	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+		var err error
+		c, err = s.get(ctx, exec, tenant.From(ctx), key)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim get: %w", err)
 	}
 	return c, nil
 }
 
-// Reap deletes the namespace's claims that lapsed at least grace ago,
-// batch rows per statement (0: 1000), until none is left or ctx ends, and
-// returns how many it deleted. Claims in compatible mode (NULL expiry) and
-// live claims are kept: on PostgreSQL a claim that a caller's open
-// transaction is re-acquiring is skipped (locked rows are not waited for),
-// and the expiry test is re-checked on the row's latest version.
+func (s *Store) get(ctx context.Context, exec racefree.Executor, id, key string) (*Claim, error) {
+	return s.scan(key, exec.QueryRowContext(ctx, s.q.Get("get"), id, s.ns, key, s.db.ClockArg()))
+}
+
+// Reap deletes the namespace's claims that lapsed at least grace ago, in
+// every tenant, batch rows per statement (0: 1000), until none is left or
+// ctx ends, and returns how many it deleted. It reaps one tenant at a time
+// (tenant.Each), each batch in a transaction of that tenant, so on
+// PostgreSQL row-level security lets it see that tenant's rows only.
+// Claims with a NULL expiry (written before migration 002, never claimed
+// since) and live claims are kept: on PostgreSQL a claim that a caller's
+// open transaction is re-acquiring is skipped (locked rows are not waited
+// for), and the expiry test is re-checked on the row's latest version.
 //
 // Reaping never makes a fence go backwards: in the transaction that
-// deletes a batch, Reap raises the namespace's fence floor to the highest
-// fence it deleted, and Acquire starts a key that has no row one above the
-// floor. A holder that outlived its reaped row gets ErrNotHeld from Renew,
-// Release and Guard, and its fence is lower than any fence issued for the
-// key afterwards. Grace is therefore only about how long a lapsed claim
-// stays readable (Get, Count, FirstSeen); for idempotency leases it is the
-// retention period.
+// deletes a batch, Reap raises the fence floor of the tenant's namespace
+// to the highest fence it deleted, and Acquire starts a key that has no
+// row one above the floor. A holder that outlived its reaped row gets
+// ErrNotHeld from Renew, Release and Guard, and its fence is lower than
+// any fence issued for the key afterwards. Grace is therefore only about
+// how long a lapsed claim stays readable (Get, Count, FirstSeen); for
+// idempotency leases it is the retention period.
 //
 // Each batch's cutoff (now - grace) is computed once, from the engine's
-// clock, so the (ns, expires_at) index is used at every batch size. On
-// SQLite, where a batch holds the database's only write lock, Reap waits
-// after each full batch as long as the batch took, so that writers get the
-// lock in between.
+// clock, so the (tenant, ns, expires_at) index is used at every batch
+// size. On SQLite, where a batch holds the database's only write lock,
+// Reap waits after each full batch as long as the batch took, so that
+// writers get the lock in between.
 //
-// Reap needs migration 006 (fence floors): against an older schema
-// (compatible mode) it deletes nothing and returns an error matching
-// racefree.ErrSchemaOutdated, because deleting a claim without raising
-// the floor would restart its fence.
+// Before migration 011 (tenants) it deletes nothing and returns an error
+// matching racefree.ErrSchemaOutdated.
 func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64, error) {
 	if grace < 0 {
 		return 0, racefree.Invalid("grace", "must not be negative")
@@ -286,19 +301,22 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 	if batch <= 0 {
 		batch = 1000
 	}
-	if floors, err := s.db.SchemaAtLeast(ctx, s.db, floorSchema); err != nil {
+	if err := needTenants(ctx, s.db); err != nil {
 		return 0, fmt.Errorf("claim reap: %w", err)
-	} else if !floors {
-		return 0, fmt.Errorf("claim reap: needs migration %03d (fence floors): %w", floorSchema, racefree.ErrSchemaOutdated)
 	}
-	total, err := reaper.Run(ctx, s.db.Engine(), batch, func() (int64, error) {
-		var n int
-		err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-			keys, err := s.ReapBatch(ctx, tx, grace, batch)
-			n = len(keys)
-			return err
+	var total int64
+	err := tenant.Each(ctx, s.db, func(ctx context.Context) error {
+		n, err := reaper.Run(ctx, s.db.Engine(), batch, func() (int64, error) {
+			var n int
+			err := tenant.InTx(ctx, s.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) error {
+				keys, err := s.ReapBatch(ctx, tx, grace, batch)
+				n = len(keys)
+				return err
+			})
+			return int64(n), err
 		})
-		return int64(n), err
+		total += n
+		return err
 	})
 	if err != nil {
 		return total, fmt.Errorf("claim reap: %w", err)
@@ -306,13 +324,29 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 	return total, nil
 }
 
-// ReapBatch deletes up to batch of the namespace's claims that lapsed at
-// least grace ago, raises the namespace's fence floor over them, and
-// returns their keys, all in tx. It is one batch of Reap, for primitives
-// that keep rows beside their claims and delete them in the same
-// transaction (dedup deletes the events of the fingerprints it reaps). The
-// claims a concurrent transaction holds locked are skipped. Like Reap it
-// needs migration 006; tx must be READ COMMITTED (the default).
+// needTenants returns a *racefree.SchemaError (ErrSchemaOutdated) before
+// migration 011, where racefree_tenants, which tenant.Each reads, is
+// missing.
+func needTenants(ctx context.Context, db *racefree.DB) error {
+	ok, err := db.SchemaAtLeast(ctx, db, tenant.TenantsVersion)
+	if err != nil {
+		return db.InterpretError(err)
+	}
+	if !ok {
+		have, _ := db.SchemaVersion(ctx)
+		return &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion}
+	}
+	return nil
+}
+
+// ReapBatch deletes up to batch of the claims of the namespace, in the
+// tenant ctx names, that lapsed at least grace ago, raises the fence floor
+// of the tenant's namespace over them, and returns their keys, all in tx.
+// It is one batch of Reap, for primitives that keep rows beside their
+// claims and delete them in the same transaction (dedup deletes the events
+// of the fingerprints it reaps). The claims a concurrent transaction holds
+// locked are skipped. tx must be READ COMMITTED (the default); on
+// PostgreSQL its tenant is set when it has none (tenant.Run).
 func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, batch int) ([]string, error) {
 	if grace < 0 {
 		return nil, racefree.Invalid("grace", "must not be negative")
@@ -320,32 +354,39 @@ func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, 
 	if batch <= 0 {
 		return nil, racefree.Invalid("batch", "must be positive")
 	}
-	now, err := s.now(ctx, tx)
-	if err != nil {
-		return nil, s.db.InterpretError(err)
-	}
-	cutoff := now - grace.Milliseconds()
-	if s.db.Engine() == racefree.SQLite {
-		// No data-modifying CTE in SQLite: raise the floor over the same
-		// selection first; the write lock keeps the two statements together.
-		if _, err := tx.ExecContext(ctx, s.q.Get("reap_floor"), s.ns, cutoff, batch); err != nil {
-			return nil, s.db.InterpretError(err)
-		}
-	}
-	rows, err := tx.QueryContext(ctx, s.q.Get("reap"), s.ns, cutoff, batch)
-	if err != nil {
-		return nil, s.db.InterpretError(err)
-	}
-	defer rows.Close()
 	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, s.db.InterpretError(err)
+	err := tenant.Run(ctx, s.db, tx, func(exec racefree.Executor) error {
+		id := tenant.From(ctx)
+		now, err := s.now(ctx, exec)
+		if err != nil {
+			return s.db.InterpretError(err)
 		}
-		keys = append(keys, k)
+		cutoff := now - grace.Milliseconds()
+		if s.db.Engine() == racefree.SQLite {
+			// No data-modifying CTE in SQLite: raise the floor over the same
+			// selection first; the write lock keeps the two statements together.
+			if _, err := exec.ExecContext(ctx, s.q.Get("reap_floor"), id, s.ns, cutoff, batch); err != nil {
+				return s.db.InterpretError(err)
+			}
+		}
+		rows, err := exec.QueryContext(ctx, s.q.Get("reap"), id, s.ns, cutoff, batch)
+		if err != nil {
+			return s.db.InterpretError(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				return s.db.InterpretError(err)
+			}
+			keys = append(keys, k)
+		}
+		return s.db.InterpretError(rows.Err())
+	})
+	if err != nil {
+		return nil, err
 	}
-	return keys, s.db.InterpretError(rows.Err())
+	return keys, nil
 }
 
 // now reads the clock a query would: the injected Clock, or the engine's.
@@ -361,8 +402,8 @@ func (s *Store) now(ctx context.Context, exec racefree.Executor) (int64, error) 
 // whyNot settles which error a Renew, Release or Guard that matched no row
 // returns. The statement has already decided the outcome; this read only
 // tells the caller why.
-func (s *Store) whyNot(ctx context.Context, exec racefree.Executor, key, holder string, fence int64) error {
-	c, err := s.Get(ctx, exec, key)
+func (s *Store) whyNot(ctx context.Context, exec racefree.Executor, id, key, holder string, fence int64) error {
+	c, err := s.get(ctx, exec, id, key)
 	switch {
 	case errors.Is(err, racefree.ErrNotFound):
 		return fmt.Errorf("claim %q: %w: no such claim", key, racefree.ErrNotHeld)
@@ -376,17 +417,6 @@ func (s *Store) whyNot(ctx context.Context, exec racefree.Executor, key, holder 
 		return fmt.Errorf("claim %q: %w: held by %q at fence %d", key, racefree.ErrNotHeld, c.Holder, c.Fence)
 	}
 	return fmt.Errorf("claim %q: %w: lapsed at %s", key, racefree.ErrNotHeld, c.ExpiresAt.Format(time.RFC3339Nano))
-}
-
-func (s *Store) requireLeases(ctx context.Context, exec racefree.Executor) error {
-	modern, err := s.db.SchemaAtLeast(ctx, exec, leaseSchema)
-	if err != nil {
-		return err
-	}
-	if !modern {
-		return fmt.Errorf("claim: renew, release and guard need migration %03d: %w", leaseSchema, racefree.ErrSchemaOutdated)
-	}
-	return nil
 }
 
 // scan reads the columns every lease query returns.
@@ -409,36 +439,6 @@ func (s *Store) scan(key string, row *sql.Row, extra ...any) (*Claim, error) {
 		c.ExpiresAt = racefree.FromMillis(expires.Int64)
 		c.Live = now < expires.Int64
 	}
-	return &c, nil
-}
-
-func (s *Store) acquireLegacy(ctx context.Context, exec racefree.Executor, key, holder string) (*Claim, error) {
-	c := Claim{Key: key}
-	var first, last int64
-	err := s.db.InterpretError(exec.QueryRowContext(ctx, s.q.Get("acquire_legacy"), s.ns, key, holder, s.db.ClockArg()).
-		Scan(&c.Holder, &c.Count, &first, &last))
-	if errors.Is(err, racefree.ErrNotFound) {
-		held, err := s.getLegacy(ctx, exec, key)
-		if err != nil {
-			return nil, err
-		}
-		return nil, &HeldError{Claim: *held}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("claim acquire (compatible mode): %w", err)
-	}
-	c.FirstSeen, c.LastSeen, c.Live = racefree.FromMillis(first), racefree.FromMillis(last), true
-	return &c, nil
-}
-
-func (s *Store) getLegacy(ctx context.Context, exec racefree.Executor, key string) (*Claim, error) {
-	c := Claim{Key: key, Live: true}
-	var first, last int64
-	err := s.db.InterpretError(exec.QueryRowContext(ctx, s.q.Get("get_legacy"), s.ns, key).Scan(&c.Holder, &c.Count, &first, &last))
-	if err != nil {
-		return nil, fmt.Errorf("claim get (compatible mode): %w", err)
-	}
-	c.FirstSeen, c.LastSeen = racefree.FromMillis(first), racefree.FromMillis(last)
 	return &c, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/tenant"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -269,7 +271,7 @@ func TestLegacyRowsAreClaimable(t *testing.T) {
 	each(t, func(t *testing.T, b bundle) {
 		ctx := context.Background()
 		// A row written by code that predates the lease columns.
-		if _, err := b.db.ExecContext(ctx, `INSERT INTO racefree_claims (ns, key, holder, count, first_seen, last_seen) VALUES ('', 'old', 'legacy', 5, 1, 2)`); err != nil {
+		if _, err := b.db.ExecContext(ctx, `INSERT INTO racefree_claims (tenant, ns, key, holder, count, first_seen, last_seen) VALUES ('default', '', 'old', 'legacy', 5, 1, 2)`); err != nil {
 			t.Fatal(err)
 		}
 		c, err := b.claims.Acquire(ctx, b.db, "old", "new", time.Minute)
@@ -279,35 +281,157 @@ func TestLegacyRowsAreClaimable(t *testing.T) {
 	})
 }
 
-func TestCompatibleModeOnThePreviousSchema(t *testing.T) {
+// TestRowsWithoutALeaseAreHeldByNobody puts a NULL on one side of every
+// comparison of a nullable column: a row written before migration 002 has
+// a NULL fence and expiry. Renew, Release and Guard (fence = $n) match it
+// for no holder and no fence, a reap (expires_at <= cutoff) keeps it, and
+// Acquire (expires_at IS NULL OR …) takes it with fence 1.
+func TestRowsWithoutALeaseAreHeldByNobody(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		if _, err := b.db.ExecContext(ctx, `INSERT INTO racefree_claims (tenant, ns, key, holder, count, first_seen, last_seen) VALUES ('default', '', 'old', 'legacy', 5, 1, 2)`); err != nil {
+			t.Fatal(err)
+		}
+		before, err := b.claims.Get(ctx, b.db, "old")
+		if err != nil || before.Fence != 0 || before.Live || !before.ExpiresAt.IsZero() {
+			t.Fatalf("get of a legacy row: %+v, %v; want fence 0, no expiry, not live", before, err)
+		}
+		if _, err := b.claims.Renew(ctx, b.db, "old", "legacy", 1, time.Minute); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Errorf("renew of a legacy row: %v, want ErrNotHeld", err)
+		}
+		if err := b.claims.Release(ctx, b.db, "old", "legacy", 1); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Errorf("release of a legacy row: %v, want ErrNotHeld", err)
+		}
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error { return b.claims.Guard(ctx, tx, "old", "legacy", 1) }); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Errorf("guard of a legacy row: %v, want ErrNotHeld", err)
+		}
+		b.clock.Advance(24 * time.Hour)
+		if n, err := b.claims.Reap(ctx, 0, 0); err != nil || n != 0 {
+			t.Errorf("reap: %d, %v; want 0 (a NULL expiry never lapsed)", n, err)
+		}
+		after, err := b.claims.Get(ctx, b.db, "old")
+		if err != nil || *after != *before {
+			t.Fatalf("after refused calls and a reap: %+v, %v; want %+v", after, err, before)
+		}
+		c, err := b.claims.Acquire(ctx, b.db, "old", "new", time.Minute)
+		if err != nil || c.Fence != 1 || c.Count != 6 {
+			t.Fatalf("acquire of a legacy row: %+v, %v; want fence 1, count 6", c, err)
+		}
+	})
+}
+
+// TestEveryCallNeedsTheTenantsMigration: before migration 011 every call is
+// ErrSchemaOutdated and writes nothing; at 011 the same Store works for the
+// default tenant and sees the rows written before; another tenant needs
+// 012.
+func TestEveryCallNeedsTheTenantsMigration(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		ctx := context.Background()
-		db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
-		if _, err := db.MigrateUpTo(ctx, 1); err != nil {
+		clock := racefree.NewManualClock(t0)
+		db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated, Clock: clock})
+		if _, err := db.MigrateUpTo(ctx, tenant.TenantsVersion-1); err != nil {
 			t.Fatal(err)
 		}
+		// A claim of the previous release that lapsed long ago, and a floor.
+		if _, err := db.ExecContext(ctx, `INSERT INTO racefree_claims (ns, key, holder, fence, claimed_at, expires_at, count, first_seen, last_seen) VALUES ('', 'k', 'a', 1, 1, 2, 1, 1, 1)`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO racefree_claim_floors (ns, floor) VALUES ('', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		before := dump(t, db)
 		claims := claim.New(db)
-		a, err := claims.Acquire(ctx, db, "k", "a", time.Millisecond)
-		if err != nil || a.Fence != 0 {
-			t.Fatalf("first acquire on the old schema: %+v, %v", a, err)
+		outdated := func(op string, err error) {
+			t.Helper()
+			if !errors.Is(err, racefree.ErrSchemaOutdated) {
+				t.Errorf("%s at schema %d: %v, want ErrSchemaOutdated", op, tenant.TenantsVersion-1, err)
+			}
 		}
-		if _, err := claims.Acquire(ctx, db, "k", "b", time.Millisecond); !errors.Is(err, racefree.ErrHeld) {
-			t.Fatalf("second holder on the old schema: %v, want ErrHeld (never two winners)", err)
+		_, err := claims.Acquire(ctx, db, "new", "a", time.Minute)
+		outdated("acquire of a new key", err)
+		_, err = claims.Acquire(ctx, db, "k", "b", time.Minute)
+		outdated("acquire", err)
+		_, err = claims.Renew(ctx, db, "k", "a", 1, time.Minute)
+		outdated("renew", err)
+		outdated("release", claims.Release(ctx, db, "k", "a", 1))
+		outdated("guard", db.InTx(ctx, func(tx *sql.Tx) error { return claims.Guard(ctx, tx, "k", "a", 1) }))
+		_, err = claims.Get(ctx, db, "k")
+		outdated("get", err)
+		n, err := claims.Reap(ctx, 0, 0)
+		outdated("reap", err)
+		if n != 0 {
+			t.Errorf("reap at schema %d deleted %d claims", tenant.TenantsVersion-1, n)
 		}
-		if _, err := claims.Renew(ctx, db, "k", "a", 1, time.Second); !errors.Is(err, racefree.ErrSchemaOutdated) {
-			t.Fatalf("renew on the old schema: %v, want ErrSchemaOutdated", err)
+		outdated("reap batch", db.InTx(ctx, func(tx *sql.Tx) error {
+			_, err := claims.ReapBatch(ctx, tx, 0, 10)
+			return err
+		}))
+		if after := dump(t, db); after != before {
+			t.Fatalf("calls at schema %d wrote:\n%s\nwant:\n%s", tenant.TenantsVersion-1, after, before)
 		}
-		// The migration lands while the code runs: the same Store switches
-		// to leases, and the row written in compatible mode is claimable.
+
+		if _, err := db.MigrateUpTo(ctx, tenant.TenantsVersion); err != nil {
+			t.Fatal(err)
+		}
+		c, err := claims.Get(ctx, db, "k")
+		if err != nil || c.Holder != "a" || c.Fence != 1 {
+			t.Fatalf("get at schema %d: %+v, %v; want the previous release's claim", tenant.TenantsVersion, c, err)
+		}
+		if c, err = claims.Acquire(ctx, db, "k", "b", time.Minute); err != nil || c.Fence != 2 {
+			t.Fatalf("acquire at schema %d: %+v, %v; want fence 2", tenant.TenantsVersion, c, err)
+		}
+		if err := claims.Release(ctx, db, "k", "b", 2); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := claims.Reap(ctx, 0, 0); err != nil || n != 1 {
+			t.Fatalf("reap at schema %d: %d, %v; want 1", tenant.TenantsVersion, n, err)
+		}
+		if c, err = claims.Acquire(ctx, db, "fresh", "b", time.Minute); err != nil || c.Fence != 3 {
+			t.Fatalf("acquire of a new key after the reap: %+v, %v; want fence 3", c, err)
+		}
+		acme, err := tenant.With(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := claims.Acquire(acme, db, "k", "a", time.Minute); !errors.Is(err, racefree.ErrSchemaOutdated) {
+			t.Fatalf("another tenant at schema %d: %v, want ErrSchemaOutdated", tenant.TenantsVersion, err)
+		}
 		if _, err := db.MigrateUp(ctx); err != nil {
 			t.Fatal(err)
 		}
-		c, err := claims.Acquire(ctx, db, "k", "b", time.Minute)
-		if err != nil || c.Fence != 1 {
-			t.Fatalf("after the migration: %+v, %v; want b to win with fence 1", c, err)
+		if c, err = claims.Acquire(acme, db, "k", "a", time.Minute); err != nil || c.Fence != 1 {
+			t.Fatalf("another tenant at the current schema: %+v, %v; want fence 1", c, err)
 		}
 	})
+}
+
+// dump returns every claim and floor of every tenant, read as the owner.
+func dump(t *testing.T, db *racefree.DB) string {
+	t.Helper()
+	var out strings.Builder
+	for _, q := range []string{
+		`SELECT ns || '/' || key || '/' || holder || '/' || COALESCE(fence, 0) || '/' || COALESCE(expires_at, 0) || '/' || count FROM racefree_claims ORDER BY 1`,
+		`SELECT ns || '/' || floor FROM racefree_claim_floors ORDER BY 1`,
+	} {
+		rows, err := db.QueryContext(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out.WriteString(s + "\n")
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out.String()
 }
 
 func TestBadInputChangesNothing(t *testing.T) {

@@ -22,13 +22,18 @@
 // expires_at from its holder's TTL. "now" is the engine's clock, read inside
 // each statement (or Config.Clock in tests), never a caller's timestamp.
 //
-// Compatible mode: against a schema older than migration 002 (opened with
-// racefree.SchemaAllowOutdated during a deploy), Acquire falls back to the
-// legacy rule (the first writer of a key wins it for good), Get reports
-// what the old columns hold, and Renew, Release and Guard fail with
-// racefree.ErrSchemaOutdated. Rows written by such code, or before the
-// migration, have NULL lease columns and are claimable once the new schema
-// is in place. Against a schema older than migration 006 (no fence floors),
-// Acquire does not read a floor and Reap deletes nothing and fails with
-// racefree.ErrSchemaOutdated, so no fence can restart in between.
+// Tenants: every claim, and every namespace's fence floor, belongs to the
+// tenant its call's context names (tenant.With; tenant.Default when none).
+// Two tenants using the same namespace and key hold two independent claims
+// with independent fences, and no call of one sees, changes or reaps the
+// other's. Every statement filters by the tenant; on PostgreSQL each call
+// also runs in a transaction whose tenant is set (tenant.Run), so that
+// row-level security holds for an application role. Reap visits every
+// tenant, one at a time.
+//
+// Schema: every call needs migration 011 (tenants) and fails with
+// racefree.ErrSchemaOutdated before it, writing nothing; tenants other
+// than the default need migration 012. Rows written before migration 002
+// (NULL lease columns) are free to claim, held by nobody, and never
+// reaped.
 package claim

@@ -320,43 +320,6 @@ func TestClaimQueriesReadTheStatementClock(t *testing.T) {
 	})
 }
 
-// TestReapNeedsTheFloorsMigration: against schema 005 (compatible mode)
-// Acquire works and Reap deletes nothing, with ErrSchemaOutdated; once 006
-// lands, the same Store reaps and raises the floor.
-func TestReapNeedsTheFloorsMigration(t *testing.T) {
-	t.Parallel()
-	testdb.EachDSN(t, func(t *testing.T, d string) {
-		ctx := context.Background()
-		clock := racefree.NewManualClock(t0)
-		db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated, Clock: clock})
-		if _, err := db.MigrateUpTo(ctx, 5); err != nil {
-			t.Fatal(err)
-		}
-		claims := claim.New(db)
-		a, err := claims.Acquire(ctx, db, "k", "a", time.Second)
-		if err != nil || a.Fence != 1 {
-			t.Fatalf("acquire on schema 005: %+v, %v", a, err)
-		}
-		clock.Advance(time.Hour)
-		if n, err := claims.Reap(ctx, 0, 0); !errors.Is(err, racefree.ErrSchemaOutdated) || n != 0 {
-			t.Fatalf("reap on schema 005: %d, %v; want 0, ErrSchemaOutdated", n, err)
-		}
-		if _, err := claims.Get(ctx, db, "k"); err != nil {
-			t.Fatalf("the claim was deleted on schema 005: %v", err)
-		}
-		if _, err := db.MigrateUp(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if n, err := claims.Reap(ctx, 0, 0); err != nil || n != 1 {
-			t.Fatalf("reap after 006: %d, %v; want 1", n, err)
-		}
-		c, err := claims.Acquire(ctx, db, "k", "b", time.Second)
-		if err != nil || c.Fence != 2 {
-			t.Fatalf("acquire after the reap: %+v, %v; want fence 2", c, err)
-		}
-	})
-}
-
 // TestAFenceAheadIsNotStale: a fence that was never issued is ErrNotHeld,
 // never ErrStaleFence, and says so; a fence below 1 is bad input.
 func TestAFenceAheadIsNotStale(t *testing.T) {

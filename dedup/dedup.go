@@ -16,6 +16,8 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/tenant"
 )
 
 //go:embed sql
@@ -84,7 +86,9 @@ func New(db *racefree.DB) *Log {
 // written together: in exec when exec is the caller's transaction (they
 // then commit or roll back with it), in a transaction of their own when
 // exec is the *racefree.DB (a bare *sql.DB would run the two statements
-// apart). Every occurrence counts, won or not.
+// apart on SQLite). Every occurrence counts, won or not. The event belongs
+// to the tenant ctx names (tenant.From): another tenant's occurrences of
+// the same fingerprint are counted and elected apart.
 func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, window time.Duration) (*Observation, error) {
 	if window == 0 {
 		window = DefaultWindow
@@ -100,7 +104,7 @@ func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, win
 	}
 	observer := claim.NewHolder()
 	var obs *Observation
-	err := l.inTx(ctx, exec, func(tx racefree.Executor) error {
+	err := l.inTx(ctx, exec, func(ctx context.Context, tx racefree.Executor) error {
 		c, err := l.claims.Acquire(ctx, tx, ev.Fingerprint, observer, window)
 		var held *claim.HeldError
 		switch {
@@ -109,7 +113,7 @@ func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, win
 		case err != nil:
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, l.q.Get("insert_event"), ev.Fingerprint, ev.Source, ev.Level, ev.Message); err != nil {
+		if _, err := tx.ExecContext(ctx, l.q.Get("insert_event"), tenant.From(ctx), ev.Fingerprint, ev.Source, ev.Level, ev.Message); err != nil {
 			return l.db.InterpretError(err)
 		}
 		obs = &Observation{Fingerprint: ev.Fingerprint, Process: c.Holder == observer, Fence: c.Fence,
@@ -123,12 +127,14 @@ func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, win
 }
 
 // inTx runs fn in exec when exec is the caller's transaction or
-// connection, and in a transaction of its own when exec is the DB.
-func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(tx racefree.Executor) error) error {
+// connection, and in a transaction of its own when exec is the DB; either
+// way for the tenant ctx names (on PostgreSQL the transaction's tenant is
+// set).
+func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(ctx context.Context, tx racefree.Executor) error) error {
 	if _, ok := exec.(*racefree.DB); ok {
-		return l.db.InTx(ctx, func(tx *sql.Tx) error { return fn(tx) })
+		return tenant.InTx(ctx, l.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
 	}
-	return fn(exec)
+	return tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error { return fn(ctx, exec) })
 }
 
 // Record writes the downstream result of fingerprint, only while fence is
@@ -138,7 +144,8 @@ func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(tx racef
 // ahead of the current fence (it was never issued), an error matching
 // racefree.ErrNotFound for an unknown (or reaped) fingerprint, and an
 // *racefree.InputError for a fence below 1. Recording again at the same
-// fence overwrites the result.
+// fence overwrites the result. Only the event of the tenant ctx names is
+// written.
 func (l *Log) Record(ctx context.Context, exec racefree.Executor, fingerprint string, fence int64, r Result) error {
 	if err := racefree.CheckText("fingerprint", fingerprint, claim.MaxKeyBytes); err != nil {
 		return err
@@ -149,29 +156,40 @@ func (l *Log) Record(ctx context.Context, exec racefree.Executor, fingerprint st
 	if err := checkResult(r); err != nil {
 		return err
 	}
-	res, err := exec.ExecContext(ctx, l.q.Get("record"), fingerprint, fence, r.Classification, r.ExternalID, Namespace, l.db.ClockArg())
-	if err != nil {
-		return fmt.Errorf("dedup record: %w", l.db.InterpretError(err))
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("dedup record: %w", err)
-	} else if n == 1 {
+	var refused error
+	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+		res, err := exec.ExecContext(ctx, l.q.Get("record"), tenant.From(ctx), fingerprint, fence, r.Classification, r.ExternalID, Namespace, l.db.ClockArg())
+		if err != nil {
+			return l.db.InterpretError(err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			return nil
+		}
+		c, err := l.claims.Get(ctx, exec, fingerprint)
+		switch {
+		case errors.Is(err, racefree.ErrNotFound):
+			refused = fmt.Errorf("dedup record %q: %w", fingerprint, err)
+		case err != nil:
+			return err
+		case c.Fence > fence:
+			refused = &claim.StaleFenceError{Key: fingerprint, Fence: fence, Current: c.Fence}
+		case c.Fence < fence:
+			refused = fmt.Errorf("dedup record %q: %w: fence %d is ahead of the current fence %d and was never issued", fingerprint, racefree.ErrNotHeld, fence, c.Fence)
+		default:
+			refused = fmt.Errorf("dedup record %q: %w: no event row", fingerprint, racefree.ErrNotFound)
+		}
 		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dedup record: %w", err)
 	}
-	c, err := l.claims.Get(ctx, exec, fingerprint)
-	switch {
-	case err != nil:
-		return fmt.Errorf("dedup record %q: %w", fingerprint, err)
-	case c.Fence > fence:
-		return &claim.StaleFenceError{Key: fingerprint, Fence: fence, Current: c.Fence}
-	case c.Fence < fence:
-		return fmt.Errorf("dedup record %q: %w: fence %d is ahead of the current fence %d and was never issued", fingerprint, racefree.ErrNotHeld, fence, c.Fence)
-	}
-	return fmt.Errorf("dedup record %q: %w: no event row", fingerprint, racefree.ErrNotFound)
+	return refused
 }
 
-// Get returns the stored event, read through exec, or an error matching
-// racefree.ErrNotFound.
+// Get returns the stored event of the tenant ctx names, read through exec,
+// or an error matching racefree.ErrNotFound.
 func (l *Log) Get(ctx context.Context, exec racefree.Executor, fingerprint string) (*Record, error) {
 	if err := racefree.CheckText("fingerprint", fingerprint, claim.MaxKeyBytes); err != nil {
 		return nil, err
@@ -179,23 +197,28 @@ func (l *Log) Get(ctx context.Context, exec racefree.Executor, fingerprint strin
 	r := Record{Fingerprint: fingerprint}
 	var class, ext sql.NullString
 	var fence sql.NullInt64
-	err := exec.QueryRowContext(ctx, l.q.Get("get"), fingerprint).Scan(&r.Source, &r.Level, &r.Message, &class, &ext, &fence)
+	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+		return l.db.InterpretError(exec.QueryRowContext(ctx, l.q.Get("get"), tenant.From(ctx), fingerprint).
+			Scan(&r.Source, &r.Level, &r.Message, &class, &ext, &fence))
+	})
 	if err != nil {
-		return nil, fmt.Errorf("dedup get %q: %w", fingerprint, l.db.InterpretError(err))
+		return nil, fmt.Errorf("dedup get %q: %w", fingerprint, err)
 	}
 	r.Classification, r.ExternalID, r.ResultFence = class.String, ext.String, fence.Int64
 	return &r, nil
 }
 
-// Reap forgets the fingerprints whose window lapsed at least grace ago:
-// their claims and their event rows (with the recorded result) go in the
-// same transaction, batch fingerprints at a time (0: 1000), until none is
-// left or ctx ends. It returns how many fingerprints it forgot. A
-// fingerprint observed again after Reap starts a new event row, with a
-// fence above every fence the namespace had (see claim.Store.Reap). A
-// fingerprint whose claim a concurrent Observe holds locked is kept. On
-// SQLite Reap waits after each full batch as long as the batch took, so
-// that writers get the write lock in between. It needs migration 006.
+// Reap forgets the fingerprints whose window lapsed at least grace ago, in
+// every tenant: their claims and their event rows (with the recorded
+// result) go in the same transaction, batch fingerprints at a time (0:
+// 1000), one tenant at a time (tenant.Each), until none is left or ctx
+// ends. It returns how many fingerprints it forgot. A fingerprint observed
+// again after Reap starts a new event row, with a fence above every fence
+// the namespace had in its tenant (see claim.Store.Reap). A fingerprint
+// whose claim a concurrent Observe holds locked is kept. On SQLite Reap
+// waits after each full batch as long as the batch took, so that writers
+// get the write lock in between. Before migration 011 it deletes nothing
+// and returns an error matching racefree.ErrSchemaOutdated.
 func (l *Log) Reap(ctx context.Context, grace time.Duration, batch int) (int64, error) {
 	if grace < 0 {
 		return 0, racefree.Invalid("grace", "must not be negative")
@@ -203,41 +226,41 @@ func (l *Log) Reap(ctx context.Context, grace time.Duration, batch int) (int64, 
 	if batch <= 0 {
 		batch = 1000
 	}
-	var total int64
-	for {
-		start := time.Now()
-		var n int
-		err := l.db.InTx(ctx, func(tx *sql.Tx) error {
-			keys, err := l.claims.ReapBatch(ctx, tx, grace, batch)
-			if err != nil || len(keys) == 0 {
-				n = 0
-				return err
-			}
-			n = len(keys)
-			list, err := json.Marshal(keys)
-			if err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, l.q.Get("reap_events"), string(list))
-			return l.db.InterpretError(err)
-		})
-		if err != nil {
-			return total, fmt.Errorf("dedup reap: %w", err)
-		}
-		total += int64(n)
-		if n < batch {
-			return total, nil
-		}
-		if l.db.Engine() == racefree.SQLite {
-			t := time.NewTimer(time.Since(start))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return total, fmt.Errorf("dedup reap: %w", ctx.Err())
-			case <-t.C:
-			}
-		}
+	if ok, err := l.db.SchemaAtLeast(ctx, l.db, tenant.TenantsVersion); err != nil {
+		return 0, fmt.Errorf("dedup reap: %w", l.db.InterpretError(err))
+	} else if !ok {
+		have, _ := l.db.SchemaVersion(ctx)
+		return 0, fmt.Errorf("dedup reap: %w", &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion})
 	}
+	var total int64
+	err := tenant.Each(ctx, l.db, func(ctx context.Context) error {
+		n, err := reaper.Run(ctx, l.db.Engine(), batch, func() (int64, error) {
+			var n int
+			err := tenant.InTx(ctx, l.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) error {
+				n = 0
+				keys, err := l.claims.ReapBatch(ctx, tx, grace, batch)
+				if err != nil || len(keys) == 0 {
+					return err
+				}
+				list, err := json.Marshal(keys)
+				if err != nil {
+					return err
+				}
+				if _, err = tx.ExecContext(ctx, l.q.Get("reap_events"), tenant.From(ctx), string(list)); err != nil {
+					return l.db.InterpretError(err)
+				}
+				n = len(keys)
+				return nil
+			})
+			return int64(n), err
+		})
+		total += n
+		return err
+	})
+	if err != nil {
+		return total, fmt.Errorf("dedup reap: %w", err)
+	}
+	return total, nil
 }
 
 var (

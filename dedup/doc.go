@@ -23,6 +23,14 @@
 // lapsed at least a grace period ago; one observed again later starts a new
 // window with a fence above every fence it had.
 //
+// Tenants: every fingerprint's counts, election, event row and result
+// belong to the tenant the call's context names (tenant.With;
+// tenant.Default when none), so two tenants observing the same event are
+// counted, elected and recorded apart, and Reap forgets each tenant's
+// lapsed fingerprints under that tenant only. Every call needs migration
+// 011 and fails with racefree.ErrSchemaOutdated before it; tenants other
+// than the default need migration 012.
+//
 // Sources, levels, messages, fingerprints and results are UTF-8 without a
 // NUL byte; anything else, or a fence below 1, is an *racefree.InputError
 // and writes nothing.

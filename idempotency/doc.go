@@ -1,7 +1,8 @@
 // Package idempotency makes a request run once however often it is retried,
 // and gives every retry the first answer.
 //
-// Do claims the key in one statement and runs fn once. After completion a
+// Do claims the key in one statement and runs fn once, with no
+// transaction open while fn runs. After completion a
 // retry replays the stored response. A duplicate that arrives while the
 // first is in progress gets racefree.ErrInProgress; the same key with a
 // different fingerprint (another payload) gets racefree.ErrMismatch.
@@ -30,10 +31,19 @@
 // that crashed between its side effect and its save runs again, so pass
 // Call.StepKey to the external system as its own idempotency key.
 //
-// Keys are scoped by a caller-given scope (tenant or principal, plus
-// route). Records are kept for the retention period (default 24 hours),
-// then deleted by Reap in batches; a record restarted while Reap runs is
-// never deleted.
+// Keys are scoped by a caller-given scope (principal, plus route) within
+// the tenant of the call's context (package tenant: tenant.With, Default
+// when none). Records, leases and recovery points are the tenant's own:
+// another tenant using the same scope and key neither replays, refuses nor
+// waits for them, and gets other step keys. Do's short transactions each
+// belong to the tenant (on PostgreSQL they set it, so row-level security
+// applies); DoTx runs in the caller's transaction, which must belong to
+// the same tenant. Before migration 011 every call is
+// racefree.ErrSchemaOutdated.
+//
+// Records are kept for the retention period (default 24 hours), then
+// deleted by Reap in batches, one tenant at a time; a record restarted
+// while Reap runs is never deleted.
 //
 // Middleware applies all of this to net/http handlers, following the IETF
 // draft "The Idempotency-Key HTTP Header Field".

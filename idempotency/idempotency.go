@@ -16,6 +16,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/tenant"
 )
 
 //go:embed sql
@@ -73,6 +74,7 @@ type Result struct {
 // points.
 type Call struct {
 	s            *Store
+	tenant       string // the tenant of the request: its context's when Do began
 	scope, key   string
 	holder       string
 	fence        int64
@@ -84,10 +86,29 @@ type Call struct {
 func (c *Call) Fence() int64 { return c.fence }
 
 // StepKey returns a stable key for step, the same in every retry of this
-// request: pass it to the external system as its own idempotency key.
+// request: pass it to the external system as its own idempotency key. It
+// differs between tenants, scopes, keys and steps, so two tenants that use
+// the same key never share an external side effect; the default tenant's
+// step keys are those of releases before tenancy.
 func (c *Call) StepKey(step string) string {
-	h := sha256.Sum256([]byte(c.scope + "\x00" + c.key + "\x00" + step))
+	in := c.scope + "\x00" + c.key + "\x00" + step
+	if c.tenant != tenant.Default {
+		// None of scope, key and step holds a NUL byte, so the extra field
+		// keeps every other tenant's inputs apart from the default's.
+		in = c.tenant + "\x00" + in
+	}
+	h := sha256.Sum256([]byte(in))
 	return hex.EncodeToString(h[:16])
+}
+
+// context returns ctx naming the call's tenant: a Step runs for the tenant
+// of its request, whatever context it is given.
+func (c *Call) context(ctx context.Context) context.Context {
+	if tenant.From(ctx) == c.tenant {
+		return ctx
+	}
+	ctx, _ = tenant.With(ctx, c.tenant) // c.tenant came from a context: valid
+	return ctx
 }
 
 // Step runs do once per request. When a previous run of this request saved
@@ -99,18 +120,29 @@ func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Contex
 	if err := racefree.CheckText("step", step, MaxStepBytes); err != nil {
 		return "", err
 	}
+	ctx = c.context(ctx)
 	var exec racefree.Executor = c.s.db
 	if c.tx != nil {
 		exec = c.tx
 	}
-	var saved string
-	err := exec.QueryRowContext(ctx, c.s.q.Get("step_get"), c.scope, c.key, step, c.s.db.ClockArg()).Scan(&saved)
-	switch err = c.s.db.InterpretError(err); {
-	case err == nil:
+	var (
+		saved string
+		found bool
+	)
+	err := tenant.Run(ctx, c.s.db, exec, func(exec racefree.Executor) error {
+		err := exec.QueryRowContext(ctx, c.s.q.Get("step_get"), c.tenant, c.scope, c.key, step, c.s.db.ClockArg()).Scan(&saved)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("idempotency step %q: %w", step, c.s.db.InterpretError(err))
+	case found:
 		c.ResumedSteps++
 		return saved, nil
-	case !errors.Is(err, racefree.ErrNotFound):
-		return "", fmt.Errorf("idempotency step %q: %w", step, err)
 	}
 	value, err := do(ctx)
 	if err != nil {
@@ -124,13 +156,13 @@ func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Contex
 		if err := c.s.claims.Guard(ctx, tx, c.claimKey(), c.holder, c.fence); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, c.s.q.Get("step_save"), c.scope, c.key, step, value, c.fence, c.s.opts.Retention.Milliseconds(), c.s.db.ClockArg())
+		_, err := tx.ExecContext(ctx, c.s.q.Get("step_save"), c.tenant, c.scope, c.key, step, value, c.fence, c.s.opts.Retention.Milliseconds(), c.s.db.ClockArg())
 		return err
 	}
 	if c.tx != nil {
-		err = save(c.tx)
+		err = tenant.Run(ctx, c.s.db, c.tx, func(racefree.Executor) error { return save(c.tx) })
 	} else {
-		err = c.s.db.InTx(ctx, save)
+		err = c.s.inTx(ctx, save)
 	}
 	if err != nil {
 		return "", fmt.Errorf("idempotency step %q: %w", step, err)
@@ -167,8 +199,17 @@ func New(db *racefree.DB, opts *Options) *Store {
 	return s
 }
 
-// Do runs fn once for (scope, key) and returns its response, or replays
-// the stored response of an earlier completed run.
+// inTx runs fn in a transaction of its own (IMMEDIATE on SQLite) that
+// belongs to ctx's tenant.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.db.InTx(ctx, func(tx *sql.Tx) error {
+		return tenant.Run(ctx, s.db, tx, func(racefree.Executor) error { return fn(tx) })
+	})
+}
+
+// Do runs fn once for (scope, key) of ctx's tenant (tenant.From) and
+// returns its response, or replays the stored response of an earlier
+// completed run.
 //
 // fingerprint identifies the request (a hash of what it asks for); the
 // same key with another fingerprint returns racefree.ErrMismatch. A
@@ -177,16 +218,26 @@ func New(db *racefree.DB, opts *Options) *Store {
 // is released, and the next retry runs fn again; any recovery points fn
 // saved remain. When the lease is lost while fn runs (the heartbeat
 // failed), fn's context is cancelled and Do returns the lease error.
+//
+// No transaction is open while fn runs: reading the record, taking the
+// lease, and storing the response each run in a short transaction of their
+// own (on PostgreSQL each sets the tenant), so a slow fn holds no
+// connection and no lock.
 func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(ctx context.Context, call *Call) ([]byte, error)) (*Result, error) {
 	if err := validate(scope, key, fingerprint); err != nil {
 		return nil, err
 	}
-	if replay, err := s.replayIfDone(ctx, s.db, scope, key, fingerprint); err != nil || replay != nil {
+	call := &Call{s: s, tenant: tenant.From(ctx), scope: scope, key: key, holder: claim.NewHolder()}
+	var replay *Result
+	err := tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
+		var err error
+		replay, err = s.replayIfDone(ctx, exec, call, fingerprint)
+		return err
+	})
+	if err != nil || replay != nil {
 		return replay, err
 	}
-	call := &Call{s: s, scope: scope, key: key, holder: claim.NewHolder()}
-	var replay *Result
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		replay, err = s.begin(ctx, tx, call, fingerprint)
 		return err
@@ -220,7 +271,7 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 		_ = s.release(after, s.db, call)
 		return nil, fnErr
 	}
-	err = s.db.InTx(after, func(tx *sql.Tx) error { return s.complete(after, tx, call, response) })
+	err = s.inTx(after, func(tx *sql.Tx) error { return s.complete(after, tx, call, response) })
 	if err != nil {
 		return nil, err
 	}
@@ -232,15 +283,24 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 // in-progress state is visible outside tx. A duplicate running at the same
 // time waits for tx (PostgreSQL row lock, SQLite write lock) and then
 // replays the committed response.
+//
+// The key belongs to ctx's tenant, and so must tx: on PostgreSQL DoTx sets
+// tx's tenant when it has none (tenant.Run), and fails with a
+// *tenant.MismatchError when tx belongs to another tenant.
 func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint string, fn func(ctx context.Context, tx *sql.Tx, call *Call) ([]byte, error)) (*Result, error) {
 	if err := validate(scope, key, fingerprint); err != nil {
 		return nil, err
 	}
-	if replay, err := s.replayIfDone(ctx, tx, scope, key, fingerprint); err != nil || replay != nil {
-		return replay, err
-	}
-	call := &Call{s: s, scope: scope, key: key, holder: claim.NewHolder(), tx: tx}
-	replay, err := s.begin(ctx, tx, call, fingerprint)
+	call := &Call{s: s, tenant: tenant.From(ctx), scope: scope, key: key, holder: claim.NewHolder(), tx: tx}
+	var replay *Result
+	err := tenant.Run(ctx, s.db, tx, func(racefree.Executor) error {
+		var err error
+		if replay, err = s.replayIfDone(ctx, tx, call, fingerprint); err != nil || replay != nil {
+			return err
+		}
+		replay, err = s.begin(ctx, tx, call, fingerprint)
+		return err
+	})
 	if err != nil || replay != nil {
 		return replay, err
 	}
@@ -250,34 +310,37 @@ func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint st
 	}
 	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.CompleteTimeout)
 	defer cancel()
-	if err := s.complete(after, tx, call, response); err != nil {
+	err = tenant.Run(after, s.db, tx, func(racefree.Executor) error { return s.complete(after, tx, call, response) })
+	if err != nil {
 		return nil, err
 	}
 	return &Result{Response: response}, nil
 }
 
 // replayIfDone is the fast path: a completed record is immutable until it
-// expires, so a replay (or a mismatch) needs no lease, no transaction and
-// no write. It returns nil, nil when the request must go on to begin.
-func (s *Store) replayIfDone(ctx context.Context, exec racefree.Executor, scope, key, fingerprint string) (*Result, error) {
-	rec, err := s.get(ctx, exec, scope, key)
+// expires, so a replay (or a mismatch) needs no lease and no write, only a
+// read in exec, which belongs to call's tenant (Do: a statement on SQLite,
+// a short transaction that sets the tenant on PostgreSQL). It returns nil,
+// nil when the request must go on to begin.
+func (s *Store) replayIfDone(ctx context.Context, exec racefree.Executor, call *Call, fingerprint string) (*Result, error) {
+	rec, err := s.get(ctx, exec, call)
 	switch {
 	case errors.Is(err, racefree.ErrNotFound):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("idempotency: %w", err)
 	case rec.fingerprint != fingerprint:
-		return nil, mismatch(key)
+		return nil, mismatch(call.key)
 	case rec.status == "completed":
 		return &Result{Response: rec.response, Replayed: true}, nil
 	}
 	return nil, nil
 }
 
-// begin takes the key's lease and creates or reads its record, in exec.
-// It returns a replay for a completed record, an error for a duplicate in
-// progress or a mismatch, and nil, nil when call now holds the lease and
-// fn must run.
+// begin takes the key's lease and creates or reads its record, in exec,
+// which belongs to call's tenant. It returns a replay for a completed
+// record, an error for a duplicate in progress or a mismatch, and nil, nil
+// when call now holds the lease and fn must run.
 func (s *Store) begin(ctx context.Context, exec racefree.Executor, call *Call, fingerprint string) (*Result, error) {
 	c, err := s.claims.Acquire(ctx, exec, call.claimKey(), call.holder, s.opts.Lease)
 	var held *claim.HeldError
@@ -285,7 +348,7 @@ func (s *Store) begin(ctx context.Context, exec racefree.Executor, call *Call, f
 	case errors.As(err, &held):
 		// Someone holds the lease: running, or finished and not yet
 		// lapsed. The record says which.
-		rec, err := s.get(ctx, exec, call.scope, call.key)
+		rec, err := s.get(ctx, exec, call)
 		switch {
 		case err == nil && rec.fingerprint != fingerprint:
 			return nil, mismatch(call.key)
@@ -299,10 +362,10 @@ func (s *Store) begin(ctx context.Context, exec racefree.Executor, call *Call, f
 		return nil, fmt.Errorf("idempotency: %w", err)
 	}
 	call.fence = c.Fence
-	if _, err := exec.ExecContext(ctx, s.q.Get("begin"), call.scope, call.key, fingerprint, s.opts.Retention.Milliseconds(), s.db.ClockArg()); err != nil {
+	if _, err := exec.ExecContext(ctx, s.q.Get("begin"), call.tenant, call.scope, call.key, fingerprint, s.opts.Retention.Milliseconds(), s.db.ClockArg()); err != nil {
 		return nil, fmt.Errorf("idempotency begin: %w", s.db.InterpretError(err))
 	}
-	rec, err := s.get(ctx, exec, call.scope, call.key)
+	rec, err := s.get(ctx, exec, call)
 	if err != nil {
 		return nil, fmt.Errorf("idempotency begin: %w", err)
 	}
@@ -315,12 +378,13 @@ func (s *Store) begin(ctx context.Context, exec racefree.Executor, call *Call, f
 	return nil, nil
 }
 
-// complete stores response, conditioned on call's lease, and releases it.
+// complete stores response, conditioned on call's lease, and releases it,
+// in tx, which belongs to call's tenant.
 func (s *Store) complete(ctx context.Context, tx *sql.Tx, call *Call, response []byte) error {
 	if err := s.claims.Guard(ctx, tx, call.claimKey(), call.holder, call.fence); err != nil {
 		return fmt.Errorf("idempotency complete: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, s.q.Get("complete"), call.scope, call.key, response, s.opts.Retention.Milliseconds(), s.db.ClockArg())
+	res, err := tx.ExecContext(ctx, s.q.Get("complete"), call.tenant, call.scope, call.key, response, s.opts.Retention.Milliseconds(), s.db.ClockArg())
 	if err != nil {
 		return fmt.Errorf("idempotency complete: %w", s.db.InterpretError(err))
 	}
@@ -358,9 +422,10 @@ type record struct {
 	response            []byte
 }
 
-func (s *Store) get(ctx context.Context, exec racefree.Executor, scope, key string) (*record, error) {
+// get reads call's live record in exec, which belongs to call's tenant.
+func (s *Store) get(ctx context.Context, exec racefree.Executor, call *Call) (*record, error) {
 	var r record
-	err := exec.QueryRowContext(ctx, s.q.Get("get"), scope, key, s.db.ClockArg()).Scan(&r.fingerprint, &r.status, &r.response)
+	err := exec.QueryRowContext(ctx, s.q.Get("get"), call.tenant, call.scope, call.key, s.db.ClockArg()).Scan(&r.fingerprint, &r.status, &r.response)
 	if err != nil {
 		return nil, s.db.InterpretError(err)
 	}
@@ -368,39 +433,68 @@ func (s *Store) get(ctx context.Context, exec racefree.Executor, scope, key stri
 }
 
 // Reap deletes expired records, recovery points and the leases of keys
-// idle for the retention period, batch rows per statement (0: 1000), until
-// none is left or ctx ends, and returns how many records and recovery
-// points it deleted. Each batch deletes rows expired at its start, found
-// through the expiry index, and skips, on PostgreSQL, rows that a
-// transaction holds: a record restarted while Reap runs is never deleted. On SQLite, which has one
-// writer at a time, Reap pauses between batches for as long as the batch
-// took, so that it holds the write lock at most half the time. Reap runs
-// on the pool, never in the caller's transaction: each batch commits on its
-// own, so that no lock is held for a whole run.
+// idle for the retention period, of every tenant (tenant.Each, one tenant
+// at a time), batch rows per statement (0: 1000), until none is left or
+// ctx ends, and returns how many records and recovery points it deleted.
+// Each batch deletes rows of one tenant expired at its start, found
+// through the (tenant, expiry) index, and skips, on PostgreSQL, rows that
+// a transaction holds: a record restarted while Reap runs is never
+// deleted. On SQLite, which has one writer at a time, Reap pauses between
+// batches for as long as the batch took, so that it holds the write lock
+// at most half the time. Reap runs on the pool, never in the caller's
+// transaction: each batch commits on its own (on PostgreSQL in a short
+// transaction set to its tenant), so that no lock is held for a whole run.
 func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
+	if ok, err := s.db.SchemaAtLeast(ctx, s.db, tenant.TenantsVersion); err != nil {
+		return 0, fmt.Errorf("idempotency reap: %w", s.db.InterpretError(err))
+	} else if !ok {
+		have, _ := s.db.SchemaVersion(ctx)
+		return 0, fmt.Errorf("idempotency reap: %w", &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion})
+	}
 	var total int64
-	for _, q := range []string{"reap", "reap_steps"} {
-		n, err := reaper.Run(ctx, s.db.Engine(), batch, func() (int64, error) {
-			var cutoff int64
-			if err := s.db.QueryRowContext(ctx, s.q.Get("now"), s.db.ClockArg()).Scan(&cutoff); err != nil {
-				return 0, s.db.InterpretError(err)
-			}
-			res, err := s.db.ExecContext(ctx, s.q.Get(q), batch, cutoff)
-			if err != nil {
-				return 0, s.db.InterpretError(err)
-			}
-			return res.RowsAffected()
-		})
+	err := tenant.Each(ctx, s.db, func(ctx context.Context) error {
+		n, err := s.reapTenant(ctx, batch)
 		total += n
-		if err != nil {
-			return total, fmt.Errorf("idempotency reap: %w", err)
-		}
+		return err
+	})
+	if err != nil {
+		return total, fmt.Errorf("idempotency reap: %w", err)
 	}
 	if _, err := s.claims.Reap(ctx, s.opts.Retention, batch); err != nil {
 		return total, fmt.Errorf("idempotency reap: %w", err)
+	}
+	return total, nil
+}
+
+// reapTenant deletes the expired records and recovery points of ctx's
+// tenant, in batches.
+func (s *Store) reapTenant(ctx context.Context, batch int) (int64, error) {
+	id := tenant.From(ctx)
+	var total int64
+	for _, q := range []string{"reap", "reap_steps"} {
+		n, err := reaper.Run(ctx, s.db.Engine(), batch, func() (int64, error) {
+			var n int64
+			err := tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
+				var cutoff int64
+				if err := exec.QueryRowContext(ctx, s.q.Get("now"), s.db.ClockArg()).Scan(&cutoff); err != nil {
+					return err
+				}
+				res, err := exec.ExecContext(ctx, s.q.Get(q), id, batch, cutoff)
+				if err != nil {
+					return err
+				}
+				n, err = res.RowsAffected()
+				return err
+			})
+			return n, s.db.InterpretError(err)
+		})
+		total += n
+		if err != nil {
+			return total, err
+		}
 	}
 	return total, nil
 }

@@ -1,9 +1,9 @@
 // Package inbox receives at-least-once deliveries, such as webhooks,
 // exactly once.
 //
-// Inbox.Receive inserts the event's (source, ID) under a UNIQUE constraint
-// in the same transaction as the caller's processing function, before that
-// function runs. The guarantee: for each event ID, the processing function's
+// Inbox.Receive inserts the event's (tenant, source, ID) under a UNIQUE
+// constraint in the same transaction as the caller's processing function,
+// before that function runs. The guarantee: for each event ID, the processing function's
 // writes commit at most once, and they commit unless the function fails
 // permanently, however many times, concurrently or not, and from however
 // many processes the event is delivered.
@@ -20,9 +20,16 @@
 //     duplicates. Wrongly treating a transient failure as permanent drops an
 //     event for good, while the opposite costs one more delivery.
 //
+// Events belong to the tenant of the call's context (package tenant:
+// tenant.With, Default when none): the event IDs, sources and arrival
+// numbers of one tenant are apart from every other's, and on PostgreSQL
+// Receive's transaction sets the tenant, so row-level security applies to
+// the processing function's statements too. Before migration 011 every
+// call is racefree.ErrSchemaOutdated.
+//
 // Event IDs are kept for Options.Retention (7 days by default; make it at
-// least the sender's retry horizon) and then deleted by Inbox.Reap, in
-// batches of Options.ReapBatch (1000) rows. The payload is stored too, and
+// least the sender's retry horizon) and then deleted by Inbox.Reap, one
+// tenant at a time, in batches of Options.ReapBatch (1000) rows. The payload is stored too, and
 // each event gets an arrival number within its source that Inbox.List
 // pages by, at most MaxListBytes of payload a page. Numbers are assigned
 // at the end of the receiving transaction under the source's counter row,

@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/tenant"
 )
 
 //go:embed sql
@@ -89,11 +90,12 @@ type Result struct {
 	Seq int64
 }
 
-// Receive records the delivery of event eventID from source and, when the
-// event is new, calls fn in the same transaction.
+// Receive records the delivery of event eventID from source, for ctx's
+// tenant (tenant.From), and, when the event is new, calls fn in the same
+// transaction, which on PostgreSQL belongs to that tenant.
 //
-// The event ID is inserted under a UNIQUE (source, event ID) constraint
-// before fn runs, in fn's transaction, so that:
+// The event ID is inserted under a UNIQUE (tenant, source, event ID)
+// constraint before fn runs, in fn's transaction, so that:
 //
 //   - A delivery of an ID already recorded returns Result{Duplicate: true}
 //     without calling fn. A concurrent delivery of the same ID waits for the
@@ -119,10 +121,10 @@ func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []
 		return Result{}, err
 	}
 	var res Result
-	err := in.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := in.inTx(ctx, func(tx *sql.Tx) error {
 		res = Result{}
 		var id int64
-		err := tx.QueryRowContext(ctx, in.q.Get("receive"), source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds()).Scan(&id)
+		err := tx.QueryRowContext(ctx, in.q.Get("receive"), tenant.From(ctx), source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds()).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			res.Duplicate = true
 			return nil
@@ -147,13 +149,21 @@ func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []
 	return in.recordFailure(ctx, source, eventID, payload, reasonOf(err))
 }
 
+// inTx runs fn in a transaction of its own (IMMEDIATE on SQLite) that
+// belongs to ctx's tenant.
+func (in *Inbox) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return in.db.InTx(ctx, func(tx *sql.Tx) error {
+		return tenant.Run(ctx, in.db, tx, func(racefree.Executor) error { return fn(tx) })
+	})
+}
+
 // recordFailure records a permanent failure in a transaction of its own.
 func (in *Inbox) recordFailure(ctx context.Context, source, eventID string, payload []byte, reason string) (Result, error) {
 	var res Result
-	err := in.db.InTx(ctx, func(tx *sql.Tx) error {
+	err := in.inTx(ctx, func(tx *sql.Tx) error {
 		res = Result{Failed: true, Reason: reason}
 		var id int64
-		err := tx.QueryRowContext(ctx, in.q.Get("record_failure"), source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds(), reason).Scan(&id)
+		err := tx.QueryRowContext(ctx, in.q.Get("record_failure"), tenant.From(ctx), source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds(), reason).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Another delivery recorded the event since fn's transaction
 			// rolled back: this one is a duplicate of it.
@@ -172,15 +182,16 @@ func (in *Inbox) recordFailure(ctx context.Context, source, eventID string, payl
 	return res, nil
 }
 
-// assignSeq numbers the event row id within source. It runs last in the
-// transaction: on PostgreSQL the source's counter row stays locked until
-// commit, so that arrival numbers become visible in order.
+// assignSeq numbers the event row id within source of ctx's tenant. It
+// runs last in the transaction: on PostgreSQL the source's counter row
+// stays locked until commit, so that arrival numbers become visible in
+// order.
 func (in *Inbox) assignSeq(ctx context.Context, tx *sql.Tx, source string, id int64) (int64, error) {
 	var seq int64
-	if err := tx.QueryRowContext(ctx, in.q.Get("next_seq"), source).Scan(&seq); err != nil {
+	if err := tx.QueryRowContext(ctx, in.q.Get("next_seq"), tenant.From(ctx), source).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("next arrival number: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, in.q.Get("set_seq"), id, seq); err != nil {
+	if _, err := tx.ExecContext(ctx, in.q.Get("set_seq"), tenant.From(ctx), id, seq); err != nil {
 		return 0, fmt.Errorf("set arrival number: %w", err)
 	}
 	return seq, nil
@@ -208,8 +219,8 @@ const MaxListLimit = 1000
 // MaxListBytes bounds the payload bytes of one page of List, 4 MiB.
 const MaxListBytes = 4 << 20
 
-// List returns up to limit events of source with an arrival number greater
-// than after, in arrival order. Pass 0 to start at the beginning, then the
+// List returns up to limit events of source, of ctx's tenant, with an
+// arrival number greater than after, in arrival order. Pass 0 to start at the beginning, then the
 // Seq of the last event returned. Arrival numbers become visible in order
 // (a later number never commits before an earlier one), so paging with
 // after never skips an event; reaped events are gone.
@@ -228,26 +239,30 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 	if limit < 1 || limit > MaxListLimit {
 		return nil, racefree.Invalid("limit", "must be between 1 and %d, got %d", MaxListLimit, limit)
 	}
-	rows, err := in.db.QueryContext(ctx, in.q.Get("list"), source, after, limit, MaxListBytes)
-	if err != nil {
-		return nil, fmt.Errorf("inbox: list %s: %w", source, err)
-	}
-	defer rows.Close()
 	var out []Event
-	for rows.Next() {
-		var (
-			e      Event
-			reason sql.NullString
-			at     int64
-		)
-		if err := rows.Scan(&e.Seq, &e.ID, &e.Status, &reason, &e.Payload, &at); err != nil {
-			return nil, fmt.Errorf("inbox: list %s: %w", source, err)
+	err := tenant.Run(ctx, in.db, in.db, func(exec racefree.Executor) error {
+		out = nil
+		rows, err := exec.QueryContext(ctx, in.q.Get("list"), tenant.From(ctx), source, after, limit, MaxListBytes)
+		if err != nil {
+			return err
 		}
-		e.Reason, e.ReceivedAt = reason.String, racefree.FromMillis(at)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox: list %s: %w", source, err)
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				e      Event
+				reason sql.NullString
+				at     int64
+			)
+			if err := rows.Scan(&e.Seq, &e.ID, &e.Status, &reason, &e.Payload, &at); err != nil {
+				return err
+			}
+			e.Reason, e.ReceivedAt = reason.String, racefree.FromMillis(at)
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list %s: %w", source, in.db.InterpretError(err))
 	}
 	return out, nil
 }
@@ -259,30 +274,61 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 // retry horizon. Run it periodically (racefree serve does, every minute);
 // several processes may run it at once.
 //
-// Reap runs its statements on exec. Pass the pool (the *racefree.DB) to let
-// each batch commit on its own, or the caller's *sql.Tx to make the whole
-// reap part of the caller's transaction (its locks are then held until the
-// caller commits). On PostgreSQL a batch skips the rows that another
-// transaction has locked rather than wait for them; the next run takes
-// them. On SQLite, which has one writer at a time, Reap on the pool pauses
-// after each full batch for as long as the batch took, so that writers get
-// the lock in between.
+// Reap runs its statements on exec. Pass the pool (the *racefree.DB) to reap
+// every tenant, one at a time (tenant.Each), each batch committing on its
+// own (on PostgreSQL in a short transaction set to its tenant); or the
+// caller's *sql.Tx to reap ctx's tenant only, as part of the caller's
+// transaction (its locks are then held until the caller commits; on
+// PostgreSQL the transaction must belong to that tenant, see tenant.Run).
+// On PostgreSQL a batch skips the rows that another transaction has locked
+// rather than wait for them; the next run takes them. On SQLite, which has
+// one writer at a time, Reap on the pool pauses after each full batch for
+// as long as the batch took, so that writers get the lock in between.
 func (in *Inbox) Reap(ctx context.Context, exec racefree.Executor) (int64, error) {
-	engine := in.db.Engine()
 	if _, ok := exec.(*sql.Tx); ok {
-		engine = "" // the caller's transaction keeps its lock between batches: pausing would only hold it longer
-	}
-	total, err := reaper.Run(ctx, engine, in.reapBatch, func() (int64, error) {
-		res, err := exec.ExecContext(ctx, in.q.Get("reap"), in.db.ClockArg(), in.reapBatch)
+		// The caller's transaction keeps its lock between batches: pausing
+		// would only hold it longer.
+		total, err := in.reapTenant(ctx, "", exec)
 		if err != nil {
-			return 0, in.db.InterpretError(err)
+			return total, fmt.Errorf("inbox: reap: %w", err)
 		}
-		return res.RowsAffected()
+		return total, nil
+	}
+	if ok, err := in.db.SchemaAtLeast(ctx, in.db, tenant.TenantsVersion); err != nil {
+		return 0, fmt.Errorf("inbox: reap: %w", in.db.InterpretError(err))
+	} else if !ok {
+		have, _ := in.db.SchemaVersion(ctx)
+		return 0, fmt.Errorf("inbox: reap: %w", &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion})
+	}
+	var total int64
+	err := tenant.Each(ctx, in.db, func(ctx context.Context) error {
+		n, err := in.reapTenant(ctx, in.db.Engine(), exec)
+		total += n
+		return err
 	})
 	if err != nil {
 		return total, fmt.Errorf("inbox: reap: %w", err)
 	}
 	return total, nil
+}
+
+// reapTenant deletes the expired events of ctx's tenant in batches, each
+// in tenant.Run on exec; engine is the engine to pause for between
+// batches, or "" for none.
+func (in *Inbox) reapTenant(ctx context.Context, engine string, exec racefree.Executor) (int64, error) {
+	id := tenant.From(ctx)
+	return reaper.Run(ctx, engine, in.reapBatch, func() (int64, error) {
+		var n int64
+		err := tenant.Run(ctx, in.db, exec, func(exec racefree.Executor) error {
+			res, err := exec.ExecContext(ctx, in.q.Get("reap"), id, in.db.ClockArg(), in.reapBatch)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		return n, in.db.InterpretError(err)
+	})
 }
 
 func validate(source, eventID string) error {

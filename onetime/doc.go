@@ -43,20 +43,32 @@
 // expired from that exact millisecond. "now" is the engine's clock read by
 // each statement (or Config.Clock in tests), never the caller's.
 //
-// Round trips: Consume that redeems is one statement; a refused one reads
-// once more to explain. Rotate that rotates is one statement on
-// PostgreSQL and two in one transaction on SQLite; a grace-window retry
-// or a reuse is two statements; other refusals read once more to explain.
+// Round trips, in a transaction whose tenant is set (tenant.InTx):
+// Consume that redeems is one statement; a refused one reads once more to
+// explain. Rotate that rotates is one statement on PostgreSQL and two in
+// one transaction on SQLite; a grace-window retry or a reuse is two
+// statements; other refusals read once more to explain. Through the pool
+// on PostgreSQL a call adds BEGIN, the tenant's set_config and COMMIT.
 //
 // Reap deletes codes and families that can no longer be used, once they
-// have been expired for a retention period, in batches.
+// have been expired for a retention period, in batches, for every tenant,
+// one tenant at a time.
 //
-// Compatible mode: against a schema older than migration 010 (opened with
-// racefree.SchemaAllowOutdated during a deploy) every operation fails
-// with racefree.ErrSchemaOutdated and writes nothing; the same Store works
-// as soon as the migration lands.
+// Tenants: every call runs for the tenant its context names
+// (tenant.With, or tenant.InTx's context; tenant.Default when none), and
+// every statement filters by it. A token of one tenant is unknown to
+// every other, even the same token: the tables' keys lead with the tenant
+// (migration 010 already had the column), and a successor is derived
+// from the tenant too. On PostgreSQL each call runs in a transaction that
+// sets the tenant for row-level security (the caller's *sql.Tx, or a
+// short one of its own; see tenant.Run). The Store itself belongs to no
+// tenant: Options has no tenant field any more (the previous release's
+// Options.Tenant is gone; its rows of tenant "default" are the default
+// tenant's, and a Store that named another tenant becomes a context that
+// names it).
 //
-// Every table's key and index leads with the Store's tenant
-// (Options.Tenant), so that tenancy can make it the tenant of the
-// credentials without a data migration.
+// Schema: every operation needs migration 011 and fails with
+// racefree.ErrSchemaOutdated before it, writing nothing; a tenant other
+// than the default needs 012. The previous release's statements keep
+// working against 011 during a rollout.
 package onetime

@@ -14,6 +14,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/tenant"
 )
 
 //go:embed sql
@@ -22,7 +23,6 @@ var sqlFiles embed.FS
 // Limits on input. Anything outside them is rejected with a
 // *racefree.InputError before the database is touched.
 const (
-	MaxTenantBytes  = 128
 	MaxPurposeBytes = 128
 	MaxSubjectBytes = 256
 	MaxTokenBytes   = 512
@@ -31,12 +31,6 @@ const (
 	MaxGrace        = time.Hour
 	MinSecretBytes  = 32
 )
-
-// schema is the migration that created the tables of this package.
-const schema = 10
-
-// DefaultTenant is the tenant of a Store whose Options name none.
-const DefaultTenant = "default"
 
 // Outcome says what Consume or Rotate did with a token.
 type Outcome int
@@ -79,9 +73,6 @@ func (o Outcome) String() string {
 
 // Options configures a Store. A nil *Options means all defaults.
 type Options struct {
-	// Tenant scopes every token: a token issued under one tenant is
-	// unknown under another. Defaults to DefaultTenant.
-	Tenant string
 	// Grace is how long after a rotation a retry with the rotated token
 	// gets the same successor back instead of revoking the family.
 	// Defaults to 0: every retry is reuse. At most MaxGrace; more than 0
@@ -94,14 +85,14 @@ type Options struct {
 	Secret []byte
 }
 
-// Store represents the one-time codes and refresh-token families of one
-// tenant. It is safe for concurrent use and keeps no state besides its
-// configuration, so any number of Stores, in any number of processes, may
-// share a database.
+// Store represents one-time codes and refresh-token families. Every call
+// runs for the tenant its context names (tenant.With; tenant.Default when
+// none): a token issued for one tenant is unknown to every other. It is
+// safe for concurrent use and keeps no state besides its configuration, so
+// any number of Stores, in any number of processes, may share a database.
 type Store struct {
 	db     *racefree.DB
 	q      query.Set
-	tenant string
 	grace  time.Duration
 	secret []byte
 }
@@ -112,12 +103,6 @@ func New(db *racefree.DB, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
-	}
-	if o.Tenant == "" {
-		o.Tenant = DefaultTenant
-	}
-	if err := racefree.CheckText("Tenant", o.Tenant, MaxTenantBytes); err != nil {
-		return nil, err
 	}
 	if o.Grace < 0 || o.Grace > MaxGrace {
 		return nil, racefree.Invalid("Grace", "must be between 0 and %s, got %s", MaxGrace, o.Grace)
@@ -134,7 +119,7 @@ func New(db *racefree.DB, opts *Options) (*Store, error) {
 	case len(o.Secret) < MinSecretBytes:
 		return nil, racefree.Invalid("Secret", "must be at least %d bytes, got %d", MinSecretBytes, len(o.Secret))
 	}
-	return &Store{db: db, q: query.MustLoad(sqlFiles, "sql", db.Engine()), tenant: o.Tenant, grace: o.Grace,
+	return &Store{db: db, q: query.MustLoad(sqlFiles, "sql", db.Engine()), grace: o.Grace,
 		secret: append([]byte(nil), o.Secret...)}, nil
 }
 
@@ -174,13 +159,12 @@ func (s *Store) Issue(ctx context.Context, exec racefree.Executor, purpose, subj
 	if err := checkSubjectTTL(subject, ttl); err != nil {
 		return nil, err
 	}
-	if err := s.requireSchema(ctx, exec); err != nil {
-		return nil, err
-	}
 	token := newToken()
 	var issued, expires int64
-	err := exec.QueryRowContext(ctx, s.q.Get("issue"), s.tenant, hash(token), purpose, subject, ttl.Milliseconds(), s.db.ClockArg()).
-		Scan(&issued, &expires)
+	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+		return exec.QueryRowContext(ctx, s.q.Get("issue"), tenant.From(ctx), hash(token), purpose, subject, ttl.Milliseconds(), s.db.ClockArg()).
+			Scan(&issued, &expires)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("onetime issue: %w", s.db.InterpretError(err))
 	}
@@ -211,25 +195,25 @@ func (s *Store) Consume(ctx context.Context, exec racefree.Executor, purpose, to
 	if err := racefree.CheckText("token", token, MaxTokenBytes); err != nil {
 		return Redemption{}, err
 	}
-	if err := s.requireSchema(ctx, exec); err != nil {
-		return Redemption{}, err
-	}
 	h := hash(token)
-	var (
-		r                       Redemption
-		issued, expires, usedAt int64
-	)
-	err := exec.QueryRowContext(ctx, s.q.Get("consume"), s.tenant, h, purpose, s.db.ClockArg()).
-		Scan(&r.Subject, &issued, &expires, &usedAt)
-	switch {
-	case err == nil:
-		r.Outcome, r.IssuedAt, r.ExpiresAt, r.UsedAt = Consumed, racefree.FromMillis(issued), racefree.FromMillis(expires), racefree.FromMillis(usedAt)
-		return r, nil
-	case errors.Is(err, sql.ErrNoRows):
-		return s.explainCode(ctx, exec, h, purpose)
-	default:
+	var r Redemption
+	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+		var issued, expires, usedAt int64
+		r = Redemption{}
+		err := exec.QueryRowContext(ctx, s.q.Get("consume"), tenant.From(ctx), h, purpose, s.db.ClockArg()).
+			Scan(&r.Subject, &issued, &expires, &usedAt)
+		switch {
+		case err == nil:
+			r.Outcome, r.IssuedAt, r.ExpiresAt, r.UsedAt = Consumed, racefree.FromMillis(issued), racefree.FromMillis(expires), racefree.FromMillis(usedAt)
+		case errors.Is(err, sql.ErrNoRows):
+			r, err = s.explainCode(ctx, exec, h, purpose)
+		}
+		return err
+	})
+	if err != nil {
 		return Redemption{}, fmt.Errorf("onetime consume: %w", s.db.InterpretError(err))
 	}
+	return r, nil
 }
 
 // explainCode reads why consume matched no row. It decides nothing.
@@ -239,13 +223,13 @@ func (s *Store) explainCode(ctx context.Context, exec racefree.Executor, h []byt
 		issued, expires, now int64
 		used, revoked        sql.NullInt64
 	)
-	err := exec.QueryRowContext(ctx, s.q.Get("explain_code"), s.tenant, h, purpose, s.db.ClockArg()).
+	err := exec.QueryRowContext(ctx, s.q.Get("explain_code"), tenant.From(ctx), h, purpose, s.db.ClockArg()).
 		Scan(&r.Subject, &issued, &expires, &used, &revoked, &now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Redemption{Outcome: Unknown}, nil
 	}
 	if err != nil {
-		return Redemption{}, fmt.Errorf("onetime consume: %w", s.db.InterpretError(err))
+		return Redemption{}, err
 	}
 	r.IssuedAt, r.ExpiresAt = racefree.FromMillis(issued), racefree.FromMillis(expires)
 	switch {
@@ -275,14 +259,19 @@ func (s *Store) RevokeCodes(ctx context.Context, exec racefree.Executor, purpose
 	if err := racefree.CheckText("subject", subject, MaxSubjectBytes); err != nil {
 		return 0, err
 	}
-	if err := s.requireSchema(ctx, exec); err != nil {
-		return 0, err
-	}
-	res, err := exec.ExecContext(ctx, s.q.Get("revoke_codes"), s.tenant, purpose, subject, s.db.ClockArg())
+	var n int64
+	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+		res, err := exec.ExecContext(ctx, s.q.Get("revoke_codes"), tenant.From(ctx), purpose, subject, s.db.ClockArg())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("onetime revoke: %w", s.db.InterpretError(err))
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 // Refresh represents a live refresh token. Token is its only copy:
@@ -309,14 +298,13 @@ func (s *Store) IssueRefresh(ctx context.Context, exec racefree.Executor, subjec
 	if err := checkSubjectTTL(subject, ttl); err != nil {
 		return nil, err
 	}
-	if err := s.requireSchema(ctx, exec); err != nil {
-		return nil, err
-	}
 	token := newToken()
 	r := &Refresh{Token: token, Subject: subject}
 	var expires int64
-	err := exec.QueryRowContext(ctx, s.q.Get("issue_refresh"), s.tenant, hash(token), subject, ttl.Milliseconds(), s.db.ClockArg()).
-		Scan(&expires, &r.Generation)
+	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+		return exec.QueryRowContext(ctx, s.q.Get("issue_refresh"), tenant.From(ctx), hash(token), subject, ttl.Milliseconds(), s.db.ClockArg()).
+			Scan(&expires, &r.Generation)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("onetime issue refresh: %w", s.db.InterpretError(err))
 	}
@@ -344,26 +332,25 @@ func (s *Store) IssueRefresh(ctx context.Context, exec racefree.Executor, subjec
 // The rotation and the retirement, and the reuse detection and the
 // revocation, each commit together. exec may be the caller's transaction
 // (READ COMMITTED on PostgreSQL); return Rotate's error, not its outcome,
-// from it, so that a revocation commits. On SQLite, given the
-// *racefree.DB (or its *sql.DB), Rotate runs its two statements in a
-// transaction of its own. The error is non-nil only for bad input (an
-// *racefree.InputError) or a failure of the database, after which the
-// outcome is unknown: retry within the grace window.
+// from it, so that a revocation commits. Given the *racefree.DB (or its
+// *sql.DB), Rotate runs its statements in a transaction of its own. The
+// error is non-nil only for bad input (an *racefree.InputError) or a
+// failure of the database, after which the outcome is unknown: retry
+// within the grace window.
 func (s *Store) Rotate(ctx context.Context, exec racefree.Executor, token string) (Rotation, error) {
 	if err := racefree.CheckText("token", token, MaxTokenBytes); err != nil {
 		return Rotation{}, err
 	}
-	if err := s.requireSchema(ctx, exec); err != nil {
-		return Rotation{}, err
-	}
 	h := hash(token)
-	next := s.successor(h)
+	next := s.successor(tenant.From(ctx), h)
 	nh := hash(next)
 	var rot Rotation
-	err := s.atomically(ctx, exec, func(exec racefree.Executor) error {
-		var err error
-		rot, err = s.rotate(ctx, exec, h, next, nh)
-		return err
+	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+		return s.atomically(ctx, exec, func(exec racefree.Executor) error {
+			var err error
+			rot, err = s.rotate(ctx, exec, h, next, nh)
+			return err
+		})
 	})
 	if err != nil {
 		return Rotation{}, fmt.Errorf("onetime rotate: %w", s.db.InterpretError(err))
@@ -372,20 +359,21 @@ func (s *Store) Rotate(ctx context.Context, exec racefree.Executor, token string
 }
 
 func (s *Store) rotate(ctx context.Context, exec racefree.Executor, h []byte, next string, nh []byte) (Rotation, error) {
+	t := tenant.From(ctx)
 	r := &Refresh{Token: next}
 	var expires int64
 	var err error
 	if s.db.Engine() == racefree.Postgres {
-		err = exec.QueryRowContext(ctx, s.q.Get("rotate"), s.tenant, h, nh, s.db.ClockArg()).Scan(&r.Subject, &expires, &r.Generation)
+		err = exec.QueryRowContext(ctx, s.q.Get("rotate"), t, h, nh, s.db.ClockArg()).Scan(&r.Subject, &expires, &r.Generation)
 	} else {
 		var (
 			family    []byte
 			rotatedAt int64
 		)
-		err = exec.QueryRowContext(ctx, s.q.Get("rotate"), s.tenant, h, nh, s.db.ClockArg()).
+		err = exec.QueryRowContext(ctx, s.q.Get("rotate"), t, h, nh, s.db.ClockArg()).
 			Scan(&r.Subject, &expires, &r.Generation, &family, &rotatedAt)
 		if err == nil {
-			_, err = exec.ExecContext(ctx, s.q.Get("retire"), s.tenant, h, family, rotatedAt)
+			_, err = exec.ExecContext(ctx, s.q.Get("retire"), t, h, family, rotatedAt)
 		}
 	}
 	if err == nil {
@@ -396,7 +384,7 @@ func (s *Store) rotate(ctx context.Context, exec racefree.Executor, h []byte, ne
 		return Rotation{}, err
 	}
 	var grace bool
-	err = exec.QueryRowContext(ctx, s.q.Get("reuse"), s.tenant, h, nh, s.grace.Milliseconds(), s.db.ClockArg()).
+	err = exec.QueryRowContext(ctx, s.q.Get("reuse"), t, h, nh, s.grace.Milliseconds(), s.db.ClockArg()).
 		Scan(&grace, &r.Subject, &expires, &r.Generation)
 	switch {
 	case err == nil && grace:
@@ -418,7 +406,7 @@ func (s *Store) explainRefresh(ctx context.Context, exec racefree.Executor, h []
 		head, revoked bool
 		expires, now  int64
 	)
-	err := exec.QueryRowContext(ctx, s.q.Get("explain_refresh"), s.tenant, h, s.db.ClockArg()).Scan(&head, &revoked, &expires, &now)
+	err := exec.QueryRowContext(ctx, s.q.Get("explain_refresh"), tenant.From(ctx), h, s.db.ClockArg()).Scan(&head, &revoked, &expires, &now)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return Rotation{Outcome: Unknown}, nil
@@ -441,14 +429,19 @@ func (s *Store) RevokeFamilies(ctx context.Context, exec racefree.Executor, subj
 	if err := racefree.CheckText("subject", subject, MaxSubjectBytes); err != nil {
 		return 0, err
 	}
-	if err := s.requireSchema(ctx, exec); err != nil {
-		return 0, err
-	}
-	res, err := exec.ExecContext(ctx, s.q.Get("revoke_families"), s.tenant, subject, s.db.ClockArg())
+	var n int64
+	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+		res, err := exec.ExecContext(ctx, s.q.Get("revoke_families"), tenant.From(ctx), subject, s.db.ClockArg())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("onetime revoke families: %w", s.db.InterpretError(err))
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 // atomically runs fn so that its statements commit together. On
@@ -465,14 +458,14 @@ func (s *Store) atomically(ctx context.Context, exec racefree.Executor, fn func(
 	return fn(exec)
 }
 
-// successor derives the successor of the token whose hash is parent:
-// HMAC-SHA256 of the tenant and parent under the Store's secret, so that a
-// retry within the grace window gets the same one without it being
-// stored.
-func (s *Store) successor(parent []byte) string {
+// successor derives the successor of tenant t's token whose hash is
+// parent: HMAC-SHA256 of the tenant and parent under the Store's secret,
+// so that a retry within the grace window gets the same one without it
+// being stored.
+func (s *Store) successor(t string, parent []byte) string {
 	m := hmac.New(sha256.New, s.secret)
 	m.Write([]byte("racefree onetime successor\x00"))
-	m.Write([]byte(s.tenant))
+	m.Write([]byte(t))
 	m.Write([]byte{0})
 	m.Write(parent)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
@@ -501,15 +494,18 @@ func checkSubjectTTL(subject string, ttl time.Duration) error {
 	return nil
 }
 
-// Reap deletes the tenant's codes that expired at least grace ago, used or
-// not, and its refresh-token families whose live token expired at least
-// grace ago, with the tokens they retired, batch rows per statement (0:
-// 1000), until none is left or ctx ends. It returns how many codes and
-// families it deleted. Nothing it deletes could still be redeemed or
-// rotated, so grace only decides how long a refusal is explained (Expired,
-// AlreadyUsed, Revoked) before it becomes Unknown. Each batch commits on
-// its own; on PostgreSQL a batch skips rows that a concurrent transaction
-// holds locked, and re-checks the expiry on the row's latest version.
+// Reap deletes, for every tenant racefree has seen, one tenant at a time,
+// the codes that expired at least grace ago, used or not, and the
+// refresh-token families whose live token expired at least grace ago,
+// with the tokens they retired, batch rows per statement (0: 1000), until
+// none is left or ctx ends. It returns how many codes and families it
+// deleted. Nothing it deletes could still be redeemed or rotated, so grace
+// only decides how long a refusal is explained (Expired, AlreadyUsed,
+// Revoked) before it becomes Unknown. Each batch is one tenant's and
+// commits on its own (tenant.Run: on PostgreSQL in a short transaction
+// that sets the tenant); on PostgreSQL a batch skips rows that a
+// concurrent transaction holds locked, and re-checks the expiry on the
+// row's latest version.
 func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (codes, families int64, err error) {
 	if grace < 0 {
 		return 0, 0, racefree.Invalid("grace", "must not be negative")
@@ -517,17 +513,37 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (codes
 	if batch <= 0 {
 		batch = 1000
 	}
-	if err := s.requireSchema(ctx, s.db); err != nil {
-		return 0, 0, err
+	if ok, err := s.db.SchemaAtLeast(ctx, s.db, tenant.TenantsVersion); err != nil {
+		return 0, 0, fmt.Errorf("onetime reap: %w", s.db.InterpretError(err))
+	} else if !ok {
+		have, _ := s.db.SchemaVersion(ctx)
+		return 0, 0, fmt.Errorf("onetime reap: %w", &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion})
 	}
+	err = tenant.Each(ctx, s.db, func(ctx context.Context) error {
+		c, f, err := s.reap(ctx, grace, batch)
+		codes, families = codes+c, families+f
+		return err
+	})
+	if err != nil {
+		return codes, families, fmt.Errorf("onetime reap: %w", err)
+	}
+	return codes, families, nil
+}
+
+// reap reaps the tenant ctx names.
+func (s *Store) reap(ctx context.Context, grace time.Duration, batch int) (codes, families int64, err error) {
 	for {
-		res, err := s.db.ExecContext(ctx, s.q.Get("reap_codes"), s.tenant, grace.Milliseconds(), batch, s.db.ClockArg())
+		var n int64
+		err := tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
+			res, err := exec.ExecContext(ctx, s.q.Get("reap_codes"), tenant.From(ctx), grace.Milliseconds(), batch, s.db.ClockArg())
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
 		if err != nil {
-			return codes, families, fmt.Errorf("onetime reap: %w", s.db.InterpretError(err))
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return codes, families, fmt.Errorf("onetime reap: %w", err)
+			return codes, families, s.db.InterpretError(err)
 		}
 		codes += n
 		if n < int64(batch) {
@@ -536,51 +552,38 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (codes
 	}
 	for {
 		var n int64
-		err := s.db.InTx(ctx, func(tx *sql.Tx) error {
-			n = 0
-			if s.db.Engine() == racefree.Postgres {
-				return tx.QueryRowContext(ctx, s.q.Get("reap_families"), s.tenant, grace.Milliseconds(), batch, s.db.ClockArg()).Scan(&n)
-			}
-			now := s.db.ClockArg()
-			if now == nil {
-				var ms int64
-				if err := tx.QueryRowContext(ctx, s.q.Get("now")).Scan(&ms); err != nil {
+		err := tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
+			return s.atomically(ctx, exec, func(exec racefree.Executor) error {
+				n = 0
+				t := tenant.From(ctx)
+				if s.db.Engine() == racefree.Postgres {
+					return exec.QueryRowContext(ctx, s.q.Get("reap_families"), t, grace.Milliseconds(), batch, s.db.ClockArg()).Scan(&n)
+				}
+				now := s.db.ClockArg()
+				if now == nil {
+					var ms int64
+					if err := exec.QueryRowContext(ctx, s.q.Get("now")).Scan(&ms); err != nil {
+						return err
+					}
+					now = ms
+				}
+				if _, err := exec.ExecContext(ctx, s.q.Get("reap_retired"), t, grace.Milliseconds(), batch, now); err != nil {
 					return err
 				}
-				now = ms
-			}
-			if _, err := tx.ExecContext(ctx, s.q.Get("reap_retired"), s.tenant, grace.Milliseconds(), batch, now); err != nil {
+				res, err := exec.ExecContext(ctx, s.q.Get("reap_families"), t, grace.Milliseconds(), batch, now)
+				if err != nil {
+					return err
+				}
+				n, err = res.RowsAffected()
 				return err
-			}
-			res, err := tx.ExecContext(ctx, s.q.Get("reap_families"), s.tenant, grace.Milliseconds(), batch, now)
-			if err != nil {
-				return err
-			}
-			n, err = res.RowsAffected()
-			return err
+			})
 		})
 		if err != nil {
-			return codes, families, fmt.Errorf("onetime reap: %w", err)
+			return codes, families, s.db.InterpretError(err)
 		}
 		families += n
 		if n < int64(batch) {
 			return codes, families, nil
 		}
 	}
-}
-
-// requireSchema fails with racefree.ErrSchemaOutdated, before anything is
-// written, against a schema older than migration 010 (a database opened
-// with racefree.SchemaAllowOutdated during a deploy). It reads the version
-// through exec until it has seen the migration applied, then answers from
-// memory.
-func (s *Store) requireSchema(ctx context.Context, exec racefree.Executor) error {
-	ok, err := s.db.SchemaAtLeast(ctx, exec, schema)
-	if err != nil {
-		return fmt.Errorf("onetime: %w", err)
-	}
-	if !ok {
-		return fmt.Errorf("onetime: needs migration %03d: %w", schema, racefree.ErrSchemaOutdated)
-	}
-	return nil
 }

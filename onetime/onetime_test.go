@@ -6,14 +6,17 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
 	"github.com/racefree/racefree/onetime"
+	"github.com/racefree/racefree/tenant"
 	"go.uber.org/goleak"
 )
 
@@ -106,7 +109,7 @@ func TestConsumeOutcomes(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		s := newStore(t, db, nil)
-		other := newStore(t, db, &onetime.Options{Tenant: "other"})
+		other := as(t, "other")
 		c, err := s.Issue(ctx, db, "verify-email", "user-1", time.Hour)
 		if err != nil {
 			t.Fatal(err)
@@ -116,18 +119,18 @@ func TestConsumeOutcomes(t *testing.T) {
 		}
 		for _, tc := range []struct {
 			name  string
-			store *onetime.Store
+			ctx   context.Context
 			purp  string
 			token string
 			want  onetime.Outcome
 		}{
-			{"another purpose", s, "password-reset", c.Token, onetime.Unknown},
+			{"another purpose", ctx, "password-reset", c.Token, onetime.Unknown},
 			{"another tenant", other, "verify-email", c.Token, onetime.Unknown},
-			{"unknown token", s, "verify-email", c.Token[1:] + "A", onetime.Unknown},
-			{"first", s, "verify-email", c.Token, onetime.Consumed},
-			{"again", s, "verify-email", c.Token, onetime.AlreadyUsed},
+			{"unknown token", ctx, "verify-email", c.Token[1:] + "A", onetime.Unknown},
+			{"first", ctx, "verify-email", c.Token, onetime.Consumed},
+			{"again", ctx, "verify-email", c.Token, onetime.AlreadyUsed},
 		} {
-			r, err := tc.store.Consume(ctx, db, tc.purp, tc.token)
+			r, err := s.Consume(tc.ctx, db, tc.purp, tc.token)
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
@@ -501,62 +504,97 @@ func (c *counter) QueryRowContext(ctx context.Context, q string, args ...any) *s
 	return c.Executor.QueryRowContext(ctx, q, args...)
 }
 
+// TestRoundTrips counts the statements of each operation in a transaction
+// of tenant.InTx, which has set the tenant already: on SQLite through a
+// counting executor, on PostgreSQL on the wire (a pgx tracer sees every
+// statement the connection sends, BEGIN and COMMIT included). Through the
+// pool on PostgreSQL an operation adds BEGIN, the tenant's set_config and
+// COMMIT.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		t.Parallel()
-		ctx := context.Background()
-		s := newStore(t, db, &onetime.Options{Grace: time.Minute, Secret: secret})
-		code, _ := s.Issue(ctx, db, "login", "u", time.Hour)
-		r, _ := s.IssueRefresh(ctx, db, "u", time.Hour)
-		rotate, next := 1, ""
-		if db.Engine() == racefree.SQLite {
-			rotate = 2
-		}
-		for _, tc := range []struct {
-			name string
-			op   func(exec racefree.Executor) onetime.Outcome
-			want onetime.Outcome
-			max  int
-		}{
-			{"consume", func(e racefree.Executor) onetime.Outcome {
-				red, _ := s.Consume(ctx, e, "login", code.Token)
-				return red.Outcome
-			}, onetime.Consumed, 1},
-			{"rotate", func(e racefree.Executor) onetime.Outcome {
-				rot, _ := s.Rotate(ctx, e, r.Token)
-				return rot.Outcome
-			}, onetime.Rotated, rotate},
-			{"retry in the grace window", func(e racefree.Executor) onetime.Outcome {
-				rot, _ := s.Rotate(ctx, e, r.Token)
-				next = rot.Next.Token
-				return rot.Outcome
-			}, onetime.Replayed, 2},
-			{"rotate the successor", func(e racefree.Executor) onetime.Outcome {
-				rot, _ := s.Rotate(ctx, e, next)
-				return rot.Outcome
-			}, onetime.Rotated, rotate},
-			{"reuse", func(e racefree.Executor) onetime.Outcome {
-				rot, _ := s.Rotate(ctx, e, r.Token)
-				return rot.Outcome
-			}, onetime.Reused, 2},
-		} {
-			err := db.InTx(ctx, func(tx *sql.Tx) error {
-				c := &counter{Executor: tx}
-				if got := tc.op(c); got != tc.want {
-					return errors.New(tc.name + ": " + got.String() + ", want " + tc.want.String())
-				}
-				if c.n > tc.max {
-					return errors.New(tc.name + ": too many statements")
-				}
-				t.Logf("%s: %d statement(s)", tc.name, c.n)
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, sent := countingDB(t, engine)
+			s := newStore(t, db, &onetime.Options{Grace: time.Minute, Secret: secret})
+			code, _ := s.Issue(ctx, db, "login", "u", time.Hour)
+			r, _ := s.IssueRefresh(ctx, db, "u", time.Hour)
+			rotate, next := 1, ""
+			if db.Engine() == racefree.SQLite {
+				rotate = 2
 			}
-		}
-	})
+			for _, tc := range []struct {
+				name string
+				op   func(ctx context.Context, exec racefree.Executor) onetime.Outcome
+				want onetime.Outcome
+				max  int
+			}{
+				{"consume", func(ctx context.Context, e racefree.Executor) onetime.Outcome {
+					red, _ := s.Consume(ctx, e, "login", code.Token)
+					return red.Outcome
+				}, onetime.Consumed, 1},
+				{"rotate", func(ctx context.Context, e racefree.Executor) onetime.Outcome {
+					rot, _ := s.Rotate(ctx, e, r.Token)
+					return rot.Outcome
+				}, onetime.Rotated, rotate},
+				{"retry in the grace window", func(ctx context.Context, e racefree.Executor) onetime.Outcome {
+					rot, _ := s.Rotate(ctx, e, r.Token)
+					next = rot.Next.Token
+					return rot.Outcome
+				}, onetime.Replayed, 2},
+				{"rotate the successor", func(ctx context.Context, e racefree.Executor) onetime.Outcome {
+					rot, _ := s.Rotate(ctx, e, next)
+					return rot.Outcome
+				}, onetime.Rotated, rotate},
+				{"reuse", func(ctx context.Context, e racefree.Executor) onetime.Outcome {
+					rot, _ := s.Rotate(ctx, e, r.Token)
+					return rot.Outcome
+				}, onetime.Reused, 2},
+			} {
+				err := tenant.InTx(ctx, db, tenant.Default, func(ctx context.Context, tx *sql.Tx) error {
+					c := &counter{Executor: tx}
+					var exec racefree.Executor = c
+					if sent != nil {
+						exec = tx // the tracer counts; a wrapper would hide the transaction
+					}
+					before := statements(sent, c)
+					if got := tc.op(ctx, exec); got != tc.want {
+						return errors.New(tc.name + ": " + got.String() + ", want " + tc.want.String())
+					}
+					n := statements(sent, c) - before
+					if n < 1 || n > int64(tc.max) {
+						return fmt.Errorf("%s: %d statements, want 1 to %d", tc.name, n, tc.max)
+					}
+					t.Logf("%s: %d statement(s)", tc.name, n)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if sent != nil {
+				// Through the pool: BEGIN, set_config, the UPDATE, COMMIT.
+				c2, _ := s.Issue(ctx, db, "login", "u", time.Hour)
+				before := sent.Load()
+				if red, err := s.Consume(ctx, db, "login", c2.Token); err != nil || red.Outcome != onetime.Consumed {
+					t.Fatalf("consume through the pool: %v %v", red.Outcome, err)
+				}
+				n := sent.Load() - before
+				if n < 1 || n > 4 {
+					t.Fatalf("consume through the pool: %d statements, want 1 to 4", n)
+				}
+				t.Logf("consume through the pool: %d statements", n)
+			}
+		})
+	}
+}
+
+func statements(sent *atomic.Int64, c *counter) int64 {
+	if sent != nil {
+		return sent.Load()
+	}
+	return int64(c.n)
 }
 
 func TestConsumeRollsBackWithTheCallersTransaction(t *testing.T) {
@@ -655,7 +693,6 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{Grace: -time.Second},
 		{Grace: 2 * time.Hour, Secret: secret},
 		{Grace: 1500 * time.Microsecond, Secret: secret},
-		{Tenant: "a\x00b"},
 	} {
 		if _, err := onetime.New(db, &o); !errors.Is(err, racefree.ErrInvalidInput) {
 			t.Errorf("%+v: %v, want an InputError", o, err)
@@ -673,7 +710,7 @@ func TestReapForgetsOnlyWhatCanNoLongerBeUsed(t *testing.T) {
 		ctx := context.Background()
 		clock.Set(t0)
 		s := newStore(t, db, nil)
-		other := newStore(t, db, &onetime.Options{Tenant: "other"})
+		other := as(t, "other")
 		var short, long []string
 		for range 5 {
 			c, _ := s.Issue(ctx, db, "login", "u", time.Second)
@@ -681,7 +718,8 @@ func TestReapForgetsOnlyWhatCanNoLongerBeUsed(t *testing.T) {
 			c, _ = s.Issue(ctx, db, "login", "u", time.Hour)
 			long = append(long, c.Token)
 		}
-		otherCode, _ := other.Issue(ctx, db, "login", "u", time.Second)
+		otherCode, _ := s.Issue(other, db, "login", "u", time.Second)
+		otherLive, _ := s.Issue(other, db, "login", "u", time.Hour)
 		dead, _ := s.IssueRefresh(ctx, db, "u", time.Second)
 		rot, _ := s.Rotate(ctx, db, dead.Token) // retires dead.Token; the successor lives 1s too
 		live, _ := s.IssueRefresh(ctx, db, "u", time.Second)
@@ -697,8 +735,8 @@ func TestReapForgetsOnlyWhatCanNoLongerBeUsed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c != 5 || f != 1 {
-			t.Fatalf("reaped %d codes and %d families, want 5 and 1", c, f)
+		if c != 6 || f != 1 {
+			t.Fatalf("reaped %d codes and %d families, want 6 (5 of the default tenant, 1 of another) and 1", c, f)
 		}
 		for _, tok := range short {
 			if r, _ := s.Consume(ctx, db, "login", tok); r.Outcome != onetime.Unknown {
@@ -710,8 +748,12 @@ func TestReapForgetsOnlyWhatCanNoLongerBeUsed(t *testing.T) {
 				t.Fatalf("live code after a reap: %v, want consumed", r.Outcome)
 			}
 		}
-		if r, _ := other.Consume(ctx, db, "login", otherCode.Token); r.Outcome != onetime.Expired {
-			t.Fatalf("another tenant's code: %v, want expired (not reaped)", r.Outcome)
+		// Every tenant is reaped, each of its own expired codes only.
+		if r, _ := s.Consume(other, db, "login", otherCode.Token); r.Outcome != onetime.Unknown {
+			t.Fatalf("another tenant's expired code: %v, want unknown (reaped)", r.Outcome)
+		}
+		if r, _ := s.Consume(other, db, "login", otherLive.Token); r.Outcome != onetime.Consumed {
+			t.Fatalf("another tenant's live code after a reap: %v, want consumed", r.Outcome)
 		}
 		for _, tok := range []string{dead.Token, rot.Next.Token} {
 			if r, _ := s.Rotate(ctx, db, tok); r.Outcome != onetime.Unknown {
@@ -731,31 +773,37 @@ func TestReapForgetsOnlyWhatCanNoLongerBeUsed(t *testing.T) {
 	})
 }
 
-// TestCompatibleModeOnThePreviousSchema: before migration 010 every
-// operation is ErrSchemaOutdated and writes nothing; once it lands the
-// same Store works.
-func TestCompatibleModeOnThePreviousSchema(t *testing.T) {
+// TestNeedsTheTenantsMigration: before migration 011 every operation is
+// ErrSchemaOutdated and writes nothing; at 011 the same Store works for
+// the default tenant, while another tenant needs 012.
+func TestNeedsTheTenantsMigration(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
-		if _, err := db.MigrateUpTo(ctx, 9); err != nil {
+		if _, err := db.MigrateUpTo(ctx, 10); err != nil {
 			t.Fatal(err)
 		}
 		s := newStore(t, db, nil)
-		_, err1 := s.Issue(ctx, db, "p", "u", time.Hour)
-		_, err2 := s.Consume(ctx, db, "p", "token")
-		_, err3 := s.IssueRefresh(ctx, db, "u", time.Hour)
-		_, err4 := s.Rotate(ctx, db, "token")
-		_, err5 := s.RevokeCodes(ctx, db, "p", "u")
-		_, err6 := s.RevokeFamilies(ctx, db, "u")
-		_, _, err7 := s.Reap(ctx, 0, 0)
-		for i, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
+		ops := func(ctx context.Context) []error {
+			_, err1 := s.Issue(ctx, db, "p", "u", time.Hour)
+			_, err2 := s.Consume(ctx, db, "p", "token")
+			_, err3 := s.IssueRefresh(ctx, db, "u", time.Hour)
+			_, err4 := s.Rotate(ctx, db, "token")
+			_, err5 := s.RevokeCodes(ctx, db, "p", "u")
+			_, err6 := s.RevokeFamilies(ctx, db, "u")
+			return []error{err1, err2, err3, err4, err5, err6}
+		}
+		_, _, err := s.Reap(ctx, 0, 0)
+		for i, err := range append(ops(ctx), err) {
 			if !errors.Is(err, racefree.ErrSchemaOutdated) {
-				t.Errorf("operation %d on the previous schema: %v, want ErrSchemaOutdated", i+1, err)
+				t.Errorf("operation %d at schema 10: %v, want ErrSchemaOutdated", i+1, err)
 			}
 		}
-		if _, err := db.MigrateUp(ctx); err != nil {
+		if n := rows(t, db, ""); n != 0 {
+			t.Fatalf("%d rows written at schema 10, want none", n)
+		}
+		if _, err := db.MigrateUpTo(ctx, 11); err != nil {
 			t.Fatal(err)
 		}
 		c, err := s.Issue(ctx, db, "p", "u", time.Hour)
@@ -763,7 +811,29 @@ func TestCompatibleModeOnThePreviousSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r, err := s.Consume(ctx, db, "p", c.Token); err != nil || r.Outcome != onetime.Consumed {
-			t.Fatalf("after the migration: %v %v", r.Outcome, err)
+			t.Fatalf("default tenant at schema 11: %v %v", r.Outcome, err)
+		}
+		if _, _, err := s.Reap(ctx, 0, 0); err != nil {
+			t.Fatalf("reap at schema 11: %v", err)
+		}
+		acme := as(t, "acme")
+		for i, err := range ops(acme) {
+			if !errors.Is(err, racefree.ErrSchemaOutdated) {
+				t.Errorf("operation %d of another tenant at schema 11: %v, want ErrSchemaOutdated", i+1, err)
+			}
+		}
+		if n := rows(t, db, "acme"); n != 0 {
+			t.Fatalf("%d rows of another tenant written at schema 11, want none", n)
+		}
+		if _, err := db.MigrateUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c, err = s.Issue(acme, db, "p", "u", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Consume(acme, db, "p", c.Token); err != nil || r.Outcome != onetime.Consumed {
+			t.Fatalf("another tenant at schema 12: %v %v", r.Outcome, err)
 		}
 	})
 }

@@ -5,9 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/tenant"
 )
 
 // Request represents one charge of ConsumeAll.
@@ -28,12 +29,18 @@ type Request struct {
 // requests that were refused. A per-second, a daily and a per-tenant
 // policy thus either all count a request or none does.
 //
-// The charges run in one transaction: on a *racefree.DB, a *sql.DB or a
-// *sql.Conn ConsumeAll begins it (on a *racefree.DB through InTx, retried
-// on transient conflicts); on the caller's *sql.Tx it runs them under a
-// savepoint that it rolls back on a denial, so the caller's transaction
-// carries on with its own writes and commits the charges with them. Other
-// executors must be inside a transaction for the savepoint to work.
+// The charges run in one transaction, for the tenant ctx names: on a
+// *racefree.DB, a *sql.DB or a *sql.Conn ConsumeAll begins it (on
+// PostgreSQL the transaction of tenant.Run, which sets the tenant, on the
+// *racefree.DB's pool; on SQLite on the executor given, a *racefree.DB
+// through InTx, retried on transient conflicts, except for a tenant's
+// first call in the process, which runs in tenant.Run's transaction to
+// register the tenant); on the caller's *sql.Tx
+// it runs them under a savepoint that it rolls back on a denial, so the
+// caller's transaction carries on with its own writes and commits the
+// charges with them. Other executors must be inside a transaction for the
+// savepoint to work. The consumption keys are the tenant's: the same key
+// sent for two tenants charges each once.
 //
 // A request with a ConsumptionKey records it under a UNIQUE key in the same
 // transaction before charging: a replay charges once, however often and
@@ -62,17 +69,23 @@ func (l *Limiter) ConsumeAll(ctx context.Context, exec racefree.Executor, reqs [
 		d, err = l.all(ctx, tx, reqs)
 		return err
 	}
-	var err error
-	switch e := exec.(type) {
-	case *racefree.DB:
-		err = e.InTx(ctx, func(tx *sql.Tx) error { return run(tx) })
-	case *sql.DB:
-		err = inTx(ctx, func(o *sql.TxOptions) (*sql.Tx, error) { return e.BeginTx(ctx, o) }, run)
-	case *sql.Conn:
-		err = inTx(ctx, func(o *sql.TxOptions) (*sql.Tx, error) { return e.BeginTx(ctx, o) }, run)
-	default:
-		err = l.savepoint(ctx, exec, run)
-	}
+	_, callerTx := exec.(*sql.Tx)
+	err := tenant.Run(ctx, l.db, exec, func(ex racefree.Executor) error {
+		if _, own := ex.(*sql.Tx); own && !callerTx {
+			// tenant.Run began this transaction for the tenant: a denial
+			// (errDenied) rolls it back.
+			return run(ex)
+		}
+		switch e := ex.(type) {
+		case *racefree.DB:
+			return e.InTx(ctx, func(tx *sql.Tx) error { return run(tx) })
+		case *sql.DB:
+			return inTx(ctx, func(o *sql.TxOptions) (*sql.Tx, error) { return e.BeginTx(ctx, o) }, run)
+		case *sql.Conn:
+			return inTx(ctx, func(o *sql.TxOptions) (*sql.Tx, error) { return e.BeginTx(ctx, o) }, run)
+		}
+		return l.savepoint(ctx, ex, run)
+	})
 	if errors.Is(err, errDenied) {
 		err = nil
 	}
@@ -124,14 +137,15 @@ func (l *Limiter) savepoint(ctx context.Context, exec racefree.Executor, fn func
 func (l *Limiter) all(ctx context.Context, tx racefree.Executor, reqs []Request) (Decision, error) {
 	out := Decision{Allowed: true, Remaining: -1}
 	denied := false
+	t := tenant.From(ctx)
 	for _, r := range reqs {
 		var d Decision
 		if r.ConsumptionKey != "" {
 			var first int
-			err := tx.QueryRowContext(ctx, l.q.Get("ledger_insert"), l.scope, r.ConsumptionKey, l.ledgerKeep.Milliseconds(), l.db.ClockArg()).Scan(&first)
+			err := tx.QueryRowContext(ctx, l.q.Get("ledger_insert"), t, l.scope, r.ConsumptionKey, l.ledgerKeep.Milliseconds(), l.db.ClockArg()).Scan(&first)
 			if errors.Is(err, sql.ErrNoRows) {
 				var remaining, resetAt int64
-				if err := tx.QueryRowContext(ctx, l.q.Get("ledger_get"), l.scope, r.ConsumptionKey).Scan(&remaining, &resetAt); err != nil {
+				if err := tx.QueryRowContext(ctx, l.q.Get("ledger_get"), t, l.scope, r.ConsumptionKey).Scan(&remaining, &resetAt); err != nil {
 					return Decision{}, fmt.Errorf("read consumption key: %w", l.db.InterpretError(err))
 				}
 				d = Decision{Allowed: true, Remaining: remaining, ResetAt: racefree.FromMillis(resetAt), Replayed: true}
@@ -152,7 +166,7 @@ func (l *Limiter) all(ctx context.Context, tx racefree.Executor, reqs []Request)
 		}
 		out = combine(out, d)
 		if r.ConsumptionKey != "" && d.Allowed {
-			if _, err := tx.ExecContext(ctx, l.q.Get("ledger_set"), l.scope, r.ConsumptionKey, d.Remaining, racefree.Millis(d.ResetAt)); err != nil {
+			if _, err := tx.ExecContext(ctx, l.q.Get("ledger_set"), t, l.scope, r.ConsumptionKey, d.Remaining, racefree.Millis(d.ResetAt)); err != nil {
 				return Decision{}, fmt.Errorf("record consumption key: %w", l.db.InterpretError(err))
 			}
 		}
@@ -181,42 +195,75 @@ func combine(c, d Decision) Decision {
 
 // Reap deletes the counters and consumption keys of the Limiter's scope
 // that expired (a counter whose bucket is full again or whose window is
-// over means the same as no counter), in batches of at most
-// Options.ReapBatch rows, each its own statement on exec, and returns how
-// many it deleted. The number of keys is thus bounded by the reaper, not
-// by memory. Each batch's cutoff is read once from the clock; on
-// PostgreSQL a batch skips rows a charge holds locked, and on SQLite Reap
-// waits after each full batch as long as the batch took, so that writers
-// get the lock in between. Several processes may reap at once.
+// over means the same as no counter), of every tenant racefree has seen,
+// one tenant at a time, in batches of at most Options.ReapBatch rows, and
+// returns how many it deleted. The number of keys is thus bounded by the
+// reaper, not by memory. Each batch is one statement for one tenant
+// (tenant.Run: on PostgreSQL in a short transaction that sets the tenant,
+// so row-level security admits the batch's rows only), and its cutoff is
+// read once from the clock; on PostgreSQL a batch skips rows a charge
+// holds locked, and on SQLite Reap waits after each full batch as long as
+// the batch took, so that writers get the lock in between. Several
+// processes may reap at once.
+//
+// exec is normally the pool (the *racefree.DB). Given the caller's
+// *sql.Tx, Reap deletes the rows of the tenant ctx names only, in that
+// transaction: a transaction belongs to one tenant.
 func (l *Limiter) Reap(ctx context.Context, exec racefree.Executor) (int64, error) {
 	var total int64
-	for _, name := range []string{"reap", "reap_ledger"} {
-		for {
-			start := time.Now()
-			cutoff, err := l.now(ctx, exec)
-			if err != nil {
-				return total, fmt.Errorf("quota: reap: %w", l.db.InterpretError(err))
-			}
-			res, err := exec.ExecContext(ctx, l.q.Get(name), l.scope, cutoff, l.reapBatch)
-			if err != nil {
-				return total, fmt.Errorf("quota: reap: %w", l.db.InterpretError(err))
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return total, fmt.Errorf("quota: reap: %w", err)
-			}
+	reap := func(ctx context.Context) error {
+		for _, name := range []string{"reap", "reap_ledger"} {
+			n, err := reaper.Run(ctx, l.db.Engine(), l.reapBatch, func() (int64, error) { return l.reapOnce(ctx, exec, name) })
 			total += n
-			if n < int64(l.reapBatch) {
-				break
-			}
-			if l.db.Engine() == racefree.SQLite {
-				if err := pause(ctx, time.Since(start)); err != nil {
-					return total, fmt.Errorf("quota: reap: %w", err)
-				}
+			if err != nil {
+				return err
 			}
 		}
+		return nil
+	}
+	var err error
+	if _, ok := exec.(*sql.Tx); ok {
+		err = reap(ctx)
+	} else if err = l.needTenants(ctx, exec); err == nil {
+		err = tenant.Each(ctx, l.db, reap)
+	}
+	if err != nil {
+		return total, fmt.Errorf("quota: reap: %w", err)
 	}
 	return total, nil
+}
+
+// needTenants returns a *racefree.SchemaError (ErrSchemaOutdated) before
+// migration 011, which adds the tenant registry that Reap walks.
+func (l *Limiter) needTenants(ctx context.Context, exec racefree.Executor) error {
+	ok, err := l.db.SchemaAtLeast(ctx, exec, tenant.TenantsVersion)
+	if err != nil {
+		return l.db.InterpretError(err)
+	}
+	if !ok {
+		have, _ := l.db.SchemaVersion(ctx)
+		return &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion}
+	}
+	return nil
+}
+
+// reapOnce deletes one batch of the query name's expired rows, of the
+// tenant ctx names.
+func (l *Limiter) reapOnce(ctx context.Context, exec racefree.Executor, name string) (int64, error) {
+	var n int64
+	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+		cutoff, err := l.now(ctx, exec)
+		if err != nil {
+			return err
+		}
+		res, err := exec.ExecContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, cutoff, l.reapBatch)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, l.db.InterpretError(err)
 }
 
 // now reads the clock a statement would: the injected Clock, or the
@@ -228,15 +275,4 @@ func (l *Limiter) now(ctx context.Context, exec racefree.Executor) (int64, error
 	var now int64
 	err := exec.QueryRowContext(ctx, l.q.Get("now")).Scan(&now)
 	return now, err
-}
-
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -25,11 +25,26 @@
 // Request's ConsumptionKey makes a replayed request charge once (a UNIQUE
 // ledger row written in the same transaction).
 //
-// Counters live in racefree_quotas (migration 009), one row per scope, key
-// and kind, and are deleted by Limiter.Reap once they mean the same as no
-// row (a full bucket, an elapsed window): the number of keys is bounded by
-// the reaper, not by memory. Options.Scope keeps one Limiter's counters
-// apart from another's and leads every key and index.
+// Counters live in racefree_quotas (migration 009), one row per tenant,
+// scope, key and kind, and are deleted by Limiter.Reap once they mean the
+// same as no row (a full bucket, an elapsed window): the number of keys is
+// bounded by the reaper, not by memory. Options.Scope keeps one Limiter's
+// counters apart from another's within a tenant.
+//
+// Tenants: every call runs for the tenant its context names (tenant.With,
+// or tenant.InTx's context; tenant.Default when none), and every
+// statement filters by it; keys lead with the tenant (migration 012). Two
+// tenants charging the same key, or sending the same consumption key, have
+// a counter and a ledger each: Consume, Refund, ConsumeAll, the
+// consumption-key ledger and Middleware (which charges the tenant of the
+// request's context) never touch another tenant's rows. On PostgreSQL
+// each call runs in a transaction that sets the tenant for row-level
+// security (the caller's *sql.Tx, or a short one of its own; see
+// tenant.Run). Reap visits every tenant, one at a time. Every operation
+// needs migration 011 (ErrSchemaOutdated before, nothing written), and a
+// tenant other than the default needs 012; the previous release's
+// statements keep working against 011 during a rollout, on the default
+// tenant's counters.
 //
 // Each Policy says what to decide when the database does not answer within
 // Policy.Wait (one second by default; NoWait leaves the bound to the
@@ -41,5 +56,7 @@
 // headers of draft-ietf-httpapi-ratelimit-headers.
 //
 // Every operation takes an executor: the *racefree.DB, or the caller's
-// *sql.Tx, with which the charge then commits or rolls back.
+// *sql.Tx, with which the charge then commits or rolls back (on
+// PostgreSQL that transaction must belong to the call's tenant, or be
+// set to none yet: tenant.MismatchError otherwise).
 package quota

@@ -20,7 +20,10 @@ type KeyFunc func(r *http.Request) (string, error)
 
 // Middleware returns net/http middleware that charges one unit of key(r)
 // under p, through exec (the pool: each charge commits on its own), for
-// every request, before the request reaches next.
+// every request, before the request reaches next. The charge is the
+// tenant's that the request's context names (tenant.With, set by the
+// authentication middleware in front of this one; tenant.Default when
+// none): two tenants' clients with the same key have a limit each.
 //
 //   - Allowed: next serves the request, and the response carries
 //     RateLimit-Policy and RateLimit headers as in
@@ -33,6 +36,8 @@ type KeyFunc func(r *http.Request) (string, error)
 //   - The database does not answer within p.Wait: FailOpen serves the
 //     request without RateLimit headers; FailClosed answers 503
 //     unavailable with Retry-After.
+//   - The schema is too old for the tenant (before migration 011, or 012
+//     for a tenant other than the default): 503 schema.
 //
 // A Shadow policy never answers 429: its refusals pass with their headers.
 func (l *Limiter) Middleware(exec racefree.Executor, p Policy, key KeyFunc) (func(http.Handler) http.Handler, error) {
@@ -65,6 +70,10 @@ func (l *Limiter) Middleware(exec racefree.Executor, p Policy, key KeyFunc) (fun
 			switch {
 			case err != nil && (d.Degraded || errors.Is(err, racefree.ErrUnavailable)):
 				problem.Write(w, problem.Unavailable.New("the rate limiter's database did not answer"))
+				return
+			case errors.Is(err, racefree.ErrSchemaOutdated), errors.Is(err, racefree.ErrSchemaTooNew):
+				// e.g. a tenant other than the default before migration 012
+				problem.Write(w, problem.Schema.New(err.Error()))
 				return
 			case err != nil:
 				problem.Write(w, problem.Internal.New(""))

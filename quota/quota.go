@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/tenant"
 )
 
 //go:embed sql
@@ -164,8 +165,8 @@ type Decision struct {
 // Options configures a Limiter. A nil *Options means all defaults.
 type Options struct {
 	// Scope keeps the counters of one Limiter apart from another's: two
-	// Limiters of different scopes never share a counter. It leads every
-	// key and index. Defaults to "" (the application's scope).
+	// Limiters of different scopes never share a counter. It follows the
+	// tenant in every key. Defaults to "" (the application's scope).
 	Scope string
 	// ReapBatch bounds the rows one DELETE of Reap removes. Defaults to
 	// DefaultReapBatch, 1000.
@@ -176,7 +177,8 @@ type Options struct {
 	LedgerKeep time.Duration
 }
 
-// Limiter represents the quota counters of one scope. It is safe for
+// Limiter represents the quota counters of one scope, in every tenant:
+// each call charges the tenant its context names. It is safe for
 // concurrent use and holds no state besides its configuration: any number
 // of Limiters, in any number of processes, may share a database.
 type Limiter struct {
@@ -254,7 +256,11 @@ func (l *Limiter) Consume(ctx context.Context, exec racefree.Executor, key strin
 	}
 	ctx, cancel := l.bound(ctx, p)
 	defer cancel()
-	d, err := l.consume(ctx, exec, key, n, p)
+	var d Decision
+	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) (err error) {
+		d, err = l.consume(ctx, exec, key, n, p)
+		return err
+	})
 	if err != nil {
 		return degraded(p, fmt.Errorf("quota: consume %s: %w", key, err))
 	}
@@ -309,7 +315,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 			allowed        bool
 			tat, used, now int64
 		)
-		err := exec.QueryRowContext(ctx, l.q.Get(name), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
+		err := exec.QueryRowContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
 		switch {
 		case err == nil && allowed:
 			return decide(p, n, now, tat, used, true), nil
@@ -336,7 +342,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 // bucket.
 func (l *Limiter) state(ctx context.Context, exec racefree.Executor, key string, p Policy) (now, tat, used int64, err error) {
 	var t, u sql.NullInt64
-	if err := exec.QueryRowContext(ctx, l.q.Get("state"), l.scope, key, string(p.Kind), l.db.ClockArg()).Scan(&now, &t, &u); err != nil {
+	if err := exec.QueryRowContext(ctx, l.q.Get("state"), tenant.From(ctx), l.scope, key, string(p.Kind), l.db.ClockArg()).Scan(&now, &t, &u); err != nil {
 		return 0, 0, 0, l.db.InterpretError(err)
 	}
 	return now, t.Int64, u.Int64, nil
@@ -391,10 +397,13 @@ func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string
 		name, arg = "refund_window", p.Per.Milliseconds()
 	}
 	var tat, used, now int64
-	err := exec.QueryRowContext(ctx, l.q.Get(name), l.scope, key, n, arg, l.db.ClockArg()).Scan(&tat, &used, &now)
-	if errors.Is(err, sql.ErrNoRows) {
-		now, tat, used, err = l.state(ctx, exec, key, p)
-	}
+	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+		err := exec.QueryRowContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, key, n, arg, l.db.ClockArg()).Scan(&tat, &used, &now)
+		if errors.Is(err, sql.ErrNoRows) {
+			now, tat, used, err = l.state(ctx, exec, key, p)
+		}
+		return err
+	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, l.db.InterpretError(err))
 	}

@@ -59,9 +59,9 @@ func BenchmarkNext(b *testing.B) {
 			if engine == racefree.Postgres {
 				forUpdate = " FOR UPDATE"
 			}
-			insertCounter := rebind(engine, `INSERT INTO racefree_sequences (scope, name, last) VALUES (?, 'bench3', 0) ON CONFLICT (scope, name) DO NOTHING`)
-			selectCounter := rebind(engine, `SELECT last FROM racefree_sequences WHERE scope = ? AND name = 'bench3'`+forUpdate)
-			updateCounter := rebind(engine, `UPDATE racefree_sequences SET last = ? WHERE scope = ? AND name = 'bench3'`)
+			insertCounter := rebind(engine, `INSERT INTO racefree_sequences (tenant, scope, name, last) VALUES ('default', ?, 'bench3', 0) ON CONFLICT (tenant, scope, name) DO NOTHING`)
+			selectCounter := rebind(engine, `SELECT last FROM racefree_sequences WHERE tenant = 'default' AND scope = ? AND name = 'bench3'`+forUpdate)
+			updateCounter := rebind(engine, `UPDATE racefree_sequences SET last = ? WHERE tenant = 'default' AND scope = ? AND name = 'bench3'`)
 			maxPlusOne := rebind(engine, `SELECT COALESCE(MAX(number), 0) + 1 FROM bench_docs WHERE scope = ?`)
 			variants := []struct {
 				name     string
@@ -168,9 +168,9 @@ func BenchmarkStatements(b *testing.B) {
 			if engine == racefree.Postgres {
 				forUpdate = " FOR UPDATE"
 			}
-			insertCounter := rebind(engine, `INSERT INTO racefree_sequences (scope, name, last) VALUES (?, 'bench3', 0) ON CONFLICT (scope, name) DO NOTHING`)
-			selectCounter := rebind(engine, `SELECT last FROM racefree_sequences WHERE scope = ? AND name = 'bench3'`+forUpdate)
-			updateCounter := rebind(engine, `UPDATE racefree_sequences SET last = ? WHERE scope = ? AND name = 'bench3'`)
+			insertCounter := rebind(engine, `INSERT INTO racefree_sequences (tenant, scope, name, last) VALUES ('default', ?, 'bench3', 0) ON CONFLICT (tenant, scope, name) DO NOTHING`)
+			selectCounter := rebind(engine, `SELECT last FROM racefree_sequences WHERE tenant = 'default' AND scope = ? AND name = 'bench3'`+forUpdate)
+			updateCounter := rebind(engine, `UPDATE racefree_sequences SET last = ? WHERE tenant = 'default' AND scope = ? AND name = 'bench3'`)
 			one := func(tx *sql.Tx) error {
 				_, err := counters.Next(ctx, tx, "acme", "bench")
 				return err

@@ -1,13 +1,13 @@
-// Package seq hands out gapless numbers per (scope, name) counter: invoice
-// numbers, ticket numbers, the positions of an audit log.
+// Package seq hands out gapless numbers per (tenant, scope, name) counter:
+// invoice numbers, ticket numbers, the positions of an audit log.
 //
 // MAX(number)+1 hands one number out twice when two callers read the same
 // maximum; LOCK TABLE makes every scope wait behind one; a database
 // SEQUENCE is not per scope and leaves a gap for every rolled-back
-// transaction. A counter here is one row, racefree_sequences (scope, name,
-// last), and NextN is one statement:
+// transaction. A counter here is one row, racefree_sequences (tenant,
+// scope, name, last), and NextN is one statement:
 //
-//	INSERT … VALUES (scope, name, n) ON CONFLICT (scope, name)
+//	INSERT … VALUES (tenant, scope, name, n) ON CONFLICT (tenant, scope, name)
 //	DO UPDATE SET last = last + n RETURNING last
 //
 // The first call creates the row; every later call increments it under the
@@ -37,7 +37,25 @@
 // selects the level. On SQLite every racefree transaction begins
 // IMMEDIATE, holding the write lock before its first read.
 //
-// The scope leads the counter's key; it is where the tenant will go.
 // Current reads the last number handed out, without a lock: never use
 // Current + 1 as a number.
+//
+// # Tenants
+//
+// Every call runs for the tenant its context names (tenant.From: Default
+// when none; tenant.With or tenant.InTx name another). The tenant leads
+// the counter's key and every statement filters by it, so two tenants'
+// counters of the same scope and name are two counters that never see nor
+// wait for each other; the scope is a namespace inside the tenant. On
+// PostgreSQL (migration 012) row-level security keeps them apart a second
+// time: NextN and Current run in the caller's transaction after setting
+// its tenant (a transaction set to another tenant is a
+// *tenant.MismatchError), or, given the pool, in a short transaction of
+// their own that sets it (tenant.Run).
+//
+// Every call needs migration 011 (Migration): before it, each fails with
+// racefree.ErrSchemaOutdated and writes nothing. Tenants other than
+// Default need 012. During a rollout, between 011 and 012, the previous
+// release's statements still run (their rows are the default tenant's);
+// 012 ends that.
 package seq

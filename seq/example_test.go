@@ -11,6 +11,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/seq"
 	"github.com/racefree/racefree/sqlite"
+	"github.com/racefree/racefree/tenant"
 )
 
 func Example() {
@@ -26,12 +27,14 @@ func Example() {
 	_, _ = db.ExecContext(ctx, `CREATE TABLE invoices (tenant TEXT NOT NULL, number BIGINT NOT NULL, PRIMARY KEY (tenant, number))`)
 	numbers := seq.New(db)
 
-	invoice := func(tenant string, fail bool) (n int64, err error) {
-		err = db.InTx(ctx, func(tx *sql.Tx) error {
-			if n, err = numbers.Next(ctx, tx, tenant, "invoice"); err != nil {
+	// Each tenant's invoices are numbered 1, 2, 3, …: the counter is
+	// (tenant, scope, name), the tenant taken from the context.
+	invoice := func(id string, fail bool) (n int64, err error) {
+		err = tenant.InTx(ctx, db, id, func(ctx context.Context, tx *sql.Tx) error {
+			if n, err = numbers.Next(ctx, tx, "2026", "invoice"); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO invoices VALUES (?1, ?2)`, tenant, n); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO invoices VALUES (?1, ?2)`, id, n); err != nil {
 				return err
 			}
 			if fail {
@@ -45,7 +48,8 @@ func Example() {
 	fmt.Println(invoice("acme", true)) // rolled back: number 2 is not consumed
 	fmt.Println(invoice("acme", false))
 	fmt.Println(invoice("globex", false))
-	first, err := numbers.NextN(ctx, db, "acme", "invoice", 10)
+	acme, _ := tenant.With(ctx, "acme")
+	first, err := numbers.NextN(acme, db, "2026", "invoice", 10)
 	fmt.Println(first, err)
 	// Output:
 	// 1 <nil>

@@ -9,6 +9,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/tenant"
 )
 
 //go:embed sql
@@ -22,15 +23,21 @@ const (
 	MaxN = 1_000_000
 )
 
-// Migration is the schema version that created the counter table.
-const Migration = 7
+// Migration is the schema version every operation needs: the tenant
+// columns (tenant.TenantsVersion). Against an older schema (opened with
+// racefree.SchemaAllowOutdated) every call fails with an error matching
+// racefree.ErrSchemaOutdated and writes nothing. Tenants other than
+// tenant.Default need tenant.KeysVersion.
+const Migration = tenant.TenantsVersion
 
 // ErrExhausted means the counter would pass the largest BIGINT
 // (9223372036854775807). Nothing was consumed.
 var ErrExhausted = errors.New("racefree: sequence exhausted")
 
 // Counters represents the gapless counters of one database. It is safe for
-// concurrent use.
+// concurrent use. Every call runs for the tenant its context names
+// (tenant.From): a counter is (tenant, scope, name), and the scope is a
+// namespace inside the tenant.
 type Counters struct {
 	db *racefree.DB
 	q  query.Set
@@ -41,21 +48,25 @@ func New(db *racefree.DB) *Counters {
 	return &Counters{db: db, q: query.MustLoad(sqlFiles, "sql", db.Engine())}
 }
 
-// Next returns the next number of the (scope, name) counter, counting from
-// 1, in exec. It is NextN with n = 1.
+// Next returns the next number of the tenant's (scope, name) counter,
+// counting from 1, in exec. It is NextN with n = 1.
 func (c *Counters) Next(ctx context.Context, exec racefree.Executor, scope, name string) (int64, error) {
 	return c.NextN(ctx, exec, scope, name, 1)
 }
 
-// NextN hands out n consecutive numbers of the (scope, name) counter in
-// exec and returns the first of them; the others are first+1 … first+n-1.
+// NextN hands out n consecutive numbers of the tenant's (scope, name)
+// counter in exec and returns the first of them; the others are first+1 …
+// first+n-1. The tenant is tenant.From(ctx); another tenant's counter of
+// the same scope and name is another counter.
 //
 // Pass the caller's transaction: the numbers are then gapless when it
 // commits, and nothing is consumed when it rolls back (the next caller gets
 // the same numbers). The counter's row stays locked until that transaction
 // ends, so keep it short; other counters never wait for it. Passed the
-// *racefree.DB (or a *sql.DB), NextN runs one statement on its own, which
-// commits at once.
+// *racefree.DB (or a *sql.DB), NextN commits at once: on SQLite it runs
+// one statement on its own, on PostgreSQL one statement in a short
+// transaction that sets the tenant (tenant.Run). A caller's transaction
+// set to another tenant (tenant.InTx) is a *tenant.MismatchError.
 //
 // On PostgreSQL at REPEATABLE READ or SERIALIZABLE, an increment of the
 // same counter committed after the transaction's snapshot makes NextN fail
@@ -67,7 +78,8 @@ func (c *Counters) Next(ctx context.Context, exec racefree.Executor, scope, name
 //
 // It returns an *racefree.InputError for an empty or oversized scope or
 // name or an n outside 1..MaxN, and ErrExhausted when the counter would
-// pass the largest BIGINT; nothing is consumed then.
+// pass the largest BIGINT; nothing is consumed then. Before migration
+// Migration it fails with racefree.ErrSchemaOutdated.
 func (c *Counters) NextN(ctx context.Context, exec racefree.Executor, scope, name string, n int64) (first int64, err error) {
 	if err := validate(scope, name); err != nil {
 		return 0, err
@@ -75,53 +87,49 @@ func (c *Counters) NextN(ctx context.Context, exec racefree.Executor, scope, nam
 	if n < 1 || n > MaxN {
 		return 0, racefree.Invalid("n", "must be between 1 and %d, got %d", MaxN, n)
 	}
-	if err := c.needSchema(ctx, exec); err != nil {
-		return 0, err
-	}
-	var last int64
-	err = exec.QueryRowContext(ctx, c.q.Get("next"), scope, name, n).Scan(&last)
+	t := tenant.From(ctx)
+	var (
+		last      int64
+		exhausted bool
+	)
+	err = tenant.Run(ctx, c.db, exec, func(exec racefree.Executor) error {
+		err := exec.QueryRowContext(ctx, c.q.Get("next"), t, scope, name, n).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) { // the guard refused: nothing changed
+			exhausted = true
+			return nil
+		}
+		return err
+	})
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return 0, fmt.Errorf("seq next %q/%q: %w", scope, name, ErrExhausted)
 	case err != nil:
 		return 0, fmt.Errorf("seq next %q/%q: %w", scope, name, c.db.InterpretError(err))
+	case exhausted:
+		return 0, fmt.Errorf("seq next %q/%q: %w", scope, name, ErrExhausted)
 	}
 	return last - n + 1, nil
 }
 
-// Current returns the last number the (scope, name) counter handed out as
-// exec sees it, or 0 when it handed none out. It takes no lock: Current + 1
-// is not the next number once another caller runs Next; use Next.
+// Current returns the last number the tenant's (scope, name) counter
+// handed out as exec sees it, or 0 when it handed none out. It takes no
+// lock: Current + 1 is not the next number once another caller runs Next;
+// use Next.
 func (c *Counters) Current(ctx context.Context, exec racefree.Executor, scope, name string) (int64, error) {
 	if err := validate(scope, name); err != nil {
 		return 0, err
 	}
-	if err := c.needSchema(ctx, exec); err != nil {
-		return 0, err
-	}
+	t := tenant.From(ctx)
 	var last int64
-	err := exec.QueryRowContext(ctx, c.q.Get("current"), scope, name).Scan(&last)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return 0, nil
-	case err != nil:
+	err := tenant.Run(ctx, c.db, exec, func(exec racefree.Executor) error {
+		err := exec.QueryRowContext(ctx, c.q.Get("current"), t, scope, name).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) { // none handed out yet
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("seq current %q/%q: %w", scope, name, c.db.InterpretError(err))
 	}
 	return last, nil
-}
-
-// needSchema refuses to run against a schema without the counter table
-// (SchemaAllowOutdated before migration 7) with an error matching
-// racefree.ErrSchemaOutdated.
-func (c *Counters) needSchema(ctx context.Context, exec racefree.Executor) error {
-	ok, err := c.db.SchemaAtLeast(ctx, exec, Migration)
-	if err != nil {
-		return fmt.Errorf("seq: %w", c.db.InterpretError(err))
-	}
-	if !ok {
-		return fmt.Errorf("seq needs migration %03d: %w", Migration, racefree.ErrSchemaOutdated)
-	}
-	return nil
 }
 
 func validate(scope, name string) error {

@@ -291,33 +291,6 @@ func TestExhaustedConsumesNothing(t *testing.T) {
 	})
 }
 
-// TestNeedsTheSequencesMigration: against schema 006 (compatible mode)
-// Next and Current are ErrSchemaOutdated; once 007 lands the same Counters
-// work.
-func TestNeedsTheSequencesMigration(t *testing.T) {
-	t.Parallel()
-	testdb.EachDSN(t, func(t *testing.T, d string) {
-		ctx := context.Background()
-		db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
-		if _, err := db.MigrateUpTo(ctx, seq.Migration-1); err != nil {
-			t.Fatal(err)
-		}
-		c := seq.New(db)
-		if _, err := c.Next(ctx, db, "acme", "invoice"); !errors.Is(err, racefree.ErrSchemaOutdated) {
-			t.Fatalf("Next on schema 006 = %v; want ErrSchemaOutdated", err)
-		}
-		if _, err := c.Current(ctx, db, "acme", "invoice"); !errors.Is(err, racefree.ErrSchemaOutdated) {
-			t.Fatalf("Current on schema 006 = %v; want ErrSchemaOutdated", err)
-		}
-		if _, err := db.MigrateUp(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if n, err := c.Next(ctx, db, "acme", "invoice"); err != nil || n != 1 {
-			t.Fatalf("Next after 007 = %d, %v; want 1", n, err)
-		}
-	})
-}
-
 // TestScopesDoNotWait (PostgreSQL): 16 transactions each hold their own
 // scope's counter locked (one also a second name), and each one's Next
 // completes while all the others are still open: no counter waits for

@@ -19,7 +19,10 @@
 // the same setting in their policies (README, "Tenants").
 //
 // racefree calls made with a *sql.DB or *racefree.DB run in a short
-// transaction of their own that sets the tenant. A call made in the
+// transaction of their own that sets the tenant, unless the database role
+// is one that row-level security does not bind (a superuser or BYPASSRLS;
+// checked once per DB): then they run as they did before tenancy, guarded
+// by their statements' tenant filter alone. A call made in the
 // caller's own *sql.Tx sets the tenant there when the transaction has none,
 // and fails with a *MismatchError when the transaction is set to another
 // tenant: one transaction belongs to one tenant.

@@ -125,8 +125,12 @@ func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.C
 		if err := set(ctx, db, tx, id); err != nil {
 			return err
 		}
-		if err := register(ctx, db, tx, id); err != nil {
-			return err
+		setIn.Store(tx, id)
+		defer setIn.Delete(tx)
+		if !known(db, id) {
+			if err := register(ctx, db, tx, id); err != nil {
+				return err
+			}
 		}
 		return fn(context.WithValue(ctx, ctxKey{}, bound{id: id, tx: tx}), tx)
 	})
@@ -142,6 +146,10 @@ func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.C
 // tenant). With any other executor on PostgreSQL, fn runs in a transaction
 // of its own that sets the tenant; on SQLite, fn runs on exec as it is.
 // Primitives call it; applications call InTx.
+//
+// exec must be what it seems: an Executor that wraps a *sql.Tx in a type
+// of its own is taken for a pool, so on PostgreSQL fn would run in a
+// separate transaction. Pass the *sql.Tx itself.
 func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(exec racefree.Executor) error) error {
 	id := From(ctx)
 	if err := needSchema(ctx, db, exec, id); err != nil {
@@ -151,7 +159,15 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 		if b, ok := ctx.Value(ctxKey{}).(bound); ok && b.tx == tx {
 			return fn(tx)
 		}
-		if db.Engine() == racefree.Postgres {
+		if v, ok := setIn.Load(tx); ok {
+			// A transaction InTx or Run opened and set (a primitive
+			// calling another one inside it): no second statement.
+			if have := v.(string); have != id {
+				return &MismatchError{Tx: have, Context: id}
+			}
+			return fn(tx)
+		}
+		if db.Engine() == racefree.Postgres && !bypasses(ctx, db, tx) {
 			if err := ensure(ctx, db, tx, id); err != nil {
 				return err
 			}
@@ -164,15 +180,26 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 		}
 		return fn(tx)
 	}
-	if db.Engine() != racefree.Postgres && known(db, id) {
+	if db.Engine() != racefree.Postgres || bypasses(ctx, db, exec) {
+		// SQLite, or a PostgreSQL role that row-level security does not
+		// bind: no setting to carry, so no transaction of Run's own (the
+		// statements' own tenant filter still applies). exec may hold a
+		// write lock already (a wrapped transaction), and a second writer
+		// would wait for itself.
+		if !known(db, id) {
+			if err := register(ctx, db, exec, id); err != nil {
+				return err
+			}
+			rememberFor(db, id, retryRegistration)
+		}
 		return fn(exec)
 	}
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		if db.Engine() == racefree.Postgres {
-			if err := set(ctx, db, tx, id); err != nil {
-				return err
-			}
+		if err := set(ctx, db, tx, id); err != nil {
+			return err
 		}
+		setIn.Store(tx, id)
+		defer setIn.Delete(tx)
 		if !known(db, id) {
 			if err := register(ctx, db, tx, id); err != nil {
 				return err
@@ -226,8 +253,11 @@ func needSchema(ctx context.Context, db *racefree.DB, exec racefree.Executor, id
 		return db.InterpretError(err)
 	}
 	if !ok {
-		have, _ := db.SchemaVersion(ctx)
-		return &racefree.SchemaError{Have: have, Want: want}
+		// Through exec, never the pool: a caller's transaction may hold
+		// the pool's last connection.
+		var have sql.NullInt64
+		_ = exec.QueryRowContext(ctx, q(db, "version")).Scan(&have)
+		return &racefree.SchemaError{Have: have.Int64, Want: want}
 	}
 	return nil
 }
@@ -254,6 +284,31 @@ func ensure(ctx context.Context, db *racefree.DB, tx *sql.Tx, id string) error {
 		return &MismatchError{Tx: have, Context: id}
 	}
 	return nil
+}
+
+// setIn holds the transactions InTx and Run opened, with their tenant, for
+// as long as their function runs: a racefree call made inside another
+// one's transaction needs no statement to know its tenant.
+var setIn sync.Map // *sql.Tx -> string
+
+// bypass caches, per DB, whether its role is a superuser or has BYPASSRLS:
+// row-level security does not bind such a role, so a call made with it
+// needs no setting and no transaction of Run's own, and costs what it cost
+// before tenancy. A role changed while the process runs keeps its cached
+// answer; one that lost BYPASSRLS then sees nothing (it fails closed)
+// until the process restarts.
+var bypass sync.Map // *racefree.DB -> bool
+
+func bypasses(ctx context.Context, db *racefree.DB, exec racefree.Executor) bool {
+	if v, ok := bypass.Load(db); ok {
+		return v.(bool)
+	}
+	var b bool
+	if err := exec.QueryRowContext(ctx, q(db, "bypasses")).Scan(&b); err != nil {
+		return false // unknown: set the tenant, which is always correct
+	}
+	bypass.Store(db, b)
+	return b
 }
 
 // Registry: the tenants this process has recorded in racefree_tenants. An
@@ -283,8 +338,8 @@ func rememberFor(db *racefree.DB, id string, d time.Duration) {
 	registry.Store(regKey{db, id}, time.Now().Add(d))
 }
 
-func register(ctx context.Context, db *racefree.DB, tx *sql.Tx, id string) error {
-	if _, err := tx.ExecContext(ctx, q(db, "register"), id, racefree.Millis(time.Now())); err != nil {
+func register(ctx context.Context, db *racefree.DB, exec racefree.Executor, id string) error {
+	if _, err := exec.ExecContext(ctx, q(db, "register"), id, racefree.Millis(time.Now())); err != nil {
 		return fmt.Errorf("register tenant: %w", err)
 	}
 	return nil

@@ -227,6 +227,16 @@ func TestRunSetsTheCallersTransactionAndRefusesAnother(t *testing.T) {
 	if !errors.As(err, &me) || !errors.Is(err, tenant.ErrMismatch) || me.Tx != "globex" || me.Context != "acme" {
 		t.Fatalf("Run in another tenant's transaction = %v, want a MismatchError", err)
 	}
+	// So does a transaction whose tenant the application set itself.
+	err = app.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('racefree.tenant_id', 'globex', true)`); err != nil {
+			return err
+		}
+		return tenant.Run(acme, app, tx, func(racefree.Executor) error { return nil })
+	})
+	if !errors.As(err, &me) || me.Tx != "globex" || me.Context != "acme" {
+		t.Fatalf("Run in a transaction the application set to another tenant = %v, want a MismatchError", err)
+	}
 	// Without a transaction Run makes one that carries the tenant.
 	err = tenant.Run(acme, app, app, func(exec racefree.Executor) error {
 		if _, ok := exec.(*sql.Tx); !ok {
@@ -389,5 +399,61 @@ func TestGrantGivesExactlyWhatRacefreeNeeds(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "permission denied") {
 			t.Errorf("as the application role %q: %v, want permission denied", stmt, err)
 		}
+	}
+}
+
+// TestARoleThatBypassesRowSecurityPaysNothing: a superuser (like a
+// BYPASSRLS role) is not bound by the policies, so Run adds no
+// transaction and no setting for it.
+func TestARoleThatBypassesRowSecurityPaysNothing(t *testing.T) {
+	ctx := context.Background()
+	owner, _ := postgres(t) // the owner here is the test server's superuser
+	acme, _ := tenant.With(ctx, "acme")
+	err := tenant.Run(acme, owner, owner, func(exec racefree.Executor) error {
+		if _, ok := exec.(*sql.Tx); ok {
+			t.Errorf("Run made a transaction for a role that bypasses row-level security")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = owner.InTx(ctx, func(tx *sql.Tx) error {
+		return tenant.Run(acme, owner, tx, func(exec racefree.Executor) error {
+			if got := setting(t, ctx, exec); got != "" {
+				t.Errorf("Run set tenant %q for a role that bypasses row-level security", got)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestACallInsideAnotherKnowsItsTenant: a primitive calling another inside
+// the transaction Run opened shares its tenant, and a call for another
+// tenant there is refused.
+func TestACallInsideAnotherKnowsItsTenant(t *testing.T) {
+	ctx := context.Background()
+	_, app := postgres(t)
+	acme, _ := tenant.With(ctx, "acme")
+	globex, _ := tenant.With(ctx, "globex")
+	var inner, other error
+	err := tenant.Run(acme, app, app, func(exec racefree.Executor) error {
+		inner = tenant.Run(acme, app, exec, func(exec racefree.Executor) error {
+			if got := setting(t, ctx, exec); got != "acme" {
+				t.Errorf("the inner call runs for %q, want acme", got)
+			}
+			return nil
+		})
+		other = tenant.Run(globex, app, exec, func(racefree.Executor) error { return nil })
+		return nil
+	})
+	if err != nil || inner != nil {
+		t.Fatalf("Run inside Run: %v, %v", err, inner)
+	}
+	if !errors.Is(other, tenant.ErrMismatch) {
+		t.Fatalf("another tenant's call inside Run's transaction = %v, want ErrMismatch", other)
 	}
 }

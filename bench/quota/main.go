@@ -31,6 +31,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/quota"
+	"github.com/racefree/racefree/tenant"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -140,7 +141,7 @@ func run() error {
 						allowed        bool
 						tat, used, now int64
 					)
-					return db.QueryRowContext(ctx, string(bare), "bench", keyBare(c, i), 1, interval, policy.Burst, nil).Scan(&allowed, &tat, &used, &now)
+					return db.QueryRowContext(ctx, string(bare), tenant.Default, "bench", keyBare(c, i), 1, interval, policy.Burst, nil).Scan(&allowed, &tat, &used, &now)
 				})
 				lib, libNoWait, bareOps := ops[0], ops[1], ops[2]
 				keys := "distinct"
@@ -198,12 +199,12 @@ func run() error {
 			return err
 		}, func(ctx context.Context, c, i int) error {
 			var tat, used, now int64
-			err := db.QueryRowContext(ctx, twoStatements, "bench-deny", "exhausted", 1, interval, denyPolicy.Burst, nil).Scan(&tat, &used, &now)
+			err := db.QueryRowContext(ctx, twoStatements, tenant.Default, "bench-deny", "exhausted", 1, interval, denyPolicy.Burst, nil).Scan(&tat, &used, &now)
 			if !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("not a denial: %v", err)
 			}
 			var t, u sql.NullInt64
-			return db.QueryRowContext(ctx, string(state), "bench-deny", "exhausted", "gcra", nil).Scan(&now, &t, &u)
+			return db.QueryRowContext(ctx, string(state), tenant.Default, "bench-deny", "exhausted", "gcra", nil).Scan(&now, &t, &u)
 		})
 		fmt.Printf("| %s | %.0f | %.0f | %.2f |\n", engine, denials[0], denials[1], denials[0]/denials[1])
 	}
@@ -217,14 +218,14 @@ func run() error {
 // twoStatements is the alternative to the library's one-statement denial
 // that was measured: the refusing upsert alone, which returns no row when
 // it refuses, followed by a read of the counter (state.sql).
-const twoStatements = `INSERT INTO racefree_quotas AS q (scope, key, kind, tat, used, updated_at, expires_at)
-SELECT $1, $2, 'gcra', now + $3::bigint * $4::bigint, 0, now, now + $3::bigint * $4::bigint
-FROM (SELECT COALESCE($6::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now) AS clock
-ON CONFLICT (scope, key, kind) DO UPDATE SET
-  tat        = GREATEST(q.tat, excluded.updated_at) + $3::bigint * $4::bigint,
+const twoStatements = `INSERT INTO racefree_quotas AS q (tenant, scope, key, kind, tat, used, updated_at, expires_at)
+SELECT $1, $2, $3, 'gcra', now + $4::bigint * $5::bigint, 0, now, now + $4::bigint * $5::bigint
+FROM (SELECT COALESCE($7::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now) AS clock
+ON CONFLICT (tenant, scope, key, kind) DO UPDATE SET
+  tat        = GREATEST(q.tat, excluded.updated_at) + $4::bigint * $5::bigint,
   updated_at = excluded.updated_at,
-  expires_at = GREATEST(q.tat, excluded.updated_at) + $3::bigint * $4::bigint
-WHERE GREATEST(q.tat, excluded.updated_at) + $3::bigint * $4::bigint <= excluded.updated_at + $5::bigint * $4::bigint
+  expires_at = GREATEST(q.tat, excluded.updated_at) + $4::bigint * $5::bigint
+WHERE GREATEST(q.tat, excluded.updated_at) + $4::bigint * $5::bigint <= excluded.updated_at + $6::bigint * $5::bigint
 RETURNING tat, used, updated_at`
 
 // readQuery reads one of the quota package's statements, from the

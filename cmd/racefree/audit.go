@@ -13,6 +13,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/tenant"
 	"github.com/spf13/cobra"
 )
 
@@ -41,19 +42,25 @@ func auditCmd() *cobra.Command {
 		checkpoint string
 		format     string
 		parallel   int
+		verifyFor  string
 	)
 	verify := &cobra.Command{
 		Use:   "verify",
 		Short: "Verify the audit chains (exit 0 intact, 1 broken, 2 error)",
-		Long: `verify streams each scope's chain (every scope, or those given with --scope)
-and prints one line per scope: intact, or the first break and its kind.
-Checkpoints exported by "racefree audit checkpoint" (--checkpoint FILE)
-also reveal a cut tail or a restored older copy, which a bare chain cannot.
+		Long: `verify streams each scope's chain of one tenant (--tenant; every scope, or
+those given with --scope) and prints one line per scope: intact, or the
+first break and its kind. Checkpoints exported by "racefree audit
+checkpoint" (--checkpoint FILE) also reveal a cut tail or a restored older
+copy, which a bare chain cannot; those of other tenants in the file are
+left out (a checkpoint without a tenant is the default tenant's).
 On a terminal it shows progress on stderr; piped, it prints only the result.
 Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			err := auditVerify(cmd.Context(), cmd.OutOrStdout(), os.Stderr, isTerminal(os.Stderr), db, keys, scopes, checkpoint, format, parallel)
+			ctx, err := tenant.With(cmd.Context(), verifyFor)
+			if err == nil {
+				err = auditVerify(ctx, cmd.OutOrStdout(), os.Stderr, isTerminal(os.Stderr), db, keys, scopes, checkpoint, format, parallel)
+			}
 			var ee *exitError
 			if err != nil && !errors.As(err, &ee) {
 				err = &exitError{exitAuditFailed, err}
@@ -67,17 +74,26 @@ Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
 	vf.StringVar(&checkpoint, "checkpoint", "", "file of exported checkpoints (JSON lines) to verify against")
 	vf.StringVar(&format, "format", "text", "output: text or json (one JSON object per scope and line)")
 	vf.IntVar(&parallel, "parallel", 4, "scopes verified at once")
+	vf.StringVar(&verifyFor, "tenant", tenant.Default, "tenant whose chains to verify")
 
-	var cpScopes []string
+	var (
+		cpScopes []string
+		cpFor    string
+	)
 	cp := &cobra.Command{
 		Use:   "checkpoint",
-		Short: "Sign a checkpoint of each scope's head and print it (JSON lines) for safekeeping",
+		Short: "Sign a checkpoint of each scope's head of one tenant and print it (JSON lines) for safekeeping",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return auditCheckpoint(cmd.Context(), cmd.OutOrStdout(), db, keys, cpScopes)
+			ctx, err := tenant.With(cmd.Context(), cpFor)
+			if err != nil {
+				return err
+			}
+			return auditCheckpoint(ctx, cmd.OutOrStdout(), db, keys, cpScopes)
 		},
 	}
-	cp.Flags().StringArrayVar(&cpScopes, "scope", nil, "scope to checkpoint (repeat; default: every scope)")
+	cp.Flags().StringArrayVar(&cpScopes, "scope", nil, "scope to checkpoint (repeat; default: every scope of the tenant)")
+	cp.Flags().StringVar(&cpFor, "tenant", tenant.Default, "tenant whose chains to checkpoint")
 
 	var macID, signID string
 	keygen := &cobra.Command{
@@ -154,8 +170,11 @@ func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, ke
 		if err != nil {
 			return err
 		}
+		t := tenant.From(ctx)
 		for _, c := range list {
-			cps[c.Scope] = append(cps[c.Scope], c)
+			if c.Tenant == t || c.Tenant == "" && t == tenant.Default {
+				cps[c.Scope] = append(cps[c.Scope], c)
+			}
 		}
 	}
 	h, l, err := openAudit(ctx, db, keys)

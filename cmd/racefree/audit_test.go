@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/tenant"
 )
 
 // TestAuditVerify: audit verify exits 0 for intact chains, 1 for a broken
@@ -80,6 +81,119 @@ func TestAuditVerify(t *testing.T) {
 			if r := runCLI(t, args...); r.code != 2 || strings.Count(r.stderr, "\n") != 1 {
 				t.Errorf("%v: %+v; want exit 2 and one line", args[2:], r)
 			}
+		}
+	})
+}
+
+// TestAuditPerTenant: audit verify and checkpoint read one tenant's chains
+// (--tenant, default "default"): the same scope of two tenants is two
+// chains, checkpoints carry their tenant, verify --checkpoint leaves out
+// other tenants' checkpoints, a broken chain of one tenant fails only its
+// verify, and a malformed tenant is an error (exit 2).
+func TestAuditPerTenant(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		dir := t.TempDir()
+		var keyring bytes.Buffer
+		_ = audit.Keygen(&keyring, "m1", "s1")
+		keys := filepath.Join(dir, "audit.keys")
+		if err := os.WriteFile(keys, keyring.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db := testdb.Open(t, d, nil)
+		ring, _ := audit.ParseKeyring(keyring.String())
+		l, _ := audit.New(db, ring)
+		acme, err := tenant.With(context.Background(), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range []struct {
+			ctx   context.Context
+			scope string
+			n     int
+		}{{context.Background(), "orders", 1}, {acme, "orders", 3}, {acme, "billing", 1}} {
+			for range a.n {
+				if _, err := l.Append(a.ctx, db, a.scope, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
+		if r.code != 0 || r.stdout != "orders: intact, 1 entries, no checkpoint (a cut tail or a restored older copy would go unnoticed)\n" {
+			t.Fatalf("verify of the default tenant: %+v", r)
+		}
+		r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--tenant", "acme")
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "billing: intact, 1 entries") || !strings.Contains(r.stdout, "\norders: intact, 3 entries") {
+			t.Fatalf("verify --tenant acme: %+v", r)
+		}
+		var file bytes.Buffer
+		for _, tn := range []string{"default", "acme"} {
+			r = runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys, "--tenant", tn)
+			cps, err := audit.ReadCheckpoints(strings.NewReader(r.stdout))
+			if r.code != 0 || err != nil {
+				t.Fatalf("checkpoint --tenant %s: %+v, %v", tn, r, err)
+			}
+			for _, c := range cps {
+				if c.Tenant != tn {
+					t.Fatalf("checkpoint --tenant %s printed a checkpoint of %q", tn, c.Tenant)
+				}
+			}
+			if want := map[string]int{"default": 1, "acme": 2}[tn]; len(cps) != want {
+				t.Fatalf("checkpoint --tenant %s: %d checkpoints; want %d", tn, len(cps), want)
+			}
+			file.WriteString(r.stdout)
+		}
+		cpFile := filepath.Join(dir, "checkpoints.jsonl")
+		if err := os.WriteFile(cpFile, file.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for tn, want := range map[string]map[string]int64{"default": {"orders": 1}, "acme": {"orders": 3, "billing": 1}, "globex": {}} {
+			r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--tenant", tn, "--checkpoint", cpFile, "--format", "json")
+			dec := json.NewDecoder(strings.NewReader(r.stdout))
+			got := map[string]int64{}
+			for dec.More() {
+				var res audit.Result
+				if err := dec.Decode(&res); err != nil || res.Tenant != tn || !res.Anchored || !res.Intact() {
+					t.Fatalf("verify --tenant %s --checkpoint: %+v, %v (%+v)", tn, res, err, r)
+				}
+				got[res.Scope] = res.Rows
+			}
+			if r.code != 0 || len(got) != len(want) {
+				t.Fatalf("verify --tenant %s --checkpoint: %+v; want %v", tn, r, want)
+			}
+			for s, n := range want {
+				if got[s] != n {
+					t.Fatalf("verify --tenant %s --checkpoint: %v; want %v", tn, got, want)
+				}
+			}
+		}
+		if db.Engine() == racefree.Postgres {
+			_, err = db.ExecContext(context.Background(), `ALTER TABLE racefree_audit DISABLE TRIGGER USER`)
+		} else {
+			_, err = db.ExecContext(context.Background(), `DROP TRIGGER racefree_audit_no_update`)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(context.Background(), `UPDATE racefree_audit SET actor = 'mallory' WHERE tenant = 'acme' AND scope = 'orders' AND seq = 2`); err != nil {
+			t.Fatal(err)
+		}
+		if r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--tenant", "acme"); r.code != 1 || !strings.Contains(r.stdout, "orders: BROKEN at 2: modified") {
+			t.Fatalf("verify --tenant acme of a modified chain: %+v", r)
+		}
+		if r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys); r.code != 0 {
+			t.Fatalf("verify of the default tenant beside acme's modified chain: %+v", r)
+		}
+		for _, args := range [][]string{
+			{"audit", "verify", "--db", d, "--keys", keys, "--tenant", "no such tenant"},
+			{"audit", "verify", "--db", d, "--keys", keys, "--tenant", ""},
+		} {
+			if r := runCLI(t, args...); r.code != 2 || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%v: %+v; want exit 2 and one line", args[2:], r)
+			}
+		}
+		if r := runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys, "--tenant=-x"); r.code == 0 || r.stdout != "" {
+			t.Errorf("checkpoint --tenant=-x: %+v; want an error", r)
 		}
 	})
 }

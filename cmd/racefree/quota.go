@@ -8,6 +8,7 @@ import (
 
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/quota"
+	"github.com/racefree/racefree/tenant"
 	"github.com/spf13/cobra"
 )
 
@@ -22,6 +23,7 @@ func quotaCmd() *cobra.Command {
 		per   time.Duration
 		burst int64
 		n     int64
+		ten   string
 	)
 	cmd := &cobra.Command{
 		Use:   "quota",
@@ -42,6 +44,10 @@ func quotaCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
+			ctx, err := tenant.With(ctx, ten)
+			if err != nil {
+				return err
+			}
 			h, err := dsn.Open(ctx, db, nil)
 			if err != nil {
 				return err
@@ -74,6 +80,7 @@ func quotaCmd() *cobra.Command {
 	consume.Flags().DurationVar(&per, "per", time.Second, "the period of --rate (whole milliseconds)")
 	consume.Flags().Int64Var(&burst, "burst", 0, "gcra: the bucket's size (required for gcra)")
 	consume.Flags().Int64Var(&n, "n", 1, "units to charge")
+	consume.Flags().StringVar(&ten, "tenant", tenant.Default, "the tenant whose counter is charged")
 	cmd.AddCommand(consume)
 	return cmd
 }

@@ -33,5 +33,12 @@ func TestQuotaConsume(t *testing.T) {
 		if r := runCLI(t, "quota", "consume", "user-1", "--db", dsn, "--rate", "1", "--burst", "2", "--n", "3"); r.code != 1 || !strings.Contains(r.stderr, "invalid n") {
 			t.Fatalf("n above the burst: exit %d, stderr %q", r.code, r.stderr)
 		}
+		// Another tenant's counter of the same key is its own.
+		if r := runCLI(t, append(args, "--tenant", "acme")...); r.code != 0 || !strings.Contains(r.stdout, `"remaining":1`) {
+			t.Fatalf("--tenant acme: exit %d, stdout %q, stderr %q; want allowed with 1 remaining", r.code, r.stdout, r.stderr)
+		}
+		if r := runCLI(t, append(args, "--tenant", "a b")...); r.code != 1 || !strings.Contains(r.stderr, "invalid tenant") {
+			t.Fatalf("--tenant 'a b': exit %d, stderr %q; want exit 1, invalid tenant", r.code, r.stderr)
+		}
 	})
 }

@@ -65,10 +65,10 @@ $$;
 
 ALTER TABLE racefree_quotas ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';
 CREATE UNIQUE INDEX racefree_quotas_tenant_key ON racefree_quotas (tenant, scope, key, kind);
-CREATE INDEX racefree_quotas_tenant_expires_at ON racefree_quotas (tenant, expires_at);
+CREATE INDEX racefree_quotas_tenant_expires_at ON racefree_quotas (tenant, scope, expires_at);
 ALTER TABLE racefree_quota_ledger ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';
 CREATE UNIQUE INDEX racefree_quota_ledger_tenant_key ON racefree_quota_ledger (tenant, scope, ckey);
-CREATE INDEX racefree_quota_ledger_tenant_expires_at ON racefree_quota_ledger (tenant, expires_at);
+CREATE INDEX racefree_quota_ledger_tenant_expires_at ON racefree_quota_ledger (tenant, scope, expires_at);
 
 -- The tenants racefree has seen, so that maintenance (the reapers) can
 -- visit each tenant under its own setting: ids only, no data.
@@ -76,8 +76,14 @@ CREATE TABLE racefree_tenants (
   id         TEXT   NOT NULL PRIMARY KEY,
   created_at BIGINT NOT NULL
 );
+-- The default tenant, and the tenants the one-time tokens already use
+-- (that package carried a tenant before this migration).
 INSERT INTO racefree_tenants (id, created_at)
-VALUES ('default', (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+SELECT DISTINCT tenant, (extract(epoch FROM clock_timestamp()) * 1000)::bigint FROM (
+  SELECT 'default' AS tenant
+  UNION SELECT tenant FROM racefree_onetime_codes
+  UNION SELECT tenant FROM racefree_refresh_families
+) AS t;
 
 -- API keys of the HTTP server. Only the SHA-256 of a key's secret is
 -- stored; the key itself is printed once, when it is created.

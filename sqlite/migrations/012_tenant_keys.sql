@@ -189,7 +189,7 @@ CREATE TABLE racefree_quotas_new (
 INSERT INTO racefree_quotas_new (tenant, scope, key, kind, tat, used, updated_at, expires_at) SELECT tenant, scope, key, kind, tat, used, updated_at, expires_at FROM racefree_quotas;
 DROP TABLE racefree_quotas;
 ALTER TABLE racefree_quotas_new RENAME TO racefree_quotas;
-CREATE INDEX racefree_quotas_expires_at ON racefree_quotas (tenant, expires_at);
+CREATE INDEX racefree_quotas_expires_at ON racefree_quotas (tenant, scope, expires_at);
 
 CREATE TABLE racefree_quota_ledger_new (
   tenant     TEXT   NOT NULL,
@@ -203,7 +203,7 @@ CREATE TABLE racefree_quota_ledger_new (
 INSERT INTO racefree_quota_ledger_new (tenant, scope, ckey, remaining, reset_at, expires_at) SELECT tenant, scope, ckey, remaining, reset_at, expires_at FROM racefree_quota_ledger;
 DROP TABLE racefree_quota_ledger;
 ALTER TABLE racefree_quota_ledger_new RENAME TO racefree_quota_ledger;
-CREATE INDEX racefree_quota_ledger_expires_at ON racefree_quota_ledger (tenant, expires_at);
+CREATE INDEX racefree_quota_ledger_expires_at ON racefree_quota_ledger (tenant, scope, expires_at);
 
 CREATE TRIGGER racefree_audit_chain AFTER INSERT ON racefree_audit
 BEGIN

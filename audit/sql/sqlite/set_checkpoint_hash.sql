@@ -1,4 +1,4 @@
--- set_checkpoint_hash: make checkpoint ?2 the one the next checkpoint of
--- the scope chains to.
--- ?1 scope, ?2 n, ?3 hash
-UPDATE racefree_audit_heads SET cp_hash = ?3 WHERE scope = ?1 AND cp_n = ?2
+-- set_checkpoint_hash: make checkpoint ?3 the one the next checkpoint of
+-- the tenant's scope chains to.
+-- ?1 tenant, ?2 scope, ?3 n, ?4 hash
+UPDATE racefree_audit_heads SET cp_hash = ?4 WHERE tenant = ?1 AND scope = ?2 AND cp_n = ?3

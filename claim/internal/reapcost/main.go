@@ -16,17 +16,19 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/tenant"
 )
 
-// The reap statements before this change, for comparison.
+// The reap statements before fence floors, for comparison (with the
+// default tenant's filter, so that both reapers see the same rows).
 const (
 	oldReapPostgres = `DELETE FROM racefree_claims WHERE (ns, key) IN (
   SELECT ns, key FROM racefree_claims
-  WHERE ns = $1 AND expires_at <= COALESCE($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) - $2::bigint
+  WHERE tenant = 'default' AND ns = $1 AND expires_at <= COALESCE($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) - $2::bigint
   LIMIT $3)`
 	oldReapSQLite = `DELETE FROM racefree_claims WHERE (ns, key) IN (
   SELECT ns, key FROM racefree_claims
-  WHERE ns = ?1 AND expires_at <= COALESCE(?4, CAST(unixepoch('subsec') * 1000 AS INTEGER)) - ?2
+  WHERE tenant = 'default' AND ns = ?1 AND expires_at <= COALESCE(?4, CAST(unixepoch('subsec') * 1000 AS INTEGER)) - ?2
   LIMIT ?3)`
 )
 
@@ -194,11 +196,11 @@ func pct(d []time.Duration, p int) time.Duration {
 // fill inserts n claims keyed from first, all expiring at expires.
 func fill(ctx context.Context, db *racefree.DB, first, n int, expires int64) error {
 	q := `WITH RECURSIVE s(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM s WHERE i < ?2)
-INSERT INTO racefree_claims (ns, key, holder, fence, claimed_at, expires_at, count, first_seen, last_seen)
-SELECT '', 'k' || i, 'h', 1, ?3 - 60000, ?3, 1, ?3 - 60000, ?3 - 60000 FROM s`
+INSERT INTO racefree_claims (tenant, ns, key, holder, fence, claimed_at, expires_at, count, first_seen, last_seen)
+SELECT 'default', '', 'k' || i, 'h', 1, ?3 - 60000, ?3, 1, ?3 - 60000, ?3 - 60000 FROM s`
 	if db.Engine() == racefree.Postgres {
-		q = `INSERT INTO racefree_claims (ns, key, holder, fence, claimed_at, expires_at, count, first_seen, last_seen)
-SELECT '', 'k' || i, 'h', 1, $3::bigint - 60000, $3::bigint, 1, $3::bigint - 60000, $3::bigint - 60000 FROM generate_series($1::bigint, $2::bigint) AS i`
+		q = `INSERT INTO racefree_claims (tenant, ns, key, holder, fence, claimed_at, expires_at, count, first_seen, last_seen)
+SELECT 'default', '', 'k' || i, 'h', 1, $3::bigint - 60000, $3::bigint, 1, $3::bigint - 60000, $3::bigint - 60000 FROM generate_series($1::bigint, $2::bigint) AS i`
 	}
 	start := time.Now()
 	if _, err := db.ExecContext(ctx, q, first, first+n-1, expires); err != nil {
@@ -222,7 +224,7 @@ func explain(ctx context.Context, db *racefree.DB, old bool, batch int, now int6
 			return err
 		}
 		q = `EXPLAIN ` + string(b)
-		args = []any{"", now - time.Hour.Milliseconds(), batch}
+		args = []any{tenant.Default, "", now - time.Hour.Milliseconds(), batch}
 	}
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -240,12 +242,12 @@ func explain(ctx context.Context, db *racefree.DB, old bool, batch int, now int6
 	return rows.Err()
 }
 
-// hot measures acquire+release pairs on PostgreSQL with the (ns,
+// hot measures acquire+release pairs on PostgreSQL with the (tenant, ns,
 // expires_at) index, which makes no claim update HOT, and without it.
 func hot(ctx context.Context, db *racefree.DB, claims *claim.Store) error {
 	for _, withIndex := range []bool{true, false} {
 		if !withIndex {
-			if _, err := db.ExecContext(ctx, `DROP INDEX racefree_claims_expiry`); err != nil {
+			if _, err := db.ExecContext(ctx, `DROP INDEX racefree_claims_tenant_expiry`); err != nil {
 				return err
 			}
 		}

@@ -1,4 +1,4 @@
--- get: the event and its downstream fields.
--- $1 fingerprint
+-- get: the tenant's event and its downstream fields.
+-- $1 tenant, $2 fingerprint
 SELECT source, level, message, classification, external_id, result_fence
-FROM racefree_dedup_events WHERE fingerprint = $1
+FROM racefree_dedup_events WHERE tenant = $1 AND fingerprint = $2

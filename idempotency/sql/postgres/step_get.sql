@@ -1,4 +1,4 @@
 -- step_get: a step's saved value, while live.
--- $1 scope, $2 key, $3 step, $4 clock
+-- $1 tenant, $2 scope, $3 key, $4 step, $5 clock
 SELECT value FROM racefree_idempotency_steps
-WHERE scope = $1 AND key = $2 AND step = $3 AND expires_at > COALESCE($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+WHERE tenant = $1 AND scope = $2 AND key = $3 AND step = $4 AND expires_at > COALESCE($5::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)

@@ -1,11 +1,12 @@
--- reap_steps: delete up to ?1 recovery points that expired at or before
--- the cutoff ?2 (now.sql): oldest first by the expiry index, probed by
--- rowid, the expiry test repeated in the outer WHERE as on PostgreSQL.
--- ?1 batch size, ?2 cutoff ms
+-- reap_steps: delete up to ?2 of tenant ?1's recovery points that expired
+-- at or before the cutoff ?3 (now.sql): oldest first by the
+-- (tenant, expires_at) index, probed by rowid, the expiry test repeated in
+-- the outer WHERE as on PostgreSQL.
+-- ?1 tenant, ?2 batch size, ?3 cutoff ms
 DELETE FROM racefree_idempotency_steps
 WHERE rowid IN (
   SELECT rowid FROM racefree_idempotency_steps
-  WHERE expires_at <= ?2
+  WHERE tenant = ?1 AND expires_at <= ?3
   ORDER BY expires_at
-  LIMIT ?1
-) AND expires_at <= ?2
+  LIMIT ?2
+) AND tenant = ?1 AND expires_at <= ?3

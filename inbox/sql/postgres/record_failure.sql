@@ -1,10 +1,10 @@
--- Record an event as permanently failed, unless (source, event_id) is
--- already there. $1 source, $2 event_id, $3 payload, $4 clock (NULL: engine
--- clock), $5 retention in ms, $6 reason. One row back: recorded; no row: a
--- concurrent delivery recorded it first.
-INSERT INTO racefree_inbox (source, event_id, status, reason, payload, received_at, expires_at)
-VALUES ($1, $2, 'failed', $6, $3,
-        COALESCE($4, (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
-        COALESCE($4, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) + $5)
-ON CONFLICT (source, event_id) DO NOTHING
+-- Record an event as permanently failed, unless (tenant, source, event_id)
+-- is already there. $1 tenant, $2 source, $3 event_id, $4 payload, $5 clock
+-- (NULL: engine clock), $6 retention in ms, $7 reason. One row back:
+-- recorded; no row: a concurrent delivery recorded it first.
+INSERT INTO racefree_inbox (tenant, source, event_id, status, reason, payload, received_at, expires_at)
+VALUES ($1, $2, $3, 'failed', $7, $4,
+        COALESCE($5, (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
+        COALESCE($5, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) + $6)
+ON CONFLICT (tenant, source, event_id) DO NOTHING
 RETURNING id

@@ -1,2 +1,2 @@
--- $1 row id, $2 seq.
-UPDATE racefree_inbox SET seq = $2 WHERE id = $1
+-- $1 tenant, $2 row id, $3 seq.
+UPDATE racefree_inbox SET seq = $3 WHERE tenant = $1 AND id = $2

@@ -1,8 +1,9 @@
--- Delete at most ?2 expired events. ?1 clock (NULL: engine clock).
+-- Delete at most ?3 of tenant ?1's expired events. ?2 clock (NULL: engine
+-- clock).
 DELETE FROM racefree_inbox
 WHERE id IN (
   SELECT id FROM racefree_inbox
-  WHERE expires_at <= COALESCE(?1, CAST(unixepoch('subsec') * 1000 AS INTEGER))
+  WHERE tenant = ?1 AND expires_at <= COALESCE(?2, CAST(unixepoch('subsec') * 1000 AS INTEGER))
   ORDER BY expires_at
-  LIMIT ?2
+  LIMIT ?3
 )

@@ -8,6 +8,11 @@
 -- otherwise revoked_at is set, and every token of the family is refused
 -- from then on. A revoked family (revoked_at IS NULL fails) matches
 -- nothing. The retired row only names the family: it never changes.
+-- prev and rotated_at are NULL until a family's first rotation: the CASE
+-- lists the grace conditions and keeps NULL (no revocation) only when all
+-- of them are true, so a NULL on either side, which makes a condition
+-- unknown, revokes. Never write it as the negation ("WHEN prev <> … OR …
+-- THEN now ELSE NULL"), where unknown would fall to the grace branch.
 -- $1 tenant, $2 hash of the presented token, $3 hash of its successor, $4 grace ms, $5 clock
 WITH clock AS (
   SELECT COALESCE($5::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now

@@ -1,4 +1,4 @@
--- ledger_get: the figures stored by the first charge of consumption key $2
--- of scope $1, for a replay. A statement of its own, so that at READ
--- COMMITTED it sees the first charge that ledger_insert waited for.
-SELECT remaining, reset_at FROM racefree_quota_ledger WHERE scope = $1 AND ckey = $2
+-- ledger_get: the figures stored by the first charge of consumption key $3
+-- of ($1 tenant, $2 scope), for a replay. A statement of its own, so that
+-- at READ COMMITTED it sees the first charge that ledger_insert waited for.
+SELECT remaining, reset_at FROM racefree_quota_ledger WHERE tenant = $1 AND scope = $2 AND ckey = $3

@@ -1,4 +1,4 @@
--- ledger_set: store the figures of the first charge of consumption key ?2
--- of scope ?1 (?3 remaining, ?4 reset_at ms), in the charging transaction,
--- for a replay to return.
-UPDATE racefree_quota_ledger SET remaining = ?3, reset_at = ?4 WHERE scope = ?1 AND ckey = ?2
+-- ledger_set: store the figures of the first charge of consumption key ?3
+-- of (?1 tenant, ?2 scope) (?4 remaining, ?5 reset_at ms), in the charging
+-- transaction, for a replay to return.
+UPDATE racefree_quota_ledger SET remaining = ?4, reset_at = ?5 WHERE tenant = ?1 AND scope = ?2 AND ckey = ?3

@@ -1,0 +1,5 @@
+-- head: a scope's committed chain head and checkpoint count. Verify reads
+-- it before the entries, so that entries committed in between can only
+-- make the chain longer than the head, never shorter.
+-- $1 scope
+SELECT last_seq, cp_n FROM racefree_audit_heads WHERE scope = $1

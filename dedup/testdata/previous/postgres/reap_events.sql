@@ -1,0 +1,7 @@
+-- reap_events: delete the event rows of the fingerprints whose claims
+-- claim's reap just deleted in the same transaction ($1, a JSON array of
+-- fingerprints). Those claim rows stay locked until commit, so no Observe
+-- can re-create a fingerprint in between: it waits, then starts afresh.
+-- $1 fingerprints (JSON array)
+DELETE FROM racefree_dedup_events
+WHERE fingerprint IN (SELECT jsonb_array_elements_text($1::jsonb))

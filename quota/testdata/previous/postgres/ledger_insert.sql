@@ -1,0 +1,11 @@
+-- ledger_insert: record consumption key $2 of scope $1 before charging, in
+-- the charging transaction, kept until now + $3 ms ($4 clock, NULL:
+-- clock_timestamp()). The primary key decides: a row returned means this
+-- is the first charge; no row means the key was already charged (a
+-- replay; a concurrent first charge is waited for, and counts as a replay
+-- only if it commits), and the caller returns the figures ledger_get reads.
+-- A denial rolls the row back with the charges.
+INSERT INTO racefree_quota_ledger (scope, ckey, remaining, reset_at, expires_at)
+VALUES ($1, $2, 0, 0, COALESCE($4::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) + $3::bigint)
+ON CONFLICT (scope, ckey) DO NOTHING
+RETURNING 1

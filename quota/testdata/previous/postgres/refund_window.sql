@@ -1,0 +1,15 @@
+-- refund_window: give $3 units back to the fixed-window counter of
+-- ($1 scope, $2 key), $4 the window length in ms, $5 the clock (NULL:
+-- clock_timestamp(), read once in the CTE). Only a charge of the current
+-- window can be refunded (tat is its start): a row of an earlier window
+-- already counts as 0 used. The window test sits in the UPDATE's own WHERE,
+-- re-checked on the locked row version (invariant 10). used never goes
+-- below 0, so a refund never raises the remainder above the limit. No row
+-- returned when there is nothing to refund.
+WITH clock AS (SELECT COALESCE($5::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now)
+UPDATE racefree_quotas AS q
+SET used = GREATEST(q.used - $3::bigint, 0)
+FROM clock
+WHERE q.scope = $1 AND q.key = $2 AND q.kind = 'window'
+  AND q.tat = clock.now - clock.now % $4::bigint
+RETURNING q.tat, q.used, clock.now

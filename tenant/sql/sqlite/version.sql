@@ -1,0 +1,1 @@
+SELECT MAX(version) FROM racefree_schema_migrations
