@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/apikey"
@@ -201,7 +204,11 @@ func printKeys(w io.Writer, keys []apikey.Key, format string) error {
 		if revoked == "" {
 			revoked = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Tenant, r.ID, r.Name, r.Scopes, r.CreatedAt, revoked)
+		name := r.Name
+		if strings.ContainsFunc(name, unicode.IsControl) {
+			name = strconv.Quote(name) // one key, one line
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Tenant, r.ID, name, r.Scopes, r.CreatedAt, revoked)
 	}
 	return tw.Flush()
 }
