@@ -1,6 +1,6 @@
 // Command racefree serves racefree's HTTP API and manages its schema.
 //
-//	racefree serve      [--db DSN] [--addr HOST:PORT] [--token T] [--metrics-token T] [--inbox-secret SOURCE=whsec_…] [--read-timeout D] …
+//	racefree serve      [--db DSN] [--addr HOST:PORT] [--token T] [--require-key] [--metrics-token T] [--inbox-secret [TENANT/]SOURCE=whsec_…] [--read-timeout D] …
 //	racefree migrate up|status|sql [--db DSN] [--to N] [--app-role NAME]
 //	racefree keys create --tenant T [--scope read,write] [--name N] | list [--tenant T] [--format json] | revoke --tenant T ID
 //	racefree unique-check --db DSN (--table T --key EXPR… | --migration FILE.sql)
