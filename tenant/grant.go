@@ -89,6 +89,15 @@ func Grant(ctx context.Context, db *racefree.DB, role string) error {
 		if _, err := tx.ExecContext(ctx, "GRANT USAGE ON SCHEMA "+qs+" TO "+quoted); err != nil {
 			return fmt.Errorf("grant usage: %w", err)
 		}
+		// GRANT only warns when the granting role cannot grant USAGE on
+		// a schema it does not own: check that the role has it.
+		var usage bool
+		if err := tx.QueryRowContext(ctx, `SELECT has_schema_privilege($1, $2, 'USAGE')`, role, schema).Scan(&usage); err != nil {
+			return fmt.Errorf("check usage: %w", err)
+		}
+		if !usage {
+			return fmt.Errorf("racefree: %q has no USAGE on schema %s, and this role cannot grant it: run GRANT USAGE ON SCHEMA %s TO %s as the schema's owner", role, qs, qs, quoted)
+		}
 		for _, p := range privileges {
 			// Table names and privileges are constants; the role is quoted.
 			if _, err := tx.ExecContext(ctx, "GRANT "+p.privs+" ON "+qs+"."+p.table+" TO "+quoted); err != nil {

@@ -372,6 +372,15 @@ func TestGrantRefusesRolesThatBypassRowSecurity(t *testing.T) {
 			t.Errorf("Grant(%q) = %v, want an InputError", role, err)
 		}
 	}
+	// An owner that does not own the schema cannot grant USAGE on it:
+	// Grant says so instead of leaving a role that can reach nothing.
+	if _, err := admin.ExecContext(ctx, `CREATE ROLE rf_plain_`+suffix); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), `DROP ROLE rf_plain_`+suffix) })
+	if err := tenant.Grant(ctx, owner, "rf_plain_"+suffix); err == nil || !strings.Contains(err.Error(), "GRANT USAGE ON SCHEMA") {
+		t.Errorf("Grant by an owner without the schema = %v, want an error naming GRANT USAGE ON SCHEMA", err)
+	}
 	if err := tenant.Grant(ctx, testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil), "app"); !errors.Is(err, racefree.ErrInvalidInput) {
 		t.Errorf("Grant on SQLite = %v, want an InputError", err)
 	}
