@@ -79,7 +79,7 @@ type Report struct {
 	Groups           []Group  `json:"groups"`       // the largest groups first, up to Spec.Limit
 	Warnings         []string `json:"warnings"`
 
-	pkOrdered bool // a single-column primary key with min and max
+	pkOrdered bool // a single-column primary key with min and max (named by the aggregate on PostgreSQL)
 }
 
 // Group is a set of rows that share one key.

@@ -22,8 +22,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fixture is a table, its rows, and the index to check on it.
 type fixture struct {
 	name       string
-	engine     string // empty for both engines
-	table      string // CREATE TABLE
+	engine     string   // empty for both engines
+	table      string   // CREATE TABLE
+	ddl        []string // run after table, before rows: CREATE INDEX …
 	rows       []string
 	spec       uniquecheck.Spec
 	wantGroups int64
@@ -100,6 +101,30 @@ func fixtures() []fixture {
 			table: `CREATE TABLE nocase (id INTEGER PRIMARY KEY, v TEXT COLLATE NOCASE)`,
 			rows:  []string{`(1, 'a')`, `(2, 'A')`, `(3, 'b')`},
 			spec:  uniquecheck.Spec{Table: "nocase", Keys: []string{"v"}}, wantGroups: 1, wantSurp: 1,
+		},
+		{
+			// An expression key the engine groups by sorting: SQLite computes
+			// it once per row in a subquery, whose column keeps the collation.
+			name: "SQLite expression key with a collation", engine: racefree.SQLite,
+			table: `CREATE TABLE coll (id INTEGER PRIMARY KEY, v TEXT)`,
+			rows:  []string{`(1, 'a')`, `(2, 'A')`, `(3, 'b')`, `(4, NULL)`, `(5, NULL)`, `(6, 'B')`, `(7, 'c')`},
+			spec:  uniquecheck.Spec{Table: "coll", Keys: []string{"v COLLATE NOCASE"}}, wantGroups: 2, wantSurp: 2,
+		},
+		{
+			// 1, '1' and x'31' concatenate to '1'; 1.0 to '1.0'.
+			name: "SQLite expression key over an untyped column", engine: racefree.SQLite,
+			table: `CREATE TABLE loose2 (id INTEGER PRIMARY KEY, v)`,
+			rows:  []string{`(1, 1)`, `(2, '1')`, `(3, 1.0)`, `(4, x'31')`, `(5, NULL)`, `(6, NULL)`},
+			spec:  uniquecheck.Spec{Table: "loose2", Keys: []string{"v || ''"}}, wantGroups: 1, wantSurp: 2,
+		},
+		{
+			// An index on the key expression gives the groups in order: the
+			// check keeps the plain aggregate, which reads the index, and
+			// fetches the listed groups through it.
+			name: "expression key with an index on it", table: users,
+			ddl:  []string{`CREATE INDEX users_lower_email ON users (lower(email))`},
+			rows: []string{`(1, 1, 'Ann@x.io', NULL)`, `(2, 1, 'ann@x.io', NULL)`, `(3, 1, 'ANN@X.IO', 5)`, `(4, 1, NULL, NULL)`, `(5, 1, NULL, NULL)`, `(6, 1, 'bob@x.io', NULL)`, `(7, 1, 'Bob@x.io', NULL)`, `(8, 1, 'cy@x.io', NULL)`},
+			spec: uniquecheck.Spec{Table: "users", Keys: []string{"lower(email)"}, Where: "deleted_at IS NULL"}, wantGroups: 2, wantSurp: 2,
 		},
 		{
 			name: "PostgreSQL NULLS NOT DISTINCT", engine: racefree.Postgres, table: users,
@@ -196,6 +221,9 @@ func TestVerdictMatchesEngine(t *testing.T) {
 				}
 				ctx := context.Background()
 				exec(t, db.SQL(), f.table)
+				for _, ddl := range f.ddl {
+					exec(t, db.SQL(), ddl)
+				}
 				name := strings.Fields(f.table)[2]
 				exec(t, db.SQL(), "INSERT INTO "+name+" VALUES "+strings.Join(f.rows, ", "))
 

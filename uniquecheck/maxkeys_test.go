@@ -15,8 +15,9 @@ import (
 // TestMaxKeysListsTheLowestKeys proves that each listed group carries its
 // lowest primary keys, ascending, at most Spec.MaxKeys (default 10, -1
 // all) of them, with its true count, whichever way the check finds them:
-// from the aggregate (a two-row group with a single-column key), from the
-// second scan (a larger group, or a composite key).
+// from the aggregate (on PostgreSQL, a two-row group with a single-column
+// key), from the second scan (a larger group, a composite key, and every
+// group on SQLite).
 func TestMaxKeysListsTheLowestKeys(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {

@@ -85,8 +85,8 @@ func prepare(ctx context.Context, q querier, query string) error {
 // columns, "rowid" or "ctid" when it has none, or an InputError when the
 // table does not exist. ordered reports a single-column key whose type
 // has min and max aggregates (every SQLite value; on PostgreSQL the
-// numbers, strings and times), which lets a check read the keys of
-// two-row groups from the aggregate itself.
+// numbers, strings and times), which lets a check on PostgreSQL read the
+// keys of two-row groups from the aggregate itself (groupQuery).
 func (c *Checker) primaryKey(ctx context.Context, q querier, name Name) (cols []string, ordered bool, err error) {
 	if c.engine == racefree.Postgres {
 		var exists bool
@@ -209,35 +209,125 @@ func scanStrings(rows *sql.Rows) ([]string, error) {
 	return out, rows.Err()
 }
 
-// groupQuery returns the query of a check. It is built so that the table
-// is read once, by the bare aggregate, unless a listed group has more rows
-// than the aggregate can name, and so that nothing sorts more than the
-// duplicate groups:
+// groupBy returns the bare aggregate of a check: the rows the index covers
+// (Spec.Where holds, no NULL key unless NullsNotDistinct) grouped by its
+// keys, as columns k1…kn, with the count n of each group of more than one
+// row, and the aggregates in extra (", min(x) AS lo").
 //
-//   - d: the bare aggregate, the rows the index covers grouped by its keys,
-//     keeping the groups of more than one row, with min and max of a
-//     single-column primary key (then a two-row group names both its rows);
+// Written plainly, an aggregate over an expression key computes it twice
+// per row on SQLite, once in the NULL filter and once for the GROUP BY
+// sorter, and carries the columns it reads into the sorter beside it.
+// With once, the keys are computed once per row, in a subquery that LIMIT
+// -1 keeps the planner from flattening into the aggregate, and a group is
+// dropped after grouping if a key is NULL (the rows of a group share their
+// NULLs, so this drops exactly the rows the plain filter drops). It is for
+// SQLite only, when the engine sorts to group (planOnce), and extra must
+// then be empty: the subquery selects only the keys.
+func groupBy(table string, spec Spec, extra string, once bool) string {
+	var sel, alias, rowFilter, groupFilter []string
+	for i, k := range spec.Keys {
+		a := fmt.Sprintf("k%d", i+1)
+		sel = append(sel, wrap(k)+" AS "+a)
+		alias = append(alias, a)
+		if !spec.NullsNotDistinct {
+			// NULLS DISTINCT: a row with a NULL in any key conflicts with nothing.
+			rowFilter = append(rowFilter, wrap(k)+" IS NOT NULL")
+			groupFilter = append(groupFilter, a+" IS NOT NULL")
+		}
+	}
+	var pred []string // the partial index's predicate
+	if spec.Where != "" {
+		pred = append(pred, wrap(spec.Where))
+	}
+	groupCols := make([]string, len(spec.Keys))
+	for i := range groupCols {
+		groupCols[i] = fmt.Sprint(i + 1)
+	}
+	group := "\nGROUP BY " + strings.Join(groupCols, ", ") + "\nHAVING count(*) > 1"
+	if once {
+		// The NULL filter goes to HAVING: the rows of a group share their NULLs.
+		return `SELECT ` + strings.Join(alias, ", ") + `, count(*) AS n
+FROM (SELECT ` + strings.Join(sel, ", ") + `
+FROM ` + table + whereClause(pred) + `
+LIMIT -1)` + group + strings.Join(append([]string{""}, groupFilter...), "\n  AND ")
+	}
+	return `SELECT ` + strings.Join(sel, ", ") + `, count(*) AS n` + extra + `
+FROM ` + table + whereClause(append(rowFilter, pred...)) + group
+}
+
+func whereClause(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return "\nWHERE " + strings.Join(conds, "\n  AND ")
+}
+
+// planOnce reports whether a check on SQLite should compute the keys once
+// per row (groupBy with once): when a key is an expression, not a column
+// name, and the engine sorts the rows to group them. When an index gives
+// the keys' order, the plain aggregate reads it in that order without a
+// sort, which a subquery would prevent, so the engine's own plan decides.
+func (c *Checker) planOnce(ctx context.Context, q querier, table string, spec Spec) (bool, error) {
+	if c.engine != racefree.SQLite {
+		return false, nil
+	}
+	expr := false
+	for _, k := range spec.Keys {
+		if n, err := ParseName(k); err != nil || n.Schema != "" {
+			expr = true
+		}
+	}
+	if !expr {
+		return false, nil
+	}
+	rows, err := q.QueryContext(ctx, `EXPLAIN QUERY PLAN `+groupBy(table, spec, "", false))
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	sorts := false
+	for rows.Next() {
+		var id, parent, unused int64
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			return false, err
+		}
+		if strings.Contains(detail, "TEMP B-TREE FOR GROUP BY") {
+			sorts = true
+		}
+	}
+	return sorts, rows.Err()
+}
+
+// groupQuery returns the query of a check, in four steps, each run once
+// (MATERIALIZED on both engines, so that hits is never inlined into the
+// per-group subquery, which would read the table once per listed group):
+//
+//   - d: the bare aggregate (groupBy), the only step that reads every row.
+//     With named (PostgreSQL, a single-column primary key with min and
+//     max) it also keeps the lowest and highest key of each group, which
+//     name both rows of a pair: PostgreSQL's hash aggregate keeps them at
+//     almost no cost. SQLite's GROUP BY sorts every row, and there the two
+//     aggregates cost more than reading the listed groups again, so d only
+//     counts;
 //   - top: the groups to list, largest first (a top-N sort of d);
-//   - hits: the rows of the listed groups that d could not name (more than
-//     two rows, or a composite key): a second scan of the table, which
-//     keeps the rows whose keys are in top, numbered per group in primary
-//     key order. When no listed group needs it, its EXISTS test is false
-//     and the engine does not scan the table at all;
+//   - hits: the rows of the listed groups that d could not name (all of
+//     them without named; with it, those of more than two rows): a second
+//     read of the table, which keeps the rows whose keys are in top,
+//     through an index on the keys when there is one, numbered per group
+//     in primary key order. When no listed group needs it, its EXISTS
+//     test is false and the engine does not read the table again;
 //   - the totals over all groups, by a scan of d.
 //
 // The result has one row per listed group: the keys as text, the count,
 // the first maxKeys primary keys as a JSON array, and the totals. Its
 // parameters are ?1, the group limit, and ?2, maxKeys.
-func (c *Checker) groupQuery(table string, spec Spec, pk []string, pkOrdered bool) (string, error) {
+func (c *Checker) groupQuery(table string, spec Spec, pk []string, named, once bool) (string, error) {
 	pg := c.engine == racefree.Postgres
-	var sel, filter, keys, outer, order, topOrder, match []string
+	var sel, keys, outer, order, topOrder, match []string
 	for i, k := range spec.Keys {
 		alias := fmt.Sprintf("k%d", i+1)
 		sel = append(sel, wrap(k)+" AS "+alias)
-		if !spec.NullsNotDistinct {
-			// NULLS DISTINCT: a row with a NULL in any key conflicts with nothing.
-			filter = append(filter, wrap(k)+" IS NOT NULL")
-		}
 		keys = append(keys, wrap(k))
 		outer = append(outer, "CAST(top."+alias+" AS TEXT)")
 		order = append(order, alias)
@@ -247,9 +337,6 @@ func (c *Checker) groupQuery(table string, spec Spec, pk []string, pkOrdered boo
 		} else {
 			match = append(match, "hits."+alias+" IS top."+alias) // SQLite's IS NOT DISTINCT FROM
 		}
-	}
-	if spec.Where != "" {
-		filter = append(filter, wrap(spec.Where))
 	}
 	pkSel := make([]string, len(pk))
 	pkCols := make([]string, len(pk))
@@ -282,20 +369,22 @@ func (c *Checker) groupQuery(table string, spec Spec, pk []string, pkOrdered boo
 		aggRows += "::text"
 	}
 	// needsHits selects the listed groups whose keys d cannot name.
-	needsHits, minMax, named := "n > 0", "", "NULL"
-	if pkOrdered {
+	needsHits, minMax, nameRows := "n > 0", "", "NULL"
+	if named {
 		needsHits = "n > 2"
 		minMax = ", min(" + pkOrder[0] + ") AS lo, max(" + pkOrder[0] + ") AS hi"
-		named = "CASE WHEN CAST(?2 AS BIGINT) >= 2 THEN " + jsonArray + "(top.lo, top.hi) ELSE " + jsonArray + "(top.lo) END"
+		nameRows = "CASE WHEN CAST(?2 AS BIGINT) >= 2 THEN " + jsonArray + "(top.lo, top.hi) ELSE " + jsonArray + "(top.lo) END"
 		if pg {
-			named = "(" + named + ")::text"
+			nameRows = "(" + nameRows + ")::text"
 		}
 	}
-	where := ""
-	if len(filter) > 0 {
-		where = "\nWHERE " + strings.Join(filter, "\n  AND ")
+	// The rows of the listed groups. No NULL filter: the listed keys hold
+	// no NULL unless NullsNotDistinct, and a row with a NULL key is then
+	// never IN them.
+	var hitsFilter []string
+	if spec.Where != "" {
+		hitsFilter = append(hitsFilter, wrap(spec.Where))
 	}
-	hitsFilter := append([]string{}, filter...)
 	if spec.NullsNotDistinct {
 		// IN never matches a NULL key: compare key by key, NULLs equal.
 		cond := make([]string, len(keys))
@@ -308,18 +397,8 @@ func (c *Checker) groupQuery(table string, spec Spec, pk []string, pkOrdered boo
 	}
 	// Tested once, before the scan: no listed group needs it, no scan.
 	hitsFilter = append(hitsFilter, "EXISTS (SELECT 1 FROM top WHERE "+needsHits+")")
-	groupBy := make([]string, len(spec.Keys))
-	for i := range groupBy {
-		groupBy[i] = fmt.Sprint(i + 1)
-	}
-	// MATERIALIZED on both engines: each step runs once, and hits is never
-	// inlined into the per-group subquery, which would scan the table once
-	// per listed group.
 	return `WITH d AS MATERIALIZED (
-SELECT ` + strings.Join(sel, ", ") + `, count(*) AS n` + minMax + `
-FROM ` + table + where + `
-GROUP BY ` + strings.Join(groupBy, ", ") + `
-HAVING count(*) > 1
+` + groupBy(table, spec, minMax, once) + `
 ), top AS MATERIALIZED (
 SELECT * FROM d
 ORDER BY n DESC, ` + strings.Join(order, ", ") + `
@@ -327,19 +406,24 @@ LIMIT ?1
 ), hits AS MATERIALIZED (
 SELECT ` + strings.Join(sel, ", ") + `, ` + strings.Join(pkSel, ", ") + `,
   row_number() OVER (PARTITION BY ` + strings.Join(keys, ", ") + ` ORDER BY ` + strings.Join(pkOrder, ", ") + `) AS r
-FROM ` + table + `
-WHERE ` + strings.Join(hitsFilter, "\n  AND ") + `
+FROM ` + table + whereClause(hitsFilter) + `
 )
 SELECT ` + strings.Join(outer, ", ") + `, top.n,
   CASE WHEN top.` + needsHits + ` THEN (SELECT ` + aggRows + ` FROM hits WHERE ` + strings.Join(match, " AND ") + ` AND hits.r <= CAST(?2 AS BIGINT))
-  ELSE ` + named + ` END,
+  ELSE ` + nameRows + ` END,
   tot.groups, tot.surplus
 FROM top CROSS JOIN (SELECT count(*) AS groups, CAST(sum(n - 1) AS BIGINT) AS surplus FROM d) AS tot
 ORDER BY top.n DESC, ` + strings.Join(topOrder, ", "), nil
 }
 
 func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, limit, maxKeys int, rep *Report) error {
-	query, err := c.groupQuery(table, spec, rep.PrimaryKey, rep.pkOrdered)
+	once, err := c.planOnce(ctx, q, table, spec)
+	if err != nil {
+		return err
+	}
+	// Only PostgreSQL names the rows of a pair from the aggregate.
+	named := rep.pkOrdered && c.engine == racefree.Postgres
+	query, err := c.groupQuery(table, spec, rep.PrimaryKey, named, once)
 	if err != nil {
 		return err
 	}
