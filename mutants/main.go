@@ -7,7 +7,8 @@
 // copy of the repository (the baseline) and records which tests pass. Then,
 // for every mutant, it copies the repository's files into a scratch
 // directory, applies the patch there with git apply, and runs go test on the
-// mutant's packages. The mutant is
+// mutant's packages: in each, the tests that the rows of GUARANTEES.md naming
+// the mutant list there, or every test when they list none. The mutant is
 //
 //   - caught when a test that passed on the baseline fails (the first such
 //     test is named); for a mutant of one engine's SQL (…/sql/postgres/…),
@@ -39,6 +40,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -93,6 +95,10 @@ func main() {
 	}
 
 	if *list {
+		proofs, err := readGuarantees(root)
+		if err != nil {
+			log.Fatal(err)
+		}
 		for _, m := range selected {
 			pkgs, err := m.packagesIn(root)
 			fmt.Printf("%s  %s\n", m.file, m.desc)
@@ -101,6 +107,17 @@ func main() {
 			} else {
 				fmt.Printf("    packages: %s\n", strings.Join(pkgs, " "))
 			}
+			var tests []string
+			for dir, names := range proofs[m.number()] {
+				for _, n := range names {
+					tests = append(tests, dir+":"+n)
+				}
+			}
+			slices.Sort(tests)
+			if len(tests) == 0 {
+				tests = []string{"every test of its packages (no row of " + guaranteesFile + " names it)"}
+			}
+			fmt.Printf("    tests: %s\n", strings.Join(tests, " "))
 		}
 		return
 	}

@@ -360,3 +360,120 @@ func TestEngineSQLMutantIsCaughtOnlyByItsEngine(t *testing.T) {
 		t.Errorf("a sqlite SQL mutant is caught by %v, want %v", got, want)
 	}
 }
+
+// TestRunnerRunsTheTestsGuaranteesListsForAMutant checks that a mutant that
+// rows of GUARANTEES.md name is judged by the tests they list, and only by
+// those (subtests named by their top-level test), in the baseline too; and
+// that a mutant no row names is judged by its packages' every test.
+func TestRunnerRunsTheTestsGuaranteesListsForAMutant(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := newTinyRepo(t)
+	files := map[string]string{
+		"calc/more_test.go": `package calc
+
+import "testing"
+
+func TestAddCommutes(t *testing.T) {
+	if Add(1, 2) != Add(2, 1) {
+		t.Fatal("Add(1, 2) != Add(2, 1)")
+	}
+}
+
+func TestAddZero(t *testing.T) {
+	t.Run("sub", func(t *testing.T) {
+		if Add(0, 0) != 0 {
+			t.Fatal("Add(0, 0) != 0")
+		}
+	})
+}
+
+// TestNeverListed fails whenever it runs: only a run of the whole package
+// runs it.
+func TestNeverListed(t *testing.T) { t.Fatal("ran, though no row lists it") }
+`,
+		"GUARANTEES.md": strings.Join([]string{
+			"# Guarantees",
+			"",
+			"| promise | tests | mutants | engines |",
+			"|---|---|---|---|",
+			"| Add is commutative | `calc:TestAddCommutes` | 200 | — |",
+			"| Add(0, 0) is 0 | `calc:TestAddZero/sub` | 201 | — |",
+			"| Add is a sum | `calc:TestAddZero` | 200, 201 | — |",
+			"| nothing is proven | — | — | — |",
+			"",
+		}, "\n"),
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(name)), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addMutant(t, root, "200-add-subtracts.patch", "Add subtracts", "calc/calc.go", "a + b", "a - b")
+	addMutant(t, root, "201-add-subtracts-too.patch", "Add subtracts, listed with a test that cannot tell", "calc/calc.go", "a + b", "a - b")
+	addMutant(t, root, "202-add-subtracts-unlisted.patch", "Add subtracts, in no row", "calc/calc.go", "a + b", "a - b")
+
+	// TestAdd would catch 200 and 201, and TestNeverListed fails: neither
+	// runs, in the baseline or with a mutant.
+	code, out := runTiny(t, root, "20[01]")
+	for _, c := range []struct{ file, want string }{
+		{"200-add-subtracts.patch", `^caught .* by calc:TestAddCommutes `},
+		{"201-add-subtracts-too.patch", `^SURVIVED `},
+	} {
+		if got := verdict(t, out, c.file); !regexp.MustCompile(c.want).MatchString(got) {
+			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
+		}
+	}
+	if !strings.Contains(out, "baseline: 1 packages, 3 tests passed, 0 skipped") {
+		t.Errorf("the baseline ran other tests than TestAddCommutes and TestAddZero/sub")
+	}
+	if got, want := code, 1; got != want {
+		t.Errorf("exit status = %d, want %d", got, want)
+	}
+
+	// A mutant that no row names runs the whole package, in the baseline
+	// too, where TestNeverListed fails.
+	_, out = runTiny(t, root, "202")
+	if got, want := verdict(t, out, "202-add-subtracts-unlisted.patch"), "BASELINE FAILED"; !strings.HasPrefix(got, want) {
+		t.Errorf("verdict on 202 = %q, want %s", got, want)
+	}
+	if !strings.Contains(out, "BASELINE FAILED  calc: TestNeverListed\n") {
+		t.Errorf("the baseline of an unlisted mutant did not run the whole package")
+	}
+}
+
+// TestParseGuarantees checks which tests the runner reads for each mutant
+// from GUARANTEES.md: the union over the rows naming it, by directory,
+// subtests named by their top-level test.
+func TestParseGuarantees(t *testing.T) {
+	t.Parallel()
+	got := parseGuarantees(strings.Join([]string{
+		"| promise | tests | mutants | engines |",
+		"|---|---|---|---|",
+		"| one | `claim:TestAcquire/postgres`, `server:TestClaimsOverHTTP` | 010, 011 | both |",
+		"| two | `claim:TestRenew`, `claim:TestAcquire`, `.:TestGuaranteesAreProven` | 011 | both |",
+		"| a pipe in `a|b` | `claim:TestGuard` | 012 | — |",
+		"| none | — | — | — |",
+		"not a row: | `claim:TestX` | 013 | — |",
+	}, "\n"))
+	want := map[string]proof{
+		"010": {"claim": {"TestAcquire"}, "server": {"TestClaimsOverHTTP"}},
+		"011": {"claim": {"TestAcquire", "TestRenew"}, "server": {"TestClaimsOverHTTP"}, ".": {"TestGuaranteesAreProven"}},
+		"012": {"claim": {"TestGuard"}},
+	}
+	if len(got) != len(want) {
+		t.Errorf("mutants %v, want %v", got, want)
+	}
+	for n, p := range want {
+		for dir, names := range p {
+			if !slices.Equal(got[n][dir], names) {
+				t.Errorf("mutant %s, %s: %v, want %v", n, dir, got[n][dir], names)
+			}
+		}
+		if len(got[n]) != len(p) {
+			t.Errorf("mutant %s: %v, want %v", n, got[n], p)
+		}
+	}
+}
