@@ -281,6 +281,12 @@ func TestNULBytesAre400AndChangeNothing(t *testing.T) {
 			{"POST", "/v1/events", `{"source":"s","level":"l","message":"m","fingerprint":"f\u0000"}`, nil},
 			{"POST", "/v1/events/f%00p/result", `{"fence":1,"classification":"c"}`, nil},
 			{"POST", "/v1/inbox/stripe", `{}`, webhook(t, secret, "evt\x00", time.Now(), `{}`)},
+			// A NUL as the first byte, where a search for it finds index 0.
+			{"POST", "/v1/claims/%00k", `{"holder":"w","ttl_ms":1000}`, nil},
+			{"POST", "/v1/claims/k", `{"holder":"\u0000w","ttl_ms":1000}`, nil},
+			{"POST", "/v1/events", `{"source":"\u0000s","level":"l","message":"m"}`, nil},
+			{"POST", "/v1/events", `{"source":"s","level":"l","message":"m","fingerprint":"\u0000f"}`, nil},
+			{"POST", "/v1/inbox/stripe", `{}`, webhook(t, secret, "\x00evt", time.Now(), `{}`)},
 		} {
 			code, body, _ := do(t, h, c.method, c.path, c.body, c.header...)
 			if code != 400 || body["type"] != "urn:racefree:problem:invalid-input" || !strings.Contains(body["detail"].(string), "NUL") {
