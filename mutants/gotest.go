@@ -178,9 +178,10 @@ func (r *testRun) addTimedOut(pkg string) {
 // catching returns the tests that passed on base and failed in r, in the
 // order r reported them: the innermost subtests, then packages. A parent
 // test fails with any of its subtests and a package with any of its tests,
-// so each is named only when it failed on its own. Subtests named blind (an
-// engine the mutant's SQL does not reach) are no evidence and are left out,
-// and so are their parents and packages.
+// so each is named only when it failed on its own. Subtests that did not
+// pass on base (a PostgreSQL subtest that skipped without a database) and
+// subtests named blind (an engine the mutant's SQL does not reach) are no
+// evidence and are left out, and so are their parents and packages.
 func (r *testRun) catching(base *testRun, blind string) []testID {
 	var tests, pkgs []testID
 	failedTests := map[string]bool{} // packages with a failed test
@@ -188,15 +189,13 @@ func (r *testRun) catching(base *testRun, blind string) []testID {
 		switch {
 		case id.name != "":
 			failedTests[id.pkg] = true
-			if base.passed[id] {
-				tests = append(tests, id)
-			}
+			tests = append(tests, id)
 		case base.passed[id]:
 			pkgs = append(pkgs, id)
 		}
 	}
 	tests = slices.DeleteFunc(innermost(tests), func(id testID) bool {
-		return blind != "" && slices.Contains(strings.Split(id.name, "/"), blind)
+		return !base.passed[id] || blind != "" && slices.Contains(strings.Split(id.name, "/"), blind)
 	})
 	for _, p := range pkgs {
 		if !failedTests[p.pkg] {

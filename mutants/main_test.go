@@ -15,10 +15,10 @@ import (
 
 // tinyModule is a throwaway module with six packages: calc, whose tests
 // pass; broken, which has a test that fails without any mutation; pg, whose
-// postgres subtest skips unless TINY_DB is set (as racefree's do without
-// TEST_DATABASE_URL); slow, whose test hangs if Wait does; eng, whose SQL
-// lives in sql/<engine>/ as racefree's does; and untested, which has no
-// test files.
+// postgres subtest skips unless Reachable says TINY_DB is set (as
+// racefree's do without TEST_DATABASE_URL), and fails when it runs without
+// it; slow, whose test hangs if Wait does; eng, whose SQL lives in
+// sql/<engine>/ as racefree's does; and untested, which has no test files.
 var tinyModule = map[string]string{
 	"go.mod": "module example.com/tiny\n\ngo 1.22\n",
 	"calc/calc.go": `package calc
@@ -62,6 +62,11 @@ func TestAlreadyFailing(t *testing.T) { t.Fatal("fails without any mutation") }
 `,
 	"pg/pg.go": `package pg
 
+import "os"
+
+// Reachable reports whether the postgres engine's database is there.
+func Reachable() bool { return os.Getenv("TINY_DB") != "" }
+
 // Quote quotes s for the sqlite engine.
 func Quote(s string) string { return "'" + s + "'" }
 
@@ -82,8 +87,11 @@ func TestQuote(t *testing.T) {
 		}
 	})
 	t.Run("postgres", func(t *testing.T) {
-		if os.Getenv("TINY_DB") == "" {
+		if !Reachable() {
 			t.Skip("TINY_DB is not set")
+		}
+		if os.Getenv("TINY_DB") == "" {
+			t.Fatal("cannot connect: no database") // as a test whose skip check was mutated away
 		}
 		if got, want := QuoteIdent("a"), "\"a\""; got != want {
 			t.Fatalf("QuoteIdent = %s, want %s", got, want)
@@ -233,7 +241,7 @@ func verdict(t *testing.T, out, file string) string {
 	return ""
 }
 
-// TestRunnerVerdicts runs a catalogue of eight mutants of the tiny module and
+// TestRunnerVerdicts runs a catalogue of nine mutants of the tiny module and
 // checks the verdict on each: only a test that passed on the baseline
 // catches a mutant.
 func TestRunnerVerdicts(t *testing.T) {
@@ -250,6 +258,7 @@ func TestRunnerVerdicts(t *testing.T) {
 	addMutant(t, root, "105-hangs.patch", "Wait never returns", "slow/slow.go", "time.Sleep(d)", "time.Sleep(time.Hour)")
 	addMutant(t, root, "107-postgres-sql.patch", "PostgreSQL's query selects 2", "eng/sql/postgres/q.sql", "SELECT 1", "SELECT 2")
 	addMutant(t, root, "106-untested.patch", "One returns 2, in a package without tests", "untested/untested.go", "return 1", "return 2")
+	addMutant(t, root, "108-reachable-without-a-database.patch", "Reachable reports a database that is not there", "pg/pg.go", `os.Getenv("TINY_DB") != ""`, `os.Getenv("TINY_DB") != "off"`)
 	// The baseline's failing test is a subtest: name it, not its parent.
 	brokenTest := filepath.Join(root, "broken", "broken_test.go")
 	data, err := os.ReadFile(brokenTest)
@@ -273,6 +282,9 @@ func TestRunnerVerdicts(t *testing.T) {
 		{"104-postgres-only.patch", `^SURVIVED `},
 		{"105-hangs.patch", `^TIMEOUT `},
 		{"106-untested.patch", `^SURVIVED `},
+		// Without a database the postgres subtest skipped on the baseline:
+		// its failure with the mutant is no evidence.
+		{"108-reachable-without-a-database.patch", `^SURVIVED `},
 		// The sqlite subtest fails first and -failfast stops the run: the
 		// runner runs every test again and the postgres subtest catches it.
 		{"107-postgres-sql.patch", `^caught .* by eng:TestQuery/postgres `},
@@ -284,7 +296,10 @@ func TestRunnerVerdicts(t *testing.T) {
 	if !strings.Contains(out, "BASELINE FAILED  broken: TestAlreadyFailing/sub\n") {
 		t.Errorf("the output does not name the test that failed on the baseline")
 	}
-	if got, want := lastLine(out), "mutants: 2 caught, 3 survived, 1 broken, 1 timed out, 1 baseline failed"; got != want {
+	if !strings.Contains(out, "    failed, but no evidence: pg:TestQuote/postgres (did not pass on the baseline)\n") {
+		t.Errorf("the output does not say why pg:TestQuote/postgres is no evidence against 108")
+	}
+	if got, want := lastLine(out), "mutants: 2 caught, 4 survived, 1 broken, 1 timed out, 1 baseline failed"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 	if got, want := code, 1; got != want {
@@ -300,6 +315,11 @@ func TestRunnerVerdicts(t *testing.T) {
 	if got, want := code, 0; got != want {
 		t.Errorf("exit status with every mutant caught = %d, want %d", got, want)
 	}
+
+	// A mutant that does not build fails the run, though none survived.
+	if code, _ = runTiny(t, root, "103"); code != 1 {
+		t.Errorf("exit status with a broken mutant = %d, want 1", code)
+	}
 }
 
 func lastLine(s string) string {
@@ -313,12 +333,14 @@ func lastLine(s string) string {
 func TestCatchingNamesInnermostTests(t *testing.T) {
 	t.Parallel()
 	base := newTestRun()
-	for _, id := range []testID{{"p", ""}, {"p", "TestA"}, {"p", "TestA/sqlite"}, {"p", "TestA/postgres"}, {"p", "TestB"}, {"q", ""}} {
+	for _, id := range []testID{{"p", ""}, {"p", "TestA"}, {"p", "TestA/sqlite"}, {"p", "TestA/postgres"}, {"p", "TestB"}, {"p", "TestD"}, {"q", ""}} {
 		base.passed[id] = true
 	}
 	run := newTestRun()
-	// TestC skipped on the baseline; q fails outside every test.
-	run.failed = []testID{{"p", "TestC"}, {"p", "TestA/postgres"}, {"p", "TestA"}, {"p", "TestB"}, {"p", ""}, {"q", ""}}
+	// TestC skipped on the baseline, and so did TestD/postgres, so that
+	// TestD passed there: it fails now only with that subtest, which is no
+	// evidence. q fails outside every test.
+	run.failed = []testID{{"p", "TestC"}, {"p", "TestA/postgres"}, {"p", "TestA"}, {"p", "TestD/postgres"}, {"p", "TestD"}, {"p", "TestB"}, {"p", ""}, {"q", ""}}
 	got := run.catching(base, "")
 	want := []testID{{"p", "TestA/postgres"}, {"p", "TestB"}, {"q", ""}}
 	if !slices.Equal(got, want) {
