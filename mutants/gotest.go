@@ -104,7 +104,7 @@ func (s *jsonSink) line(l []byte) {
 		}
 		s.text(pkg, e.Output)
 		switch {
-		case strings.Contains(e.Output, "panic: test timed out after"):
+		case strings.HasPrefix(e.Output, "panic: test timed out after"): // not a test's log quoting one
 			r.addTimedOut(pkg)
 		case e.Test == "" && (strings.Contains(e.Output, "[build failed]") || strings.Contains(e.Output, "[setup failed]")):
 			r.addBuildFailed(pkg)

@@ -499,3 +499,26 @@ func TestParseGuarantees(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeoutIsTheBinarysOwn checks that only go test's own time-out panic
+// marks a package as timed out, not a test's log that quotes one (the
+// runner's tests log the output of runs with a hanging mutant).
+func TestTimeoutIsTheBinarysOwn(t *testing.T) {
+	t.Parallel()
+	run := newTestRun()
+	sink := &jsonSink{run: run}
+	for _, line := range []string{
+		`{"Action":"output","Package":"p","Test":"TestLog","Output":"        TIMEOUT  105-hangs.patch\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestLog","Output":"            panic: test timed out after 5s\n"}`,
+		`{"Action":"fail","Package":"p","Test":"TestLog"}`,
+	} {
+		sink.Write([]byte(line + "\n"))
+	}
+	if len(run.timedOut) != 0 || !slices.Equal(run.failed, []testID{{"p", "TestLog"}}) {
+		t.Errorf("timed out %v, failed %v; want none timed out and TestLog failed", run.timedOut, run.failed)
+	}
+	sink.Write([]byte(`{"Action":"output","Package":"q","Test":"TestWait","Output":"panic: test timed out after 5s\n"}` + "\n"))
+	if !slices.Equal(run.timedOut, []string{"q"}) {
+		t.Errorf("timed out %v, want [q]", run.timedOut)
+	}
+}
