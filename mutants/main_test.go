@@ -223,7 +223,7 @@ func runTiny(t *testing.T, root, filter string, env ...string) (int, string) {
 		}
 	}
 	var out bytes.Buffer
-	rn := &runner{root: root, jobs: 2, timeout: 5 * time.Second, env: env, out: &printer{w: &out}}
+	rn := &runner{root: root, jobs: 2, timeout: 3 * time.Second, env: env, out: &printer{w: &out}}
 	code := rn.run(context.Background(), selected)
 	t.Logf("runner output:\n%s", out.String())
 	return code, out.String()
@@ -241,7 +241,7 @@ func verdict(t *testing.T, out, file string) string {
 	return ""
 }
 
-// TestRunnerVerdicts runs a catalogue of nine mutants of the tiny module and
+// TestRunnerVerdicts runs a catalogue of eight mutants of the tiny module and
 // checks the verdict on each: only a test that passed on the baseline
 // catches a mutant.
 func TestRunnerVerdicts(t *testing.T) {
@@ -255,7 +255,6 @@ func TestRunnerVerdicts(t *testing.T) {
 	addMutant(t, root, "102-half-of-broken-package.patch", "Half doubles, in a package whose tests fail unmutated", "broken/broken.go", "x / 2", "x * 2")
 	addMutant(t, root, "103-does-not-compile.patch", "Add returns a string", "calc/calc.go", "return a + b", `return "a"`)
 	addMutant(t, root, "104-postgres-only.patch", "QuoteIdent quotes with single quotes: only the postgres subtest can tell", "pg/pg.go", `"\"" + s + "\""`, `"'" + s + "'"`)
-	addMutant(t, root, "105-hangs.patch", "Wait never returns", "slow/slow.go", "time.Sleep(d)", "time.Sleep(time.Hour)")
 	addMutant(t, root, "107-postgres-sql.patch", "PostgreSQL's query selects 2", "eng/sql/postgres/q.sql", "SELECT 1", "SELECT 2")
 	addMutant(t, root, "106-untested.patch", "One returns 2, in a package without tests", "untested/untested.go", "return 1", "return 2")
 	addMutant(t, root, "108-reachable-without-a-database.patch", "Reachable reports a database that is not there", "pg/pg.go", `os.Getenv("TINY_DB") != ""`, `os.Getenv("TINY_DB") != "off"`)
@@ -280,7 +279,6 @@ func TestRunnerVerdicts(t *testing.T) {
 		{"102-half-of-broken-package.patch", `^BASELINE FAILED .*the unmutated tests of broken fail`},
 		{"103-does-not-compile.patch", `^BROKEN .*does not build`},
 		{"104-postgres-only.patch", `^SURVIVED `},
-		{"105-hangs.patch", `^TIMEOUT `},
 		{"106-untested.patch", `^SURVIVED `},
 		// Without a database the postgres subtest skipped on the baseline:
 		// its failure with the mutant is no evidence.
@@ -299,7 +297,7 @@ func TestRunnerVerdicts(t *testing.T) {
 	if !strings.Contains(out, "    failed, but no evidence: pg:TestQuote/postgres (did not pass on the baseline)\n") {
 		t.Errorf("the output does not say why pg:TestQuote/postgres is no evidence against 108")
 	}
-	if got, want := lastLine(out), "mutants: 2 caught, 4 survived, 1 broken, 1 timed out, 1 baseline failed"; got != want {
+	if got, want := lastLine(out), "mutants: 2 caught, 4 survived, 1 broken, 0 timed out, 1 baseline failed"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 	if got, want := code, 1; got != want {
@@ -319,6 +317,27 @@ func TestRunnerVerdicts(t *testing.T) {
 	// A mutant that does not build fails the run, though none survived.
 	if code, _ = runTiny(t, root, "103"); code != 1 {
 		t.Errorf("exit status with a broken mutant = %d, want 1", code)
+	}
+}
+
+// TestRunnerReportsATimeout runs a mutant that makes a test hang: go test
+// times out, and the test that was running is no catch.
+func TestRunnerReportsATimeout(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := newTinyRepo(t)
+	addMutant(t, root, "105-hangs.patch", "Wait never returns", "slow/slow.go", "time.Sleep(d)", "time.Sleep(time.Hour)")
+	code, out := runTiny(t, root, ".")
+	if got := verdict(t, out, "105-hangs.patch"); !strings.HasPrefix(got, "TIMEOUT ") {
+		t.Errorf("verdict on 105 = %q, want TIMEOUT", got)
+	}
+	if got, want := lastLine(out), "mutants: 0 caught, 0 survived, 0 broken, 1 timed out, 0 baseline failed"; got != want {
+		t.Errorf("summary = %q, want %q", got, want)
+	}
+	if got, want := code, 1; got != want {
+		t.Errorf("exit status = %d, want %d", got, want)
 	}
 }
 
