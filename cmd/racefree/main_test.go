@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -134,6 +135,7 @@ func TestMigrateUpFromConcurrentProcesses(t *testing.T) {
 		ctx := context.Background()
 		migrateDSN := dsn
 		var release func()
+		var exited atomic.Int32 // processes that finished: a failure to start stops the wait
 		if strings.HasPrefix(dsn, "postgres") {
 			app := fmt.Sprintf("rf_migrate_%d", time.Now().UnixNano())
 			migrateDSN = dsn + "&application_name=" + app
@@ -151,7 +153,7 @@ func TestMigrateUpFromConcurrentProcesses(t *testing.T) {
 				t.Fatal(err)
 			}
 			release = func() {
-				for waiting := 0; waiting < n; time.Sleep(10 * time.Millisecond) { // poll the state
+				for waiting := 0; waiting < n && exited.Load() == 0; time.Sleep(10 * time.Millisecond) { // poll the state
 					if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting); err != nil {
 						t.Error(err)
 						break
@@ -169,6 +171,7 @@ func TestMigrateUpFromConcurrentProcesses(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				results[i] = runCLI(t, "migrate", "up", "--db", migrateDSN)
+				exited.Add(1)
 			}()
 		}
 		if release != nil {
