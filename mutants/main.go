@@ -55,7 +55,7 @@ func main() {
 	runFilter := flag.String("run", "", "run only the mutants whose file name matches `regexp`")
 	jobs := flag.Int("j", 1, "run `N` mutants in parallel")
 	verbose := flag.Bool("v", false, "stream the output of go test while it runs, and name every test that catches a mutant")
-	list := flag.Bool("list", false, "list the mutants with their descriptions and packages; run nothing")
+	list := flag.Bool("list", false, "list the mutants with their descriptions, packages and the tests that judge them; run nothing")
 	timeout := flag.Duration("timeout", 10*time.Minute, "go test -timeout for the baseline and for each mutant")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./mutants [-run regexp] [-j N] [-v] [-list] [-timeout d]\n")
