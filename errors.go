@@ -3,8 +3,9 @@ package racefree
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/racefree/racefree/internal/text"
 )
 
 // Sentinel errors. Callers test for them with errors.Is; the engines map
@@ -111,7 +112,7 @@ func CheckText(field, value string, maxBytes int) error {
 		return Invalid(field, "must be 1 to %d bytes, got %d", maxBytes, len(value))
 	case !utf8.ValidString(value):
 		return Invalid(field, "must be valid UTF-8")
-	case strings.IndexByte(value, 0) >= 0:
+	case text.HasNUL(value):
 		return Invalid(field, "must not contain a NUL byte")
 	}
 	return nil

@@ -480,8 +480,13 @@ func TestAcquireRollsBackWithTheCallersTransaction(t *testing.T) {
 	each(t, func(t *testing.T, b bundle) {
 		ctx := context.Background()
 		boom := errors.New("caller failed")
+		// On SQLite an Acquire outside the caller's transaction waits for
+		// the write lock that transaction holds: end it within seconds,
+		// not after every busy timeout of every retry.
+		bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		err := b.db.InTx(ctx, func(tx *sql.Tx) error {
-			if _, err := b.claims.Acquire(ctx, tx, "k", "a", time.Minute); err != nil {
+			if _, err := b.claims.Acquire(bounded, tx, "k", "a", time.Minute); err != nil {
 				return err
 			}
 			return boom

@@ -21,12 +21,17 @@ func TestObserveAndRecordRollBackWithTheCallersTransaction(t *testing.T) {
 		ctx := context.Background()
 		ev := dedup.Event{Source: "s", Level: "error", Message: "m", Fingerprint: "fp"}
 		boom := errors.New("caller failed")
+		// On SQLite a statement outside the caller's transaction waits for
+		// the write lock that transaction holds: end it within seconds,
+		// not after every busy timeout of every retry.
+		bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
-			o, err := log.Observe(ctx, tx, ev, time.Minute)
+			o, err := log.Observe(bounded, tx, ev, time.Minute)
 			if err != nil || !o.Process {
 				t.Fatalf("observe in tx: %+v, %v", o, err)
 			}
-			if err := log.Record(ctx, tx, "fp", o.Fence, dedup.Result{Classification: "c"}); err != nil {
+			if err := log.Record(bounded, tx, "fp", o.Fence, dedup.Result{Classification: "c"}); err != nil {
 				t.Fatalf("record in tx: %v", err)
 			}
 			return boom

@@ -25,6 +25,7 @@ type testRun struct {
 	timedOut    []string                 // packages whose test binary hit -timeout
 	output      bytes.Buffer             // the human-readable output: go test's text without the JSON
 	pkgOutput   map[string]*bytes.Buffer // the same, by package
+	testTime    float64                  // seconds the test binaries ran, summed over packages
 }
 
 // An event is one line of go test -json (cmd/test2json).
@@ -33,8 +34,9 @@ type event struct {
 	Package     string
 	Test        string
 	Output      string
-	ImportPath  string // build-output and build-fail events
-	FailedBuild string // a package's fail event when it did not build
+	ImportPath  string  // build-output and build-fail events
+	FailedBuild string  // a package's fail event when it did not build
+	Elapsed     float64 // seconds, on a package's pass, fail or skip event: how long its test binary ran
 }
 
 // A jsonSink parses go test -json output written to it line by line into
@@ -102,7 +104,7 @@ func (s *jsonSink) line(l []byte) {
 		}
 		s.text(pkg, e.Output)
 		switch {
-		case strings.Contains(e.Output, "panic: test timed out after"):
+		case strings.HasPrefix(e.Output, "panic: test timed out after"): // not a test's log quoting one
 			r.addTimedOut(pkg)
 		case e.Test == "" && (strings.Contains(e.Output, "[build failed]") || strings.Contains(e.Output, "[setup failed]")):
 			r.addBuildFailed(pkg)
@@ -112,6 +114,9 @@ func (s *jsonSink) line(l []byte) {
 		r.addBuildFailed(pkg)
 	case "pass":
 		r.passed[id] = true
+		if e.Test == "" {
+			r.testTime += e.Elapsed
+		}
 	case "skip":
 		if e.Test != "" {
 			r.skipped++
@@ -119,6 +124,9 @@ func (s *jsonSink) line(l []byte) {
 			r.passed[id] = true // no test files: nothing failed, nothing proven
 		}
 	case "fail":
+		if e.Test == "" {
+			r.testTime += e.Elapsed
+		}
 		switch {
 		case e.FailedBuild != "":
 			r.addBuildFailed(e.Package)
@@ -129,6 +137,30 @@ func (s *jsonSink) line(l []byte) {
 			r.failed = append(r.failed, id)
 		}
 	}
+}
+
+// merge adds what the run o showed to r: o ran other packages, or the
+// same packages again (a run without -failfast after one with it).
+func (r *testRun) merge(o *testRun) {
+	for id := range o.passed {
+		r.passed[id] = true
+	}
+	r.skipped += o.skipped
+	r.failed = append(r.failed, o.failed...)
+	for _, p := range o.buildFailed {
+		r.addBuildFailed(p)
+	}
+	for _, p := range o.timedOut {
+		r.addTimedOut(p)
+	}
+	r.output.Write(o.output.Bytes())
+	for p, b := range o.pkgOutput {
+		if r.pkgOutput[p] == nil {
+			r.pkgOutput[p] = new(bytes.Buffer)
+		}
+		r.pkgOutput[p].Write(b.Bytes())
+	}
+	r.testTime += o.testTime
 }
 
 func (r *testRun) addBuildFailed(pkg string) {
@@ -146,9 +178,10 @@ func (r *testRun) addTimedOut(pkg string) {
 // catching returns the tests that passed on base and failed in r, in the
 // order r reported them: the innermost subtests, then packages. A parent
 // test fails with any of its subtests and a package with any of its tests,
-// so each is named only when it failed on its own. Subtests named blind (an
-// engine the mutant's SQL does not reach) are no evidence and are left out,
-// and so are their parents and packages.
+// so each is named only when it failed on its own. Subtests that did not
+// pass on base (a PostgreSQL subtest that skipped without a database) and
+// subtests named blind (an engine the mutant's SQL does not reach) are no
+// evidence and are left out, and so are their parents and packages.
 func (r *testRun) catching(base *testRun, blind string) []testID {
 	var tests, pkgs []testID
 	failedTests := map[string]bool{} // packages with a failed test
@@ -156,15 +189,13 @@ func (r *testRun) catching(base *testRun, blind string) []testID {
 		switch {
 		case id.name != "":
 			failedTests[id.pkg] = true
-			if base.passed[id] {
-				tests = append(tests, id)
-			}
+			tests = append(tests, id)
 		case base.passed[id]:
 			pkgs = append(pkgs, id)
 		}
 	}
 	tests = slices.DeleteFunc(innermost(tests), func(id testID) bool {
-		return blind != "" && slices.Contains(strings.Split(id.name, "/"), blind)
+		return !base.passed[id] || blind != "" && slices.Contains(strings.Split(id.name, "/"), blind)
 	})
 	for _, p := range pkgs {
 		if !failedTests[p.pkg] {

@@ -7,7 +7,8 @@
 // copy of the repository (the baseline) and records which tests pass. Then,
 // for every mutant, it copies the repository's files into a scratch
 // directory, applies the patch there with git apply, and runs go test on the
-// mutant's packages. The mutant is
+// mutant's packages: in each, the tests that the rows of GUARANTEES.md naming
+// the mutant list there, or every test when they list none. The mutant is
 //
 //   - caught when a test that passed on the baseline fails (the first such
 //     test is named); for a mutant of one engine's SQL (…/sql/postgres/…),
@@ -39,6 +40,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,7 +55,7 @@ func main() {
 	runFilter := flag.String("run", "", "run only the mutants whose file name matches `regexp`")
 	jobs := flag.Int("j", 1, "run `N` mutants in parallel")
 	verbose := flag.Bool("v", false, "stream the output of go test while it runs, and name every test that catches a mutant")
-	list := flag.Bool("list", false, "list the mutants with their descriptions and packages; run nothing")
+	list := flag.Bool("list", false, "list the mutants with their descriptions, packages and the tests that judge them; run nothing")
 	timeout := flag.Duration("timeout", 10*time.Minute, "go test -timeout for the baseline and for each mutant")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./mutants [-run regexp] [-j N] [-v] [-list] [-timeout d]\n")
@@ -93,6 +95,10 @@ func main() {
 	}
 
 	if *list {
+		proofs, err := readGuarantees(root)
+		if err != nil {
+			log.Fatal(err)
+		}
 		for _, m := range selected {
 			pkgs, err := m.packagesIn(root)
 			fmt.Printf("%s  %s\n", m.file, m.desc)
@@ -101,6 +107,17 @@ func main() {
 			} else {
 				fmt.Printf("    packages: %s\n", strings.Join(pkgs, " "))
 			}
+			var tests []string
+			for dir, names := range proofs[m.number()] {
+				for _, n := range names {
+					tests = append(tests, dir+":"+n)
+				}
+			}
+			slices.Sort(tests)
+			if len(tests) == 0 {
+				tests = []string{"every test of its packages (no row of " + guaranteesFile + " names it)"}
+			}
+			fmt.Printf("    tests: %s\n", strings.Join(tests, " "))
 		}
 		return
 	}

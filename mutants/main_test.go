@@ -15,10 +15,10 @@ import (
 
 // tinyModule is a throwaway module with six packages: calc, whose tests
 // pass; broken, which has a test that fails without any mutation; pg, whose
-// postgres subtest skips unless TINY_DB is set (as racefree's do without
-// TEST_DATABASE_URL); slow, whose test hangs if Wait does; eng, whose SQL
-// lives in sql/<engine>/ as racefree's does; and untested, which has no
-// test files.
+// postgres subtest skips unless Reachable says TINY_DB is set (as
+// racefree's do without TEST_DATABASE_URL), and fails when it runs without
+// it; slow, whose test hangs if Wait does; eng, whose SQL lives in
+// sql/<engine>/ as racefree's does; and untested, which has no test files.
 var tinyModule = map[string]string{
 	"go.mod": "module example.com/tiny\n\ngo 1.22\n",
 	"calc/calc.go": `package calc
@@ -62,6 +62,11 @@ func TestAlreadyFailing(t *testing.T) { t.Fatal("fails without any mutation") }
 `,
 	"pg/pg.go": `package pg
 
+import "os"
+
+// Reachable reports whether the postgres engine's database is there.
+func Reachable() bool { return os.Getenv("TINY_DB") != "" }
+
 // Quote quotes s for the sqlite engine.
 func Quote(s string) string { return "'" + s + "'" }
 
@@ -82,8 +87,11 @@ func TestQuote(t *testing.T) {
 		}
 	})
 	t.Run("postgres", func(t *testing.T) {
-		if os.Getenv("TINY_DB") == "" {
+		if !Reachable() {
 			t.Skip("TINY_DB is not set")
+		}
+		if os.Getenv("TINY_DB") == "" {
+			t.Fatal("cannot connect: no database") // as a test whose skip check was mutated away
 		}
 		if got, want := QuoteIdent("a"), "\"a\""; got != want {
 			t.Fatalf("QuoteIdent = %s, want %s", got, want)
@@ -215,7 +223,7 @@ func runTiny(t *testing.T, root, filter string, env ...string) (int, string) {
 		}
 	}
 	var out bytes.Buffer
-	rn := &runner{root: root, jobs: 2, timeout: 5 * time.Second, env: env, out: &printer{w: &out}}
+	rn := &runner{root: root, jobs: 2, timeout: 3 * time.Second, env: env, out: &printer{w: &out}}
 	code := rn.run(context.Background(), selected)
 	t.Logf("runner output:\n%s", out.String())
 	return code, out.String()
@@ -247,9 +255,9 @@ func TestRunnerVerdicts(t *testing.T) {
 	addMutant(t, root, "102-half-of-broken-package.patch", "Half doubles, in a package whose tests fail unmutated", "broken/broken.go", "x / 2", "x * 2")
 	addMutant(t, root, "103-does-not-compile.patch", "Add returns a string", "calc/calc.go", "return a + b", `return "a"`)
 	addMutant(t, root, "104-postgres-only.patch", "QuoteIdent quotes with single quotes: only the postgres subtest can tell", "pg/pg.go", `"\"" + s + "\""`, `"'" + s + "'"`)
-	addMutant(t, root, "105-hangs.patch", "Wait never returns", "slow/slow.go", "time.Sleep(d)", "time.Sleep(time.Hour)")
 	addMutant(t, root, "107-postgres-sql.patch", "PostgreSQL's query selects 2", "eng/sql/postgres/q.sql", "SELECT 1", "SELECT 2")
 	addMutant(t, root, "106-untested.patch", "One returns 2, in a package without tests", "untested/untested.go", "return 1", "return 2")
+	addMutant(t, root, "108-reachable-without-a-database.patch", "Reachable reports a database that is not there", "pg/pg.go", `os.Getenv("TINY_DB") != ""`, `os.Getenv("TINY_DB") != "off"`)
 	// The baseline's failing test is a subtest: name it, not its parent.
 	brokenTest := filepath.Join(root, "broken", "broken_test.go")
 	data, err := os.ReadFile(brokenTest)
@@ -271,8 +279,10 @@ func TestRunnerVerdicts(t *testing.T) {
 		{"102-half-of-broken-package.patch", `^BASELINE FAILED .*the unmutated tests of broken fail`},
 		{"103-does-not-compile.patch", `^BROKEN .*does not build`},
 		{"104-postgres-only.patch", `^SURVIVED `},
-		{"105-hangs.patch", `^TIMEOUT `},
 		{"106-untested.patch", `^SURVIVED `},
+		// Without a database the postgres subtest skipped on the baseline:
+		// its failure with the mutant is no evidence.
+		{"108-reachable-without-a-database.patch", `^SURVIVED `},
 		// The sqlite subtest fails first and -failfast stops the run: the
 		// runner runs every test again and the postgres subtest catches it.
 		{"107-postgres-sql.patch", `^caught .* by eng:TestQuery/postgres `},
@@ -284,7 +294,10 @@ func TestRunnerVerdicts(t *testing.T) {
 	if !strings.Contains(out, "BASELINE FAILED  broken: TestAlreadyFailing/sub\n") {
 		t.Errorf("the output does not name the test that failed on the baseline")
 	}
-	if got, want := lastLine(out), "mutants: 2 caught, 3 survived, 1 broken, 1 timed out, 1 baseline failed"; got != want {
+	if !strings.Contains(out, "    failed, but no evidence: pg:TestQuote/postgres (did not pass on the baseline)\n") {
+		t.Errorf("the output does not say why pg:TestQuote/postgres is no evidence against 108")
+	}
+	if got, want := lastLine(out), "mutants: 2 caught, 4 survived, 1 broken, 0 timed out, 1 baseline failed"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 	if got, want := code, 1; got != want {
@@ -300,6 +313,32 @@ func TestRunnerVerdicts(t *testing.T) {
 	if got, want := code, 0; got != want {
 		t.Errorf("exit status with every mutant caught = %d, want %d", got, want)
 	}
+
+	// A mutant that does not build fails the run, though none survived.
+	if code, _ = runTiny(t, root, "103"); code != 1 {
+		t.Errorf("exit status with a broken mutant = %d, want 1", code)
+	}
+}
+
+// TestRunnerReportsATimeout runs a mutant that makes a test hang: go test
+// times out, and the test that was running is no catch.
+func TestRunnerReportsATimeout(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := newTinyRepo(t)
+	addMutant(t, root, "105-hangs.patch", "Wait never returns", "slow/slow.go", "time.Sleep(d)", "time.Sleep(time.Hour)")
+	code, out := runTiny(t, root, ".")
+	if got := verdict(t, out, "105-hangs.patch"); !strings.HasPrefix(got, "TIMEOUT ") {
+		t.Errorf("verdict on 105 = %q, want TIMEOUT", got)
+	}
+	if got, want := lastLine(out), "mutants: 0 caught, 0 survived, 0 broken, 1 timed out, 0 baseline failed"; got != want {
+		t.Errorf("summary = %q, want %q", got, want)
+	}
+	if got, want := code, 1; got != want {
+		t.Errorf("exit status = %d, want %d", got, want)
+	}
 }
 
 func lastLine(s string) string {
@@ -313,12 +352,14 @@ func lastLine(s string) string {
 func TestCatchingNamesInnermostTests(t *testing.T) {
 	t.Parallel()
 	base := newTestRun()
-	for _, id := range []testID{{"p", ""}, {"p", "TestA"}, {"p", "TestA/sqlite"}, {"p", "TestA/postgres"}, {"p", "TestB"}, {"q", ""}} {
+	for _, id := range []testID{{"p", ""}, {"p", "TestA"}, {"p", "TestA/sqlite"}, {"p", "TestA/postgres"}, {"p", "TestB"}, {"p", "TestD"}, {"q", ""}} {
 		base.passed[id] = true
 	}
 	run := newTestRun()
-	// TestC skipped on the baseline; q fails outside every test.
-	run.failed = []testID{{"p", "TestC"}, {"p", "TestA/postgres"}, {"p", "TestA"}, {"p", "TestB"}, {"p", ""}, {"q", ""}}
+	// TestC skipped on the baseline, and so did TestD/postgres, so that
+	// TestD passed there: it fails now only with that subtest, which is no
+	// evidence. q fails outside every test.
+	run.failed = []testID{{"p", "TestC"}, {"p", "TestA/postgres"}, {"p", "TestA"}, {"p", "TestD/postgres"}, {"p", "TestD"}, {"p", "TestB"}, {"p", ""}, {"q", ""}}
 	got := run.catching(base, "")
 	want := []testID{{"p", "TestA/postgres"}, {"p", "TestB"}, {"q", ""}}
 	if !slices.Equal(got, want) {
@@ -358,5 +399,145 @@ func TestEngineSQLMutantIsCaughtOnlyByItsEngine(t *testing.T) {
 	}
 	if got, want := run.catching(base, "postgres"), []testID{{"p", "TestE/sqlite"}}; !slices.Equal(got, want) {
 		t.Errorf("a sqlite SQL mutant is caught by %v, want %v", got, want)
+	}
+}
+
+// TestRunnerRunsTheTestsGuaranteesListsForAMutant checks that a mutant that
+// rows of GUARANTEES.md name is judged by the tests they list, and only by
+// those (subtests named by their top-level test), in the baseline too; and
+// that a mutant no row names is judged by its packages' every test.
+func TestRunnerRunsTheTestsGuaranteesListsForAMutant(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := newTinyRepo(t)
+	files := map[string]string{
+		"calc/more_test.go": `package calc
+
+import "testing"
+
+func TestAddCommutes(t *testing.T) {
+	if Add(1, 2) != Add(2, 1) {
+		t.Fatal("Add(1, 2) != Add(2, 1)")
+	}
+}
+
+func TestAddZero(t *testing.T) {
+	t.Run("sub", func(t *testing.T) {
+		if Add(0, 0) != 0 {
+			t.Fatal("Add(0, 0) != 0")
+		}
+	})
+}
+
+// TestNeverListed fails whenever it runs: only a run of the whole package
+// runs it.
+func TestNeverListed(t *testing.T) { t.Fatal("ran, though no row lists it") }
+`,
+		"GUARANTEES.md": strings.Join([]string{
+			"# Guarantees",
+			"",
+			"| promise | tests | mutants | engines |",
+			"|---|---|---|---|",
+			"| Add is commutative | `calc:TestAddCommutes` | 200 | — |",
+			"| Add(0, 0) is 0 | `calc:TestAddZero/sub` | 201 | — |",
+			"| Add is a sum | `calc:TestAddZero` | 200, 201 | — |",
+			"| nothing is proven | — | — | — |",
+			"",
+		}, "\n"),
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(name)), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addMutant(t, root, "200-add-subtracts.patch", "Add subtracts", "calc/calc.go", "a + b", "a - b")
+	addMutant(t, root, "201-add-subtracts-too.patch", "Add subtracts, listed with a test that cannot tell", "calc/calc.go", "a + b", "a - b")
+	addMutant(t, root, "202-add-subtracts-unlisted.patch", "Add subtracts, in no row", "calc/calc.go", "a + b", "a - b")
+
+	// TestAdd would catch 200 and 201, and TestNeverListed fails: neither
+	// runs, in the baseline or with a mutant.
+	code, out := runTiny(t, root, "20[01]")
+	for _, c := range []struct{ file, want string }{
+		{"200-add-subtracts.patch", `^caught .* by calc:TestAddCommutes `},
+		{"201-add-subtracts-too.patch", `^SURVIVED `},
+	} {
+		if got := verdict(t, out, c.file); !regexp.MustCompile(c.want).MatchString(got) {
+			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
+		}
+	}
+	if !strings.Contains(out, "baseline: 1 packages, 3 tests passed, 0 skipped") {
+		t.Errorf("the baseline ran other tests than TestAddCommutes and TestAddZero/sub")
+	}
+	if got, want := code, 1; got != want {
+		t.Errorf("exit status = %d, want %d", got, want)
+	}
+
+	// A mutant that no row names runs the whole package, in the baseline
+	// too, where TestNeverListed fails.
+	_, out = runTiny(t, root, "202")
+	if got, want := verdict(t, out, "202-add-subtracts-unlisted.patch"), "BASELINE FAILED"; !strings.HasPrefix(got, want) {
+		t.Errorf("verdict on 202 = %q, want %s", got, want)
+	}
+	if !strings.Contains(out, "BASELINE FAILED  calc: TestNeverListed\n") {
+		t.Errorf("the baseline of an unlisted mutant did not run the whole package")
+	}
+}
+
+// TestParseGuarantees checks which tests the runner reads for each mutant
+// from GUARANTEES.md: the union over the rows naming it, by directory,
+// subtests named by their top-level test.
+func TestParseGuarantees(t *testing.T) {
+	t.Parallel()
+	got := parseGuarantees(strings.Join([]string{
+		"| promise | tests | mutants | engines |",
+		"|---|---|---|---|",
+		"| one | `claim:TestAcquire/postgres`, `server:TestClaimsOverHTTP` | 010, 011 | both |",
+		"| two | `claim:TestRenew`, `claim:TestAcquire`, `.:TestGuaranteesAreProven` | 011 | both |",
+		"| a pipe in `a|b` | `claim:TestGuard` | 012 | — |",
+		"| none | — | — | — |",
+		"not a row: | `claim:TestX` | 013 | — |",
+	}, "\n"))
+	want := map[string]proof{
+		"010": {"claim": {"TestAcquire"}, "server": {"TestClaimsOverHTTP"}},
+		"011": {"claim": {"TestAcquire", "TestRenew"}, "server": {"TestClaimsOverHTTP"}, ".": {"TestGuaranteesAreProven"}},
+		"012": {"claim": {"TestGuard"}},
+	}
+	if len(got) != len(want) {
+		t.Errorf("mutants %v, want %v", got, want)
+	}
+	for n, p := range want {
+		for dir, names := range p {
+			if !slices.Equal(got[n][dir], names) {
+				t.Errorf("mutant %s, %s: %v, want %v", n, dir, got[n][dir], names)
+			}
+		}
+		if len(got[n]) != len(p) {
+			t.Errorf("mutant %s: %v, want %v", n, got[n], p)
+		}
+	}
+}
+
+// TestTimeoutIsTheBinarysOwn checks that only go test's own time-out panic
+// marks a package as timed out, not a test's log that quotes one (the
+// runner's tests log the output of runs with a hanging mutant).
+func TestTimeoutIsTheBinarysOwn(t *testing.T) {
+	t.Parallel()
+	run := newTestRun()
+	sink := &jsonSink{run: run}
+	for _, line := range []string{
+		`{"Action":"output","Package":"p","Test":"TestLog","Output":"        TIMEOUT  105-hangs.patch\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestLog","Output":"            panic: test timed out after 5s\n"}`,
+		`{"Action":"fail","Package":"p","Test":"TestLog"}`,
+	} {
+		sink.Write([]byte(line + "\n"))
+	}
+	if len(run.timedOut) != 0 || !slices.Equal(run.failed, []testID{{"p", "TestLog"}}) {
+		t.Errorf("timed out %v, failed %v; want none timed out and TestLog failed", run.timedOut, run.failed)
+	}
+	sink.Write([]byte(`{"Action":"output","Package":"q","Test":"TestWait","Output":"panic: test timed out after 5s\n"}` + "\n"))
+	if !slices.Equal(run.timedOut, []string{"q"}) {
+		t.Errorf("timed out %v, want [q]", run.timedOut)
 	}
 }

@@ -30,8 +30,9 @@ type runner struct {
 	env     []string      // added to the environment of go test
 	out     *printer
 
-	mod   module
-	files []string // the repository's files, relative to root
+	mod    module
+	files  []string         // the repository's files, relative to root
+	proofs map[string]proof // catalogue number → the tests GUARANTEES.md lists for it
 }
 
 // A printer serialises writes to the runner's output between parallel
@@ -68,6 +69,7 @@ type result struct {
 	discounted []discount // tests that failed but are no evidence
 	output     []byte     // output of git apply or go test
 	elapsed    time.Duration
+	testTime   float64 // seconds the test binaries ran; the rest of elapsed went to copying and building
 }
 
 // A baseline is the unmutated run of the selected mutants' packages.
@@ -86,6 +88,10 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 		return 1
 	}
 	if rn.files, err = listFiles(rn.root); err != nil {
+		rn.out.printf("mutants: %v\n", err)
+		return 1
+	}
+	if rn.proofs, err = readGuarantees(rn.root); err != nil {
 		rn.out.printf("mutants: %v\n", err)
 		return 1
 	}
@@ -114,10 +120,26 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 	slices.Sort(union)
 	union = slices.Compact(union)
 
+	// The baseline runs, in each package, every test that some mutant's
+	// selection names, or all of them if some mutant needs them all.
+	need := map[string][]string{}
+	whole := map[string]bool{}
+	for _, m := range todo {
+		for pkg, names := range rn.selection(m, pkgsOf[m]) {
+			if names == nil {
+				whole[pkg] = true
+			}
+			need[pkg] = append(need[pkg], names...)
+		}
+	}
+	for pkg := range whole {
+		need[pkg] = nil
+	}
+
 	var base *baseline
 	start := time.Now()
 	if len(todo) > 0 {
-		base = rn.baseline(ctx, union)
+		base = rn.baseline(ctx, union, need)
 		if ctx.Err() != nil {
 			rn.out.printf("mutants: interrupted\n")
 			return 130
@@ -150,6 +172,7 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 	}()
 	mutantsStart := time.Now()
 	ran := 0
+	var busy, testing float64 // seconds over all mutants: in all, and in test binaries
 	for r := range results {
 		counts[r.outcome]++
 		if r.outcome != interrupted {
@@ -157,12 +180,15 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 		}
 		if r.outcome != interrupted && r.outcome != baselineFailed {
 			ran++
+			busy += r.elapsed.Seconds()
+			testing += r.testTime
 		}
 	}
 	if base != nil {
 		secs := time.Since(mutantsStart).Seconds()
-		rn.out.printf("mutants: baseline %.1fs; %d mutants in %.1fs with -j %d (%.1fs each); %.1fs in all\n",
-			base.elapsed.Seconds(), ran, secs, rn.jobs, secs/float64(max(ran, 1)), time.Since(start).Seconds())
+		n := float64(max(ran, 1))
+		rn.out.printf("mutants: baseline %.1fs; %d mutants in %.1fs with -j %d (%.1fs each: %.1fs copying and building, %.1fs testing); %.1fs in all\n",
+			base.elapsed.Seconds(), ran, secs, rn.jobs, busy/n, (busy-testing)/n, testing/n, time.Since(start).Seconds())
 	}
 	rn.out.printf("mutants: %d caught, %d survived, %d broken, %d timed out, %d baseline failed\n",
 		counts[caught], counts[survived], counts[broken], counts[timedOut], counts[baselineFailed])
@@ -176,12 +202,35 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 	return 0
 }
 
+// selection returns, for each of pkgs, the top-level tests that the rows
+// of GUARANTEES.md naming m list in it, or nil when they list none there:
+// then every test of the package judges m.
+func (rn *runner) selection(m *mutant, pkgs []string) map[string][]string {
+	listed := rn.proofs[m.number()]
+	sel := map[string][]string{}
+	for _, pkg := range pkgs {
+		sel[pkg] = listed[rn.mod.dir(pkg)]
+	}
+	return sel
+}
+
+// runRegexp returns the go test -run pattern that selects exactly the
+// top-level tests names (and their subtests); with none it selects nothing.
+func runRegexp(names []string) string {
+	if len(names) == 0 {
+		return "^$"
+	}
+	return "^(" + strings.Join(names, "|") + ")$"
+}
+
 // baseline runs the tests of pkgs on an unmutated copy of the repository,
-// once for the whole run, and reports the packages whose tests fail.
-func (rn *runner) baseline(ctx context.Context, pkgs []string) *baseline {
+// once for the whole run, and reports the packages whose tests fail. In a
+// package for which need holds names it runs only those tests (with their
+// subtests); in the others, all.
+func (rn *runner) baseline(ctx context.Context, pkgs []string, need map[string][]string) *baseline {
 	start := time.Now()
 	b := &baseline{run: newTestRun(), failed: map[string][]string{}}
-	defer func() { b.elapsed = time.Since(start) }() // b.run is replaced, b is not
+	defer func() { b.elapsed = time.Since(start) }()
 	fail := func(why string) *baseline {
 		for _, p := range pkgs {
 			b.failed[p] = append(b.failed[p], why)
@@ -195,12 +244,46 @@ func (rn *runner) baseline(ctx context.Context, pkgs []string) *baseline {
 		return fail(err.Error())
 	}
 	defer os.RemoveAll(scratch)
-	var stream io.Writer
-	if rn.verbose {
-		stream = &lineWriter{prefix: "baseline: ", out: rn.out}
+	// Two go test runs at once: the packages run whole, and the others
+	// with the union of their selections (a name selected in one package
+	// also runs its namesake in another, which costs a little time and
+	// loses nothing).
+	var whole, some, names []string
+	for _, p := range pkgs {
+		if need[p] == nil {
+			whole = append(whole, p)
+		} else {
+			some = append(some, p)
+			names = append(names, need[p]...)
+		}
 	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	var (
+		wg     sync.WaitGroup
+		runs   [2]*testRun
+		errs   [2]error
+		groups = [2][]string{whole, some}
+		extra  = [2][]string{nil, {"-run", runRegexp(names)}}
+	)
+	for i := range groups {
+		if len(groups[i]) == 0 {
+			continue
+		}
+		var stream io.Writer
+		if rn.verbose {
+			stream = &lineWriter{prefix: "baseline: ", out: rn.out}
+		}
+		wg.Go(func() { runs[i], errs[i] = rn.goTest(ctx, scratch, groups[i], stream, extra[i]...) })
+	}
+	wg.Wait()
 	var err2 error
-	b.run, err2 = rn.goTest(ctx, scratch, pkgs, stream)
+	for i := range runs {
+		if runs[i] != nil {
+			b.run.merge(runs[i])
+			err2 = worse(err2, errs[i])
+		}
+	}
 	if ctx.Err() != nil {
 		return b
 	}
@@ -284,25 +367,44 @@ func (rn *runner) mutant(ctx context.Context, base *baseline, m *mutant, pkgs []
 		}
 		stream = &lineWriter{prefix: prefix, out: rn.out}
 	}
-	names := base.run.topLevel(pkgs)
-	run := "^$" // build, run nothing: no test could catch it
-	if len(names) > 0 {
-		run = "^(" + strings.Join(names, "|") + ")$"
-	}
-	extra := []string{"-run", run}
-	if !rn.verbose {
-		extra = append(extra, "-failfast")
-	}
+	// Each package runs on its own, those with tests that GUARANTEES.md
+	// lists for m first: only those tests, or, where no row lists one,
+	// every test; in either case only tests that passed on the baseline.
+	// Unless the run is verbose, it stops at the first package that
+	// catches m.
+	sel := rn.selection(m, pkgs)
+	order := slices.Clone(pkgs)
+	slices.SortStableFunc(order, func(a, b string) int {
+		return cmpBool(sel[b] != nil, sel[a] != nil)
+	})
 	blind := m.otherEngine()
-	got, err := rn.goTest(ctx, scratch, pkgs, stream, extra...)
-	if !rn.verbose && len(got.catching(base.run, blind)) == 0 && len(got.failed) > 0 &&
-		len(got.buildFailed) == 0 && len(got.timedOut) == 0 && ctx.Err() == nil {
-		// A failure that is no evidence (the other engine's subtest, a
-		// test that did not pass on the baseline) stopped the run before
-		// the tests that could catch the mutant ran: run them all.
-		got, err = rn.goTest(ctx, scratch, pkgs, stream, "-run", run)
+	got := newTestRun()
+	for _, pkg := range order {
+		names := base.run.topLevel([]string{pkg})
+		if sel[pkg] != nil {
+			names = slices.DeleteFunc(slices.Clone(sel[pkg]), func(n string) bool { return !base.run.passed[testID{pkg, n}] })
+		}
+		run := runRegexp(names) // with no name: build, run nothing, since no test could catch it
+		extra := []string{"-run", run}
+		if !rn.verbose {
+			extra = append(extra, "-failfast")
+		}
+		one, oneErr := rn.goTest(ctx, scratch, []string{pkg}, stream, extra...)
+		if !rn.verbose && len(one.catching(base.run, blind)) == 0 && len(one.failed) > 0 &&
+			len(one.buildFailed) == 0 && len(one.timedOut) == 0 && ctx.Err() == nil {
+			// A failure that is no evidence (the other engine's subtest, a
+			// test that did not pass on the baseline) stopped the run before
+			// the tests that could catch the mutant ran: run them all.
+			one, oneErr = rn.goTest(ctx, scratch, []string{pkg}, stream, "-run", run)
+		}
+		got.merge(one)
+		err = worse(err, oneErr)
+		if ctx.Err() != nil || !rn.verbose && (len(got.catching(base.run, blind)) > 0 || len(got.buildFailed) > 0 || len(got.timedOut) > 0) {
+			break
+		}
 	}
 	r.output = got.output.Bytes()
+	r.testTime = got.testTime
 	r.catching = got.catching(base.run, blind)
 	r.discounted = got.discounted(base.run, blind)
 	switch {
@@ -371,6 +473,27 @@ func (rn *runner) goTest(ctx context.Context, dir string, pkgs []string, stream 
 		err = fmt.Errorf("%w: %v", ctx.Err(), err)
 	}
 	return r, err
+}
+
+// worse returns the error that says more of two go test runs' errors: one
+// that is not a plain non-zero exit (a time-out, a failure to start), or
+// else the first.
+func worse(a, b error) error {
+	if a == nil || (isExit(a) && b != nil && !isExit(b)) {
+		return b
+	}
+	return a
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func isExit(err error) bool {

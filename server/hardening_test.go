@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -281,6 +282,12 @@ func TestNULBytesAre400AndChangeNothing(t *testing.T) {
 			{"POST", "/v1/events", `{"source":"s","level":"l","message":"m","fingerprint":"f\u0000"}`, nil},
 			{"POST", "/v1/events/f%00p/result", `{"fence":1,"classification":"c"}`, nil},
 			{"POST", "/v1/inbox/stripe", `{}`, webhook(t, secret, "evt\x00", time.Now(), `{}`)},
+			// A NUL as the first byte, where a search for it finds index 0.
+			{"POST", "/v1/claims/%00k", `{"holder":"w","ttl_ms":1000}`, nil},
+			{"POST", "/v1/claims/k", `{"holder":"\u0000w","ttl_ms":1000}`, nil},
+			{"POST", "/v1/events", `{"source":"\u0000s","level":"l","message":"m"}`, nil},
+			{"POST", "/v1/events", `{"source":"s","level":"l","message":"m","fingerprint":"\u0000f"}`, nil},
+			{"POST", "/v1/inbox/stripe", `{}`, webhook(t, secret, "\x00evt", time.Now(), `{}`)},
 		} {
 			code, body, _ := do(t, h, c.method, c.path, c.body, c.header...)
 			if code != 400 || body["type"] != "urn:racefree:problem:invalid-input" || !strings.Contains(body["detail"].(string), "NUL") {
@@ -567,6 +574,33 @@ func TestControlCharactersInHeadersAreRefusedByNetHTTP(t *testing.T) {
 		t.Fatalf("%d %s; want net/http's plain 400", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	var n int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM racefree_claims`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d claims, %v; want none", n, err)
+	}
+
+	// A tab is the one control character net/http lets through in a
+	// header value: racefree refuses it in an Idempotency-Key, quoted (no
+	// Structured Field string holds one) or not (no token does), with a
+	// 400 problem, and changes nothing.
+	for _, key := range []string{"\"a\tb\"", "a\tb"} {
+		conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		body := `{"holder":"w","ttl_ms":1000}`
+		fmt.Fprintf(conn, "POST /v1/claims/k HTTP/1.1\r\nHost: x\r\nIdempotency-Key: %s\r\nContent-Length: %d\r\n\r\n%s", key, len(body), body)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || p["type"] != "urn:racefree:problem:idempotency-key-malformed" {
+			t.Errorf("Idempotency-Key %q: %d %v; want 400 idempotency-key-malformed", key, resp.StatusCode, p)
+		}
+	}
 	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM racefree_claims`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d claims, %v; want none", n, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
+	"github.com/racefree/racefree/internal/text"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/seq"
 )
@@ -180,23 +181,22 @@ func jsonKind(t reflect.Type) string {
 }
 
 // noNUL refuses text with a NUL byte on every engine: SQLite would store
-// it and PostgreSQL refuse it.
+// it and PostgreSQL refuse it. The libraries refuse it too, by the same
+// check (racefree.CheckText).
 func noNUL(field, value string) error {
-	if strings.IndexByte(value, 0) >= 0 {
+	if text.HasNUL(value) {
 		return racefree.Invalid(field, "must not contain a NUL byte")
 	}
 	return nil
 }
 
-// positiveFence refuses a fence that no tenure was ever given.
+// positiveFence refuses a fence that no tenure was ever given, as the
+// claim and dedup libraries do (claim.ValidateFence), before either runs.
 func positiveFence(fence *int64) error {
 	if fence == nil {
 		return racefree.Invalid("fence", "is required")
 	}
-	if *fence <= 0 {
-		return racefree.Invalid("fence", "must be a positive integer, got %d", *fence)
-	}
-	return nil
+	return claim.ValidateFence(*fence)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net"
@@ -10,9 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -63,18 +66,116 @@ func runCLI(t *testing.T, args ...string) result {
 	return result{code, out.String(), errb.String()}
 }
 
+// runRefusedServe runs racefree serve with args, which should make it
+// refuse to start, and returns how it exited. It listens on --addr when
+// args give one other than 127.0.0.1:0, else on a free address of its own.
+// A serve that starts instead is killed as soon as it answers /healthz and
+// the test fails then, within seconds, not when runCLI's deadline ends it.
+func runRefusedServe(t *testing.T, args ...string) result {
+	t.Helper()
+	args = append([]string{"serve"}, args...)
+	addr := ""
+	for i := 1; i+1 < len(args); i++ {
+		if args[i] == "--addr" && args[i+1] != "127.0.0.1:0" {
+			addr = args[i+1]
+		}
+	}
+	if addr == "" {
+		addr = freeAddr(t)
+		args = slices.DeleteFunc(args, func(a string) bool { return a == "127.0.0.1:0" })
+		args = slices.DeleteFunc(args, func(a string) bool { return a == "--addr" })
+		args = append(args, "--addr", addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := cli(ctx, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	client := &http.Client{Timeout: time.Second}
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case err := <-exited:
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			return result{code, out.String(), errb.String()}
+		case <-poll.C:
+			resp, err := client.Get("http://" + addr + "/healthz")
+			if err != nil {
+				continue
+			}
+			resp.Body.Close()
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Fatalf("%v: serve started (/healthz answered %d) instead of refusing\n%s", args, resp.StatusCode, errb.String())
+		}
+	}
+}
+
+// TestMigrateUpFromConcurrentProcesses starts four migrate up processes at
+// once. On PostgreSQL it makes them meet: a transaction of the test creates
+// the migrations table and holds it uncommitted until all four wait on a
+// lock (one for the table, the others for the migration lock, or, without
+// it, all four for the table), then rolls back, so that they race for the
+// schema exactly when the migration lock matters.
 func TestMigrateUpFromConcurrentProcesses(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, dsn string) {
 		const n = 4
+		ctx := context.Background()
+		migrateDSN := dsn
+		var release func()
+		var exited atomic.Int32 // processes that finished: a failure to start stops the wait
+		if strings.HasPrefix(dsn, "postgres") {
+			app := fmt.Sprintf("rf_migrate_%d", time.Now().UnixNano())
+			migrateDSN = dsn + "&application_name=" + app
+			db, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			if _, err := tx.ExecContext(ctx, `CREATE TABLE racefree_schema_migrations (version BIGINT PRIMARY KEY)`); err != nil {
+				t.Fatal(err)
+			}
+			release = func() {
+				for waiting := 0; waiting < n && exited.Load() == 0; time.Sleep(10 * time.Millisecond) { // poll the state
+					if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting); err != nil {
+						t.Error(err)
+						break
+					}
+				}
+				if err := tx.Rollback(); err != nil {
+					t.Error(err)
+				}
+			}
+		}
 		var wg sync.WaitGroup
 		results := make([]result, n)
 		for i := range n {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i] = runCLI(t, "migrate", "up", "--db", dsn)
+				results[i] = runCLI(t, "migrate", "up", "--db", migrateDSN)
+				exited.Add(1)
 			}()
+		}
+		if release != nil {
+			release()
 		}
 		wg.Wait()
 		for i, r := range results {
@@ -120,7 +221,12 @@ func TestBadInputIsOneLineAndWritesNothing(t *testing.T) {
 		{"serve", "--db", "sqlite:" + file, "--addr", "127.0.0.1:0", "--inbox-secret", "stripe=not-a-secret"},
 		{"serve", "--db", "sqlite:" + file, "--addr", "127.0.0.1:0", "--inbox-secret", "stripe=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "--inbox-retention", "-1h"},
 	} {
-		r := runCLI(t, args...)
+		var r result
+		if args[0] == "serve" {
+			r = runRefusedServe(t, args[1:]...)
+		} else {
+			r = runCLI(t, args...)
+		}
 		if r.code == 0 {
 			t.Errorf("%v: exit 0, want non-zero", args)
 		}
@@ -140,7 +246,7 @@ func TestServeRefusesNewerSchema(t *testing.T) {
 		if _, err := db.ExecContext(context.Background(), `INSERT INTO racefree_schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)`); err != nil {
 			t.Fatal(err)
 		}
-		r := runCLI(t, "serve", "--db", dsn, "--addr", "127.0.0.1:0")
+		r := runRefusedServe(t, "--db", dsn)
 		if r.code == 0 || !strings.Contains(r.stderr, "newer than this racefree") {
 			t.Fatalf("exit %d, stderr %q; want a refusal", r.code, r.stderr)
 		}
@@ -353,7 +459,7 @@ func TestServeRefusesBadTimeouts(t *testing.T) {
 		{"--idle-timeout", "-1s"},
 		{"--request-timeout", "30s", "--write-timeout", "30s"},
 	} {
-		r := runCLI(t, append([]string{"serve", "--db", "sqlite:" + filepath.Join(dir, "x.db"), "--addr", "127.0.0.1:0"}, args...)...)
+		r := runRefusedServe(t, append([]string{"--db", "sqlite:" + filepath.Join(dir, "x.db")}, args...)...)
 		if r.code == 0 || !strings.HasPrefix(r.stderr, "racefree: invalid ") {
 			t.Errorf("%v: exit %d, %q; want a refusal", args, r.code, r.stderr)
 		}
@@ -448,7 +554,7 @@ func TestMigrateSQLConnectsToNothing(t *testing.T) {
 func TestServeWithoutMigrateRefusesAnOutdatedSchema(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, dsn string) {
-		r := runCLI(t, "serve", "--db", dsn, "--addr", "127.0.0.1:0", "--migrate=false")
+		r := runRefusedServe(t, "--db", dsn, "--migrate=false")
 		if r.code == 0 || !strings.Contains(r.stderr, "racefree migrate up") {
 			t.Fatalf("exit %d, stderr %q; want a refusal naming migrate up", r.code, r.stderr)
 		}

@@ -28,7 +28,7 @@ func TestServeRefusesBadRefreshOptions(t *testing.T) {
 		{"--refresh-grace", "2h", "--refresh-secret", strings.Repeat("s", 32)},
 		{"--token-retention", "-1s"},
 	} {
-		r := runCLI(t, append([]string{"serve", "--db", "sqlite:" + filepath.Join(dir, "x.db"), "--addr", "127.0.0.1:0"}, args...)...)
+		r := runRefusedServe(t, append([]string{"--db", "sqlite:" + filepath.Join(dir, "x.db")}, args...)...)
 		if r.code == 0 || !strings.HasPrefix(r.stderr, "racefree: invalid ") {
 			t.Errorf("%v: exit %d, %q; want a refusal", args, r.code, r.stderr)
 		}
@@ -62,7 +62,9 @@ func TestServeReapsTokens(t *testing.T) {
 		clock.Advance(time.Hour)
 		young, _ := tokens.Issue(ctx, db, "login", "u", time.Minute)
 		clock.Advance(time.Hour)
-		opts := reapOptions{ClaimGrace: time.Hour, DedupRetention: time.Hour, TokenRetention: 90 * time.Minute}
+		// Claims and fingerprints are kept for less than the tokens: the young
+		// code, expired 59 minutes ago, is kept by --token-retention alone.
+		opts := reapOptions{ClaimGrace: 30 * time.Minute, DedupRetention: 30 * time.Minute, TokenRetention: 90 * time.Minute}
 		api := server.New(db, server.Options{})
 		reapOnce(ctx, api, claim.New(db), dedup.New(db), opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		for tok, want := range map[string]onetime.Outcome{old.Token: onetime.Unknown, young.Token: onetime.Expired} {
