@@ -1,0 +1,165 @@
+package outbox
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/racefree/racefree"
+)
+
+// Channel is the PostgreSQL notification channel Enqueue notifies, with
+// the tenant as payload.
+const Channel = "racefree_outbox"
+
+// hub carries in-process wake-ups from Enqueue to the relays of one
+// *racefree.DB.
+type hub struct {
+	mu   sync.Mutex
+	subs map[*waker]struct{}
+}
+
+var hubs sync.Map // *racefree.DB -> *hub
+
+func hubOf(db *racefree.DB) *hub {
+	h, _ := hubs.LoadOrStore(db, &hub{subs: map[*waker]struct{}{}})
+	return h.(*hub)
+}
+
+func (h *hub) subscribe(w *waker) {
+	h.mu.Lock()
+	h.subs[w] = struct{}{}
+	h.mu.Unlock()
+}
+
+func (h *hub) unsubscribe(w *waker) {
+	h.mu.Lock()
+	delete(h.subs, w)
+	h.mu.Unlock()
+}
+
+func (h *hub) wake(tenantID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.subs {
+		w.wake(tenantID)
+	}
+}
+
+// waker collects the tenants a relay was told about, and signals it.
+type waker struct {
+	mu      sync.Mutex
+	tenants map[string]bool
+	all     bool
+	c       chan struct{}
+}
+
+func newWaker() *waker { return &waker{tenants: map[string]bool{}, c: make(chan struct{}, 1)} }
+
+func (w *waker) wake(tenantID string) {
+	w.mu.Lock()
+	w.tenants[tenantID] = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *waker) wakeAll() {
+	w.mu.Lock()
+	w.all = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *waker) signal() {
+	select {
+	case w.c <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the tenants named since the last take, and whether every
+// tenant is to be visited.
+func (w *waker) take() (tenants []string, all bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for t := range w.tenants {
+		tenants = append(tenants, t)
+	}
+	clear(w.tenants)
+	all, w.all = w.all, false
+	return tenants, all
+}
+
+// listen holds one connection of db's pool LISTENing on Channel until ctx
+// ends, and wakes w for each notification. When the connection fails it
+// waits (retry, doubling up to 30s) and connects again, and wakes every
+// tenant once it listens again, for the notifications it may have missed.
+// The connection is discarded, never returned to the pool, when it ends.
+func listen(ctx context.Context, db *racefree.DB, w *waker, report func(error), ready func()) {
+	retry := 100 * time.Millisecond
+	for first := true; ctx.Err() == nil; first = false {
+		err := listenOnce(ctx, db, w, func() {
+			retry = 100 * time.Millisecond
+			if !first {
+				w.wakeAll()
+			}
+			if ready != nil {
+				ready()
+				ready = nil
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		report(fmt.Errorf("outbox listen: %w", err))
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		retry = min(2*retry, 30*time.Second)
+	}
+}
+
+var errDiscard = errors.New("discard the listening connection")
+
+func listenOnce(ctx context.Context, db *racefree.DB, w *waker, listening func()) error {
+	conn, err := db.SQL().Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var failure error
+	_ = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			failure = fmt.Errorf("the pool's connections are %T, not pgx's", dc)
+			return driver.ErrBadConn
+		}
+		pc := sc.Conn()
+		if _, err := pc.Exec(ctx, "LISTEN "+Channel); err != nil {
+			failure = err
+			return driver.ErrBadConn
+		}
+		listening()
+		for {
+			n, err := pc.WaitForNotification(ctx)
+			if err != nil {
+				failure = err
+				// The connection still listens: never hand it back.
+				return driver.ErrBadConn
+			}
+			w.wake(n.Payload)
+		}
+	})
+	if failure == nil {
+		failure = errDiscard
+	}
+	return failure
+}
