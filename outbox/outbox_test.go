@@ -202,18 +202,18 @@ func TestBadInputChangesNothing(t *testing.T) {
 		o := newOutbox(t, db, nil)
 		long := strings.Repeat("x", 2000)
 		for name, m := range map[string]outbox.Message{
-			"no topic":         {Payload: []byte("x")},
-			"long topic":       {Topic: long},
-			"NUL topic":        {Topic: "a\x00b"},
-			"bad UTF-8 key":    {Topic: "t", Key: "\xff"},
-			"long key":         {Topic: "t", Key: long},
-			"big payload":      {Topic: "t", Payload: make([]byte, outbox.MaxPayloadBytes+1)},
-			"header name":      {Topic: "t", Headers: map[string]string{"a b": "x"}},
-			"header CRLF":      {Topic: "t", Headers: map[string]string{"X": "a\r\nb"}},
-			"header NUL":       {Topic: "t", Headers: map[string]string{"X": "a\x00"}},
-			"max attempts":     {Topic: "t", MaxAttempts: outbox.MaxAttemptsLimit + 1},
-			"negative max":     {Topic: "t", MaxAttempts: -1},
-			"ordered, no key":  {Topic: "t", Ordered: true},
+			"no topic":          {Payload: []byte("x")},
+			"long topic":        {Topic: long},
+			"NUL topic":         {Topic: "a\x00b"},
+			"bad UTF-8 key":     {Topic: "t", Key: "\xff"},
+			"long key":          {Topic: "t", Key: long},
+			"big payload":       {Topic: "t", Payload: make([]byte, outbox.MaxPayloadBytes+1)},
+			"header name":       {Topic: "t", Headers: map[string]string{"a b": "x"}},
+			"header CRLF":       {Topic: "t", Headers: map[string]string{"X": "a\r\nb"}},
+			"header NUL":        {Topic: "t", Headers: map[string]string{"X": "a\x00"}},
+			"max attempts":      {Topic: "t", MaxAttempts: outbox.MaxAttemptsLimit + 1},
+			"negative max":      {Topic: "t", MaxAttempts: -1},
+			"ordered, no key":   {Topic: "t", Ordered: true},
 			"not before a year": {Topic: "t", NotBefore: time.Now().Add(outbox.MaxDelay + time.Hour)},
 		} {
 			if _, err := o.Enqueue(ctx, db, m); !errors.Is(err, racefree.ErrInvalidInput) {

@@ -250,7 +250,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		if all || pollAll {
 			pollAll = false
 			if ids, err := r.tenants(ctx); err != nil {
-				r.report(err)
+				if ctx.Err() == nil {
+					r.report(err)
+				}
 			} else {
 				for _, t := range ids {
 					pending[t] = true

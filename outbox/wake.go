@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,37 +18,44 @@ import (
 const Channel = "racefree_outbox"
 
 // hub carries in-process wake-ups from Enqueue to the relays of one
-// *racefree.DB.
+// *racefree.DB. Each wake-up goes to one relay, in turn: on SQLite every
+// claim takes the one write lock, so waking them all would have all but
+// one claim nothing, in turn. A relay keeps the tenant it was woken for
+// pending until a claim of it comes back short, so one relay suffices;
+// the others find the rest at their polls.
 type hub struct {
 	mu   sync.Mutex
-	subs map[*waker]struct{}
+	subs []*waker
+	next int
 }
 
 var hubs sync.Map // *racefree.DB -> *hub
 
 func hubOf(db *racefree.DB) *hub {
-	h, _ := hubs.LoadOrStore(db, &hub{subs: map[*waker]struct{}{}})
+	h, _ := hubs.LoadOrStore(db, &hub{})
 	return h.(*hub)
 }
 
 func (h *hub) subscribe(w *waker) {
 	h.mu.Lock()
-	h.subs[w] = struct{}{}
+	h.subs = append(h.subs, w)
 	h.mu.Unlock()
 }
 
 func (h *hub) unsubscribe(w *waker) {
 	h.mu.Lock()
-	delete(h.subs, w)
+	h.subs = slices.DeleteFunc(h.subs, func(x *waker) bool { return x == w })
 	h.mu.Unlock()
 }
 
 func (h *hub) wake(tenantID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for w := range h.subs {
-		w.wake(tenantID)
+	if len(h.subs) == 0 {
+		return
 	}
+	h.next = (h.next + 1) % len(h.subs)
+	h.subs[h.next].wake(tenantID)
 }
 
 // waker collects the tenants a relay was told about, and signals it.
