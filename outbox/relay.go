@@ -77,7 +77,7 @@ type Relay struct {
 	running atomic.Bool
 	waker   *waker
 	stats   struct {
-		claimed, delivered, retried, dead, lost, stale, errors atomic.Int64
+		claimed, delivered, retried, dead, lost, stale, errors, polls atomic.Int64
 	}
 
 	mu       sync.Mutex
@@ -105,6 +105,7 @@ type RelayStats struct {
 	LeaseLost int64 // heartbeats that found the lease lapsed or taken over
 	Stale     int64 // completions or failures refused: the tenure was over
 	Errors    int64 // database errors
+	Polls     int64 // rounds that visited every tenant
 }
 
 // NewRelay returns a relay that hands the outbox's messages to h. It does
@@ -184,6 +185,7 @@ func (r *Relay) Stats() RelayStats {
 	return RelayStats{
 		Claimed: r.stats.claimed.Load(), Delivered: r.stats.delivered.Load(), Retried: r.stats.retried.Load(),
 		Dead: r.stats.dead.Load(), LeaseLost: r.stats.lost.Load(), Stale: r.stats.stale.Load(), Errors: r.stats.errors.Load(),
+		Polls: r.stats.polls.Load(),
 	}
 }
 
@@ -247,7 +249,8 @@ func (r *Relay) Run(ctx context.Context) error {
 				pending[t] = true
 			}
 		}
-		if all || pollAll {
+		polling := all || pollAll
+		if polling {
 			pollAll = false
 			if ids, err := r.tenants(ctx); err != nil {
 				if ctx.Err() == nil {
@@ -301,6 +304,9 @@ func (r *Relay) Run(ctx context.Context) error {
 					r.deliver(hctx, d)
 				}()
 			}
+		}
+		if polling {
+			r.stats.polls.Add(1)
 		}
 		if len(pending) > 0 && cap(slots)-len(slots) > 0 {
 			continue
