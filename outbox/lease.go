@@ -267,7 +267,7 @@ func (o *Outbox) Complete(ctx context.Context, exec racefree.Executor, d *Delive
 	if err != nil {
 		return err
 	}
-	var done []int64
+	var done []tenure
 	err = o.run(ctx, exec, func(exec racefree.Executor) error {
 		var err error
 		done, err = o.complete(ctx, exec, d.Tenant, []*Delivery{d})
@@ -282,13 +282,32 @@ func (o *Outbox) Complete(ctx context.Context, exec racefree.Executor, d *Delive
 	return nil
 }
 
-// complete marks the current tenures among ds delivered and returns their
-// ids.
-func (o *Outbox) complete(ctx context.Context, exec racefree.Executor, id string, ds []*Delivery) ([]int64, error) {
+// complete marks the current tenures among ds delivered and returns
+// them.
+func (o *Outbox) complete(ctx context.Context, exec racefree.Executor, id string, ds []*Delivery) ([]tenure, error) {
 	args := append([]any{id}, o.tenuresArgs(ds)...)
 	args = append(args, o.db.ClockArg())
-	return o.ids(ctx, exec, o.q.Get("complete"), args...)
+	rows, err := exec.QueryContext(ctx, o.q.Get("complete"), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []tenure
+	for rows.Next() {
+		var t tenure
+		if err := rows.Scan(&t.id, &t.fence); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
 }
+
+// tenure names one lease of a message: a message claimed again has a
+// tenure per claim, and only the latest is current.
+type tenure struct{ id, fence int64 }
+
+func tenureOf(d *Delivery) tenure { return tenure{d.ID, d.Fence} }
 
 func (o *Outbox) ids(ctx context.Context, exec racefree.Executor, query string, args ...any) ([]int64, error) {
 	rows, err := exec.QueryContext(ctx, query, args...)
@@ -324,7 +343,7 @@ func (o *Outbox) Heartbeat(ctx context.Context, ds []*Delivery, lease time.Durat
 			return nil, racefree.Invalid("deliveries", "message %d belongs to tenant %q, the call to %q", d.ID, d.Tenant, id)
 		}
 	}
-	var renewed map[int64]int64
+	var renewed map[tenure]int64
 	err := o.run(ctx, o.db, func(exec racefree.Executor) error {
 		args := append([]any{id}, o.tenuresArgs(ds)...)
 		args = append(args, lease.Milliseconds(), o.db.ClockArg())
@@ -333,13 +352,14 @@ func (o *Outbox) Heartbeat(ctx context.Context, ds []*Delivery, lease time.Durat
 			return err
 		}
 		defer rows.Close()
-		renewed = map[int64]int64{}
+		renewed = map[tenure]int64{}
 		for rows.Next() {
-			var mid, until int64
-			if err := rows.Scan(&mid, &until); err != nil {
+			var t tenure
+			var until int64
+			if err := rows.Scan(&t.id, &t.fence, &until); err != nil {
 				return err
 			}
-			renewed[mid] = until
+			renewed[t] = until
 		}
 		return rows.Err()
 	})
@@ -348,7 +368,7 @@ func (o *Outbox) Heartbeat(ctx context.Context, ds []*Delivery, lease time.Durat
 	}
 	var lost []*Delivery
 	for _, d := range ds {
-		if until, ok := renewed[d.ID]; ok {
+		if until, ok := renewed[tenureOf(d)]; ok {
 			d.LeaseExpiresAt = racefree.FromMillis(until)
 		} else {
 			lost = append(lost, d)

@@ -502,7 +502,7 @@ func (r *Relay) completeBatch(ctx context.Context, t string, ds []*Delivery) {
 	}
 	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		var done []int64
+		var done []tenure
 		cctx, cancel := context.WithTimeout(tctx, 30*time.Second)
 		err = r.o.run(cctx, r.o.db, func(exec racefree.Executor) error {
 			var err error
@@ -513,12 +513,12 @@ func (r *Relay) completeBatch(ctx context.Context, t string, ds []*Delivery) {
 		if err == nil {
 			r.stats.delivered.Add(int64(len(done)))
 			if len(done) < len(ds) {
-				ok := map[int64]bool{}
-				for _, id := range done {
-					ok[id] = true
+				ok := map[tenure]bool{}
+				for _, t := range done {
+					ok[t] = true
 				}
 				for _, d := range ds {
-					if !ok[d.ID] {
+					if !ok[tenureOf(d)] {
 						r.stats.stale.Add(1)
 						r.opts.Logger.Warn("outbox relay: completion refused, the tenure was over (the message will be or was delivered again)",
 							"worker", r.opts.Worker, "id", d.ID, "fence", d.Fence)

@@ -11,4 +11,4 @@ UPDATE racefree_outbox AS m
    SET state = 'delivered', available_at = (SELECT now FROM clock), leased_by = ''
   FROM unnest($2::bigint[], $3::bigint[]) AS d(id, fence)
  WHERE m.tenant = $1 AND m.id = d.id AND m.fence = d.fence AND m.state = 'leased'
-RETURNING m.id
+RETURNING m.id, m.fence

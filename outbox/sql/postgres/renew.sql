@@ -10,4 +10,4 @@ UPDATE racefree_outbox AS m
   FROM unnest($2::bigint[], $3::bigint[]) AS d(id, fence)
  WHERE m.tenant = $1 AND m.id = d.id AND m.fence = d.fence AND m.state = 'leased'
    AND m.available_at > (SELECT now FROM clock)
-RETURNING m.id, m.available_at
+RETURNING m.id, m.fence, m.available_at

@@ -8,4 +8,4 @@ UPDATE racefree_outbox
    SET state = 'delivered', available_at = COALESCE(?3, CAST(unixepoch('subsec') * 1000 AS INTEGER)), leased_by = ''
  WHERE tenant = ?1 AND state = 'leased'
    AND (id, fence) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?2))
-RETURNING id
+RETURNING id, fence

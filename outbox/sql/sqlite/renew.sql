@@ -7,4 +7,4 @@ UPDATE racefree_outbox
  WHERE tenant = ?1 AND state = 'leased'
    AND (id, fence) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?2))
    AND available_at > COALESCE(?4, CAST(unixepoch('subsec') * 1000 AS INTEGER))
-RETURNING id, available_at
+RETURNING id, fence, available_at
