@@ -279,15 +279,16 @@ func TestReapDeletesOnlyLongDeliveredMessages(t *testing.T) {
 			old = append(old, deliver(ctx, i == 0))
 		}
 		old = append(old, deliver(acme, false))
+		dead := enqueue(t, ctx, o, db, outbox.Message{Topic: "t", MaxAttempts: 1}) // dead as long as the old ones are delivered
+		if d := claim(t, ctx, o, "w", 1, time.Hour); len(d) != 1 || d[0].ID != dead {
+			t.Fatalf("claimed %v", ids(d))
+		} else if _, err := o.Fail(ctx, d[0], errors.New("boom")); err != nil {
+			t.Fatal(err)
+		}
 		clock.Advance(time.Minute)
 		young := deliver(ctx, false)
 		pending := enqueue(t, ctx, o, db, outbox.Message{Topic: "t", NotBefore: t0.Add(48 * time.Hour)})
-		dead := enqueue(t, ctx, o, db, outbox.Message{Topic: "t", MaxAttempts: 1})
 		clock.Set(t0.Add(time.Hour - time.Millisecond))
-		d := claim(t, ctx, o, "w", 1, time.Hour)[0]
-		if _, err := o.Fail(ctx, d, errors.New("boom")); err != nil {
-			t.Fatal(err)
-		}
 		if n, err := o.Reap(ctx); err != nil || n != 0 {
 			t.Fatalf("reap a millisecond early: %d, %v", n, err)
 		}
