@@ -100,20 +100,34 @@ func (o *Outbox) Claim(ctx context.Context, worker string, n int, lease time.Dur
 			return nil, err
 		}
 	}
+	out, _, err := o.claimCompleting(ctx, worker, n, lease, topics, nil)
+	return out, err
+}
+
+// claimCompleting completes done (tenures of the tenant ctx names), if
+// any, and claims, in one transaction: a relay's completions ride on its
+// next claim, one commit for both.
+func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, lease time.Duration, topics []string, done []*Delivery) ([]*Delivery, []tenure, error) {
 	id := tenant.From(ctx)
-	if o.db.Engine() == racefree.SQLite {
+	if o.db.Engine() == racefree.SQLite && len(done) == 0 {
 		// Look before taking the write lock: an idle relay's polls are
 		// then reads, which never hold up the writers.
 		due, err := o.anyDue(ctx, id, topics)
 		if err != nil || !due {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var out []*Delivery
+	var completed []tenure
 	err := o.inTx(ctx, o.db, func(exec racefree.Executor) error {
-		out = out[:0]
+		out, completed = out[:0], completed[:0]
 		var lapsed []lapse
 		var err error
+		if len(done) > 0 {
+			if completed, err = o.complete(ctx, exec, id, done); err != nil {
+				return err
+			}
+		}
 		if o.db.Engine() == racefree.Postgres {
 			out, lapsed, err = o.claimPostgres(ctx, exec, id, worker, n, lease, topics)
 		} else {
@@ -130,10 +144,10 @@ func (o *Outbox) Claim(ctx context.Context, worker string, n int, lease time.Dur
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outbox claim: %w", o.db.InterpretError(err))
+		return nil, nil, fmt.Errorf("outbox claim: %w", o.db.InterpretError(err))
 	}
 	sortByID(out)
-	return out, nil
+	return out, completed, nil
 }
 
 // anyDue reports whether a claim would find a message (SQLite, outside

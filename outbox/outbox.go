@@ -44,6 +44,9 @@ const (
 	MaxErrorBytes      = 2048 // an attempt's error is kept up to this size
 	DefaultHistory     = 20
 	DefaultRetention   = 24 * time.Hour
+	// DefaultNotifyInterval spaces the NOTIFYs of one tenant from one
+	// process (Options.NotifyInterval).
+	DefaultNotifyInterval = 20 * time.Millisecond
 )
 
 // State is a message's state.
@@ -106,10 +109,17 @@ type Options struct {
 	// dies again (running OnExhausted again) after a backoff.
 	OnExhausted func(ctx context.Context, tx *sql.Tx, d *Delivery, cause error) error
 	// NoNotify turns off PostgreSQL's NOTIFY at Enqueue (relays that LISTEN
-	// then wait for their poll). NOTIFY serialises the commits of the
-	// transactions that send one: at thousands of enqueues a second, turn
-	// it off and let relays poll.
+	// then wait for their poll).
 	NoNotify bool
+	// NotifyInterval spaces this process's NOTIFYs of one tenant
+	// (DefaultNotifyInterval when 0; negative: every Enqueue notifies).
+	// PostgreSQL serialises the commits of the transactions that NOTIFY,
+	// so one NOTIFY per enqueue halves the throughput of many small
+	// transactions. A relay woken by a NOTIFY claims again after
+	// RelayOptions.FollowUp, for the messages whose transactions skipped
+	// theirs; a message whose transaction commits later than that waits
+	// for the relay's poll.
+	NotifyInterval time.Duration
 	// Retention is how long delivered messages are kept before Reap
 	// deletes them (DefaultRetention when 0; at least 1ms).
 	Retention time.Duration
@@ -171,6 +181,9 @@ func New(db *racefree.DB, opts *Options) (*Outbox, error) {
 	case p.History < 1 || p.History > MaxAttemptsLimit:
 		return nil, racefree.Invalid("History", "must be 1 to %d", MaxAttemptsLimit)
 	}
+	if p.NotifyInterval == 0 {
+		p.NotifyInterval = DefaultNotifyInterval
+	}
 	if p.ReapBatch <= 0 {
 		p.ReapBatch = 1000
 	}
@@ -193,7 +206,8 @@ func (o *Outbox) DB() *racefree.DB { return o.db }
 // to the tenant ctx names.
 //
 // Relays learn of it when it commits: on PostgreSQL by NOTIFY (sent with
-// the commit, unless Options.NoNotify), and from an in-process signal for
+// the commit, at most one per tenant every Options.NotifyInterval from
+// this process, unless Options.NoNotify), and from an in-process signal for
 // relays of the same *racefree.DB (on SQLite a relay's claim waits for the
 // write lock the enqueuing transaction holds, so it sees the message the
 // moment it commits). Otherwise they find it at their next poll.
@@ -216,7 +230,7 @@ func (o *Outbox) Enqueue(ctx context.Context, exec racefree.Executor, m Message)
 			}
 		}
 		name := "enqueue"
-		if o.db.Engine() == racefree.Postgres && !o.opts.NoNotify {
+		if o.db.Engine() == racefree.Postgres && !o.opts.NoNotify && o.hub.notifyDue(id, o.opts.NotifyInterval) {
 			name = "enqueue_notify"
 		}
 		return exec.QueryRowContext(ctx, o.q.Get(name), id, m.Topic, m.Key, in.ordered, in.payload, in.headers,

@@ -27,6 +27,14 @@ import (
 // is a transient failure.
 type Handler func(ctx context.Context, d *Delivery) error
 
+// completeLinger is how long a completion waits for the relay's next claim
+// to take it along before the completer writes it on its own.
+const completeLinger = 2 * time.Millisecond
+
+// batchWaitMax bounds how long a relay with messages waiting holds back a
+// claim until enough slots are free for a batch.
+const batchWaitMax = 5 * time.Millisecond
+
 // ErrRelayStopped is the cause of a handler's context when the relay
 // stopped and its grace period ran out.
 var ErrRelayStopped = errors.New("racefree: outbox relay stopped")
@@ -57,6 +65,10 @@ type RelayOptions struct {
 	// runs. Leave it off behind a transaction-mode pooler (PgBouncer),
 	// where LISTEN does not work: the relay then polls.
 	Listen bool
+	// FollowUp is how long after a NOTIFY a relay claims that tenant
+	// again (50ms when 0; negative: never), for the messages whose
+	// enqueues skipped their NOTIFY (Options.NotifyInterval).
+	FollowUp time.Duration
 	// ShutdownGrace is how long Run, once its context ends, lets running
 	// handlers finish before it cancels their contexts (5s when 0; a
 	// negative value cancels them at once).
@@ -165,6 +177,9 @@ func (o *Outbox) NewRelay(h Handler, opts *RelayOptions) (*Relay, error) {
 	if p.PollInterval < time.Millisecond {
 		return nil, racefree.Invalid("poll interval", "must be at least 1ms")
 	}
+	if p.FollowUp == 0 {
+		p.FollowUp = 50 * time.Millisecond
+	}
 	if p.ShutdownGrace == 0 {
 		p.ShutdownGrace = 5 * time.Second
 	}
@@ -209,6 +224,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errors.New("outbox relay: already running")
 	}
 	defer r.running.Store(false)
+	r.waker.start()
 
 	// Handlers and the bookkeeping outlive ctx: past the point of no
 	// return (a side effect done), recording it must not be cancelled.
@@ -230,7 +246,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		go func() {
 			defer bg.Done()
 			var once sync.Once
-			listen(bgCtx, r.o.db, r.waker, r.report, func() { once.Do(func() { close(r.listening) }) })
+			listen(bgCtx, r.o.db, r.waker, r.opts.FollowUp, r.report, func() { once.Do(func() { close(r.listening) }) })
 		}()
 	}
 
@@ -241,6 +257,18 @@ func (r *Relay) Run(ctx context.Context) error {
 	poll := time.NewTimer(0) // visit every tenant at once
 	defer poll.Stop()
 	pollAll := false
+	// Claims wait until a good share of the slots is free, so that a busy
+	// relay claims in batches rather than one message per freed slot, but
+	// never longer than batchWait.
+	threshold := max(1, min(r.opts.Batch, r.opts.Concurrency)/2)
+	worthIt := func(force bool) bool {
+		free := cap(slots) - len(slots)
+		return free > 0 && (force || free >= threshold || len(slots) == 0)
+	}
+	force := false
+	batchWait := time.NewTimer(time.Hour)
+	batchWait.Stop()
+	defer batchWait.Stop()
 
 	for ctx.Err() == nil {
 		woken, all := r.waker.take()
@@ -270,11 +298,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		slices.Sort(order)
 		for _, t := range order {
-			free := cap(slots) - len(slots)
-			if free == 0 || ctx.Err() != nil {
+			if !worthIt(force) || ctx.Err() != nil {
 				break
 			}
-			n := min(r.opts.Batch, free)
+			n := min(r.opts.Batch, cap(slots)-len(slots))
 			// Not cancelled with ctx: a claim that committed but whose
 			// answer was lost would leave its messages leased to nobody
 			// until their leases lapse.
@@ -308,21 +335,28 @@ func (r *Relay) Run(ctx context.Context) error {
 		if polling {
 			r.stats.polls.Add(1)
 		}
-		if len(pending) > 0 && cap(slots)-len(slots) > 0 {
+		force = false
+		if len(pending) > 0 && worthIt(false) {
 			continue
 		}
 		var freedC <-chan struct{}
+		var batchT <-chan time.Time
 		if len(pending) > 0 {
-			freedC = freed // wait for a slot, then claim again
+			freedC = freed // wait for slots, then claim again
+			batchWait.Reset(batchWaitMax)
+			batchT = batchWait.C
 		}
 		select {
 		case <-ctx.Done():
 		case <-r.waker.c:
 		case <-freedC:
+		case <-batchT:
+			force = true // claim for the free slots, however few
 		case <-poll.C:
 			pollAll = true
 			poll.Reset(r.opts.PollInterval)
 		}
+		batchWait.Stop()
 	}
 
 	// Shut down: no more claims; let handlers finish within the grace,
@@ -343,6 +377,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	<-completerDone
 	stopBG()
 	bg.Wait()
+	r.waker.stop()
 	return nil
 }
 
@@ -370,12 +405,70 @@ func (r *Relay) claim(ctx context.Context, t string, n int) ([]*Delivery, error)
 	if err != nil {
 		return nil, err
 	}
-	ds, err := r.o.Claim(tctx, r.opts.Worker, n, r.opts.Lease, r.opts.Topics...)
+	// The tenant's completions waiting for the completer ride along: one
+	// commit for both.
+	done := r.takeDone(t)
+	ds, completed, err := r.o.claimCompleting(tctx, r.opts.Worker, n, r.opts.Lease, r.opts.Topics, done)
 	if err != nil {
+		r.putBack(done) // the completer retries them
 		return nil, err
+	}
+	if len(done) > 0 {
+		r.settle(done, completed)
 	}
 	r.stats.claimed.Add(int64(len(ds)))
 	return ds, nil
+}
+
+// takeDone takes the completions of tenant t waiting for the completer.
+func (r *Relay) takeDone(t string) []*Delivery {
+	r.doneMu.Lock()
+	defer r.doneMu.Unlock()
+	var mine []*Delivery
+	rest := r.done[:0:0]
+	for _, d := range r.done {
+		if d.Tenant == t {
+			mine = append(mine, d)
+		} else {
+			rest = append(rest, d)
+		}
+	}
+	r.done = rest
+	return mine
+}
+
+func (r *Relay) putBack(ds []*Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	r.doneMu.Lock()
+	r.done = append(r.done, ds...)
+	r.doneMu.Unlock()
+	select {
+	case r.doneSig <- struct{}{}:
+	default:
+	}
+}
+
+// settle counts the completions of ds that landed (completed) and reports
+// the others, whose tenure was over, and stops tracking ds.
+func (r *Relay) settle(ds []*Delivery, completed []tenure) {
+	defer r.untrack(ds...)
+	r.stats.delivered.Add(int64(len(completed)))
+	if len(completed) == len(ds) {
+		return
+	}
+	ok := map[tenure]bool{}
+	for _, t := range completed {
+		ok[t] = true
+	}
+	for _, d := range ds {
+		if !ok[tenureOf(d)] {
+			r.stats.stale.Add(1)
+			r.opts.Logger.Warn("outbox relay: completion refused, the tenure was over (the message will be or was delivered again)",
+				"worker", r.opts.Worker, "id", d.ID, "fence", d.Fence)
+		}
+	}
 }
 
 func (r *Relay) report(err error) {
@@ -462,9 +555,21 @@ func (r *Relay) untrack(ds ...*Delivery) {
 // idle one adds no delay. Once stop is closed it writes what is left and
 // returns.
 func (r *Relay) completer(ctx context.Context, stop <-chan struct{}) {
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	defer linger.Stop()
 	for {
 		select {
 		case <-r.doneSig:
+		case <-stop:
+			r.flush(ctx)
+			return
+		}
+		// Give the next claim, which takes the completions along, a
+		// moment; then write what it left.
+		linger.Reset(completeLinger)
+		select {
+		case <-linger.C:
 		case <-stop:
 			r.flush(ctx)
 			return
@@ -487,7 +592,6 @@ func (r *Relay) flush(ctx context.Context) {
 	}
 	for t, ds := range byTenant {
 		r.completeBatch(ctx, t, ds)
-		r.untrack(ds...)
 	}
 }
 
@@ -511,24 +615,14 @@ func (r *Relay) completeBatch(ctx context.Context, t string, ds []*Delivery) {
 		})
 		cancel()
 		if err == nil {
-			r.stats.delivered.Add(int64(len(done)))
-			if len(done) < len(ds) {
-				ok := map[tenure]bool{}
-				for _, t := range done {
-					ok[t] = true
-				}
-				for _, d := range ds {
-					if !ok[tenureOf(d)] {
-						r.stats.stale.Add(1)
-						r.opts.Logger.Warn("outbox relay: completion refused, the tenure was over (the message will be or was delivered again)",
-							"worker", r.opts.Worker, "id", d.ID, "fence", d.Fence)
-					}
-				}
-			}
+			r.settle(ds, done)
 			return
 		}
 		r.report(fmt.Errorf("outbox complete: %w", err))
 		if attempt == 5 {
+			// Given up: stop heartbeating them, so their leases lapse and
+			// they are delivered again.
+			r.untrack(ds...)
 			return
 		}
 		t := time.NewTimer(wait)

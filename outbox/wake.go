@@ -27,6 +27,28 @@ type hub struct {
 	mu   sync.Mutex
 	subs []*waker
 	next int
+
+	notifyMu sync.Mutex
+	notified map[string]time.Time // tenant -> last NOTIFY sent
+}
+
+// notifyDue reports whether an enqueue of tenant t should NOTIFY: none was
+// sent for t from this process in the last interval (negative: always).
+func (h *hub) notifyDue(t string, interval time.Duration) bool {
+	if interval < 0 {
+		return true
+	}
+	now := time.Now()
+	h.notifyMu.Lock()
+	defer h.notifyMu.Unlock()
+	if last, ok := h.notified[t]; ok && now.Sub(last) < interval {
+		return false
+	}
+	if h.notified == nil {
+		h.notified = map[string]time.Time{}
+	}
+	h.notified[t] = now
+	return true
 }
 
 var hubs sync.Map // *racefree.DB -> *hub
@@ -60,13 +82,57 @@ func (h *hub) wake(tenantID string) {
 
 // waker collects the tenants a relay was told about, and signals it.
 type waker struct {
-	mu      sync.Mutex
-	tenants map[string]bool
-	all     bool
-	c       chan struct{}
+	mu        sync.Mutex
+	tenants   map[string]bool
+	all       bool
+	c         chan struct{}
+	followUps map[string]*time.Timer
+	stopped   bool
 }
 
-func newWaker() *waker { return &waker{tenants: map[string]bool{}, c: make(chan struct{}, 1)} }
+func newWaker() *waker {
+	return &waker{tenants: map[string]bool{}, c: make(chan struct{}, 1), followUps: map[string]*time.Timer{}}
+}
+
+// notified wakes the relay for tenant t, and again after followUp (when
+// positive), once per follow-up period however many notifications come:
+// enqueues that skipped their NOTIFY (Options.NotifyInterval) and
+// committed meanwhile are found then.
+func (w *waker) notified(t string, followUp time.Duration) {
+	w.wake(t)
+	if followUp <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.followUps[t] != nil {
+		return
+	}
+	w.followUps[t] = time.AfterFunc(followUp, func() {
+		w.mu.Lock()
+		delete(w.followUps, t)
+		w.mu.Unlock()
+		w.wake(t)
+	})
+}
+
+// start allows follow-ups (again).
+func (w *waker) start() {
+	w.mu.Lock()
+	w.stopped = false
+	w.mu.Unlock()
+}
+
+// stop cancels the pending follow-ups.
+func (w *waker) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	for t, tm := range w.followUps {
+		tm.Stop()
+		delete(w.followUps, t)
+	}
+}
 
 func (w *waker) wake(tenantID string) {
 	w.mu.Lock()
@@ -107,10 +173,10 @@ func (w *waker) take() (tenants []string, all bool) {
 // waits (retry, doubling up to 30s) and connects again, and wakes every
 // tenant once it listens again, for the notifications it may have missed.
 // The connection is discarded, never returned to the pool, when it ends.
-func listen(ctx context.Context, db *racefree.DB, w *waker, report func(error), ready func()) {
+func listen(ctx context.Context, db *racefree.DB, w *waker, followUp time.Duration, report func(error), ready func()) {
 	retry := 100 * time.Millisecond
 	for first := true; ctx.Err() == nil; first = false {
-		err := listenOnce(ctx, db, w, func() {
+		err := listenOnce(ctx, db, w, followUp, func() {
 			retry = 100 * time.Millisecond
 			if !first {
 				w.wakeAll()
@@ -137,7 +203,7 @@ func listen(ctx context.Context, db *racefree.DB, w *waker, report func(error), 
 
 var errDiscard = errors.New("discard the listening connection")
 
-func listenOnce(ctx context.Context, db *racefree.DB, w *waker, listening func()) error {
+func listenOnce(ctx context.Context, db *racefree.DB, w *waker, followUp time.Duration, listening func()) error {
 	conn, err := db.SQL().Conn(ctx)
 	if err != nil {
 		return err
@@ -163,7 +229,7 @@ func listenOnce(ctx context.Context, db *racefree.DB, w *waker, listening func()
 				// The connection still listens: never hand it back.
 				return driver.ErrBadConn
 			}
-			w.wake(n.Payload)
+			w.notified(n.Payload, followUp)
 		}
 	})
 	if failure == nil {

@@ -57,7 +57,11 @@ var (
 	workers   = flag.Int("workers", 32, "handlers at once (racefree Concurrency, River MaxWorkers)")
 	latencyN  = flag.Int("latency", 1000, "enqueues timed for the latency figures")
 	engines   = flag.String("engines", "sqlite,postgres", "engines to run")
-	sides     = flag.String("sides", "racefree,river", "sides to run")
+	noNotify  = flag.Bool("no-notify", false, "racefree: no NOTIFY at Enqueue (relays poll every -poll)")
+	listen    = flag.Bool("listen", true, "racefree on PostgreSQL: the relay LISTENs")
+	poll      = flag.Duration("poll", 0, "racefree: the relay's PollInterval (0: the default, 1s)")
+	prefill   = flag.Bool("prefill", false, "insert every message first, then time only the relay (the River client) working them off")
+	sides     = flag.String("sides", "racefree,river,river-fast", "sides to run: racefree, river (River's defaults), river-fast (River with a 1 ms FetchCooldown)")
 )
 
 func main() {
@@ -103,8 +107,8 @@ func run() error {
 				switch side {
 				case "racefree":
 					d, err = racefreeRound(ctx, env)
-				case "river":
-					d, err = riverRound(ctx, env)
+				case "river", "river-fast":
+					d, err = riverRound(ctx, env, side == "river-fast")
 				default:
 					err = fmt.Errorf("unknown side %q", side)
 				}
@@ -118,6 +122,9 @@ func run() error {
 			}
 		}
 		for _, side := range strings.Split(*sides, ",") {
+			if side == "river-fast" {
+				continue // the same InsertTx as "river"
+			}
 			env, err := newEnv(ctx, engine, dir, pgURL)
 			if err != nil {
 				return err
@@ -131,32 +138,44 @@ func run() error {
 			r.p50, r.p99 = percentile(lat, 50), percentile(lat, 99)
 		}
 	}
-	fmt.Printf("%d messages a round, %d producers, %d per transaction, %d handlers; median of %d rounds\n\n", *n, *producers, *perTx, *workers, *rounds)
-	fmt.Println("| engine | racefree msg/s | River jobs/s | racefree / River | racefree Enqueue p50 / p99 | River InsertTx p50 / p99 |")
-	fmt.Println("|---|---|---|---|---|---|")
+	mode := "inserted and worked at once"
+	if *prefill {
+		mode = "inserted first, then worked off (only the working is timed)"
+	}
+	fmt.Printf("%d messages a round, %s; %d producers, %d per transaction, %d handlers; median of %d rounds\n\n", *n, mode, *producers, *perTx, *workers, *rounds)
+	fmt.Println("| engine | racefree msg/s | River jobs/s (defaults) | River jobs/s (1 ms FetchCooldown) | racefree ÷ River (defaults / fast) | racefree Enqueue p50 / p99 | River InsertTx p50 / p99 |")
+	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, engine := range strings.Split(*engines, ",") {
 		rs, ok := results[engine]
 		if !ok {
 			continue
 		}
-		rf, rv := rs["racefree"], rs["river"]
-		cell := func(r *result) string {
+		rate := func(r *result) float64 {
 			if r == nil || len(r.perSec) == 0 {
+				return 0
+			}
+			return median(r.perSec)
+		}
+		cell := func(r *result) string {
+			if rate(r) == 0 {
 				return "—"
 			}
-			return fmt.Sprintf("%.0f", median(r.perSec))
+			return fmt.Sprintf("%.0f", rate(r))
+		}
+		ratio := func(a, b *result) string {
+			if rate(a) == 0 || rate(b) == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.2f×", rate(a)/rate(b))
 		}
 		lat := func(r *result) string {
-			if r == nil {
+			if r == nil || r.p50 == 0 {
 				return "—"
 			}
 			return fmt.Sprintf("%s / %s", r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond))
 		}
-		ratio := "—"
-		if rf != nil && rv != nil && len(rf.perSec) > 0 && len(rv.perSec) > 0 {
-			ratio = fmt.Sprintf("%.2f×", median(rf.perSec)/median(rv.perSec))
-		}
-		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", engine, cell(rf), cell(rv), ratio, lat(rf), lat(rv))
+		rf, rv, rfast := rs["racefree"], rs["river"], rs["river-fast"]
+		fmt.Printf("| %s | %s | %s | %s | %s / %s | %s | %s |\n", engine, cell(rf), cell(rv), cell(rfast), ratio(rf, rv), ratio(rf, rfast), lat(rf), lat(rv))
 	}
 	for _, note := range notes {
 		fmt.Println("\n" + note)
@@ -259,7 +278,7 @@ func waitAll(ctx context.Context, count func() (int64, error)) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("only %d of %d delivered after 10 minutes", c, *n)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -269,40 +288,52 @@ func racefreeRound(ctx context.Context, e *env) (time.Duration, error) {
 		return 0, err
 	}
 	defer db.Close()
-	o, err := outbox.New(db, nil)
+	o, err := outbox.New(db, &outbox.Options{NoNotify: *noNotify})
 	if err != nil {
 		return 0, err
 	}
 	var handled atomic.Int64
 	r, err := o.NewRelay(func(context.Context, *outbox.Delivery) error { handled.Add(1); return nil },
-		&outbox.RelayOptions{Concurrency: *workers, Listen: e.engine == racefree.Postgres, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		&outbox.RelayOptions{Concurrency: *workers, Listen: *listen && e.engine == racefree.Postgres, PollInterval: *poll, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return 0, err
 	}
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	defer func() { stop(); <-done }()
-	start := time.Now()
-	err = produce(ctx, func() (func() error, func(int) error, error) {
-		tx, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		return tx.Commit, func(i int) error {
-			_, err := o.Enqueue(ctx, tx, outbox.Message{Topic: "bench", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))})
-			return err
-		}, nil
-	})
-	if err != nil {
-		return 0, err
+	startRelay := func() {
+		go func() { done <- r.Run(rctx) }()
 	}
-	err = waitAll(ctx, func() (int64, error) {
-		s, err := o.Stats(ctx, db)
-		if err != nil {
+	defer func() { stop(); <-done }()
+	producers := func() error {
+		return produce(ctx, func() (func() error, func(int) error, error) {
+			tx, err := db.SQL().BeginTx(ctx, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			return tx.Commit, func(i int) error {
+				_, err := o.Enqueue(ctx, tx, outbox.Message{Topic: "bench", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))})
+				return err
+			}, nil
+		})
+	}
+	if *prefill {
+		if err := producers(); err != nil {
 			return 0, err
 		}
-		return s.Delivered, nil
+	}
+	start := time.Now()
+	startRelay()
+	if !*prefill {
+		if err := producers(); err != nil {
+			return 0, err
+		}
+	}
+	// The same count as River's side: one query on the pool (the
+	// benchmark's role owns the tables, so row-level security does not
+	// apply to it).
+	err = waitAll(ctx, func() (c int64, err error) {
+		err = db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_outbox WHERE state = 'delivered'`).Scan(&c)
+		return c, err
 	})
 	return time.Since(start), err
 }
@@ -325,17 +356,25 @@ func (w *noopWorker) Work(context.Context, *river.Job[NoopArgs]) error {
 	return nil
 }
 
-func riverConfig(handled *atomic.Int64) *river.Config {
+// riverConfig is River's configuration: its defaults (a fetch at most
+// every 100 ms, and every second without a notification), or, fast, a
+// fetch as often as every millisecond.
+func riverConfig(handled *atomic.Int64, fast bool) *river.Config {
 	ws := river.NewWorkers()
 	river.AddWorker(ws, &noopWorker{handled: handled})
-	return &river.Config{
+	c := &river.Config{
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: *workers}},
 		Workers: ws,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	if fast {
+		c.FetchCooldown = time.Millisecond
+		c.FetchPollInterval = 50 * time.Millisecond
+	}
+	return c
 }
 
-func riverRound(ctx context.Context, e *env) (time.Duration, error) {
+func riverRound(ctx context.Context, e *env, fast bool) (time.Duration, error) {
 	var handled atomic.Int64
 	if e.engine == racefree.SQLite {
 		db, err := sql.Open("sqlite", e.path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
@@ -348,7 +387,7 @@ func riverRound(ctx context.Context, e *env) (time.Duration, error) {
 		if err := migrateRiver[*sql.Tx](ctx, drv); err != nil {
 			return 0, err
 		}
-		client, err := river.NewClient(drv, riverConfig(&handled))
+		client, err := river.NewClient(drv, riverConfig(&handled, fast))
 		if err != nil {
 			return 0, err
 		}
@@ -375,7 +414,7 @@ func riverRound(ctx context.Context, e *env) (time.Duration, error) {
 	if err := migrateRiver[pgx.Tx](ctx, drv); err != nil {
 		return 0, err
 	}
-	client, err := river.NewClient(drv, riverConfig(&handled))
+	client, err := river.NewClient(drv, riverConfig(&handled, fast))
 	if err != nil {
 		return 0, err
 	}
@@ -404,6 +443,12 @@ func migrateRiver[TTx any](ctx context.Context, drv riverdriver.Driver[TTx]) err
 }
 
 func riverRun[TTx any](ctx context.Context, client *river.Client[TTx], begin func() (func() error, func(int) error, error), completed func() (int64, error)) (time.Duration, error) {
+	if *prefill {
+		if err := produce(ctx, begin); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return 0, err
 	}
@@ -412,9 +457,10 @@ func riverRun[TTx any](ctx context.Context, client *river.Client[TTx], begin fun
 		defer cancel()
 		_ = client.Stop(sctx)
 	}()
-	start := time.Now()
-	if err := produce(ctx, begin); err != nil {
-		return 0, err
+	if !*prefill {
+		if err := produce(ctx, begin); err != nil {
+			return 0, err
+		}
 	}
 	err := waitAll(ctx, completed)
 	return time.Since(start), err
@@ -464,6 +510,7 @@ func latency(ctx context.Context, e *env, side string) ([]time.Duration, error) 
 		})
 	case "river":
 		var handled atomic.Int64
+		const fast = false
 		if e.engine == racefree.SQLite {
 			db, err := sql.Open("sqlite", e.path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
 			if err != nil {
@@ -475,7 +522,7 @@ func latency(ctx context.Context, e *env, side string) ([]time.Duration, error) 
 			if err := migrateRiver[*sql.Tx](ctx, drv); err != nil {
 				return nil, err
 			}
-			client, err := river.NewClient(drv, riverConfig(&handled))
+			client, err := river.NewClient(drv, riverConfig(&handled, fast))
 			if err != nil {
 				return nil, err
 			}
@@ -499,7 +546,7 @@ func latency(ctx context.Context, e *env, side string) ([]time.Duration, error) 
 		if err := migrateRiver[pgx.Tx](ctx, drv); err != nil {
 			return nil, err
 		}
-		client, err := river.NewClient(drv, riverConfig(&handled))
+		client, err := river.NewClient(drv, riverConfig(&handled, fast))
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,9 @@
 -- (until redriven or discarded).
 --
 -- The statement returns, for each row, its state and holder before the
--- claim, so that a lapsed lease is recorded in the attempt history.
+-- claim, so that a lapsed lease is recorded in the attempt history. The
+-- UPDATE probes the picked rows by primary key (= ANY (ARRAY(…))), never
+-- by a join the planner could turn into a scan of the whole table.
 -- $1 tenant, $2 topics (empty: every topic), $3 limit, $4 lease ms,
 -- $5 worker, $6 clock (NULL: the database clock)
 WITH clock AS MATERIALIZED (
@@ -34,16 +36,20 @@ WITH clock AS MATERIALIZED (
    ORDER BY m.available_at, m.id
    LIMIT $3
    FOR UPDATE OF m SKIP LOCKED
+),
+upd AS (
+  UPDATE racefree_outbox AS m
+     SET state        = 'leased',
+         fence        = m.fence + 1,
+         attempts     = m.attempts + 1,
+         available_at = (SELECT now FROM clock) + $4::bigint,
+         leased_by    = $5
+   WHERE m.tenant = $1 AND m.id = ANY (ARRAY(SELECT id FROM due))
+     AND m.state IN ('ready', 'leased')
+     AND m.available_at <= (SELECT now FROM clock)
+  RETURNING m.id, m.topic, m.key, m.ordered, m.payload, m.headers, m.created_at, m.attempts, m.max_attempts,
+            m.fence, m.available_at
 )
-UPDATE racefree_outbox AS m
-   SET state        = 'leased',
-       fence        = m.fence + 1,
-       attempts     = m.attempts + 1,
-       available_at = (SELECT now FROM clock) + $4::bigint,
-       leased_by    = $5
-  FROM due
- WHERE m.tenant = $1 AND m.id = due.id
-   AND m.state IN ('ready', 'leased')
-   AND m.available_at <= (SELECT now FROM clock)
-RETURNING m.id, m.topic, m.key, m.ordered, m.payload, m.headers, m.created_at, m.attempts, m.max_attempts,
-          m.fence, m.available_at, due.was, due.was_by, (SELECT now FROM clock)
+SELECT upd.id, upd.topic, upd.key, upd.ordered, upd.payload, upd.headers, upd.created_at, upd.attempts,
+       upd.max_attempts, upd.fence, upd.available_at, due.was, due.was_by, (SELECT now FROM clock)
+  FROM upd JOIN due ON due.id = upd.id
