@@ -70,15 +70,17 @@ func TestRelaysAreWokenInProcess(t *testing.T) {
 
 // TestPostgresRelaysAreWokenByNotify: a relay of another process (another
 // pool) that LISTENs and polls once an hour delivers a message as soon as
-// the transaction that enqueued it commits.
+// the transaction that enqueued it commits; a message whose enqueue
+// skipped its NOTIFY (Options.NotifyInterval) is found by the follow-up
+// claim.
 func TestPostgresRelaysAreWokenByNotify(t *testing.T) {
 	ctx := context.Background()
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	producer := testdb.Open(t, dsn, nil)
 	consumer := testdb.Open(t, dsn, nil)
-	o := newOutbox(t, producer, nil)
+	o := newOutbox(t, producer, &outbox.Options{NotifyInterval: time.Hour})
 	h, got := recorder()
-	r, err := newOutbox(t, consumer, nil).NewRelay(h, &outbox.RelayOptions{PollInterval: time.Hour, Listen: true})
+	r, err := newOutbox(t, consumer, nil).NewRelay(h, &outbox.RelayOptions{PollInterval: time.Hour, Listen: true, FollowUp: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,4 +97,28 @@ func TestPostgresRelaysAreWokenByNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	deliveredWithin(t, got, id, 20*time.Second, "enqueued in another process's transaction")
+	// Two more at once: the first notifies, the second does not (one
+	// NOTIFY an hour), and the follow-up claim finds it.
+	var quiet int64
+	for i := range 2 {
+		err = producer.InTx(ctx, func(tx *sql.Tx) error {
+			id := enqueue(t, ctx, o, tx, outbox.Message{Topic: "t"})
+			if i == 1 {
+				quiet = id
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int64]bool{}
+	for len(seen) < 2 {
+		select {
+		case id := <-got:
+			seen[id] = true
+		case <-time.After(20 * time.Second):
+			t.Fatalf("delivered %v; the message enqueued without a NOTIFY (%d) was not found by the follow-up", seen, quiet)
+		}
+	}
 }
