@@ -34,6 +34,8 @@ var privileges = []struct{ table, privs string }{
 	{"racefree_onetime_codes", "SELECT, INSERT, UPDATE, DELETE"},
 	{"racefree_refresh_families", "SELECT, INSERT, UPDATE, DELETE"},
 	{"racefree_refresh_retired", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_outbox", "SELECT, INSERT, UPDATE, DELETE"},
+	{"racefree_outbox_attempts", "SELECT, INSERT, DELETE"},
 }
 
 // ErrUnsafeRole means a role cannot serve as the application role: it is

@@ -6,6 +6,8 @@
 //	racefree unique-check --db DSN (--table T --key EXPR… | --migration FILE.sql)
 //	racefree rls-check --db postgres://… [--role APP_ROLE] [--tenant-column C] [--setting S] [--schema S…]
 //	racefree audit verify|checkpoint|keygen [--db DSN] [--keys FILE] [--scope S]… [--checkpoint FILE] [--format json]
+//	racefree outbox dead list|redrive|discard [ID…] [--topic T] [--key K] [--all] [--tenant T] [--db DSN] [--json]
+//	racefree outbox stats [--tenant T] [--db DSN] [--json]
 //	racefree quota consume KEY --rate N [--per D] [--burst N] [--kind gcra|window] [--n N] [--db DSN]
 //	racefree version
 //
@@ -42,7 +44,7 @@ func run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), migrateCmd(), keysCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), quotaCmd(), versionCmd())
+	root.AddCommand(serveCmd(), migrateCmd(), keysCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), quotaCmd(), outboxCmd(), versionCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/outbox"
+	"github.com/racefree/racefree/tenant"
+	"github.com/spf13/cobra"
+)
+
+// outboxCmd lets operators look at and repair the outbox without the HTTP
+// API: the dead letters (list, redrive, discard) and the figures (stats),
+// one tenant at a time.
+func outboxCmd() *cobra.Command {
+	var (
+		db       string
+		tenantID string
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "outbox",
+		Short: "Inspect the transactional outbox: dead letters and figures",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("outbox needs a subcommand: dead or stats")
+		},
+	}
+	cmd.PersistentFlags().StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
+	cmd.PersistentFlags().StringVar(&tenantID, "tenant", tenant.Default, "the tenant whose outbox to read")
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON instead of text")
+
+	// open returns the outbox, and a context naming the tenant.
+	open := func(cmd *cobra.Command) (context.Context, *racefree.DB, *outbox.Outbox, func(), error) {
+		ctx, err := tenant.With(cmd.Context(), tenantID)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		h, err := dsn.Open(ctx, db, nil)
+		if err != nil {
+			cancel()
+			return nil, nil, nil, nil, err
+		}
+		o, err := outbox.New(h, nil)
+		if err != nil {
+			cancel()
+			h.Close()
+			return nil, nil, nil, nil, err
+		}
+		return ctx, h, o, func() { h.Close(); cancel() }, nil
+	}
+
+	stats := &cobra.Command{
+		Use:   "stats",
+		Short: "Print the backlog (ready, due, leased), the age of the oldest pending message and the dead count",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, h, o, done, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			s, err := o.Stats(ctx, h)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(w).Encode(map[string]any{
+					"tenant": tenantID, "backlog": s.Ready + s.Leased, "ready": s.Ready, "due": s.Due, "leased": s.Leased,
+					"oldest_pending_ms": s.OldestPending.Milliseconds(), "dead": s.Dead, "delivered": s.Delivered,
+				})
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "tenant\t%s\n", tenantID)
+			fmt.Fprintf(tw, "backlog\t%d\t(ready %d, of which due %d; leased %d)\n", s.Ready+s.Leased, s.Ready, s.Due, s.Leased)
+			fmt.Fprintf(tw, "oldest pending\t%s\n", s.OldestPending.Round(time.Millisecond))
+			fmt.Fprintf(tw, "dead\t%d\n", s.Dead)
+			fmt.Fprintf(tw, "delivered\t%d\t(until reaped)\n", s.Delivered)
+			return tw.Flush()
+		},
+	}
+
+	dead := &cobra.Command{
+		Use:   "dead",
+		Short: "List, redrive or discard dead messages",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("outbox dead needs a subcommand: list, redrive or discard")
+		},
+	}
+	var (
+		topic, key string
+		all        bool
+		after      int64
+		limit      int
+	)
+	filter := func(args []string) (outbox.Filter, error) {
+		f := outbox.Filter{Topic: topic, Key: key, All: all}
+		for _, a := range args {
+			id, err := strconv.ParseInt(a, 10, 64)
+			if err != nil || id < 1 {
+				return f, racefree.Invalid("id", "%q is not a message id", a)
+			}
+			f.IDs = append(f.IDs, id)
+		}
+		return f, nil
+	}
+	list := &cobra.Command{
+		Use:   "list [ID…]",
+		Short: "List dead messages, by id, with their last error (page with --after)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := filter(args)
+			if err != nil {
+				return err
+			}
+			ctx, h, o, done, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			rs, err := o.Dead(ctx, h, f, after, limit)
+			if err != nil {
+				return err
+			}
+			return printDead(cmd.OutOrStdout(), rs, asJSON)
+		},
+	}
+	act := func(use, done, short string, do func(o *outbox.Outbox) func(context.Context, racefree.Executor, outbox.Filter) ([]int64, error)) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " (ID… | --topic T | --key K | --all)",
+			Short: short,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				f, err := filter(args)
+				if err != nil {
+					return err
+				}
+				ctx, h, o, closeDB, err := open(cmd)
+				if err != nil {
+					return err
+				}
+				defer closeDB()
+				ids, err := do(o)(ctx, h, f)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					if ids == nil {
+						ids = []int64{}
+					}
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{done: ids})
+				}
+				for _, id := range ids {
+					fmt.Fprintln(cmd.OutOrStdout(), id)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s %d dead message(s)\n", done, len(ids))
+				return nil
+			},
+		}
+	}
+	redrive := act("redrive", "redriven", "Make dead messages due again at once, with a fresh set of attempts (only dead ones)",
+		func(o *outbox.Outbox) func(context.Context, racefree.Executor, outbox.Filter) ([]int64, error) {
+			return o.Redrive
+		})
+	discard := act("discard", "discarded", "Delete dead messages and their history (only dead ones)",
+		func(o *outbox.Outbox) func(context.Context, racefree.Executor, outbox.Filter) ([]int64, error) {
+			return o.Discard
+		})
+	for _, c := range []*cobra.Command{list, redrive, discard} {
+		c.Flags().StringVar(&topic, "topic", "", "only messages of this topic")
+		c.Flags().StringVar(&key, "key", "", "only messages of this key")
+	}
+	for _, c := range []*cobra.Command{redrive, discard} {
+		c.Flags().BoolVar(&all, "all", false, "every dead message of the tenant")
+	}
+	list.Flags().Int64Var(&after, "after", 0, "only ids above this one (the last id of the previous page)")
+	list.Flags().IntVar(&limit, "limit", 100, fmt.Sprintf("at most this many (1 to %d)", outbox.MaxPage))
+	dead.AddCommand(list, redrive, discard)
+	cmd.AddCommand(dead, stats)
+	return cmd
+}
+
+func printDead(w io.Writer, rs []*outbox.Record, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, r := range rs {
+			payload := any(string(r.Payload))
+			if !utf8.Valid(r.Payload) {
+				payload = r.Payload // base64
+			}
+			if err := enc.Encode(map[string]any{
+				"id": r.ID, "topic": r.Topic, "key": r.Key, "attempts": r.Attempts, "max_attempts": r.MaxAttempts,
+				"created_at": r.CreatedAt.Format(time.RFC3339Nano), "died_at": r.AvailableAt.Format(time.RFC3339Nano),
+				"last_error": r.LastError, "headers": r.Headers, "payload": payload,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTOPIC\tKEY\tATTEMPTS\tDIED\tLAST ERROR")
+	for _, r := range rs {
+		errText := r.LastError
+		if utf8.RuneCountInString(errText) > 120 {
+			errText = string([]rune(errText)[:117]) + "..."
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.Topic, r.Key, r.Attempts, r.MaxAttempts, r.AvailableAt.Format(time.RFC3339), oneLine(errText))
+	}
+	return tw.Flush()
+}

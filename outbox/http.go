@@ -1,0 +1,152 @@
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/racefree/racefree"
+)
+
+// HTTPError is a delivery's non-2xx answer. Classify treats 4xx other
+// than 408 and 429 as permanent, the rest as transient, and retries a
+// transient one after the answer's Retry-After when it has one.
+type HTTPError struct {
+	Status     int
+	RetryAfter time.Duration // from Retry-After (seconds or an HTTP date); 0 when none
+	Body       string        // the first bytes of the answer, for the history
+}
+
+func (e *HTTPError) Error() string {
+	s := fmt.Sprintf("HTTP %d", e.Status)
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(" (Retry-After %s)", e.RetryAfter)
+	}
+	if e.Body != "" {
+		s += ": " + e.Body
+	}
+	return s
+}
+
+// HTTPStatus returns the answer's status (StatusError).
+func (e *HTTPError) HTTPStatus() int { return e.Status }
+
+// HTTPOptions configures HTTPHandler.
+type HTTPOptions struct {
+	// URL receives every message, unless URLFor is set.
+	URL string
+	// URLFor picks the URL of each delivery (by topic, say). An error is
+	// a permanent failure.
+	URLFor func(d *Delivery) (string, error)
+	// Client sends the requests (http.DefaultClient's transport when nil).
+	Client *http.Client
+	// Timeout bounds each request (30s when 0). Keep it well below the
+	// relay's lease.
+	Timeout time.Duration
+	// ContentType is sent when the message has no Content-Type header
+	// (application/octet-stream when empty).
+	ContentType string
+}
+
+// maxBody is how much of an error answer is kept.
+const maxBody = 512
+
+// HTTPHandler returns a Handler that POSTs each message's payload to a
+// URL, with the message's headers, Idempotency-Key set to the message id
+// (the receiver applies it once however often it arrives), and
+// Racefree-Outbox-Topic and Racefree-Outbox-Attempt. A 2xx answer is a
+// delivery; any other answer is an *HTTPError, classified by Classify; a
+// network error or a timeout is transient.
+func HTTPHandler(opts HTTPOptions) (Handler, error) {
+	if opts.URLFor == nil {
+		if err := checkURL(opts.URL); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.Timeout < 0 {
+		return nil, racefree.Invalid("timeout", "must be positive")
+	}
+	if opts.ContentType == "" {
+		opts.ContentType = "application/octet-stream"
+	}
+	client := opts.Client
+	if client == nil {
+		client = &http.Client{}
+	}
+	return func(ctx context.Context, d *Delivery) error {
+		target := opts.URL
+		if opts.URLFor != nil {
+			u, err := opts.URLFor(d)
+			if err == nil {
+				err = checkURL(u)
+			}
+			if err != nil {
+				return Permanent(fmt.Errorf("no URL for message %d: %w", d.ID, err))
+			}
+			target = u
+		}
+		ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(d.Payload))
+		if err != nil {
+			return Permanent(err)
+		}
+		for k, v := range d.Headers {
+			req.Header.Set(k, v)
+		}
+		if req.Header.Get("Content-Type") == "" {
+			req.Header.Set("Content-Type", opts.ContentType)
+		}
+		req.Header.Set("Idempotency-Key", d.IdempotencyKey())
+		req.Header.Set("Racefree-Outbox-Topic", d.Topic)
+		req.Header.Set("Racefree-Outbox-Attempt", strconv.Itoa(d.Attempt))
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("POST %s: %w", target, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // reuse the connection
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			return nil
+		}
+		return &HTTPError{Status: resp.StatusCode, RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()), Body: strings.TrimSpace(string(body))}
+	}, nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return racefree.Invalid("url", "must be an absolute http or https URL")
+	}
+	return nil
+}
+
+// parseRetryAfter reads a Retry-After header: seconds, or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return min(time.Duration(s)*time.Second, MaxDelay)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return min(d, MaxDelay)
+		}
+	}
+	return 0
+}

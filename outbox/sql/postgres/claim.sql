@@ -1,0 +1,55 @@
+-- claim: lease up to $3 due messages of tenant $1 to worker $5 until
+-- now + $4 ms, in one statement. Due: ready and available, or leased and
+-- lapsed (a lease lives while now < available_at). Each claimed row's
+-- fence and attempts grow by one.
+--
+-- Rows another claimer has locked are skipped, never waited for (SKIP
+-- LOCKED), so relays sharing the database do not queue behind each other.
+-- FOR UPDATE re-checks the WHERE on the latest version of a row that
+-- changed since the snapshot, and the UPDATE repeats the due test in its
+-- own WHERE (invariant 10): a row claimed and committed by another relay
+-- meanwhile is left out, never leased twice.
+--
+-- Ordered messages (per-key ordering) are claimable only when no older
+-- message of their key is undelivered: ready, leased (retrying) or dead
+-- (until redriven or discarded).
+--
+-- The statement returns, for each row, its state and holder before the
+-- claim, so that a lapsed lease is recorded in the attempt history. The
+-- UPDATE probes the picked rows by primary key (= ANY (ARRAY(…))), never
+-- by a join the planner could turn into a scan of the whole table.
+-- $1 tenant, $2 topics (empty: every topic), $3 limit, $4 lease ms,
+-- $5 worker, $6 clock (NULL: the database clock)
+WITH clock AS MATERIALIZED (
+  SELECT COALESCE($6::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now
+), due AS (
+  SELECT m.id, m.state AS was, m.leased_by AS was_by
+    FROM racefree_outbox AS m
+   WHERE m.tenant = $1
+     AND m.state IN ('ready', 'leased')
+     AND m.available_at <= (SELECT now FROM clock)
+     AND (cardinality($2::text[]) = 0 OR m.topic = ANY ($2::text[]))
+     AND (NOT m.ordered OR NOT EXISTS (
+           SELECT 1 FROM racefree_outbox AS p
+            WHERE p.tenant = m.tenant AND p.topic = m.topic AND p.key = m.key AND p.key <> ''
+              AND p.id < m.id AND p.state IN ('ready', 'leased', 'dead')))
+   ORDER BY m.available_at, m.id
+   LIMIT $3
+   FOR UPDATE OF m SKIP LOCKED
+),
+upd AS (
+  UPDATE racefree_outbox AS m
+     SET state        = 'leased',
+         fence        = m.fence + 1,
+         attempts     = m.attempts + 1,
+         available_at = (SELECT now FROM clock) + $4::bigint,
+         leased_by    = $5
+   WHERE m.tenant = $1 AND m.id = ANY (ARRAY(SELECT id FROM due))
+     AND m.state IN ('ready', 'leased')
+     AND m.available_at <= (SELECT now FROM clock)
+  RETURNING m.id, m.topic, m.key, m.ordered, m.payload, m.headers, m.created_at, m.attempts, m.max_attempts,
+            m.fence, m.available_at
+)
+SELECT upd.id, upd.topic, upd.key, upd.ordered, upd.payload, upd.headers, upd.created_at, upd.attempts,
+       upd.max_attempts, upd.fence, upd.available_at, due.was, due.was_by, (SELECT now FROM clock)
+  FROM upd JOIN due ON due.id = upd.id

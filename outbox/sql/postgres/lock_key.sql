@@ -1,0 +1,12 @@
+-- lock_key: before an ordered message is numbered, wait for every other
+-- open transaction that enqueues for the same (tenant, topic, key), until
+-- it ends. Ids are drawn in the order of the enqueuing transactions'
+-- commits, so "the oldest pending message of the key" is the one whose
+-- transaction committed first, and a message can never become visible
+-- behind a younger one of its key that was already delivered. A
+-- transaction-scoped advisory lock: nothing outlives the transaction, so
+-- it works through a transaction-mode pooler. The two-key form, with
+-- racefree's class 0x72660013, never meets an application's one-key locks;
+-- a hash collision only makes two keys wait for each other.
+-- $1 tenant, $2 topic, $3 key
+SELECT pg_advisory_xact_lock(1919287315, hashtext($1 || chr(31) || $2 || chr(31) || $3))
