@@ -381,7 +381,7 @@ func TestServeDuringTheRollout(t *testing.T) {
 		if code := call("POST", "/v1/claims/job", `{"holder":"w","ttl_ms":60000}`, ""); code != 200 {
 			t.Fatalf("acquire at 011: %d\n%s", code, stderr.String())
 		}
-		if r := runCLI(t, "migrate", "up", "--db", d); r.code != 0 || !strings.Contains(r.stdout, "version 12") {
+		if r := runCLI(t, "migrate", "up", "--db", d); r.code != 0 || !strings.HasPrefix(r.stdout, "schema at version ") || strings.Contains(r.stdout, "version 11") {
 			t.Fatalf("migrate up: %d %q %q", r.code, r.stdout, r.stderr)
 		}
 		if code := call("POST", "/v1/claims/job/renew", `{"holder":"w","fence":1,"ttl_ms":60000}`, ""); code != 200 {
