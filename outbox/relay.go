@@ -557,11 +557,11 @@ func (r *Relay) untrack(ds ...*Delivery) {
 	r.mu.Unlock()
 }
 
-// completer completes handled deliveries in batches: whatever succeeded
-// while the previous batch was being written goes in the next (group
-// commit), so a busy relay writes one statement for many messages and an
-// idle one adds no delay. Once stop is closed it writes what is left and
-// returns.
+// completer completes the handled deliveries that no claim took along
+// (a busy relay's next claim completes them in its own transaction): it
+// waits completeLinger for that claim, then writes what is left, all of it
+// in one statement per tenant. Once stop is closed it writes what is left
+// and returns.
 func (r *Relay) completer(ctx context.Context, stop <-chan struct{}) {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
