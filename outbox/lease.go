@@ -100,16 +100,16 @@ func (o *Outbox) Claim(ctx context.Context, worker string, n int, lease time.Dur
 			return nil, err
 		}
 	}
-	out, _, err := o.claimCompleting(ctx, worker, n, lease, topics, nil)
+	out, _, err := o.claimCompleting(ctx, worker, n, lease, topics, nil, false)
 	return out, err
 }
 
 // claimCompleting completes done (tenures of the tenant ctx names), if
 // any, and claims, in one transaction: a relay's completions ride on its
 // next claim, one commit for both.
-func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, lease time.Duration, topics []string, done []*Delivery) ([]*Delivery, []tenure, error) {
+func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, lease time.Duration, topics []string, done []*Delivery, locked bool) ([]*Delivery, []tenure, error) {
 	id := tenant.From(ctx)
-	if o.db.Engine() == racefree.SQLite && len(done) == 0 {
+	if o.db.Engine() == racefree.SQLite && len(done) == 0 && !locked {
 		// Look before taking the write lock: an idle relay's polls are
 		// then reads, which never hold up the writers.
 		due, err := o.anyDue(ctx, id, topics)

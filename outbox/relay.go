@@ -272,9 +272,9 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	for ctx.Err() == nil {
 		woken, all := r.waker.take()
-		for _, t := range woken {
+		for t, locked := range woken {
 			if r.serves(t) {
-				pending[t] = true
+				pending[t] = pending[t] || locked
 			}
 		}
 		polling := all || pollAll
@@ -286,7 +286,9 @@ func (r *Relay) Run(ctx context.Context) error {
 				}
 			} else {
 				for _, t := range ids {
-					pending[t] = true
+					if _, ok := pending[t]; !ok {
+						pending[t] = false
+					}
 				}
 			}
 		}
@@ -305,7 +307,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			// Not cancelled with ctx: a claim that committed but whose
 			// answer was lost would leave its messages leased to nobody
 			// until their leases lapse.
-			ds, err := r.claim(base, t, n)
+			ds, err := r.claim(base, t, n, pending[t])
 			if err != nil {
 				if ctx.Err() == nil {
 					r.report(err)
@@ -315,6 +317,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 			if len(ds) < n {
 				delete(pending, t)
+			} else {
+				pending[t] = false
 			}
 			for _, d := range ds {
 				slots <- struct{}{}
@@ -400,7 +404,11 @@ func (r *Relay) tenants(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-func (r *Relay) claim(ctx context.Context, t string, n int) ([]*Delivery, error) {
+// claim claims up to n messages of tenant t, completing the tenant's
+// waiting completions in the same transaction. locked skips SQLite's
+// look before the write lock: the relay was woken by an Enqueue whose
+// transaction may still hold that lock, and the claim must wait for it.
+func (r *Relay) claim(ctx context.Context, t string, n int, locked bool) ([]*Delivery, error) {
 	tctx, err := tenant.With(ctx, t)
 	if err != nil {
 		return nil, err
@@ -408,7 +416,7 @@ func (r *Relay) claim(ctx context.Context, t string, n int) ([]*Delivery, error)
 	// The tenant's completions waiting for the completer ride along: one
 	// commit for both.
 	done := r.takeDone(t)
-	ds, completed, err := r.o.claimCompleting(tctx, r.opts.Worker, n, r.opts.Lease, r.opts.Topics, done)
+	ds, completed, err := r.o.claimCompleting(tctx, r.opts.Worker, n, r.opts.Lease, r.opts.Topics, done, locked)
 	if err != nil {
 		r.putBack(done) // the completer retries them
 		return nil, err
@@ -549,11 +557,11 @@ func (r *Relay) untrack(ds ...*Delivery) {
 	r.mu.Unlock()
 }
 
-// completer completes handled deliveries in batches: whatever succeeded
-// while the previous batch was being written goes in the next (group
-// commit), so a busy relay writes one statement for many messages and an
-// idle one adds no delay. Once stop is closed it writes what is left and
-// returns.
+// completer completes the handled deliveries that no claim took along
+// (a busy relay's next claim completes them in its own transaction): it
+// waits completeLinger for that claim, then writes what is left, all of it
+// in one statement per tenant. Once stop is closed it writes what is left
+// and returns.
 func (r *Relay) completer(ctx context.Context, stop <-chan struct{}) {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()

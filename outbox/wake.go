@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -77,13 +78,13 @@ func (h *hub) wake(tenantID string) {
 		return
 	}
 	h.next = (h.next + 1) % len(h.subs)
-	h.subs[h.next].wake(tenantID)
+	h.subs[h.next].wakeLocked(tenantID)
 }
 
 // waker collects the tenants a relay was told about, and signals it.
 type waker struct {
 	mu        sync.Mutex
-	tenants   map[string]bool
+	tenants   map[string]bool // tenant -> woken by Enqueue in this process (see wakeLocked)
 	all       bool
 	c         chan struct{}
 	followUps map[string]*time.Timer
@@ -136,6 +137,18 @@ func (w *waker) stop() {
 
 func (w *waker) wake(tenantID string) {
 	w.mu.Lock()
+	if _, ok := w.tenants[tenantID]; !ok {
+		w.tenants[tenantID] = false
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// wakeLocked wakes the relay for a message whose transaction may still
+// be open: its next claim of the tenant must take the write lock (SQLite),
+// which waits for that transaction, rather than first look without it.
+func (w *waker) wakeLocked(tenantID string) {
+	w.mu.Lock()
 	w.tenants[tenantID] = true
 	w.mu.Unlock()
 	w.signal()
@@ -155,14 +168,13 @@ func (w *waker) signal() {
 	}
 }
 
-// take returns the tenants named since the last take, and whether every
-// tenant is to be visited.
-func (w *waker) take() (tenants []string, all bool) {
+// take returns the tenants named since the last take (with whether their
+// claim must take the write lock), and whether every tenant is to be
+// visited.
+func (w *waker) take() (tenants map[string]bool, all bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for t := range w.tenants {
-		tenants = append(tenants, t)
-	}
+	tenants = maps.Clone(w.tenants)
 	clear(w.tenants)
 	all, w.all = w.all, false
 	return tenants, all
