@@ -101,6 +101,15 @@ func Grant(ctx context.Context, db *racefree.DB, role string) error {
 			return fmt.Errorf("racefree: %q has no USAGE on schema %s, and this role cannot grant it: run GRANT USAGE ON SCHEMA %s TO %s as the schema's owner", role, qs, qs, quoted)
 		}
 		for _, p := range privileges {
+			// A table of a later migration than the schema's (migrate up
+			// --to N --app-role) is granted by the next migrate up --app-role.
+			var exists bool
+			if err := tx.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, qs+"."+p.table).Scan(&exists); err != nil {
+				return fmt.Errorf("look for %s: %w", p.table, err)
+			}
+			if !exists {
+				continue
+			}
 			// Table names and privileges are constants; the role is quoted.
 			if _, err := tx.ExecContext(ctx, "GRANT "+p.privs+" ON "+qs+"."+p.table+" TO "+quoted); err != nil {
 				return fmt.Errorf("grant on %s: %w", p.table, err)
