@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -225,12 +223,7 @@ func mapsEqual(a, b map[string]claim.Claim) bool {
 
 // previous reads a statement of the previous release (testdata/previous).
 func previous(t *testing.T, engine, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "previous", engine, name+".sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return testdb.Previous(t, "testdata", engine, name)
 }
 
 // TestPreviousReleaseRunsOnTheExpandedSchema is the rollout: at migration

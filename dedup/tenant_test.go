@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -275,16 +274,11 @@ func TestEveryCallNeedsTheTenantsMigration(t *testing.T) {
 // previous reads a statement of the previous release: dedup's own
 // (testdata/previous), or claim's, which dedup's Observe and Reap ran.
 func previous(t *testing.T, pkg, engine, name string) string {
-	t.Helper()
 	dir := "testdata"
 	if pkg == "claim" {
 		dir = filepath.Join("..", "claim", "testdata")
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "previous", engine, name+".sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return testdb.Previous(t, dir, engine, name)
 }
 
 // TestPreviousReleaseRunsOnTheExpandedSchema is the rollout: at migration

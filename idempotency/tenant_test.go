@@ -8,8 +8,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -289,12 +287,7 @@ func TestBeforeTenantsEveryCallIsSchemaOutdated(t *testing.T) {
 // previous returns the statement name of the release before tenancy, as
 // it shipped (testdata/previous).
 func previous(t *testing.T, engine, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "previous", engine, name+".sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return testdb.Previous(t, "testdata", engine, name)
 }
 
 // TestPreviousReleaseRunsOnTheExpandedSchema proves the rollout: while

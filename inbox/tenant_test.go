@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -234,12 +232,7 @@ func TestBeforeTenantsEveryCallIsSchemaOutdated(t *testing.T) {
 // previous returns the statement name of the release before tenancy, as
 // it shipped (testdata/previous).
 func previous(t *testing.T, engine, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "previous", engine, name+".sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return testdb.Previous(t, "testdata", engine, name)
 }
 
 // TestPreviousReleaseRunsOnTheExpandedSchema proves the rollout: while
