@@ -214,7 +214,10 @@ func TestCompatibleModeWithAPoolOfOne(t *testing.T) {
 		if _, err := db.MigrateUpTo(context.Background(), tenant.TenantsVersion-1); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// A deadlock waits forever; a deadline on each transaction (and not
+		// on the migration between them, which a loaded machine can make
+		// slow) turns it into a failure.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		claims := claim.New(db)
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
@@ -227,9 +230,11 @@ func TestCompatibleModeWithAPoolOfOne(t *testing.T) {
 		if !errors.Is(err, racefree.ErrSchemaOutdated) {
 			t.Fatalf("acquire in the caller's transaction on a pool of one: %v, want ErrSchemaOutdated", err)
 		}
-		if _, err := db.MigrateUp(ctx); err != nil {
+		if _, err := db.MigrateUp(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		err = db.InTx(ctx, func(tx *sql.Tx) error {
 			if modern, err := db.SchemaAtLeast(ctx, tx, tenant.TenantsVersion); err != nil || !modern {
 				return fmt.Errorf("SchemaAtLeast(%d) after the migration = %v, %w; want true", tenant.TenantsVersion, modern, err)
