@@ -659,6 +659,13 @@ func TestKeyringNeverShowsKeys(t *testing.T) {
 			t.Fatalf("keyring shown as %q", s)
 		}
 	}
+	// Every verb prints the ids alone: a key's bytes appear in no encoding
+	// (base64 above; here as fmt prints a []byte or a struct holding one).
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		if s := fmt.Sprintf(verb, k); s != k.String() {
+			t.Fatalf("keyring shown by %s as %q; want %q", verb, s, k.String())
+		}
+	}
 	short := base64.StdEncoding.EncodeToString([]byte("sixteen bytes..."))
 	for _, text := range []string{"mac k1 " + short, "mac k1 " + keyK1 + " extra", "hmac k1 " + keyK1, "mac k1 " + keyK1 + "\nmac k1 " + keyK2, "sign s1 " + keyS1} {
 		_, err := ParseKeyring(text)
