@@ -7,10 +7,12 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/seq"
 )
 
 // The tests below show, deterministically on PostgreSQL, why seq uses none
-// of the usual alternatives; bench_test.go measures them.
+// of the usual alternatives, and that seq, in the same sequence of events,
+// has neither flaw; bench_test.go measures them.
 
 // TestMaxPlusOneHandsOutANumberTwice: two READ COMMITTED transactions that
 // each read MAX(number)+1 before either inserts get the same number.
@@ -53,6 +55,45 @@ func TestMaxPlusOneHandsOutANumberTwice(t *testing.T) {
 	if na != 1 || nb != 1 {
 		t.Fatalf("MAX+1 gave %d and %d; this test expects the duplicate 1 and 1", na, nb)
 	}
+
+	// seq in the same interleaving: b increments while a holds the counter
+	// uncommitted; b waits for a's row lock and, once a commits, gets the
+	// number after a's, never the one b's snapshot would suggest.
+	c := seq.New(db)
+	if n, err := c.Next(ctx, db, "acme", "invoice"); err != nil || n != 1 {
+		t.Fatalf("first Next = %d, %v", n, err)
+	}
+	a, err = db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Rollback()
+	if n, err := c.Next(ctx, a, "acme", "invoice"); err != nil || n != 2 {
+		t.Fatalf("a's Next = %d, %v; want 2", n, err)
+	}
+	b, err = db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Rollback()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nb, err = c.Next(ctx, b, "acme", "invoice")
+	}()
+	if !blockedBy(t, db, backendPID(t, a), done) {
+		t.Fatalf("b's Next did not wait for a's uncommitted increment: %d, %v", nb, err)
+	}
+	if err := a.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if err != nil || nb != 3 {
+		t.Fatalf("b's Next behind a's = %d, %v; want 3", nb, err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestGlobalSequenceLeavesAGapOnRollback: a database SEQUENCE hands out a
@@ -77,5 +118,22 @@ func TestGlobalSequenceLeavesAGapOnRollback(t *testing.T) {
 	}
 	if err := db.QueryRowContext(ctx, `SELECT nextval('invoice_numbers')`).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("nextval after the rollback = %d, %v; want 2: number 1 is a gap", n, err)
+	}
+
+	// seq in the same sequence of events: the rolled-back number is handed
+	// out again.
+	c := seq.New(db)
+	tx, err = db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Next(ctx, tx, "acme", "invoice"); err != nil || n != 1 {
+		t.Fatalf("Next in the doomed transaction = %d, %v; want 1", n, err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Next(ctx, db, "acme", "invoice"); err != nil || n != 1 {
+		t.Fatalf("Next after the rollback = %d, %v; want 1 again, no gap", n, err)
 	}
 }
