@@ -86,7 +86,9 @@ func runRelay(t *testing.T, s *server.Server, url string) {
 func TestEnqueuedMessagesAreDeliveredByARelay(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		s := server.New(db, server.Options{})
+		// A request that waits for the database (a lock it cannot get)
+		// answers 503 within seconds, as under serve's --request-timeout.
+		s := server.New(db, server.Options{RequestTimeout: 5 * time.Second})
 		h := s.Handler()
 		rc := newReceiver(t)
 		runRelay(t, s, rc.srv.URL)
@@ -140,7 +142,7 @@ func waitStats(t *testing.T, h http.Handler, ok func(map[string]any) bool, auth 
 func TestIdempotentEnqueueCommitsWithItsStoredResponse(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		h := server.New(db, server.Options{}).Handler()
+		h := server.New(db, server.Options{RequestTimeout: 5 * time.Second}).Handler()
 		msg := `{"topic":"mail","key":"u1","payload":"hi"}`
 		repair := crashOnStore(t, db)
 		if code, body, _ := do(t, h, "POST", "/v1/outbox", msg, "Idempotency-Key", `"e1"`); code < 500 {
