@@ -421,3 +421,34 @@ func outboxTenantsAreIsolated(t *testing.T, owner, db *racefree.DB, tenantA, ten
 		}
 	}
 }
+
+// TestEnqueueDelays: delay_ms and not_before hold a message back, by the
+// database's clock; a not_before in the past is due at once.
+func TestEnqueueDelays(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		h := server.New(db, server.Options{}).Handler()
+		due := func() (ready, due float64) {
+			t.Helper()
+			code, st, _ := do(t, h, "GET", "/v1/outbox/stats", "")
+			if code != 200 {
+				t.Fatalf("stats: %d %v", code, st)
+			}
+			return st["ready"].(float64), st["due"].(float64)
+		}
+		for i, body := range []string{
+			`{"topic":"t","delay_ms":3600000}`,
+			`{"topic":"t","not_before":"` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `"}`,
+			`{"topic":"t","not_before":"2001-01-01T00:00:00Z"}`,
+			`{"topic":"t","delay_ms":0}`,
+		} {
+			if code, resp, _ := do(t, h, "POST", "/v1/outbox", body); code != 200 {
+				t.Fatalf("%s: %d %v", body, code, resp)
+			}
+			wantDue := float64(max(0, i-1))
+			if ready, d := due(); ready != float64(i+1) || d != wantDue {
+				t.Fatalf("after %s: %v ready, %v due; want %d ready, %v due", body, ready, d, i+1, wantDue)
+			}
+		}
+	})
+}
