@@ -12,8 +12,8 @@
 // observations, idempotency replays and conflicts, inbox deliveries, rows
 // reaped).
 //
-// Each state-changing route of racefree's own (claims, events) runs in one
-// transaction; with an Idempotency-Key the operation, the key's record and
+// Each state-changing route of racefree's own (claims, events, sequences,
+// the outbox's enqueue, redrive and discard) runs in one transaction; with an Idempotency-Key the operation, the key's record and
 // the stored response commit together, so a crash between them leaves
 // nothing for the retry to trip on. The token routes that answer with a
 // token (POST /v1/tokens, /v1/tokens/rotate) run in one transaction too
@@ -27,7 +27,8 @@
 // its tenant and scopes; Options.Token, the credential of a single-tenant
 // set-up, is a key of the default tenant with every scope. GET routes need
 // the read scope, state-changing routes write, operator routes (the audit
-// checkpoint) admin: 403 insufficient-scope otherwise. A missing (with
+// checkpoint, the outbox's dead-letter redrive and discard) admin: 403
+// insufficient-scope otherwise. A missing (with
 // Token or RequireKey), malformed, unknown or revoked credential is 401
 // with WWW-Authenticate. Without Token and RequireKey, a request without
 // Authorization runs for the default tenant with every scope. A webhook

@@ -211,6 +211,12 @@ func TestDatabaseOutageIs503OnEveryRoute(t *testing.T) {
 		{"POST", "/v1/tokens", `{"purpose":"p","subject":"s","ttl_ms":60000}`, nil},
 		{"POST", "/v1/tokens/consume", `{"purpose":"p","token":"t"}`, []string{"Idempotency-Key", `"k3"`}},
 		{"POST", "/v1/tokens/rotate", `{"token":"t"}`, nil},
+		{"POST", "/v1/outbox", `{"topic":"t"}`, nil},
+		{"POST", "/v1/outbox", `{"topic":"t"}`, []string{"Idempotency-Key", `"k4"`}},
+		{"GET", "/v1/outbox/dead", "", nil},
+		{"GET", "/v1/outbox/stats", "", nil},
+		{"POST", "/v1/outbox/dead/1/redrive", "", nil},
+		{"POST", "/v1/outbox/dead/1/discard", "", nil},
 	} {
 		code, body, hdr := do(t, h, c.method, c.path, c.body, c.header...)
 		if code != 503 || hdr.Get("Retry-After") == "" || hdr.Get("Content-Type") != "application/problem+json" {
@@ -451,6 +457,11 @@ func TestBearerTokenOnEveryV1Route(t *testing.T) {
 			{"POST", "/v1/tokens", `{"purpose":"p","subject":"s","ttl_ms":60000}`},
 			{"POST", "/v1/tokens/consume", `{"purpose":"p","token":"t"}`},
 			{"POST", "/v1/tokens/rotate", `{"token":"t"}`},
+			{"POST", "/v1/outbox", `{"topic":"t"}`},
+			{"GET", "/v1/outbox/dead", ""},
+			{"GET", "/v1/outbox/stats", ""},
+			{"POST", "/v1/outbox/dead/1/redrive", ""},
+			{"POST", "/v1/outbox/dead/1/discard", ""},
 			{"GET", "/v1/nowhere", ""},
 		}
 		for _, auth := range []string{"", "Bearer wrong", "s3cret", "Bearer s3cret "} {
@@ -461,7 +472,7 @@ func TestBearerTokenOnEveryV1Route(t *testing.T) {
 				}
 			}
 		}
-		for _, table := range []string{"racefree_claims", "racefree_dedup_events", "racefree_idempotency"} {
+		for _, table := range []string{"racefree_claims", "racefree_dedup_events", "racefree_idempotency", "racefree_outbox"} {
 			var n int
 			if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM `+table).Scan(&n); err != nil || n != 0 {
 				t.Errorf("%s: %d rows after refused requests, %v; want none", table, n, err)

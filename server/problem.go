@@ -54,6 +54,8 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	switch {
 	case errors.As(err, &tr):
 		return tokenProblem(tr)
+	case isMediaType(err):
+		return problem.UnsupportedMediaType.New(err.Error())
 	case errors.As(err, &mbe):
 		return problem.TooLarge.New("the request body is limited to " + strconv.FormatInt(mbe.Limit, 10) + " bytes")
 	case errors.As(err, &ie):

@@ -30,6 +30,7 @@ func TestOneErrorMapping(t *testing.T) {
 	}{
 		{racefree.Invalid("key", "bad"), 400, "invalid-input"},
 		{&http.MaxBytesError{Limit: 1}, 413, "too-large"},
+		{&mediaTypeError{got: "text/plain"}, 415, "unsupported-media-type"},
 		{fmt.Errorf("get: %w", racefree.ErrNotFound), 404, "not-found"},
 		{&claim.HeldError{}, 409, "held"},
 		{&claim.StaleFenceError{Fence: 1, Current: 2}, 409, "stale-fence"},

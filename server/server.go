@@ -21,6 +21,7 @@ import (
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
+	"github.com/racefree/racefree/outbox"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/tenant"
 )
@@ -82,6 +83,9 @@ type Options struct {
 	// package audit). Defaults to nil: the audit routes answer 404
 	// audit-unconfigured.
 	AuditKeys *audit.Keyring
+	// Outbox configures the outbox that POST /v1/outbox enqueues to
+	// (outbox.New's options). Defaults to nil: outbox.New's defaults.
+	Outbox *outbox.Options
 }
 
 // Server represents racefree's HTTP API over one database.
@@ -105,6 +109,9 @@ type Server struct {
 	idem   *idempotency.Store
 	audit  *audit.Log // nil without Options.AuditKeys
 	quotas *quota.Limiter
+
+	outbox    *outbox.Outbox
+	outboxErr error // a configuration error of Options.Outbox, answered with 500
 }
 
 // New returns a Server for db. It does no I/O.
@@ -147,7 +154,7 @@ func (s *Server) handle(pattern string, h http.Handler) {
 
 func (s *Server) routes() {
 	s.admin = map[string]bool{}
-	for _, p := range adminRoutes {
+	for _, p := range append(adminRoutes, adminOutboxRoutes...) {
 		s.admin[p] = true
 	}
 	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
@@ -159,6 +166,7 @@ func (s *Server) routes() {
 	s.tokenRoutes()
 	s.auditRoutes()
 	s.quotaRoutes()
+	s.outboxRoutes()
 }
 
 // Handler returns the server's root handler: routing, metrics, the bearer

@@ -265,7 +265,7 @@ func rows(t *testing.T, db *racefree.DB, query string) int {
 }
 
 // TestScopesPerRoute: GET routes need read, state-changing ones write,
-// the audit checkpoint admin; a key without the scope gets 403
+// the audit checkpoint and the outbox's dead-letter repairs admin; a key without the scope gets 403
 // insufficient-scope with a challenge, and changes nothing.
 func TestScopesPerRoute(t *testing.T) {
 	t.Parallel()
@@ -274,7 +274,7 @@ func TestScopesPerRoute(t *testing.T) {
 		for pattern, scope := range s.Scopes() {
 			want := "write"
 			switch {
-			case pattern == "POST /v1/audit/checkpoints":
+			case pattern == "POST /v1/audit/checkpoints", strings.HasPrefix(pattern, "POST /v1/outbox/dead/"):
 				want = "admin"
 			case strings.HasPrefix(pattern, "GET "):
 				want = "read"
@@ -301,6 +301,15 @@ func TestScopesPerRoute(t *testing.T) {
 			{write, "POST", "/v1/audit/checkpoints", `{"scope":"s"}`, 403},
 			{admin, "POST", "/v1/claims/k", `{"holder":"w","ttl_ms":60000}`, 403},
 			{admin, "GET", "/v1/audit/checkpoints/latest?scope=s", "", 403},
+			{read, "POST", "/v1/outbox", `{"topic":"t"}`, 403},
+			{admin, "POST", "/v1/outbox", `{"topic":"t"}`, 403},
+			{write, "GET", "/v1/outbox/dead", "", 403},
+			{write, "GET", "/v1/outbox/stats", "", 403},
+			{read, "GET", "/v1/outbox/stats", "", 200},
+			{read, "POST", "/v1/outbox/dead/1/redrive", "", 403},
+			{write, "POST", "/v1/outbox/dead/1/redrive", "", 403},
+			{write, "POST", "/v1/outbox/dead/1/discard", "", 403},
+			{admin, "POST", "/v1/outbox/dead/1/discard", "", 404},
 		} {
 			code, body, hdr := do(t, h, c.method, c.path, c.body, bearerOf(c.key)...)
 			if code != c.want {
@@ -310,7 +319,8 @@ func TestScopesPerRoute(t *testing.T) {
 				t.Errorf("%s %s: 403 %v %v; want insufficient-scope with a challenge", c.method, c.path, body, hdr)
 			}
 		}
-		if n := rows(t, db, `SELECT count(*) FROM racefree_claims`) + rows(t, db, `SELECT count(*) FROM racefree_audit_checkpoints`); n != 0 {
+		if n := rows(t, db, `SELECT count(*) FROM racefree_claims`) + rows(t, db, `SELECT count(*) FROM racefree_audit_checkpoints`) +
+			rows(t, db, `SELECT count(*) FROM racefree_outbox`); n != 0 {
 			t.Fatalf("refused requests wrote %d rows", n)
 		}
 		if code, body, _ := do(t, h, "POST", "/v1/claims/k", `{"holder":"w","ttl_ms":60000}`, bearerOf(write)...); code != 200 {

@@ -568,6 +568,7 @@ func TestServeDefaults(t *testing.T) {
 		"addr": "127.0.0.1:8080", "migrate": "true", "shutdown-timeout": "30s",
 		"read-header-timeout": "10s", "read-timeout": "15s", "request-timeout": "20s", "write-timeout": "30s", "idle-timeout": "1m0s",
 		"claim-grace": "1h0m0s", "dedup-retention": "24h0m0s", "inbox-max-body": "1048576",
+		"relay": "false", "relay-timeout": "30s", "relay-lease": "1m0s", "relay-concurrency": "16", "relay-poll": "1s", "relay-listen": "true",
 	} {
 		if got := f.Lookup(name).DefValue; got != want {
 			t.Errorf("--%s defaults to %s, want %s", name, got, want)

@@ -37,6 +37,7 @@ func serveCmd() *cobra.Command {
 		reaping         reapOptions
 		refreshSecret   string
 		auditKeys       string
+		relay           relayOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -64,7 +65,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			inboxOpts.RequireKey = requireKey
-			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits, reaping)
+			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits, reaping, &relay)
 		},
 	}
 	f := cmd.Flags()
@@ -89,6 +90,7 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&limits.idle, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
 	f.DurationVar(&inboxOpts.RefreshGrace, "refresh-grace", 0, "how long after a rotation a retry with the rotated refresh token gets the same successor back instead of revoking its family; above 0 needs --refresh-secret")
 	f.StringVar(&refreshSecret, "refresh-secret", envOr("RACEFREE_REFRESH_SECRET", ""), "secret (at least 32 bytes, the same on every instance) that derives refresh-token successors (env RACEFREE_REFRESH_SECRET)")
+	relay.flags(cmd)
 	return cmd
 }
 
@@ -112,7 +114,7 @@ func (t timeouts) check(request time.Duration) error {
 	return nil
 }
 
-func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration, opts server.Options, limits timeouts, reaping reapOptions) error {
+func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration, opts server.Options, limits timeouts, reaping reapOptions, relay *relayOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -142,6 +144,9 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 		return racefree.Invalid("token-retention", "must not be negative")
 	}
 	if err := checkRefresh(opts.RefreshGrace, opts.RefreshSecret); err != nil {
+		return err
+	}
+	if err := relay.check(); err != nil {
 		return err
 	}
 	// Listen before opening the database, so that a port in use fails
@@ -196,6 +201,26 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	if token == "" && !opts.RequireKey && !loopback(ln.Addr()) {
 		log.Warn("listening on a non-loopback address without --token or --require-key: anyone who can reach it can use the default tenant", "addr", ln.Addr().String())
 	}
+	// The relay stops with serve: on shutdown its running deliveries get
+	// the same grace as the requests, then are cancelled and released.
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	defer stopRelay()
+	stopped := make(chan struct{})
+	close(stopped)
+	var relayDone <-chan struct{} = stopped
+	if relay.On {
+		o, err := api.Outbox()
+		if err != nil {
+			return err
+		}
+		r, err := relay.newRelay(o, grace, log)
+		if err != nil {
+			return err
+		}
+		relayDone = runRelay(relayCtx, r)
+		log.Info("outbox relay running", "worker", r.Worker(), "topics", relay.topics())
+	}
+	defer func() { stopRelay(); <-relayDone }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	reapCtx, stopReaping := context.WithCancel(ctx)
@@ -215,6 +240,7 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	<-relayDone // the relay stopped with ctx, in parallel
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -259,7 +285,7 @@ func reap(ctx context.Context, api *server.Server, claims *claim.Store, fingerpr
 
 // reapOnce deletes what has outlived its retention: inbox events,
 // idempotency records, quota counters and consumption keys, application
-// claims and dedup fingerprints. A
+// claims, dedup fingerprints, delivered outbox messages and spent tokens. A
 // failure is logged and does not stop the others.
 func reapOnce(ctx context.Context, api *server.Server, claims *claim.Store, fingerprints *dedup.Log, opts reapOptions, log *slog.Logger) {
 	if events, records, err := api.Reap(ctx); err != nil && ctx.Err() == nil {
@@ -287,6 +313,12 @@ func reapOnce(ctx context.Context, api *server.Server, claims *claim.Store, fing
 		log.Warn("reap of dedup fingerprints failed", "err", err)
 	} else if n > 0 {
 		log.Info("reaped", "dedup_fingerprints", n)
+	}
+	n, err = api.ReapOutbox(ctx)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, racefree.ErrSchemaOutdated) {
+		log.Warn("reap of outbox messages failed", "err", err)
+	} else if n > 0 {
+		log.Info("reaped", "outbox_messages", n)
 	}
 	codes, families, err := api.ReapTokens(ctx, opts.TokenRetention)
 	if err != nil && ctx.Err() == nil {

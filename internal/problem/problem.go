@@ -50,6 +50,7 @@ var (
 	InProgress            = Kind{"idempotency-in-progress", "Request in progress", http.StatusConflict}
 	SequenceExhausted     = Kind{"sequence-exhausted", "Sequence exhausted", http.StatusConflict}
 	TooLarge              = Kind{"too-large", "Request body too large", http.StatusRequestEntityTooLarge}
+	UnsupportedMediaType  = Kind{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
 	KeyMismatch           = Kind{"idempotency-key-mismatch", "Idempotency-Key reused", http.StatusUnprocessableEntity}
 	QuotaExceeded         = Kind{"quota-exceeded", "Quota exceeded", http.StatusTooManyRequests}
 	Internal              = Kind{"internal", "Internal error", http.StatusInternalServerError}
@@ -73,7 +74,7 @@ var (
 func Kinds() []Kind {
 	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature, InsufficientScope,
 		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, SequenceExhausted, TooLarge,
-		KeyMismatch, QuotaExceeded, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady,
+		UnsupportedMediaType, KeyMismatch, QuotaExceeded, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady,
 		TokenUnknown, TokenUsed, TokenReused, TokenRevoked, TokenExpired,
 		AuditUnconfigured, AuditKeyMissing}
 }
