@@ -24,8 +24,9 @@ import (
 //     each in autocommit as that release ran them, on a schema without
 //     row-level security (011);
 //   - pool: this release's Acquire and Release through the pool, as the
-//     application role that row-level security binds (012): each call is
-//     a transaction that sets the tenant;
+//     application role that row-level security binds (012): each
+//     statement travels with the setting of its tenant in one round trip
+//     (tenant.QueryRow, tenant.Exec);
 //   - intx: the same two calls inside one tenant.InTx, the way the server
 //     runs a request.
 func BenchmarkTenancyCost(b *testing.B) {
