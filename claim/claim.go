@@ -103,7 +103,10 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // until Reap has run in the namespace, and afterwards above every fence
 // Reap deleted there, so a fence never goes backwards after a reap. On
 // PostgreSQL, inserting a new row takes a second statement that reads the
-// floor again with a fresh snapshot.
+// floor again with a fresh snapshot: in the caller's transaction it is part
+// of it; on the pool it runs after the first statement committed, as in
+// the previous release (each statement is one round trip with its tenant,
+// tenant.QueryRow).
 //
 // The claim belongs to the tenant ctx names (tenant.From): another
 // tenant's claim on the same key is another claim. exec may be the
