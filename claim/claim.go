@@ -103,7 +103,10 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // until Reap has run in the namespace, and afterwards above every fence
 // Reap deleted there, so a fence never goes backwards after a reap. On
 // PostgreSQL, inserting a new row takes a second statement that reads the
-// floor again with a fresh snapshot.
+// floor again with a fresh snapshot: in the caller's transaction it is part
+// of it; on the pool it runs after the first statement committed, as in
+// the previous release (each statement is one round trip with its tenant,
+// tenant.QueryRow).
 //
 // The claim belongs to the tenant ctx names (tenant.From): another
 // tenant's claim on the same key is another claim. exec may be the
@@ -116,28 +119,26 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 	if err := validate(key, holder, ttl); err != nil {
 		return nil, err
 	}
-	var c *Claim
-	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
-		id := tenant.From(ctx)
-		var inserted bool
-		var err error
-		c, err = s.scan(key, exec.QueryRowContext(ctx, s.q.Get("acquire"), id, s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()), &inserted)
-		if err != nil {
-			return err
-		}
-		if inserted {
-			// The statement read the floor in its snapshot, which can predate a
-			// reap that committed before the insert; a fresh statement reads it
-			// again (PostgreSQL only: SQLite's statement sees every commit).
-			err := exec.QueryRowContext(ctx, s.q.Get("raise_to_floor"), id, s.ns, key, holder, c.Fence).Scan(&c.Fence)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return s.db.InterpretError(err)
-			}
-		}
-		return nil
-	})
+	id := tenant.From(ctx)
+	var (
+		r        row
+		inserted bool
+	)
+	err := tenant.QueryRow(ctx, s.db, exec, s.q.Get("acquire"),
+		[]any{id, s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()}, r.dest(&inserted)...)
 	if err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
+	}
+	c := r.claim(key)
+	if inserted {
+		// The statement read the floor in its snapshot, which can predate a
+		// reap that committed before the insert; a fresh statement reads it
+		// again (PostgreSQL only: SQLite's statement sees every commit).
+		err := tenant.QueryRow(ctx, s.db, exec, s.q.Get("raise_to_floor"),
+			[]any{id, s.ns, key, holder, c.Fence}, &c.Fence)
+		if err != nil && !errors.Is(err, racefree.ErrNotFound) {
+			return nil, fmt.Errorf("claim acquire: %w", err)
+		}
 	}
 	// A lost attempt still counted: it commits like a won one.
 	if c.Holder != holder {
@@ -159,27 +160,17 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 	if err := ValidateFence(fence); err != nil {
 		return nil, err
 	}
-	var (
-		c       *Claim
-		refused error
-	)
-	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
-		id := tenant.From(ctx)
-		var err error
-		c, err = s.scan(key, exec.QueryRowContext(ctx, s.q.Get("renew"), id, s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()))
-		if errors.Is(err, racefree.ErrNotFound) {
-			refused = s.whyNot(ctx, exec, id, key, holder, fence)
-			return nil
-		}
-		return err
-	})
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("claim renew: %w", err)
-	case refused != nil:
-		return nil, refused
+	id := tenant.From(ctx)
+	var r row
+	err := tenant.QueryRow(ctx, s.db, exec, s.q.Get("renew"),
+		[]any{id, s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()}, r.dest()...)
+	if errors.Is(err, racefree.ErrNotFound) {
+		return nil, s.whyNot(ctx, exec, id, key, holder, fence)
 	}
-	return c, nil
+	if err != nil {
+		return nil, fmt.Errorf("claim renew: %w", err)
+	}
+	return r.claim(key), nil
 }
 
 // Release ends the tenure of (holder, fence) now, so the key is free at once.
@@ -195,24 +186,15 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 	if err := ValidateFence(fence); err != nil {
 		return err
 	}
-	var refused error
-	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
-		id := tenant.From(ctx)
-		res, err := exec.ExecContext(ctx, s.q.Get("release"), id, s.ns, key, holder, fence, s.db.ClockArg())
-		if err != nil {
-			return s.db.InterpretError(err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			refused = s.whyNot(ctx, exec, id, key, holder, fence)
-		}
-		return nil
-	})
+	id := tenant.From(ctx)
+	n, err := tenant.Exec(ctx, s.db, exec, s.q.Get("release"), id, s.ns, key, holder, fence, s.db.ClockArg())
 	if err != nil {
 		return fmt.Errorf("claim release: %w", err)
 	}
-	return refused
+	if n == 0 {
+		return s.whyNot(ctx, exec, id, key, holder, fence)
+	}
+	return nil
 }
 
 // Guard fails unless (holder, fence) holds the live claim on key, and keeps
@@ -251,20 +233,21 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 	if err := validateKey(key); err != nil {
 		return nil, err
 	}
-	var c *Claim
-	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
-		var err error
-		c, err = s.get(ctx, exec, tenant.From(ctx), key)
-		return err
-	})
+	c, err := s.get(ctx, exec, tenant.From(ctx), key)
 	if err != nil {
 		return nil, fmt.Errorf("claim get: %w", err)
 	}
 	return c, nil
 }
 
+// get reads key's claim for tenant id (tenant.QueryRow).
 func (s *Store) get(ctx context.Context, exec racefree.Executor, id, key string) (*Claim, error) {
-	return s.scan(key, exec.QueryRowContext(ctx, s.q.Get("get"), id, s.ns, key, s.db.ClockArg()))
+	var r row
+	err := tenant.QueryRow(ctx, s.db, exec, s.q.Get("get"), []any{id, s.ns, key, s.db.ClockArg()}, r.dest()...)
+	if err != nil {
+		return nil, err
+	}
+	return r.claim(key), nil
 }
 
 // Reap deletes the namespace's claims that lapsed at least grace ago, in
@@ -419,27 +402,31 @@ func (s *Store) whyNot(ctx context.Context, exec racefree.Executor, id, key, hol
 	return fmt.Errorf("claim %q: %w: lapsed at %s", key, racefree.ErrNotHeld, c.ExpiresAt.Format(time.RFC3339Nano))
 }
 
-// scan reads the columns every lease query returns.
-func (s *Store) scan(key string, row *sql.Row, extra ...any) (*Claim, error) {
-	var (
-		c                       = Claim{Key: key}
-		fence, claimed, expires sql.NullInt64
-		first, last, now        int64
-	)
-	err := row.Scan(append([]any{&c.Holder, &fence, &claimed, &expires, &c.Count, &first, &last, &now}, extra...)...)
-	if err != nil {
-		return nil, s.db.InterpretError(err)
+// row receives the columns every lease query returns.
+type row struct {
+	holder                  string
+	fence, claimed, expires sql.NullInt64
+	count, first, last, now int64
+}
+
+// dest returns the scan targets of the columns, then extra.
+func (r *row) dest(extra ...any) []any {
+	return append([]any{&r.holder, &r.fence, &r.claimed, &r.expires, &r.count, &r.first, &r.last, &r.now}, extra...)
+}
+
+func (r *row) claim(key string) *Claim {
+	c := Claim{
+		Key: key, Holder: r.holder, Fence: r.fence.Int64, Count: r.count,
+		FirstSeen: racefree.FromMillis(r.first), LastSeen: racefree.FromMillis(r.last),
 	}
-	c.Fence = fence.Int64
-	c.FirstSeen, c.LastSeen = racefree.FromMillis(first), racefree.FromMillis(last)
-	if claimed.Valid {
-		c.ClaimedAt = racefree.FromMillis(claimed.Int64)
+	if r.claimed.Valid {
+		c.ClaimedAt = racefree.FromMillis(r.claimed.Int64)
 	}
-	if expires.Valid {
-		c.ExpiresAt = racefree.FromMillis(expires.Int64)
-		c.Live = now < expires.Int64
+	if r.expires.Valid {
+		c.ExpiresAt = racefree.FromMillis(r.expires.Int64)
+		c.Live = r.now < r.expires.Int64
 	}
-	return &c, nil
+	return &c
 }
 
 // NewHolder returns a random holder name (24 hex digits), unique to the

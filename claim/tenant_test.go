@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/internal/testdb"
 	"github.com/racefree/racefree/tenant"
 )
@@ -374,4 +375,70 @@ func TestPreviousReleaseRunsOnTheExpandedSchema(t *testing.T) {
 			t.Fatalf("tenants of the rows: %v, want [%s]", tenants, tenant.Default)
 		}
 	})
+}
+
+// TestPipelinedCallsLeaveNoTenantBehind: as the application role, on a
+// pool of one connection, every call on the pool (each statement pipelined
+// with its tenant) answers as it does in a transaction, refusals included,
+// and the connection carries no tenant after any of them.
+func TestPipelinedCallsLeaveNoTenantBehind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	clock := racefree.NewManualClock(t0)
+	owner := testdb.Open(t, d, &racefree.Config{Clock: clock})
+	db, err := dsn.Open(ctx, testdb.AppDSN(t, owner, d), &racefree.Config{Clock: clock, MaxOpenConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	claims := claim.New(db)
+	acme := with(t, "acme")
+	clean := func(op string) {
+		t.Helper()
+		var s sql.NullString
+		if err := db.QueryRowContext(ctx, `SELECT current_setting('racefree.tenant_id', true)`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		if s.String != "" {
+			t.Fatalf("after %s the pooled connection carries tenant %q", op, s.String)
+		}
+	}
+	a, err := claims.Acquire(acme, db, "k", "a", time.Second)
+	if err != nil || a.Fence != 1 {
+		t.Fatalf("acquire: %+v, %v", a, err)
+	}
+	clean("Acquire")
+	if _, err := claims.Acquire(acme, db, "k", "b", time.Second); !errors.Is(err, racefree.ErrHeld) {
+		t.Fatalf("a second holder: %v, want ErrHeld", err)
+	}
+	clean("a refused Acquire")
+	if c, err := claims.Renew(acme, db, "k", "a", 1, time.Second); err != nil || c.Fence != 1 || !c.Live {
+		t.Fatalf("renew: %+v, %v", c, err)
+	}
+	clean("Renew")
+	clock.Advance(2 * time.Second)
+	if c, err := claims.Renew(acme, db, "k", "a", 1, time.Second); !errors.Is(err, racefree.ErrNotHeld) {
+		t.Fatalf("renew of a lapsed claim: %+v, %v; want ErrNotHeld", c, err)
+	}
+	clean("a refused Renew")
+	b, err := claims.Acquire(acme, db, "k", "b", time.Second)
+	if err != nil || b.Fence != 2 {
+		t.Fatalf("takeover: %+v, %v", b, err)
+	}
+	if err := claims.Release(acme, db, "k", "a", 1); !errors.Is(err, racefree.ErrStaleFence) {
+		t.Fatalf("release by the stale holder: %v, want ErrStaleFence", err)
+	}
+	clean("a refused Release")
+	if err := claims.Release(acme, db, "k", "b", 2); err != nil {
+		t.Fatal(err)
+	}
+	clean("Release")
+	if c, err := claims.Get(acme, db, "k"); err != nil || c.Live || c.Holder != "b" {
+		t.Fatalf("get: %+v, %v; want b's released claim", c, err)
+	}
+	if _, err := claims.Get(with(t, "globex"), db, "k"); !errors.Is(err, racefree.ErrNotFound) {
+		t.Fatalf("globex reads acme's claim: %v, want ErrNotFound", err)
+	}
+	clean("Get")
 }

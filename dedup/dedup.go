@@ -156,36 +156,26 @@ func (l *Log) Record(ctx context.Context, exec racefree.Executor, fingerprint st
 	if err := checkResult(r); err != nil {
 		return err
 	}
-	var refused error
-	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
-		res, err := exec.ExecContext(ctx, l.q.Get("record"), tenant.From(ctx), fingerprint, fence, r.Classification, r.ExternalID, Namespace, l.db.ClockArg())
-		if err != nil {
-			return l.db.InterpretError(err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 1 {
-			return nil
-		}
-		c, err := l.claims.Get(ctx, exec, fingerprint)
-		switch {
-		case errors.Is(err, racefree.ErrNotFound):
-			refused = fmt.Errorf("dedup record %q: %w", fingerprint, err)
-		case err != nil:
-			return err
-		case c.Fence > fence:
-			refused = &claim.StaleFenceError{Key: fingerprint, Fence: fence, Current: c.Fence}
-		case c.Fence < fence:
-			refused = fmt.Errorf("dedup record %q: %w: fence %d is ahead of the current fence %d and was never issued", fingerprint, racefree.ErrNotHeld, fence, c.Fence)
-		default:
-			refused = fmt.Errorf("dedup record %q: %w: no event row", fingerprint, racefree.ErrNotFound)
-		}
-		return nil
-	})
+	n, err := tenant.Exec(ctx, l.db, exec, l.q.Get("record"), tenant.From(ctx), fingerprint, fence, r.Classification, r.ExternalID, Namespace, l.db.ClockArg())
 	if err != nil {
 		return fmt.Errorf("dedup record: %w", err)
 	}
-	return refused
+	if n == 1 {
+		return nil
+	}
+	// The statement decided; this read only tells the caller why.
+	c, err := l.claims.Get(ctx, exec, fingerprint)
+	switch {
+	case errors.Is(err, racefree.ErrNotFound):
+		return fmt.Errorf("dedup record %q: %w", fingerprint, err)
+	case err != nil:
+		return fmt.Errorf("dedup record: %w", err)
+	case c.Fence > fence:
+		return &claim.StaleFenceError{Key: fingerprint, Fence: fence, Current: c.Fence}
+	case c.Fence < fence:
+		return fmt.Errorf("dedup record %q: %w: fence %d is ahead of the current fence %d and was never issued", fingerprint, racefree.ErrNotHeld, fence, c.Fence)
+	}
+	return fmt.Errorf("dedup record %q: %w: no event row", fingerprint, racefree.ErrNotFound)
 }
 
 // Get returns the stored event of the tenant ctx names, read through exec,
@@ -197,10 +187,8 @@ func (l *Log) Get(ctx context.Context, exec racefree.Executor, fingerprint strin
 	r := Record{Fingerprint: fingerprint}
 	var class, ext sql.NullString
 	var fence sql.NullInt64
-	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
-		return l.db.InterpretError(exec.QueryRowContext(ctx, l.q.Get("get"), tenant.From(ctx), fingerprint).
-			Scan(&r.Source, &r.Level, &r.Message, &class, &ext, &fence))
-	})
+	err := tenant.QueryRow(ctx, l.db, exec, l.q.Get("get"), []any{tenant.From(ctx), fingerprint},
+		&r.Source, &r.Level, &r.Message, &class, &ext, &fence)
 	if err != nil {
 		return nil, fmt.Errorf("dedup get %q: %w", fingerprint, err)
 	}

@@ -64,8 +64,8 @@ func (c *Counters) Next(ctx context.Context, exec racefree.Executor, scope, name
 // the same numbers). The counter's row stays locked until that transaction
 // ends, so keep it short; other counters never wait for it. Passed the
 // *racefree.DB (or a *sql.DB), NextN commits at once: on SQLite it runs
-// one statement on its own, on PostgreSQL one statement in a short
-// transaction that sets the tenant (tenant.Run). A caller's transaction
+// one statement on its own, on PostgreSQL one statement sent in one
+// round trip with the setting of its tenant (tenant.QueryRow). A caller's transaction
 // set to another tenant (tenant.InTx) is a *tenant.MismatchError.
 //
 // On PostgreSQL at REPEATABLE READ or SERIALIZABLE, an increment of the
@@ -92,14 +92,10 @@ func (c *Counters) NextN(ctx context.Context, exec racefree.Executor, scope, nam
 		last      int64
 		exhausted bool
 	)
-	err = tenant.Run(ctx, c.db, exec, func(exec racefree.Executor) error {
-		err := exec.QueryRowContext(ctx, c.q.Get("next"), t, scope, name, n).Scan(&last)
-		if errors.Is(err, sql.ErrNoRows) { // the guard refused: nothing changed
-			exhausted = true
-			return nil
-		}
-		return err
-	})
+	err = tenant.QueryRow(ctx, c.db, exec, c.q.Get("next"), []any{t, scope, name, n}, &last)
+	if errors.Is(err, sql.ErrNoRows) { // the guard refused: nothing changed
+		exhausted, err = true, nil
+	}
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("seq next %q/%q: %w", scope, name, c.db.InterpretError(err))
@@ -119,13 +115,10 @@ func (c *Counters) Current(ctx context.Context, exec racefree.Executor, scope, n
 	}
 	t := tenant.From(ctx)
 	var last int64
-	err := tenant.Run(ctx, c.db, exec, func(exec racefree.Executor) error {
-		err := exec.QueryRowContext(ctx, c.q.Get("current"), t, scope, name).Scan(&last)
-		if errors.Is(err, sql.ErrNoRows) { // none handed out yet
-			return nil
-		}
-		return err
-	})
+	err := tenant.QueryRow(ctx, c.db, exec, c.q.Get("current"), []any{t, scope, name}, &last)
+	if errors.Is(err, sql.ErrNoRows) { // none handed out yet
+		err = nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("seq current %q/%q: %w", scope, name, c.db.InterpretError(err))
 	}

@@ -19,10 +19,15 @@
 // the same setting in their policies (README, "Tenants").
 //
 // racefree calls made with a *sql.DB or *racefree.DB run in a short
-// transaction of their own that sets the tenant, unless the database role
-// is one that row-level security does not bind (a superuser or BYPASSRLS;
-// checked once per DB): then they run as they did before tenancy, guarded
-// by their statements' tenant filter alone. A call made in the
+// transaction of their own that sets the tenant. A call that is a single
+// statement (QueryRow, Exec) sends set_config(…, true) and the statement
+// in one round trip, as one implicit transaction (racefree.DB.Pipeline):
+// it costs what the statement alone cost before tenancy, give or take the
+// setting. Calls of several statements send BEGIN, the setting, the
+// statements and COMMIT (Run). A role that row-level security does not
+// bind (a superuser or BYPASSRLS; checked once per DB) needs neither: its
+// calls run as they did before tenancy, guarded by their statements'
+// tenant filter alone. A call made in the
 // caller's own *sql.Tx sets the tenant there when the transaction has none,
 // and fails with a *MismatchError when the transaction is set to another
 // tenant: one transaction belongs to one tenant.

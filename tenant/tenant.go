@@ -213,6 +213,62 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 	return err
 }
 
+// QueryRow runs query, one statement of a racefree operation, with args
+// for the tenant ctx names, and scans its first row into dest (an error
+// matching racefree.ErrNotFound when it returns none). Exec does the same
+// for a statement whose rows it does not read, and returns the number of
+// rows it affected. Errors are returned after InterpretError.
+//
+// On the pool (exec is db or db.SQL()) of PostgreSQL, with a role that
+// row-level security binds, the statement travels in one round trip with
+// set_config('racefree.tenant_id', tenant, true) before it, as one
+// transaction (racefree.DB.Pipeline): the statement sees the tenant, the
+// connection goes back to the pool without it, and a failing statement
+// changes nothing. A transient conflict runs both again, as InTx does.
+// A tenant's first call in the process goes through Run, which records
+// the tenant in the registry. Everything else (SQLite, a role that
+// bypasses row-level security, the caller's transaction, any other
+// executor) runs the statement through Run, unchanged.
+func QueryRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, query string, args []any, dest ...any) error {
+	return one(ctx, db, exec, &racefree.Statement{Query: query, Args: args, Dest: dest})
+}
+
+// Exec runs query, which returns no rows that matter, like QueryRow.
+func Exec(ctx context.Context, db *racefree.DB, exec racefree.Executor, query string, args ...any) (int64, error) {
+	st := &racefree.Statement{Query: query, Args: args}
+	err := one(ctx, db, exec, st)
+	return st.RowsAffected, err
+}
+
+func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *racefree.Statement) error {
+	if pooled(db, exec) && db.CanPipeline() && !bypasses(ctx, db, exec) {
+		id := From(ctx)
+		if err := needSchema(ctx, db, exec, id); err != nil {
+			return err
+		}
+		if known(db, id) {
+			return db.Pipeline(ctx, &racefree.Statement{Query: q(db, "set"), Args: []any{id}}, st)
+		}
+	}
+	return Run(ctx, db, exec, func(exec racefree.Executor) error {
+		if st.Dest != nil {
+			return db.InterpretError(exec.QueryRowContext(ctx, st.Query, st.Args...).Scan(st.Dest...))
+		}
+		res, err := exec.ExecContext(ctx, st.Query, st.Args...)
+		if err != nil {
+			return db.InterpretError(err)
+		}
+		st.RowsAffected, err = res.RowsAffected()
+		return err
+	})
+}
+
+// pooled reports whether exec is db's own pool, where a statement may
+// run on any connection: never a caller's transaction or connection.
+func pooled(db *racefree.DB, exec racefree.Executor) bool {
+	return exec == racefree.Executor(db) || exec == racefree.Executor(db.SQL())
+}
+
 // Each runs fn once for every tenant racefree has seen (the tenant
 // registry), with a context naming that tenant. Maintenance jobs (the
 // reapers) use it: on PostgreSQL they see one tenant's rows at a time,

@@ -1,0 +1,72 @@
+package racefree
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+)
+
+// Statement is one statement of a Pipeline: Query with Args. When Dest is
+// not nil, the statement's first row is scanned into it (an error matching
+// ErrNotFound when it returns none); otherwise RowsAffected receives the
+// number of rows it reports.
+type Statement struct {
+	Query        string
+	Args         []any
+	Dest         []any
+	RowsAffected int64
+}
+
+// Pipeliner is an Engine that can run statements in one round trip as one
+// transaction (PostgreSQL). Engines that cannot (SQLite) do not implement
+// it.
+type Pipeliner interface {
+	// Pipeline sends stmts in order on conn, which is in no transaction,
+	// in one round trip once the statements are known to the connection,
+	// as one transaction: it commits after the last statement succeeds,
+	// and a failing statement rolls back every one. A setting made with
+	// set_config(…, true) holds for the statements after it and ends
+	// with them. An error that wraps driver.ErrBadConn means that nothing
+	// reached the server and conn is unusable.
+	Pipeline(ctx context.Context, conn *sql.Conn, stmts []*Statement) error
+}
+
+// CanPipeline reports whether the engine implements Pipeliner.
+func (db *DB) CanPipeline() bool {
+	_, ok := db.engine.(Pipeliner)
+	return ok
+}
+
+// Pipeline runs stmts on one connection of the pool in one round trip, as
+// one transaction (Pipeliner), and costs what a single autocommit
+// statement costs. A transient conflict (ErrRetryable) runs them again, as
+// InTx does, and a pooled connection found broken before anything was sent
+// is replaced. Errors are returned after InterpretError; ctx governs the
+// wait for a connection and the round trip. On an engine that cannot
+// pipeline it returns errors.ErrUnsupported and runs nothing.
+func (db *DB) Pipeline(ctx context.Context, stmts ...*Statement) error {
+	p, ok := db.engine.(Pipeliner)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return db.retry(ctx, func() error {
+		var err error
+		// database/sql's own allowance for broken pooled connections.
+		for range 3 {
+			if err = db.pipelineOnce(ctx, p, stmts); !errors.Is(err, driver.ErrBadConn) {
+				break
+			}
+		}
+		return err
+	})
+}
+
+func (db *DB) pipelineOnce(ctx context.Context, p Pipeliner, stmts []*Statement) error {
+	conn, err := db.sql.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return p.Pipeline(ctx, conn, stmts)
+}

@@ -1,0 +1,61 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/racefree/racefree"
+)
+
+// Pipeline sends stmts as one pgx batch: the statements, then a single
+// Sync. Without a BEGIN, PostgreSQL runs everything up to a Sync as one
+// implicit transaction, which commits at the Sync and which an error
+// anywhere rolls back whole, so a set_config(…, true) in the batch holds
+// for the statements after it and ends with them. With pgx's default
+// statement cache a statement's first use on a connection costs one more
+// round trip, to prepare it; after that the batch is one round trip. The
+// exec and simple_protocol modes (for a transaction-mode pooler) send the
+// batch in one round trip too, the latter as one multi-statement query,
+// which is also one implicit transaction.
+//
+// conn must belong to a pool of this engine and be in no transaction. A
+// connection that failed before anything was sent is returned as an error
+// wrapping driver.ErrBadConn, and discarded.
+func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*racefree.Statement) error {
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("postgres: the pool's connections are %T, not pgx's", dc)
+		}
+		var b pgx.Batch
+		for _, s := range stmts {
+			b.Queue(s.Query, s.Args...)
+		}
+		br := sc.Conn().SendBatch(ctx, &b)
+		var err error
+		for _, s := range stmts {
+			if s.Dest != nil {
+				err = br.QueryRow().Scan(s.Dest...)
+			} else {
+				var tag pgconn.CommandTag
+				tag, err = br.Exec()
+				s.RowsAffected = tag.RowsAffected()
+			}
+			if err != nil {
+				break
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil && pgconn.SafeToRetry(err) {
+			return fmt.Errorf("%w: %w", driver.ErrBadConn, err)
+		}
+		return err
+	})
+}
