@@ -103,10 +103,12 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // until Reap has run in the namespace, and afterwards above every fence
 // Reap deleted there, so a fence never goes backwards after a reap. On
 // PostgreSQL, inserting a new row takes a second statement that reads the
-// floor again with a fresh snapshot: in the caller's transaction it is part
-// of it; on the pool it runs after the first statement committed, as in
-// the previous release (each statement is one round trip with its tenant,
-// tenant.QueryRow).
+// floor again with a fresh snapshot, in the same transaction, so that no
+// reader sees, and no crash leaves, the fence before its raise: in the
+// caller's transaction it runs when the first statement inserted; on the
+// pool, where the tenant travels with the statements (tenant.Pipelined),
+// both go in one round trip, the second written to find the inserted row
+// without its fence.
 //
 // The claim belongs to the tenant ctx names (tenant.From): another
 // tenant's claim on the same key is another claim. exec may be the
@@ -124,13 +126,24 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 		r        row
 		inserted bool
 	)
-	err := tenant.QueryRow(ctx, s.db, exec, s.q.Get("acquire"),
-		[]any{id, s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()}, r.dest(&inserted)...)
+	acquire := &racefree.Statement{Query: s.q.Get("acquire"),
+		Args: []any{id, s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()}, Dest: r.dest(&inserted)}
+	// On the pool of PostgreSQL, one round trip: acquire and raise_new (the
+	// same raise as below, for a fence not yet known) in one transaction.
+	var raised int64
+	pipelined, err := tenant.Pipelined(ctx, s.db, exec, acquire,
+		&racefree.Statement{Query: s.q.Get("raise_new"), Args: []any{id, s.ns, key, holder}, Dest: []any{&raised}})
+	if !pipelined {
+		err = tenant.QueryRow(ctx, s.db, exec, acquire.Query, acquire.Args, acquire.Dest...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
 	}
 	c := r.claim(key)
-	if inserted {
+	if pipelined && raised > 0 {
+		c.Fence = raised
+	}
+	if inserted && !pipelined {
 		// The statement read the floor in its snapshot, which can predate a
 		// reap that committed before the insert; a fresh statement reads it
 		// again (PostgreSQL only: SQLite's statement sees every commit).

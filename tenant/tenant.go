@@ -240,14 +240,39 @@ func Exec(ctx context.Context, db *racefree.DB, exec racefree.Executor, query st
 	return st.RowsAffected, err
 }
 
+// Pipelined runs stmts, the statements of one racefree operation, for
+// the tenant ctx names in one round trip, as one transaction
+// (racefree.DB.Pipeline), whenever exec is the pool of PostgreSQL and the
+// tenant is already registered: first set_config(…, true) with the tenant,
+// unless the role is one that row-level security does not bind, then
+// stmts. It reports false, and runs nothing, otherwise: the caller then
+// runs its statements as it does on every other executor. The statements
+// are all sent before any result comes back, so a later one cannot use an
+// earlier one's result: it is written to find what it needs in the
+// transaction itself.
+func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stmts ...*racefree.Statement) (bool, error) {
+	if !pooled(db, exec) || !db.CanPipeline() {
+		return false, nil
+	}
+	id := From(ctx)
+	if err := needSchema(ctx, db, exec, id); err != nil {
+		return true, err
+	}
+	if !known(db, id) {
+		return false, nil
+	}
+	if bypasses(ctx, db, exec) {
+		return true, db.Pipeline(ctx, stmts...)
+	}
+	return true, db.Pipeline(ctx, append([]*racefree.Statement{{Query: q(db, "set"), Args: []any{id}}}, stmts...)...)
+}
+
+// one runs st, alone, as QueryRow and Exec say: pipelined with its tenant,
+// or, for a role that row-level security does not bind, as before tenancy.
 func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *racefree.Statement) error {
-	if pooled(db, exec) && db.CanPipeline() && !bypasses(ctx, db, exec) {
-		id := From(ctx)
-		if err := needSchema(ctx, db, exec, id); err != nil {
+	if pooled(db, exec) && !bypasses(ctx, db, exec) {
+		if ok, err := Pipelined(ctx, db, exec, st); ok {
 			return err
-		}
-		if known(db, id) {
-			return db.Pipeline(ctx, &racefree.Statement{Query: q(db, "set"), Args: []any{id}}, st)
 		}
 	}
 	return Run(ctx, db, exec, func(exec racefree.Executor) error {
