@@ -130,9 +130,15 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 		Args: []any{id, s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()}, Dest: r.dest(&inserted)}
 	// On the pool of PostgreSQL, one round trip: acquire and raise_new (the
 	// same raise as below, for a fence not yet known) in one transaction.
-	var raised int64
-	pipelined, err := tenant.Pipelined(ctx, s.db, exec, acquire,
-		&racefree.Statement{Query: s.q.Get("raise_new"), Args: []any{id, s.ns, key, holder}, Dest: []any{&raised}})
+	var (
+		raised    int64
+		pipelined bool
+		err       error
+	)
+	if s.db.CanPipeline() {
+		pipelined, err = tenant.Pipelined(ctx, s.db, exec, acquire,
+			&racefree.Statement{Query: s.q.Get("raise_new"), Args: []any{id, s.ns, key, holder}, Dest: []any{&raised}})
+	}
 	if !pipelined {
 		err = tenant.QueryRow(ctx, s.db, exec, acquire.Query, acquire.Args, acquire.Dest...)
 	}

@@ -367,51 +367,68 @@ func TestAFenceAheadIsNotStale(t *testing.T) {
 // read of the floor closes, made deterministic: an acquire whose
 // statement began before a row of its key was inserted, released and
 // reaped (all in one transaction it waits for) must still get a fence
-// above the reaped one.
+// above the reaped one, on the pool (on PostgreSQL both statements in one
+// round trip, raise_new) and in the caller's transaction (raise_to_floor).
 func TestAReapDuringAnAcquireDoesNotRepeatAFence(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, b bundle) {
-		ctx := context.Background()
-		tx, err := b.db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		first, err := b.claims.Acquire(ctx, tx, "k", "t", time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		var second *claim.Claim
-		var acquireErr error
-		go func() {
-			defer close(done)
-			second, acquireErr = b.claims.Acquire(ctx, b.db, "k", "a", time.Second)
-		}()
-		if b.db.Engine() == racefree.Postgres {
-			var pid int
-			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
-			if !blockedBy(t, b.db, pid, done) {
-				t.Fatalf("the acquire did not wait for the open insert: %+v, %v", second, acquireErr)
-			}
-		}
-		if err := b.claims.Release(ctx, tx, "k", "t", first.Fence); err != nil {
-			t.Fatal(err)
-		}
-		if keys, err := b.claims.ReapBatch(ctx, tx, 0, 10); err != nil || len(keys) != 1 {
-			t.Fatalf("reap in tx: %v, %v; want [k]", keys, err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		<-done
-		if acquireErr != nil {
-			t.Fatal(acquireErr)
-		}
-		if second.Fence <= first.Fence {
-			t.Fatalf("fence %d after the reaped fence %d: a fence went backwards or repeated", second.Fence, first.Fence)
+		for _, where := range []string{"pool", "tx"} {
+			t.Run(where, func(t *testing.T) {
+				ctx := context.Background()
+				key := "k-" + where
+				tx, err := b.db.SQL().BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+				first, err := b.claims.Acquire(ctx, tx, key, "t", time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan struct{})
+				var second *claim.Claim
+				var acquireErr error
+				go func() {
+					defer close(done)
+					if where == "pool" {
+						second, acquireErr = b.claims.Acquire(ctx, b.db, key, "a", time.Second)
+						return
+					}
+					acquireErr = b.db.InTx(ctx, func(tx *sql.Tx) error {
+						var err error
+						second, err = b.claims.Acquire(ctx, tx, key, "a", time.Second)
+						return err
+					})
+				}()
+				if b.db.Engine() == racefree.Postgres {
+					var pid int
+					if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+						t.Fatal(err)
+					}
+					if !blockedBy(t, b.db, pid, done) {
+						t.Fatalf("the acquire did not wait for the open insert: %+v, %v", second, acquireErr)
+					}
+				}
+				if err := b.claims.Release(ctx, tx, key, "t", first.Fence); err != nil {
+					t.Fatal(err)
+				}
+				if keys, err := b.claims.ReapBatch(ctx, tx, 0, 10); err != nil || len(keys) != 1 {
+					t.Fatalf("reap in tx: %v, %v; want [%s]", keys, err, key)
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				<-done
+				if acquireErr != nil {
+					t.Fatal(acquireErr)
+				}
+				if second.Fence <= first.Fence {
+					t.Fatalf("fence %d after the reaped fence %d: a fence went backwards or repeated", second.Fence, first.Fence)
+				}
+				if c, err := b.claims.Get(ctx, b.db, key); err != nil || c.Fence != second.Fence {
+					t.Fatalf("the stored claim %+v, %v; want the fence Acquire returned, %d", c, err, second.Fence)
+				}
+			})
 		}
 	})
 }

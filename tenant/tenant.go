@@ -270,7 +270,7 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 // one runs st, alone, as QueryRow and Exec say: pipelined with its tenant,
 // or, for a role that row-level security does not bind, as before tenancy.
 func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *racefree.Statement) error {
-	if pooled(db, exec) && !bypasses(ctx, db, exec) {
+	if pooled(db, exec) && db.CanPipeline() && !bypasses(ctx, db, exec) {
 		if ok, err := Pipelined(ctx, db, exec, st); ok {
 			return err
 		}
