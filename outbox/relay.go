@@ -106,6 +106,7 @@ type Relay struct {
 type flight struct {
 	cancel  context.CancelCauseFunc
 	handled bool // the handler returned nil: awaiting completion
+	lost    bool // a heartbeat found the lease lost and cancelled the handler
 }
 
 // RelayStats counts what a relay did since it was made.
@@ -653,8 +654,10 @@ func (r *Relay) heartbeat(ctx context.Context) {
 		}
 		r.mu.Lock()
 		byTenant := map[string][]*Delivery{}
-		for d := range r.inflight {
-			byTenant[d.Tenant] = append(byTenant[d.Tenant], d)
+		for d, f := range r.inflight {
+			if !f.lost { // a lost lease is not extended again
+				byTenant[d.Tenant] = append(byTenant[d.Tenant], d)
+			}
 		}
 		r.mu.Unlock()
 		for t, ds := range byTenant {
@@ -675,10 +678,13 @@ func (r *Relay) heartbeat(ctx context.Context) {
 				for _, d := range lost {
 					r.mu.Lock()
 					f := r.inflight[d]
-					handled := f != nil && f.handled
+					skip := f == nil || f.handled || f.lost
+					if !skip {
+						f.lost = true // once: the handler may take a while to return
+					}
 					r.mu.Unlock()
-					if f == nil || handled {
-						continue // completed meanwhile, or the completion will tell
+					if skip {
+						continue // completed meanwhile, the completion will tell, or already lost
 					}
 					r.stats.lost.Add(1)
 					r.opts.Logger.Warn("outbox relay: lease lost", "worker", r.opts.Worker, "id", d.ID, "fence", d.Fence)
