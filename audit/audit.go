@@ -83,8 +83,8 @@ func (e *Entry) validate() error {
 	if err := racefree.CheckText("action", e.Action, MaxActionLen); err != nil {
 		return err
 	}
-	if e.Action == ActionKeyRotated {
-		return racefree.Invalid("action", "%s is written by racefree only", ActionKeyRotated)
+	if e.Action == ActionKeyRotated || e.Action == ActionPruned {
+		return racefree.Invalid("action", "%s is written by racefree only", e.Action)
 	}
 	if e.Subject != "" {
 		if err := racefree.CheckText("subject", e.Subject, MaxSubjectLen); err != nil {
@@ -281,29 +281,44 @@ func (l *Log) Scopes(ctx context.Context) ([]string, error) {
 var ErrUnknownKey = errors.New("audit: key id not in the keyring")
 
 // Length returns the number of entries the tenant's scope's head row
-// counts (0 for a scope without entries): what Verify will check, for a
-// progress report.
+// counts above its retention floor (0 for a scope without entries): what
+// Verify will check, for a progress report.
 func (l *Log) Length(ctx context.Context, scope string) (int64, error) {
 	if err := checkScope(scope); err != nil {
 		return 0, err
 	}
-	n, _, err := l.head(ctx, tenant.From(ctx), scope)
+	h, err := l.head(ctx, tenant.From(ctx), scope)
 	if err != nil {
 		return 0, fmt.Errorf("audit: length of %s: %w", scope, err)
 	}
-	return n, nil
+	return h.seq - h.floor.Seq, nil
 }
 
-// head reads the tenant's scope's head: the last number and the number of
-// checkpoints, both 0 for a scope without entries.
-func (l *Log) head(ctx context.Context, t, scope string) (seq, checkpoints int64, err error) {
-	err = l.read(ctx, func(exec racefree.Executor) error {
-		err := exec.QueryRowContext(ctx, l.q.Get("head"), t, scope).Scan(&seq, &checkpoints)
+// headRow is a scope's committed head as Verify reads it.
+type headRow struct {
+	seq         int64    // the last number; 0 for a scope without entries
+	checkpoints int64    // the number of checkpoints
+	floor       Position // the last entry pruned (Seq 0: none)
+}
+
+// head reads the tenant's scope's head, all zero for a scope without
+// entries.
+func (l *Log) head(ctx context.Context, t, scope string) (headRow, error) {
+	var h headRow
+	err := l.read(ctx, func(exec racefree.Executor) error {
+		h = headRow{}
+		q := "head"
+		if ok, err := l.db.SchemaAtLeast(ctx, exec, RetentionVersion); err != nil {
+			return err
+		} else if !ok {
+			q = "head_unpruned"
+		}
+		err := exec.QueryRowContext(ctx, l.q.Get(q), t, scope).Scan(&h.seq, &h.checkpoints, &h.floor.Seq, &h.floor.MAC, &h.floor.KeyID)
 		if errors.Is(err, sql.ErrNoRows) {
-			seq, checkpoints = 0, 0
+			h = headRow{}
 			return nil
 		}
 		return err
 	})
-	return seq, checkpoints, l.db.InterpretError(err)
+	return h, l.db.InterpretError(err)
 }

@@ -83,6 +83,21 @@
 // A trigger refuses UPDATE and DELETE of entries and checkpoints on both
 // engines, and TRUNCATE on PostgreSQL. The owner of the tables can still
 // drop the triggers: run the application as a role that owns nothing (see
-// the README) and keep checkpoints elsewhere. Retention (deleting a prefix)
-// is not offered.
+// the README) and keep checkpoints elsewhere.
+//
+// # Retention
+//
+// Log.Prune deletes a scope's oldest entries, 1 through an anchor, as an
+// explicit, audited operation (migration 014): in one transaction, under
+// the head row's lock, it appends an ActionPruned entry recording the
+// anchor (its number, its MAC and the key epoch after it), raises the head
+// row's retention floor to the anchor, deletes the entries at or below it
+// and signs a checkpoint of the new head. The delete trigger lets an entry
+// go only at or below its scope's floor while the scope's last entry is
+// an ActionPruned entry, which is Prune's transaction and nothing else's.
+// Verify starts at the floor, and accepts the missing prefix only when the
+// chain holds the ActionPruned entry, MACed under the scope's key, naming
+// that exact anchor: a prefix cut any other way is still Missing, with the
+// floor raised by hand too. On PostgreSQL the application role has no
+// DELETE privilege on the entries, so the tables' owner prunes.
 package audit

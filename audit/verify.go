@@ -139,14 +139,23 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 		res.Break = brk
 		return res, nil
 	}
-	headSeq, headCheckpoints, err := l.head(ctx, t, scope)
+	head, err := l.head(ctx, t, scope)
 	if err != nil {
 		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, err)
 	}
+	// A pruned scope starts at its retention floor, provided the chain
+	// holds the pruned entry that records it (stream sets floorSeen).
+	var floor *Position
+	if head.floor.Seq > res.Verified.Seq {
+		floor = &head.floor
+		res.Verified = head.floor
+	}
 	start := res
+	var floorSeen bool
 	err = l.read(ctx, func(exec racefree.Executor) error {
 		res = start // a retried transaction starts over
-		return l.stream(ctx, exec, t, scope, &o, anchor, &res)
+		floorSeen, err = l.stream(ctx, exec, t, scope, &o, anchor, floor, &res)
+		return err
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, l.db.InterpretError(err))
@@ -159,13 +168,15 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 	}
 	last := res.Verified.Seq
 	switch {
-	case anchor != nil && headCheckpoints < anchor.N:
-		res.Break = &Break{RolledBack, last, fmt.Sprintf("checkpoint %d exists; the log, its checkpoints included, counts %d", anchor.N, headCheckpoints)}
+	case floor != nil && !floorSeen:
+		res.Break = &Break{Missing, floor.Seq, fmt.Sprintf("entries through %d are gone and no %s entry in the chain records it", floor.Seq, ActionPruned)}
+	case anchor != nil && head.checkpoints < anchor.N:
+		res.Break = &Break{RolledBack, last, fmt.Sprintf("checkpoint %d exists; the log, its checkpoints included, counts %d", anchor.N, head.checkpoints)}
 	case anchor != nil && anchor.Seq > last:
 		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("checkpoint %d vouches for entry %d; the chain ends at %d", anchor.N, anchor.Seq, last)}
-	case headSeq > last:
-		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("the head counts %d entries; the chain ends at %d", headSeq, last)}
-	case anchor != nil && o.After != nil && anchor.Seq == o.After.Seq && !hmac.Equal(anchor.MAC, o.After.MAC):
+	case head.seq > last:
+		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("the head counts %d entries; the chain ends at %d", head.seq, last)}
+	case anchor != nil && anchor.Seq == start.Verified.Seq && start.Verified.Seq > 0 && !hmac.Equal(anchor.MAC, start.Verified.MAC):
 		res.Break = &Break{RolledBack, anchor.Seq, fmt.Sprintf("checkpoint %d vouches for another entry %d", anchor.N, anchor.Seq)}
 	case anchor != nil:
 		res.Anchored = true
@@ -174,11 +185,12 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 }
 
 // stream checks the entries after res.Verified, advancing it, and sets
-// res.Break at the first break.
-func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope string, o *VerifyOptions, anchor *Checkpoint, res *Result) error {
+// res.Break at the first break. floorSeen reports that an ActionPruned
+// entry names floor, when not nil, as its anchor.
+func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope string, o *VerifyOptions, anchor *Checkpoint, floor *Position, res *Result) (floorSeen bool, err error) {
 	rows, err := exec.QueryContext(ctx, l.q.Get("entries"), t, scope, res.Verified.Seq, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer rows.Close()
 	var (
@@ -199,27 +211,27 @@ func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope strin
 	in.scope = scope
 	for rows.Next() {
 		if scanErr = rows.Scan(&in.seq, &in.at, &in.actor, &in.action, &in.subject, &data, &keyID, &stored, &mac); scanErr != nil {
-			return scanErr
+			return floorSeen, scanErr
 		}
 		in.data = data
 		want := res.Verified.Seq + 1
 		if in.seq != want {
 			brk(Missing, want, "entry %d is absent; the next is %d", want, in.seq)
-			return nil
+			return floorSeen, nil
 		}
 		m, ok := macers[keyID]
 		if !ok {
 			key, ok := l.ring.scopeKey(keyID, scope)
 			if !ok {
 				brk(UnknownKey, in.seq, "key id %q is not in the keyring", keyID)
-				return nil
+				return floorSeen, nil
 			}
 			m = newMacer(key)
 			macers[keyID] = m
 		}
 		if epoch != "" && keyID != epoch {
 			brk(KeyOutsideEpoch, in.seq, "entry under key %q in the epoch of key %q", keyID, epoch)
-			return nil
+			return floorSeen, nil
 		}
 		in.prev = prev
 		if in.prev == nil {
@@ -231,24 +243,32 @@ func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope strin
 			} else {
 				brk(Modified, in.seq, "the MAC does not match the entry")
 			}
-			return nil
+			return floorSeen, nil
 		}
 		if !bytes.Equal(stored, in.prev) {
 			brk(Modified, in.seq, "the stored prev_mac is not entry %d's MAC", in.seq-1)
-			return nil
+			return floorSeen, nil
 		}
 		if anchor != nil && in.seq == anchor.Seq && !hmac.Equal(mac, anchor.MAC) {
 			brk(RolledBack, in.seq, "checkpoint %d vouches for another entry %d", anchor.N, anchor.Seq)
-			return nil
+			return floorSeen, nil
 		}
 		epoch = keyID
-		if in.action == ActionKeyRotated {
+		switch in.action {
+		case ActionKeyRotated:
 			var link struct{ From, To string }
 			if err := json.Unmarshal(in.data, &link); err != nil || link.From != keyID || link.To == "" {
 				brk(Modified, in.seq, "a rotation entry that does not link key %q to the next", keyID)
-				return nil
+				return floorSeen, nil
 			}
 			epoch = link.To
+		case ActionPruned:
+			var p pruneRecord
+			if err := json.Unmarshal(in.data, &p); err != nil || p.Through < 1 || p.Through >= in.seq {
+				brk(Modified, in.seq, "a pruned entry that does not name an anchor before it")
+				return floorSeen, nil
+			}
+			floorSeen = floorSeen || floor != nil && p.Through == floor.Seq && hmac.Equal(p.MAC, floor.MAC) && p.KeyID == floor.KeyID
 		}
 		prev = append(prev[:0:0], mac...)
 		res.Verified = Position{Seq: in.seq, MAC: prev, KeyID: epoch}
@@ -257,7 +277,7 @@ func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope strin
 			o.Progress(res.Rows)
 		}
 	}
-	return rows.Err()
+	return floorSeen, rows.Err()
 }
 
 // reorderedAt reports the number near in.seq at which the entry's content
