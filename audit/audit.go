@@ -100,10 +100,13 @@ func (e *Entry) validate() error {
 // Append appends e to the scope's chain of the context's tenant
 // (tenant.From) and returns the stored record.
 //
-// The entry gets the scope's next number, gapless from 1: one upsert of
-// the scope's head row increments the last number and returns the previous
-// entry's MAC under the head row's lock, which the transaction holds until
-// it ends, so one lock orders numbering and chaining. Concurrent appends to
+// The entry gets the scope's next number, gapless from 1: Append reads
+// the scope's head row (last number, previous entry's MAC, key epoch)
+// under its lock (SELECT … FOR UPDATE; on SQLite the IMMEDIATE
+// transaction's write lock), which the transaction holds until it ends,
+// computes the entry's MAC and inserts the entry, whose trigger moves the
+// head to it in the same statement: one lock orders numbering and
+// chaining, and the head row is written once per entry. Concurrent appends to
 // one scope queue on that row; appends to different scopes, or to the same
 // scope of different tenants, never wait for each other. The entry's time
 // is the engine's clock.
@@ -170,13 +173,35 @@ func (l *Log) read(ctx context.Context, fn func(exec racefree.Executor) error) e
 	return tenant.Run(ctx, l.db, l.db, fn)
 }
 
+// OneWriteVersion is the migration from which Append writes the head row
+// once per entry (lock_head, then the insert whose trigger moves the
+// head). On an older schema, during a rollout, it takes the number with
+// the previous release's upsert (next) and lets the trigger set the MAC.
+const OneWriteVersion = 15
+
 func (l *Log) append(ctx context.Context, tx *sql.Tx, t, scope string, e Entry) (Record, error) {
+	oneWrite, err := l.db.SchemaAtLeast(ctx, tx, OneWriteVersion)
+	if err != nil {
+		return Record{}, err
+	}
+	return l.appendShaped(ctx, tx, t, scope, e, oneWrite)
+}
+
+// appendShaped appends e, taking the number with lock_head when oneWrite
+// and with next (the previous release's shape) otherwise.
+func (l *Log) appendShaped(ctx context.Context, tx *sql.Tx, t, scope string, e Entry, oneWrite bool) (Record, error) {
 	for rotated := false; ; rotated = true {
 		var (
-			r  = Record{Tenant: t, Scope: scope, Entry: e}
-			at int64
+			r   = Record{Tenant: t, Scope: scope, Entry: e}
+			at  int64
+			err error
 		)
-		if err := tx.QueryRowContext(ctx, l.q.Get("next"), t, scope, l.ring.current, l.db.ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at); err != nil {
+		if oneWrite {
+			r.Seq, r.PrevMAC, r.KeyID, at, err = l.lockHead(ctx, tx, t, scope)
+		} else {
+			err = tx.QueryRowContext(ctx, l.q.Get("next"), t, scope, l.ring.current, l.db.ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at)
+		}
+		if err != nil {
 			return Record{}, fmt.Errorf("next number: %w", err)
 		}
 		rotate := r.KeyID != l.ring.current
@@ -196,8 +221,9 @@ func (l *Log) append(ctx context.Context, tx *sql.Tx, t, scope string, e Entry) 
 			r.PrevMAC = []byte{}
 		}
 		r.MAC = newMacer(key).sum(&entryInput{t, scope, r.Seq, r.PrevMAC, at, r.Actor, r.Action, r.Subject, r.Data})
-		// The insert's trigger sets the head's MAC and, after a rotation
-		// entry, its key epoch, and refuses a number that is not the head's.
+		// The insert's trigger moves the head to this entry, in the same
+		// statement: its number, its MAC and, after a rotation entry, its
+		// key epoch; it refuses a number that does not follow the head's.
 		if _, err := tx.ExecContext(ctx, l.q.Get("insert"), t, scope, r.Seq, at, r.Actor, r.Action, r.Subject, r.Data, r.KeyID, r.PrevMAC, r.MAC); err != nil {
 			return Record{}, fmt.Errorf("insert entry %d: %w", r.Seq, err)
 		}
@@ -205,6 +231,21 @@ func (l *Log) append(ctx context.Context, tx *sql.Tx, t, scope string, e Entry) 
 			return r, nil
 		}
 	}
+}
+
+// lockHead reads the tenant's scope's head under its lock, creating it at
+// 0 for the scope's first entry, and returns the next entry's number, the
+// previous MAC, the key epoch and the clock.
+func (l *Log) lockHead(ctx context.Context, tx *sql.Tx, t, scope string) (seq int64, prev []byte, keyID string, at int64, err error) {
+	var last int64
+	err = tx.QueryRowContext(ctx, l.q.Get("lock_head"), t, scope, l.db.ClockArg()).Scan(&last, &prev, &keyID, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := tx.ExecContext(ctx, l.q.Get("new_head"), t, scope, l.ring.current); err != nil {
+			return 0, nil, "", 0, err
+		}
+		err = tx.QueryRowContext(ctx, l.q.Get("lock_head"), t, scope, l.db.ClockArg()).Scan(&last, &prev, &keyID, &at)
+	}
+	return last + 1, prev, keyID, at, err
 }
 
 // List returns up to limit entries of the tenant's scope numbered after

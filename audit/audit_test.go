@@ -741,3 +741,39 @@ func TestMACBindsEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviousAppendShapeOnTheCurrentSchema: during a rollout the previous
+// release's Append (the head row's upsert takes the number, the insert's
+// trigger sets the MAC) and this release's (the insert's trigger moves the
+// head once) interleave on one scope: the numbers stay gapless, the chain
+// verifies, and a number that follows neither is refused.
+func TestPreviousAppendShapeOnTheCurrentSchema(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := newLog(t, db, ring(t, "k1"))
+		e := Entry{Actor: "alice", Action: "login", Data: []byte{}}
+		for i := range 6 {
+			err := l.inTx(ctx, db, func(tx *sql.Tx) error {
+				r, err := l.appendShaped(ctx, tx, tenant.Default, "s", e, i%2 == 0)
+				if err == nil && r.Seq != int64(i+1) {
+					err = fmt.Errorf("entry %d numbered %d", i+1, r.Seq)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res := verify(t, l, "s", nil); res.Break != nil || res.Rows != 6 {
+			t.Fatalf("interleaved shapes: %+v; want 6 entries intact", res)
+		}
+		for _, seq := range []int64{5, 8} {
+			insert := fmt.Sprintf(`INSERT INTO racefree_audit (tenant, scope, seq, at, actor, action, subject, data, key_id, prev_mac, mac) VALUES ('default', 's', %d, 0, 'a', 'b', '', %s, 'k1', %s, %s)`,
+				seq, blob(db, []byte("x")), blob(db, []byte("x")), blob(db, []byte("x")))
+			if _, err := db.ExecContext(ctx, insert); err == nil {
+				t.Errorf("entry %d after head 6 accepted", seq)
+			}
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,45 +21,99 @@ import (
 	"github.com/racefree/racefree/tenant"
 )
 
-// BenchmarkAppend measures appends per second from 8 goroutines per CPU,
-// each in its own transaction, to 1 scope and spread over 16: Append, and
-// the same numbering (the head row's upsert) with an unchained insert, no
-// MAC and no head update, as the baseline the chain costs against.
+// BenchmarkAppend measures appends per second from 16 goroutines, each
+// append in its own transaction, to 1 scope and spread over 16, in three
+// shapes, each on a database of its own: Append ("chained"); the previous
+// release's shape on the same schema ("previous": the head row's upsert
+// takes the number, then the insert's trigger writes the head again with
+// the MAC); and that numbering with an unchained insert, no MAC and no
+// trigger ("unchained"), the baseline the chain costs against. The shapes
+// take turns of AUDIT_BENCH_TURN (default 500ms), AUDIT_BENCH_TURNS times
+// (default 6), so that a shared machine's changing load weighs on all of
+// them alike; run it with -benchtime 1x. It reports each shape's appends/s
+// and chained/unchained and previous/unchained as percentages.
 func BenchmarkAppend(b *testing.B) {
+	turn, turns := 500*time.Millisecond, 6
+	if v, err := time.ParseDuration(os.Getenv("AUDIT_BENCH_TURN")); err == nil {
+		turn = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("AUDIT_BENCH_TURNS")); err == nil {
+		turns = v
+	}
+	modes := []string{"previous", "chained", "unchained"}
 	for _, engine := range testdb.Engines {
 		for _, scopes := range []int{1, 16} {
-			for _, mode := range []string{"chained", "unchained"} {
-				b.Run(fmt.Sprintf("%s/scopes=%d/%s", engine, scopes, mode), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/scopes=%d", engine, scopes), func(b *testing.B) {
+				ctx := context.Background()
+				e := Entry{Actor: "alice", Action: "limit.raise", Subject: "account/7", Data: []byte(`{"to":500}`)}
+				appenders := map[string]func(scope string) error{}
+				for _, mode := range modes {
 					db := testdb.Open(b, testdb.NewDSN(b, engine), nil)
 					l := newLog(b, db, ring(b, "k1"))
-					if mode == "unchained" {
-						chainOff(b, db) // no MAC, and no trigger setting the head's MAC
-					}
-					ctx := context.Background()
-					e := Entry{Actor: "alice", Action: "limit.raise", Subject: "account/7", Data: []byte(`{"to":500}`)}
-					var next atomic.Int64
-					b.SetParallelism(8)
-					b.ResetTimer()
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							scope := "s" + strconv.Itoa(int(next.Add(1))%scopes)
-							var err error
-							if mode == "chained" {
-								_, err = l.Append(ctx, db, scope, e)
-							} else {
-								err = db.InTx(ctx, func(tx *sql.Tx) error { return unchained(ctx, l, tx, scope, e) })
-							}
-							if err != nil {
-								b.Error(err)
-								return
-							}
+					switch mode {
+					case "chained":
+						appenders[mode] = func(scope string) error { _, err := l.Append(ctx, db, scope, e); return err }
+					case "previous":
+						appenders[mode] = func(scope string) error {
+							return l.inTx(ctx, db, func(tx *sql.Tx) error {
+								_, err := l.appendShaped(ctx, tx, tenant.Default, scope, e, false)
+								return err
+							})
 						}
-					})
-					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
-				})
-			}
+					default:
+						chainOff(b, db) // no MAC, and no trigger setting the head's MAC
+						appenders[mode] = func(scope string) error {
+							return db.InTx(ctx, func(tx *sql.Tx) error { return unchained(ctx, l, tx, scope, e) })
+						}
+					}
+				}
+				counts := map[string]int64{}
+				spent := map[string]time.Duration{}
+				for range b.N {
+					for range turns {
+						for _, mode := range modes {
+							n, d := appendFor(b, turn, scopes, appenders[mode])
+							counts[mode] += n
+							spent[mode] += d
+						}
+					}
+				}
+				rate := func(mode string) float64 { return float64(counts[mode]) / spent[mode].Seconds() }
+				for _, mode := range modes {
+					b.ReportMetric(rate(mode), mode+"-appends/s")
+				}
+				b.ReportMetric(100*rate("chained")/rate("unchained"), "chained/unchained-%")
+				b.ReportMetric(100*rate("previous")/rate("unchained"), "previous/unchained-%")
+			})
 		}
 	}
+}
+
+// appendFor runs append from 16 goroutines, spread over scopes, for d and
+// returns how many appends completed and how long they took.
+func appendFor(b *testing.B, d time.Duration, scopes int, append func(scope string) error) (int64, time.Duration) {
+	var (
+		n    atomic.Int64
+		wg   sync.WaitGroup
+		stop atomic.Bool
+	)
+	start := time.Now()
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if err := append("s" + strconv.Itoa(int(n.Add(1))%scopes)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(d) // the turn's length, not a wait for another goroutine's state
+	stop.Store(true)
+	wg.Wait()
+	return n.Load(), time.Since(start)
 }
 
 // unchained numbers e as Append does and inserts it with a constant MAC,

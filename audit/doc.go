@@ -17,14 +17,18 @@
 // # One lock orders numbering and chaining
 //
 // The chain head (last number, last MAC, key epoch) lives in a head row per
-// scope, racefree_audit_heads, and Append takes the next number with one
-// upsert of that row (INSERT … ON CONFLICT DO UPDATE SET last_seq =
-// last_seq + 1 RETURNING …). The upsert holds the row's lock (on SQLite,
-// the IMMEDIATE transaction's write lock) until the transaction ends, so
-// the number and the previous MAC it returns belong to this entry alone.
-// Inserting the entry sets the head's MAC, in the same statement (a
-// trigger, which also refuses an entry that does not carry the head's
-// number). A rollback gives the number back and leaves no entry. Scopes never wait
+// scope, racefree_audit_heads. Append reads it under the row's lock
+// (SELECT … FOR UPDATE; on SQLite the IMMEDIATE transaction's write lock),
+// held until the transaction ends, so the number after it and the previous
+// MAC belong to this entry alone; it computes the MAC and inserts the
+// entry, and a trigger moves the head to the entry in the same statement
+// (number, MAC and, after a rotation entry, key epoch), refusing an entry
+// whose number does not follow the head's. The head row is written once
+// per entry (migration 015; before it, an upsert incremented the number
+// and the trigger wrote the MAC, a second write, and the trigger still
+// accepts that order during a rollout, and the primary key a number only
+// once in either).
+// A rollback gives the number back and leaves no entry. Scopes never wait
 // for each other. The head is audit's own rather than a package seq
 // counter because the MAC and the key epoch must change under the same
 // lock as the number: a counter row that holds only a number would need a
