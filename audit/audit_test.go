@@ -777,3 +777,22 @@ func TestPreviousAppendShapeOnTheCurrentSchema(t *testing.T) {
 		}
 	})
 }
+
+// TestAttackNULInAField: a NUL byte written into a text field (which
+// CheckText never lets Append write; SQLite stores it, PostgreSQL text
+// refuses it) is reported modified, wherever it sits.
+func TestAttackNULInAField(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	l := newLog(t, db, ring(t, "k1"))
+	appendN(t, l, "s", 4)
+	for seq, col := range map[int]string{2: "actor", 3: "subject", 4: "key_id"} {
+		tamper(t, db, fmt.Sprintf(`UPDATE racefree_audit SET %s = %s || char(0) || 'x' WHERE seq = %d`, col, col, seq))
+	}
+	wantBreak(t, verify(t, l, "s", nil), Modified, 2)
+	for _, seq := range []int{2, 3} {
+		col := map[int]string{2: "actor", 3: "subject"}[seq]
+		tamper(t, db, fmt.Sprintf(`UPDATE racefree_audit SET %s = substr(%s, 1, instr(%s, char(0)) - 1) WHERE seq = %d`, col, col, col, seq))
+		wantBreak(t, verify(t, l, "s", nil), Modified, int64(seq+1))
+	}
+}
