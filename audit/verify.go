@@ -121,6 +121,11 @@ const reorderWindow = 16
 // elsewhere can (VerifyOptions.Checkpoints), and only one of the same
 // tenant and scope.
 //
+// A scope pruned by Prune starts at its retention floor (or at
+// VerifyOptions.After, when that is past it), and is intact only if its
+// chain holds the ActionPruned entry that names that floor's number, MAC
+// and key epoch: a prefix gone without one is Missing at the floor.
+//
 // Verify reads the head row before the entries, so appends that commit
 // while it runs never look like a break.
 func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Result, error) {
