@@ -83,8 +83,8 @@ func (e *Entry) validate() error {
 	if err := racefree.CheckText("action", e.Action, MaxActionLen); err != nil {
 		return err
 	}
-	if e.Action == ActionKeyRotated {
-		return racefree.Invalid("action", "%s is written by racefree only", ActionKeyRotated)
+	if e.Action == ActionKeyRotated || e.Action == ActionPruned {
+		return racefree.Invalid("action", "%s is written by racefree only", e.Action)
 	}
 	if e.Subject != "" {
 		if err := racefree.CheckText("subject", e.Subject, MaxSubjectLen); err != nil {
@@ -100,10 +100,13 @@ func (e *Entry) validate() error {
 // Append appends e to the scope's chain of the context's tenant
 // (tenant.From) and returns the stored record.
 //
-// The entry gets the scope's next number, gapless from 1: one upsert of
-// the scope's head row increments the last number and returns the previous
-// entry's MAC under the head row's lock, which the transaction holds until
-// it ends, so one lock orders numbering and chaining. Concurrent appends to
+// The entry gets the scope's next number, gapless from 1: Append reads
+// the scope's head row (last number, previous entry's MAC, key epoch)
+// under its lock (SELECT … FOR UPDATE; on SQLite the IMMEDIATE
+// transaction's write lock), which the transaction holds until it ends,
+// computes the entry's MAC and inserts the entry, whose trigger moves the
+// head to it in the same statement: one lock orders numbering and
+// chaining, and the head row is written once per entry. Concurrent appends to
 // one scope queue on that row; appends to different scopes, or to the same
 // scope of different tenants, never wait for each other. The entry's time
 // is the engine's clock.
@@ -170,13 +173,35 @@ func (l *Log) read(ctx context.Context, fn func(exec racefree.Executor) error) e
 	return tenant.Run(ctx, l.db, l.db, fn)
 }
 
+// OneWriteVersion is the migration from which Append writes the head row
+// once per entry (lock_head, then the insert whose trigger moves the
+// head). On an older schema, during a rollout, it takes the number with
+// the previous release's upsert (next) and lets the trigger set the MAC.
+const OneWriteVersion = 15
+
 func (l *Log) append(ctx context.Context, tx *sql.Tx, t, scope string, e Entry) (Record, error) {
+	oneWrite, err := l.db.SchemaAtLeast(ctx, tx, OneWriteVersion)
+	if err != nil {
+		return Record{}, err
+	}
+	return l.appendShaped(ctx, tx, t, scope, e, oneWrite)
+}
+
+// appendShaped appends e, taking the number with lock_head when oneWrite
+// and with next (the previous release's shape) otherwise.
+func (l *Log) appendShaped(ctx context.Context, tx *sql.Tx, t, scope string, e Entry, oneWrite bool) (Record, error) {
 	for rotated := false; ; rotated = true {
 		var (
-			r  = Record{Tenant: t, Scope: scope, Entry: e}
-			at int64
+			r   = Record{Tenant: t, Scope: scope, Entry: e}
+			at  int64
+			err error
 		)
-		if err := tx.QueryRowContext(ctx, l.q.Get("next"), t, scope, l.ring.current, l.db.ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at); err != nil {
+		if oneWrite {
+			r.Seq, r.PrevMAC, r.KeyID, at, err = l.lockHead(ctx, tx, t, scope)
+		} else {
+			err = tx.QueryRowContext(ctx, l.q.Get("next"), t, scope, l.ring.current, l.db.ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at)
+		}
+		if err != nil {
 			return Record{}, fmt.Errorf("next number: %w", err)
 		}
 		rotate := r.KeyID != l.ring.current
@@ -196,8 +221,9 @@ func (l *Log) append(ctx context.Context, tx *sql.Tx, t, scope string, e Entry) 
 			r.PrevMAC = []byte{}
 		}
 		r.MAC = newMacer(key).sum(&entryInput{t, scope, r.Seq, r.PrevMAC, at, r.Actor, r.Action, r.Subject, r.Data})
-		// The insert's trigger sets the head's MAC and, after a rotation
-		// entry, its key epoch, and refuses a number that is not the head's.
+		// The insert's trigger moves the head to this entry, in the same
+		// statement: its number, its MAC and, after a rotation entry, its
+		// key epoch; it refuses a number that does not follow the head's.
 		if _, err := tx.ExecContext(ctx, l.q.Get("insert"), t, scope, r.Seq, at, r.Actor, r.Action, r.Subject, r.Data, r.KeyID, r.PrevMAC, r.MAC); err != nil {
 			return Record{}, fmt.Errorf("insert entry %d: %w", r.Seq, err)
 		}
@@ -205,6 +231,21 @@ func (l *Log) append(ctx context.Context, tx *sql.Tx, t, scope string, e Entry) 
 			return r, nil
 		}
 	}
+}
+
+// lockHead reads the tenant's scope's head under its lock, creating it at
+// 0 for the scope's first entry, and returns the next entry's number, the
+// previous MAC, the key epoch and the clock.
+func (l *Log) lockHead(ctx context.Context, tx *sql.Tx, t, scope string) (seq int64, prev []byte, keyID string, at int64, err error) {
+	var last int64
+	err = tx.QueryRowContext(ctx, l.q.Get("lock_head"), t, scope, l.db.ClockArg()).Scan(&last, &prev, &keyID, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := tx.ExecContext(ctx, l.q.Get("new_head"), t, scope, l.ring.current); err != nil {
+			return 0, nil, "", 0, err
+		}
+		err = tx.QueryRowContext(ctx, l.q.Get("lock_head"), t, scope, l.db.ClockArg()).Scan(&last, &prev, &keyID, &at)
+	}
+	return last + 1, prev, keyID, at, err
 }
 
 // List returns up to limit entries of the tenant's scope numbered after
@@ -281,29 +322,44 @@ func (l *Log) Scopes(ctx context.Context) ([]string, error) {
 var ErrUnknownKey = errors.New("audit: key id not in the keyring")
 
 // Length returns the number of entries the tenant's scope's head row
-// counts (0 for a scope without entries): what Verify will check, for a
-// progress report.
+// counts above its retention floor (0 for a scope without entries): what
+// Verify will check, for a progress report.
 func (l *Log) Length(ctx context.Context, scope string) (int64, error) {
 	if err := checkScope(scope); err != nil {
 		return 0, err
 	}
-	n, _, err := l.head(ctx, tenant.From(ctx), scope)
+	h, err := l.head(ctx, tenant.From(ctx), scope)
 	if err != nil {
 		return 0, fmt.Errorf("audit: length of %s: %w", scope, err)
 	}
-	return n, nil
+	return h.seq - h.floor.Seq, nil
 }
 
-// head reads the tenant's scope's head: the last number and the number of
-// checkpoints, both 0 for a scope without entries.
-func (l *Log) head(ctx context.Context, t, scope string) (seq, checkpoints int64, err error) {
-	err = l.read(ctx, func(exec racefree.Executor) error {
-		err := exec.QueryRowContext(ctx, l.q.Get("head"), t, scope).Scan(&seq, &checkpoints)
+// headRow is a scope's committed head as Verify reads it.
+type headRow struct {
+	seq         int64    // the last number; 0 for a scope without entries
+	checkpoints int64    // the number of checkpoints
+	floor       Position // the last entry pruned (Seq 0: none)
+}
+
+// head reads the tenant's scope's head, all zero for a scope without
+// entries.
+func (l *Log) head(ctx context.Context, t, scope string) (headRow, error) {
+	var h headRow
+	err := l.read(ctx, func(exec racefree.Executor) error {
+		h = headRow{}
+		q := "head"
+		if ok, err := l.db.SchemaAtLeast(ctx, exec, RetentionVersion); err != nil {
+			return err
+		} else if !ok {
+			q = "head_unpruned"
+		}
+		err := exec.QueryRowContext(ctx, l.q.Get(q), t, scope).Scan(&h.seq, &h.checkpoints, &h.floor.Seq, &h.floor.MAC, &h.floor.KeyID)
 		if errors.Is(err, sql.ErrNoRows) {
-			seq, checkpoints = 0, 0
+			h = headRow{}
 			return nil
 		}
 		return err
 	})
-	return seq, checkpoints, l.db.InterpretError(err)
+	return h, l.db.InterpretError(err)
 }

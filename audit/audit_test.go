@@ -751,3 +751,58 @@ func TestMACBindsEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviousAppendShapeOnTheCurrentSchema: during a rollout the previous
+// release's Append (the head row's upsert takes the number, the insert's
+// trigger sets the MAC) and this release's (the insert's trigger moves the
+// head once) interleave on one scope: the numbers stay gapless, the chain
+// verifies, and a number that follows neither is refused.
+func TestPreviousAppendShapeOnTheCurrentSchema(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := newLog(t, db, ring(t, "k1"))
+		e := Entry{Actor: "alice", Action: "login", Data: []byte{}}
+		for i := range 6 {
+			err := l.inTx(ctx, db, func(tx *sql.Tx) error {
+				r, err := l.appendShaped(ctx, tx, tenant.Default, "s", e, i%2 == 0)
+				if err == nil && r.Seq != int64(i+1) {
+					err = fmt.Errorf("entry %d numbered %d", i+1, r.Seq)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res := verify(t, l, "s", nil); res.Break != nil || res.Rows != 6 {
+			t.Fatalf("interleaved shapes: %+v; want 6 entries intact", res)
+		}
+		for _, seq := range []int64{5, 8} {
+			insert := fmt.Sprintf(`INSERT INTO racefree_audit (tenant, scope, seq, at, actor, action, subject, data, key_id, prev_mac, mac) VALUES ('default', 's', %d, 0, 'a', 'b', '', %s, 'k1', %s, %s)`,
+				seq, blob(db, []byte("x")), blob(db, []byte("x")), blob(db, []byte("x")))
+			if _, err := db.ExecContext(ctx, insert); err == nil {
+				t.Errorf("entry %d after head 6 accepted", seq)
+			}
+		}
+	})
+}
+
+// TestAttackNULInAField: a NUL byte written into a text field (which
+// CheckText never lets Append write; SQLite stores it, PostgreSQL text
+// refuses it) is reported modified, wherever it sits.
+func TestAttackNULInAField(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	l := newLog(t, db, ring(t, "k1"))
+	appendN(t, l, "s", 4)
+	for seq, col := range map[int]string{2: "actor", 3: "subject", 4: "key_id"} {
+		tamper(t, db, fmt.Sprintf(`UPDATE racefree_audit SET %s = %s || char(0) || 'x' WHERE seq = %d`, col, col, seq))
+	}
+	wantBreak(t, verify(t, l, "s", nil), Modified, 2)
+	for _, seq := range []int{2, 3} {
+		col := map[int]string{2: "actor", 3: "subject"}[seq]
+		tamper(t, db, fmt.Sprintf(`UPDATE racefree_audit SET %s = substr(%s, 1, instr(%s, char(0)) - 1) WHERE seq = %d`, col, col, col, seq))
+		wantBreak(t, verify(t, l, "s", nil), Modified, int64(seq+1))
+	}
+}

@@ -3,58 +3,117 @@ package audit
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
 	"github.com/racefree/racefree/tenant"
 )
 
-// BenchmarkAppend measures appends per second from 8 goroutines per CPU,
-// each in its own transaction, to 1 scope and spread over 16: Append, and
-// the same numbering (the head row's upsert) with an unchained insert, no
-// MAC and no head update, as the baseline the chain costs against.
+// BenchmarkAppend measures appends per second from 16 goroutines, each
+// append in its own transaction, to 1 scope and spread over 16, in three
+// shapes, each on a database of its own: Append ("chained"); the previous
+// release's shape on the same schema ("previous": the head row's upsert
+// takes the number, then the insert's trigger writes the head again with
+// the MAC); and that numbering with an unchained insert, no MAC and no
+// trigger ("unchained"), the baseline the chain costs against. The shapes
+// take turns of AUDIT_BENCH_TURN (default 500ms), AUDIT_BENCH_TURNS times
+// (default 6), so that a shared machine's changing load weighs on all of
+// them alike; run it with -benchtime 1x. It reports each shape's appends/s
+// and chained/unchained and previous/unchained as percentages.
 func BenchmarkAppend(b *testing.B) {
+	turn, turns := 500*time.Millisecond, 6
+	if v, err := time.ParseDuration(os.Getenv("AUDIT_BENCH_TURN")); err == nil {
+		turn = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("AUDIT_BENCH_TURNS")); err == nil {
+		turns = v
+	}
+	modes := []string{"previous", "chained", "unchained"}
 	for _, engine := range testdb.Engines {
 		for _, scopes := range []int{1, 16} {
-			for _, mode := range []string{"chained", "unchained"} {
-				b.Run(fmt.Sprintf("%s/scopes=%d/%s", engine, scopes, mode), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/scopes=%d", engine, scopes), func(b *testing.B) {
+				ctx := context.Background()
+				e := Entry{Actor: "alice", Action: "limit.raise", Subject: "account/7", Data: []byte(`{"to":500}`)}
+				appenders := map[string]func(scope string) error{}
+				for _, mode := range modes {
 					db := testdb.Open(b, testdb.NewDSN(b, engine), nil)
 					l := newLog(b, db, ring(b, "k1"))
-					if mode == "unchained" {
-						chainOff(b, db) // no MAC, and no trigger setting the head's MAC
-					}
-					ctx := context.Background()
-					e := Entry{Actor: "alice", Action: "limit.raise", Subject: "account/7", Data: []byte(`{"to":500}`)}
-					var next atomic.Int64
-					b.SetParallelism(8)
-					b.ResetTimer()
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							scope := "s" + strconv.Itoa(int(next.Add(1))%scopes)
-							var err error
-							if mode == "chained" {
-								_, err = l.Append(ctx, db, scope, e)
-							} else {
-								err = db.InTx(ctx, func(tx *sql.Tx) error { return unchained(ctx, l, tx, scope, e) })
-							}
-							if err != nil {
-								b.Error(err)
-								return
-							}
+					switch mode {
+					case "chained":
+						appenders[mode] = func(scope string) error { _, err := l.Append(ctx, db, scope, e); return err }
+					case "previous":
+						appenders[mode] = func(scope string) error {
+							return l.inTx(ctx, db, func(tx *sql.Tx) error {
+								_, err := l.appendShaped(ctx, tx, tenant.Default, scope, e, false)
+								return err
+							})
 						}
-					})
-					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
-				})
-			}
+					default:
+						chainOff(b, db) // no MAC, and no trigger setting the head's MAC
+						appenders[mode] = func(scope string) error {
+							return db.InTx(ctx, func(tx *sql.Tx) error { return unchained(ctx, l, tx, scope, e) })
+						}
+					}
+				}
+				counts := map[string]int64{}
+				spent := map[string]time.Duration{}
+				for range b.N {
+					for range turns {
+						for _, mode := range modes {
+							n, d := appendFor(b, turn, scopes, appenders[mode])
+							counts[mode] += n
+							spent[mode] += d
+						}
+					}
+				}
+				rate := func(mode string) float64 { return float64(counts[mode]) / spent[mode].Seconds() }
+				for _, mode := range modes {
+					b.ReportMetric(rate(mode), mode+"-appends/s")
+				}
+				b.ReportMetric(100*rate("chained")/rate("unchained"), "chained/unchained-%")
+				b.ReportMetric(100*rate("previous")/rate("unchained"), "previous/unchained-%")
+			})
 		}
 	}
+}
+
+// appendFor runs append from 16 goroutines, spread over scopes, for d and
+// returns how many appends completed and how long they took.
+func appendFor(b *testing.B, d time.Duration, scopes int, append func(scope string) error) (int64, time.Duration) {
+	var (
+		n    atomic.Int64
+		wg   sync.WaitGroup
+		stop atomic.Bool
+	)
+	start := time.Now()
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if err := append("s" + strconv.Itoa(int(n.Add(1))%scopes)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(d) // the turn's length, not a wait for another goroutine's state
+	stop.Store(true)
+	wg.Wait()
+	return n.Load(), time.Since(start)
 }
 
 // unchained numbers e as Append does and inserts it with a constant MAC,
@@ -74,7 +133,9 @@ func unchained(ctx context.Context, l *Log, tx *sql.Tx, scope string, e Entry) e
 
 // BenchmarkVerify measures Verify's rows per second over one scope of
 // AUDIT_BENCH_ROWS entries (default 100,000; the README's figures use
-// 1,000,000), written in bulk once before the timer starts.
+// 1,000,000), written in bulk once before the timer starts: the current
+// Verify and, for comparison on the same data in the same run, the
+// previous release's loop (streamPrevious), three rounds of each in turn.
 func BenchmarkVerify(b *testing.B) {
 	rows := 100_000
 	if v := os.Getenv("AUDIT_BENCH_ROWS"); v != "" {
@@ -85,20 +146,140 @@ func BenchmarkVerify(b *testing.B) {
 			db := testdb.Open(b, testdb.NewDSN(b, engine), nil)
 			l := newLog(b, db, ring(b, "k1"))
 			bulkChain(b, l, "s", rows)
-			b.ResetTimer()
-			for range b.N {
-				res, err := l.Verify(context.Background(), "s", nil)
-				if err != nil || res.Break != nil || res.Rows != int64(rows) {
-					b.Fatalf("%+v %v", res, err)
-				}
+			ctx := context.Background()
+			for range 3 {
+				b.Run("previous", func(b *testing.B) {
+					cpu := cpuTime()
+					for range b.N {
+						res := Result{Tenant: tenant.Default, Scope: "s"}
+						err := l.read(ctx, func(exec racefree.Executor) error {
+							return l.streamPrevious(ctx, exec, tenant.Default, "s", &VerifyOptions{}, nil, &res)
+						})
+						if err != nil || res.Break != nil || res.Rows != int64(rows) {
+							b.Fatalf("%+v %v", res, err)
+						}
+					}
+					reportRows(b, rows, cpu)
+				})
+				b.Run("current", func(b *testing.B) {
+					cpu := cpuTime()
+					for range b.N {
+						res, err := l.Verify(ctx, "s", nil)
+						if err != nil || res.Break != nil || res.Rows != int64(rows) {
+							b.Fatalf("%+v %v", res, err)
+						}
+					}
+					reportRows(b, rows, cpu)
+				})
 			}
-			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
 	}
 }
 
+// cpuTime returns the CPU time the process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportRows reports rows per second of wall time and per second of the
+// process's CPU time since cpu (which a loaded machine changes less, though
+// it counts the database server's work only on SQLite).
+func reportRows(b *testing.B, rows int, cpu time.Duration) {
+	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(rows)*float64(b.N)/(cpuTime()-cpu).Seconds(), "rows/cpu-s")
+}
+
+// streamPrevious is the previous release's verify loop, kept for
+// BenchmarkVerify's comparison: nine columns a row, a prev_mac copy a row.
+func (l *Log) streamPrevious(ctx context.Context, exec racefree.Executor, t, scope string, o *VerifyOptions, anchor *Checkpoint, res *Result) error {
+	rows, err := exec.QueryContext(ctx, l.q.Get("entries"), t, scope, res.Verified.Seq, nil)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var (
+		epoch  = res.Verified.KeyID
+		prev   = res.Verified.MAC
+		macers = map[string]*macer{}
+		in     entryInput
+		data   sql.RawBytes // RawBytes: valid until the next row, never copied
+		stored sql.RawBytes
+		mac    sql.RawBytes
+		keyID  string
+		brk    = func(k Kind, seq int64, format string, args ...any) {
+			res.Break = &Break{k, seq, fmt.Sprintf(format, args...)}
+		}
+		scanErr error
+	)
+	in.tenant = t
+	in.scope = scope
+	for rows.Next() {
+		if scanErr = rows.Scan(&in.seq, &in.at, &in.actor, &in.action, &in.subject, &data, &keyID, &stored, &mac); scanErr != nil {
+			return scanErr
+		}
+		in.data = data
+		want := res.Verified.Seq + 1
+		if in.seq != want {
+			brk(Missing, want, "entry %d is absent; the next is %d", want, in.seq)
+			return nil
+		}
+		m, ok := macers[keyID]
+		if !ok {
+			key, ok := l.ring.scopeKey(keyID, scope)
+			if !ok {
+				brk(UnknownKey, in.seq, "key id %q is not in the keyring", keyID)
+				return nil
+			}
+			m = newMacer(key)
+			macers[keyID] = m
+		}
+		if epoch != "" && keyID != epoch {
+			brk(KeyOutsideEpoch, in.seq, "entry under key %q in the epoch of key %q", keyID, epoch)
+			return nil
+		}
+		in.prev = prev
+		if in.prev == nil {
+			in.prev = []byte{}
+		}
+		if !hmac.Equal(m.sum(&in), mac) {
+			if at, ok := reorderedAt(m, &in, stored, mac); ok {
+				brk(Reordered, in.seq, "the entry at %d belongs at %d", in.seq, at)
+			} else {
+				brk(Modified, in.seq, "the MAC does not match the entry")
+			}
+			return nil
+		}
+		if !bytes.Equal(stored, in.prev) {
+			brk(Modified, in.seq, "the stored prev_mac is not entry %d's MAC", in.seq-1)
+			return nil
+		}
+		if anchor != nil && in.seq == anchor.Seq && !hmac.Equal(mac, anchor.MAC) {
+			brk(RolledBack, in.seq, "checkpoint %d vouches for another entry %d", anchor.N, anchor.Seq)
+			return nil
+		}
+		epoch = keyID
+		if in.action == ActionKeyRotated {
+			var link struct{ From, To string }
+			if err := json.Unmarshal(in.data, &link); err != nil || link.From != keyID || link.To == "" {
+				brk(Modified, in.seq, "a rotation entry that does not link key %q to the next", keyID)
+				return nil
+			}
+			epoch = link.To
+		}
+		prev = append(prev[:0:0], mac...)
+		res.Verified = Position{Seq: in.seq, MAC: prev, KeyID: epoch}
+		res.Rows++
+		if o.Progress != nil && res.Rows%10_000 == 0 {
+			o.Progress(res.Rows)
+		}
+	}
+	return rows.Err()
+}
+
 // bulkChain writes a valid chain of n entries to scope, 50 to an INSERT.
-func bulkChain(b *testing.B, l *Log, scope string, n int) {
+func bulkChain(b testing.TB, l *Log, scope string, n int) {
 	b.Helper()
 	ctx := context.Background()
 	key, _ := l.ring.scopeKey(l.ring.current, scope)
@@ -143,7 +324,7 @@ func bulkChain(b *testing.B, l *Log, scope string, n int) {
 }
 
 // chainOff removes the trigger that chains the head to each entry.
-func chainOff(b *testing.B, db *racefree.DB) {
+func chainOff(b testing.TB, db *racefree.DB) {
 	b.Helper()
 	q := `DROP TRIGGER racefree_audit_chain`
 	if db.Engine() == racefree.Postgres {

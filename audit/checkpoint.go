@@ -81,37 +81,48 @@ func (l *Log) Checkpoint(ctx context.Context, exec racefree.Executor, scope stri
 	if err := checkScope(scope); err != nil {
 		return Checkpoint{}, err
 	}
-	priv, ok := l.ring.signers[l.ring.signer]
-	if !ok {
+	if _, ok := l.ring.signers[l.ring.signer]; !ok {
 		return Checkpoint{}, ErrNoSigner
 	}
 	t := tenant.From(ctx)
 	var c Checkpoint
 	err := l.inTx(ctx, exec, func(tx *sql.Tx) error {
-		c = Checkpoint{Tenant: t, Scope: scope, KeyID: l.ring.signer}
-		var at int64
-		err := tx.QueryRowContext(ctx, l.q.Get("checkpoint_head"), t, scope, l.db.ClockArg()).Scan(&c.Seq, &c.MAC, &c.N, &c.Prev, &at)
-		if errors.Is(err, sql.ErrNoRows) {
-			return racefree.ErrNotFound
-		}
-		if err != nil {
-			return fmt.Errorf("head: %w", err)
-		}
-		if c.Prev == nil { // SQLite returns an empty BLOB as NULL
-			c.Prev = []byte{}
-		}
-		c.At = racefree.FromMillis(at)
-		c.Sig = ed25519.Sign(priv, c.signed())
-		if _, err := tx.ExecContext(ctx, l.q.Get("set_checkpoint"), t, scope, c.N, c.Seq, c.MAC, at, c.Prev, c.KeyID, c.Sig); err != nil {
-			return fmt.Errorf("store: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, l.q.Get("set_checkpoint_hash"), t, scope, c.N, c.Hash()); err != nil {
-			return fmt.Errorf("chain: %w", err)
-		}
-		return nil
+		var err error
+		c, err = l.checkpoint(ctx, tx, t, scope)
+		return err
 	})
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("audit: checkpoint %s: %w", scope, l.db.InterpretError(err))
+	}
+	return c, nil
+}
+
+// checkpoint signs, stores and chains a checkpoint of the head of tenant
+// t's scope in tx, under the head row's lock.
+func (l *Log) checkpoint(ctx context.Context, tx *sql.Tx, t, scope string) (Checkpoint, error) {
+	priv, ok := l.ring.signers[l.ring.signer]
+	if !ok {
+		return Checkpoint{}, ErrNoSigner
+	}
+	c := Checkpoint{Tenant: t, Scope: scope, KeyID: l.ring.signer}
+	var at int64
+	err := tx.QueryRowContext(ctx, l.q.Get("checkpoint_head"), t, scope, l.db.ClockArg()).Scan(&c.Seq, &c.MAC, &c.N, &c.Prev, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Checkpoint{}, racefree.ErrNotFound
+	}
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("head: %w", err)
+	}
+	if c.Prev == nil { // SQLite returns an empty BLOB as NULL
+		c.Prev = []byte{}
+	}
+	c.At = racefree.FromMillis(at)
+	c.Sig = ed25519.Sign(priv, c.signed())
+	if _, err := tx.ExecContext(ctx, l.q.Get("set_checkpoint"), t, scope, c.N, c.Seq, c.MAC, at, c.Prev, c.KeyID, c.Sig); err != nil {
+		return Checkpoint{}, fmt.Errorf("store: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, l.q.Get("set_checkpoint_hash"), t, scope, c.N, c.Hash()); err != nil {
+		return Checkpoint{}, fmt.Errorf("chain: %w", err)
 	}
 	return c, nil
 }

@@ -17,14 +17,18 @@
 // # One lock orders numbering and chaining
 //
 // The chain head (last number, last MAC, key epoch) lives in a head row per
-// scope, racefree_audit_heads, and Append takes the next number with one
-// upsert of that row (INSERT … ON CONFLICT DO UPDATE SET last_seq =
-// last_seq + 1 RETURNING …). The upsert holds the row's lock (on SQLite,
-// the IMMEDIATE transaction's write lock) until the transaction ends, so
-// the number and the previous MAC it returns belong to this entry alone.
-// Inserting the entry sets the head's MAC, in the same statement (a
-// trigger, which also refuses an entry that does not carry the head's
-// number). A rollback gives the number back and leaves no entry. Scopes never wait
+// scope, racefree_audit_heads. Append reads it under the row's lock
+// (SELECT … FOR UPDATE; on SQLite the IMMEDIATE transaction's write lock),
+// held until the transaction ends, so the number after it and the previous
+// MAC belong to this entry alone; it computes the MAC and inserts the
+// entry, and a trigger moves the head to the entry in the same statement
+// (number, MAC and, after a rotation entry, key epoch), refusing an entry
+// whose number does not follow the head's. The head row is written once
+// per entry (migration 015; before it, an upsert incremented the number
+// and the trigger wrote the MAC, a second write, and the trigger still
+// accepts that order during a rollout, and the primary key a number only
+// once in either).
+// A rollback gives the number back and leaves no entry. Scopes never wait
 // for each other. The head is audit's own rather than a package seq
 // counter because the MAC and the key epoch must change under the same
 // lock as the number: a counter row that holds only a number would need a
@@ -83,6 +87,21 @@
 // A trigger refuses UPDATE and DELETE of entries and checkpoints on both
 // engines, and TRUNCATE on PostgreSQL. The owner of the tables can still
 // drop the triggers: run the application as a role that owns nothing (see
-// the README) and keep checkpoints elsewhere. Retention (deleting a prefix)
-// is not offered.
+// the README) and keep checkpoints elsewhere.
+//
+// # Retention
+//
+// Log.Prune deletes a scope's oldest entries, 1 through an anchor, as an
+// explicit, audited operation (migration 014): in one transaction, under
+// the head row's lock, it appends an ActionPruned entry recording the
+// anchor (its number, its MAC and the key epoch after it), raises the head
+// row's retention floor to the anchor, deletes the entries at or below it
+// and signs a checkpoint of the new head. The delete trigger lets an entry
+// go only at or below its scope's floor while the scope's last entry is
+// an ActionPruned entry, which is Prune's transaction and nothing else's.
+// Verify starts at the floor, and accepts the missing prefix only when the
+// chain holds the ActionPruned entry, MACed under the scope's key, naming
+// that exact anchor: a prefix cut any other way is still Missing, with the
+// floor raised by hand too. On PostgreSQL the application role has no
+// DELETE privilege on the entries, so the tables' owner prunes.
 package audit

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/hmac"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/racefree/racefree"
@@ -119,6 +121,11 @@ const reorderWindow = 16
 // elsewhere can (VerifyOptions.Checkpoints), and only one of the same
 // tenant and scope.
 //
+// A scope pruned by Prune starts at its retention floor (or at
+// VerifyOptions.After, when that is past it), and is intact only if its
+// chain holds the ActionPruned entry that names that floor's number, MAC
+// and key epoch: a prefix gone without one is Missing at the floor.
+//
 // Verify reads the head row before the entries, so appends that commit
 // while it runs never look like a break.
 func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Result, error) {
@@ -139,14 +146,23 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 		res.Break = brk
 		return res, nil
 	}
-	headSeq, headCheckpoints, err := l.head(ctx, t, scope)
+	head, err := l.head(ctx, t, scope)
 	if err != nil {
 		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, err)
 	}
+	// A pruned scope starts at its retention floor, provided the chain
+	// holds the pruned entry that records it (stream sets floorSeen).
+	var floor *Position
+	if head.floor.Seq > res.Verified.Seq {
+		floor = &head.floor
+		res.Verified = head.floor
+	}
 	start := res
+	var floorSeen bool
 	err = l.read(ctx, func(exec racefree.Executor) error {
 		res = start // a retried transaction starts over
-		return l.stream(ctx, exec, t, scope, &o, anchor, &res)
+		floorSeen, err = l.stream(ctx, exec, t, scope, &o, anchor, floor, &res)
+		return err
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, l.db.InterpretError(err))
@@ -159,13 +175,15 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 	}
 	last := res.Verified.Seq
 	switch {
-	case anchor != nil && headCheckpoints < anchor.N:
-		res.Break = &Break{RolledBack, last, fmt.Sprintf("checkpoint %d exists; the log, its checkpoints included, counts %d", anchor.N, headCheckpoints)}
+	case floor != nil && !floorSeen:
+		res.Break = &Break{Missing, floor.Seq, fmt.Sprintf("entries through %d are gone and no %s entry in the chain records it", floor.Seq, ActionPruned)}
+	case anchor != nil && head.checkpoints < anchor.N:
+		res.Break = &Break{RolledBack, last, fmt.Sprintf("checkpoint %d exists; the log, its checkpoints included, counts %d", anchor.N, head.checkpoints)}
 	case anchor != nil && anchor.Seq > last:
 		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("checkpoint %d vouches for entry %d; the chain ends at %d", anchor.N, anchor.Seq, last)}
-	case headSeq > last:
-		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("the head counts %d entries; the chain ends at %d", headSeq, last)}
-	case anchor != nil && o.After != nil && anchor.Seq == o.After.Seq && !hmac.Equal(anchor.MAC, o.After.MAC):
+	case head.seq > last:
+		res.Break = &Break{Truncated, last + 1, fmt.Sprintf("the head counts %d entries; the chain ends at %d", head.seq, last)}
+	case anchor != nil && anchor.Seq == start.Verified.Seq && start.Verified.Seq > 0 && !hmac.Equal(anchor.MAC, start.Verified.MAC):
 		res.Break = &Break{RolledBack, anchor.Seq, fmt.Sprintf("checkpoint %d vouches for another entry %d", anchor.N, anchor.Seq)}
 	case anchor != nil:
 		res.Anchored = true
@@ -174,90 +192,127 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 }
 
 // stream checks the entries after res.Verified, advancing it, and sets
-// res.Break at the first break.
-func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope string, o *VerifyOptions, anchor *Checkpoint, res *Result) error {
-	rows, err := exec.QueryContext(ctx, l.q.Get("entries"), t, scope, res.Verified.Seq, nil)
+// res.Break at the first break. floorSeen reports that an ActionPruned
+// entry names floor, when not nil, as its anchor.
+//
+// It reads verify_entries, whose columns carry the texts joined by NUL
+// bytes and the stored prev_mac and MAC in one: fewer columns cost the
+// driver fewer calls per row, the loop's main cost. Per row it allocates
+// only what the driver does.
+func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope string, o *VerifyOptions, anchor *Checkpoint, floor *Position, res *Result) (floorSeen bool, err error) {
+	rows, err := exec.QueryContext(ctx, l.q.Get("verify_entries"), t, scope, res.Verified.Seq)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer rows.Close()
 	var (
 		epoch  = res.Verified.KeyID
-		prev   = res.Verified.MAC
+		last   = res.Verified.Seq
+		prev   = append([]byte{}, res.Verified.MAC...)
+		spare  = make([]byte, 0, sha256.Size) // prev's buffer, swapped each row
 		macers = map[string]*macer{}
+		m      *macer
+		mKey   string
 		in     entryInput
+		texts  string       // actor NUL action NUL subject NUL key_id
 		data   sql.RawBytes // RawBytes: valid until the next row, never copied
-		stored sql.RawBytes
-		mac    sql.RawBytes
+		macs   sql.RawBytes // the stored prev_mac, then the 32-byte MAC
 		keyID  string
+		rest   string
+		ok     bool
+		ok2    bool
+		ok3    bool
 		brk    = func(k Kind, seq int64, format string, args ...any) {
 			res.Break = &Break{k, seq, fmt.Sprintf(format, args...)}
 		}
-		scanErr error
 	)
+	// res.Verified follows the loop only here, where the MAC is copied
+	// out of the loop's buffers.
+	defer func() {
+		res.Verified = Position{Seq: last, MAC: bytes.Clone(prev), KeyID: epoch}
+	}()
 	in.tenant = t
 	in.scope = scope
 	for rows.Next() {
-		if scanErr = rows.Scan(&in.seq, &in.at, &in.actor, &in.action, &in.subject, &data, &keyID, &stored, &mac); scanErr != nil {
-			return scanErr
+		if err := rows.Scan(&in.seq, &in.at, &texts, &data, &macs); err != nil {
+			return floorSeen, err
 		}
 		in.data = data
-		want := res.Verified.Seq + 1
+		want := last + 1
 		if in.seq != want {
 			brk(Missing, want, "entry %d is absent; the next is %d", want, in.seq)
-			return nil
+			return floorSeen, nil
 		}
-		m, ok := macers[keyID]
-		if !ok {
-			key, ok := l.ring.scopeKey(keyID, scope)
-			if !ok {
-				brk(UnknownKey, in.seq, "key id %q is not in the keyring", keyID)
-				return nil
+		in.actor, rest, ok = strings.Cut(texts, "\x00")
+		in.action, rest, ok2 = strings.Cut(rest, "\x00")
+		in.subject, keyID, ok3 = strings.Cut(rest, "\x00")
+		if !ok || !ok2 || !ok3 || strings.IndexByte(keyID, 0) >= 0 {
+			brk(Modified, in.seq, "a text field holds a NUL byte")
+			return floorSeen, nil
+		}
+		if len(macs) < sha256.Size {
+			brk(Modified, in.seq, "the stored MAC is not %d bytes long", sha256.Size)
+			return floorSeen, nil
+		}
+		stored, mac := macs[:len(macs)-sha256.Size], macs[len(macs)-sha256.Size:]
+		if m == nil || keyID != mKey {
+			if m, ok = macers[keyID]; !ok {
+				key, ok := l.ring.scopeKey(keyID, scope)
+				if !ok {
+					brk(UnknownKey, in.seq, "key id %q is not in the keyring", keyID)
+					return floorSeen, nil
+				}
+				m = newMacer(key)
+				macers[keyID] = m
 			}
-			m = newMacer(key)
-			macers[keyID] = m
+			mKey = keyID
 		}
 		if epoch != "" && keyID != epoch {
 			brk(KeyOutsideEpoch, in.seq, "entry under key %q in the epoch of key %q", keyID, epoch)
-			return nil
+			return floorSeen, nil
 		}
 		in.prev = prev
-		if in.prev == nil {
-			in.prev = []byte{}
-		}
 		if !hmac.Equal(m.sum(&in), mac) {
 			if at, ok := reorderedAt(m, &in, stored, mac); ok {
 				brk(Reordered, in.seq, "the entry at %d belongs at %d", in.seq, at)
 			} else {
 				brk(Modified, in.seq, "the MAC does not match the entry")
 			}
-			return nil
+			return floorSeen, nil
 		}
 		if !bytes.Equal(stored, in.prev) {
 			brk(Modified, in.seq, "the stored prev_mac is not entry %d's MAC", in.seq-1)
-			return nil
+			return floorSeen, nil
 		}
 		if anchor != nil && in.seq == anchor.Seq && !hmac.Equal(mac, anchor.MAC) {
 			brk(RolledBack, in.seq, "checkpoint %d vouches for another entry %d", anchor.N, anchor.Seq)
-			return nil
+			return floorSeen, nil
 		}
 		epoch = keyID
-		if in.action == ActionKeyRotated {
+		switch in.action {
+		case ActionKeyRotated:
 			var link struct{ From, To string }
 			if err := json.Unmarshal(in.data, &link); err != nil || link.From != keyID || link.To == "" {
 				brk(Modified, in.seq, "a rotation entry that does not link key %q to the next", keyID)
-				return nil
+				return floorSeen, nil
 			}
 			epoch = link.To
+		case ActionPruned:
+			var p pruneRecord
+			if err := json.Unmarshal(in.data, &p); err != nil || p.Through < 1 || p.Through >= in.seq {
+				brk(Modified, in.seq, "a pruned entry that does not name an anchor before it")
+				return floorSeen, nil
+			}
+			floorSeen = floorSeen || floor != nil && p.Through == floor.Seq && hmac.Equal(p.MAC, floor.MAC) && p.KeyID == floor.KeyID
 		}
-		prev = append(prev[:0:0], mac...)
-		res.Verified = Position{Seq: in.seq, MAC: prev, KeyID: epoch}
+		prev, spare = append(spare[:0], mac...), prev
+		last = in.seq
 		res.Rows++
 		if o.Progress != nil && res.Rows%10_000 == 0 {
 			o.Progress(res.Rows)
 		}
 	}
-	return rows.Err()
+	return floorSeen, rows.Err()
 }
 
 // reorderedAt reports the number near in.seq at which the entry's content

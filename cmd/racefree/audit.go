@@ -30,7 +30,7 @@ func auditCmd() *cobra.Command {
 		Short: "Verify, checkpoint and key the tamper-evident audit log",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("audit needs a subcommand: verify, checkpoint or keygen")
+			return fmt.Errorf("audit needs a subcommand: verify, checkpoint, prune or keygen")
 		},
 	}
 	pf := cmd.PersistentFlags()
@@ -95,6 +95,43 @@ Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
 	cp.Flags().StringArrayVar(&cpScopes, "scope", nil, "scope to checkpoint (repeat; default: every scope of the tenant)")
 	cp.Flags().StringVar(&cpFor, "tenant", tenant.Default, "tenant whose chains to checkpoint")
 
+	var (
+		pruneScope, pruneActor, pruneCheckpoint, pruneFor string
+		pruneThrough                                      int64
+	)
+	prune := &cobra.Command{
+		Use:   "prune",
+		Short: "Delete a scope's oldest entries, recorded in its chain, and print the new checkpoint",
+		Long: `prune deletes the entries of one scope (--scope, of --tenant) numbered 1
+through --through and re-anchors the chain at entry --through: in one
+transaction it appends a racefree.audit.pruned entry by --actor that records
+the anchor, deletes the entries and signs a checkpoint of the new head,
+which it prints (a JSON line: append it to your exported checkpoints).
+It first verifies the scope (against --checkpoint FILE, when given) and
+deletes nothing from a broken chain. On PostgreSQL run it as the tables'
+owner: the application role cannot delete audit entries.
+Exit status: 0 pruned, 1 the chain is broken, 2 error.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, err := tenant.With(cmd.Context(), pruneFor)
+			if err == nil {
+				err = auditPrune(ctx, cmd.OutOrStdout(), os.Stderr, db, keys, pruneScope, pruneThrough, pruneActor, pruneCheckpoint)
+			}
+			var ee *exitError
+			if err != nil && !errors.As(err, &ee) {
+				err = &exitError{exitAuditFailed, err}
+			}
+			return err
+		},
+	}
+	prune.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{exitAuditFailed, err} })
+	pr := prune.Flags()
+	pr.StringVar(&pruneScope, "scope", "", "scope to prune (required)")
+	pr.Int64Var(&pruneThrough, "through", 0, "delete entries 1 through this number (required)")
+	pr.StringVar(&pruneActor, "actor", "", "who prunes, recorded in the chain (required)")
+	pr.StringVar(&pruneCheckpoint, "checkpoint", "", "file of exported checkpoints (JSON lines) to verify against first")
+	pr.StringVar(&pruneFor, "tenant", tenant.Default, "tenant whose scope to prune")
+
 	var macID, signID string
 	keygen := &cobra.Command{
 		Use:   "keygen",
@@ -112,7 +149,7 @@ Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
 	}
 	keygen.Flags().StringVar(&macID, "mac-id", "", "id of the mac key (default mac-YYYYMMDD)")
 	keygen.Flags().StringVar(&signID, "sign-id", "", "id of the sign key (default sign-YYYYMMDD)")
-	cmd.AddCommand(verify, cp, keygen)
+	cmd.AddCommand(verify, cp, prune, keygen)
 	return cmd
 }
 
@@ -159,23 +196,9 @@ func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, ke
 	if parallel < 1 {
 		return racefree.Invalid("parallel", "%d: want at least 1", parallel)
 	}
-	cps := map[string][]audit.Checkpoint{}
-	if checkpoint != "" {
-		f, err := os.Open(checkpoint)
-		if err != nil {
-			return err
-		}
-		list, err := audit.ReadCheckpoints(f)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		t := tenant.From(ctx)
-		for _, c := range list {
-			if c.Tenant == t || c.Tenant == "" && t == tenant.Default {
-				cps[c.Scope] = append(cps[c.Scope], c)
-			}
-		}
+	cps, err := readCheckpoints(ctx, checkpoint)
+	if err != nil {
+		return err
 	}
 	h, l, err := openAudit(ctx, db, keys)
 	if err != nil {
@@ -287,5 +310,70 @@ func auditCheckpoint(ctx context.Context, stdout io.Writer, db, keys string, sco
 			return err
 		}
 	}
+	return nil
+}
+
+// readCheckpoints reads the checkpoints file (none when path is empty) and
+// returns the context's tenant's checkpoints by scope: one exported before
+// tenancy, without a tenant, is the default tenant's.
+func readCheckpoints(ctx context.Context, path string) (map[string][]audit.Checkpoint, error) {
+	cps := map[string][]audit.Checkpoint{}
+	if path == "" {
+		return cps, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	list, err := audit.ReadCheckpoints(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	t := tenant.From(ctx)
+	for _, c := range list {
+		if c.Tenant == t || c.Tenant == "" && t == tenant.Default {
+			cps[c.Scope] = append(cps[c.Scope], c)
+		}
+	}
+	return cps, nil
+}
+
+// auditPrune verifies scope, prunes it through through and prints the
+// pruning's checkpoint to stdout, a summary to stderr.
+func auditPrune(ctx context.Context, stdout, stderr io.Writer, db, keys, scope string, through int64, actor, checkpoint string) error {
+	if scope == "" {
+		return racefree.Invalid("scope", "is required")
+	}
+	if through < 1 {
+		return racefree.Invalid("through", "is required: the last entry number to delete, at least 1")
+	}
+	if actor == "" {
+		return racefree.Invalid("actor", "is required: who prunes, recorded in the chain")
+	}
+	cps, err := readCheckpoints(ctx, checkpoint)
+	if err != nil {
+		return err
+	}
+	h, l, err := openAudit(ctx, db, keys)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	res, err := l.Verify(ctx, scope, &audit.VerifyOptions{Checkpoints: cps[scope]})
+	if err != nil {
+		return err
+	}
+	if !res.Intact() {
+		return &exitError{exitAuditBroken, fmt.Errorf("%s: BROKEN at %d: %s: %s; nothing pruned", scope, res.Break.Seq, res.Break.Kind, res.Break.Detail)}
+	}
+	p, err := l.Prune(ctx, h, scope, through, actor)
+	if err != nil {
+		return err
+	}
+	if err := audit.WriteCheckpoints(stdout, p.Checkpoint); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "%s: %d entries deleted, through %d; recorded as entry %d, checkpoint %d\n", scope, p.Deleted, through, p.Entry.Seq, p.Checkpoint.N)
 	return nil
 }

@@ -231,3 +231,83 @@ func TestAuditVerifyProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditPrune: audit prune verifies the scope, deletes its oldest
+// entries, records the pruning in the chain and prints the new
+// checkpoint, which verify --checkpoint then accepts; it deletes nothing
+// from a broken chain (exit 1), and bad input is one line and exit 2.
+func TestAuditPrune(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		keys := filepath.Join(dir, "audit.keys")
+		r := runCLI(t, "audit", "keygen", "--mac-id", "m1", "--sign-id", "s1")
+		if err := os.WriteFile(keys, []byte(r.stdout), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db := testdb.Open(t, d, nil)
+		ring, err := audit.LoadKeyring(keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := audit.New(db, ring)
+		for range 5 {
+			for _, s := range []string{"acme", "globex"} {
+				if _, err := l.Append(ctx, db, s, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		r = runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "acme", "--through", "3", "--actor", "ops")
+		cps, err := audit.ReadCheckpoints(strings.NewReader(r.stdout))
+		if r.code != 0 || err != nil || len(cps) != 1 || cps[0].Seq != 6 || !strings.Contains(r.stderr, "3 entries deleted") {
+			t.Fatalf("prune: %+v (%v)", r, err)
+		}
+		if rs, err := l.List(ctx, "acme", 0, 10); err != nil || len(rs) != 3 || rs[0].Seq != 4 || rs[2].Action != audit.ActionPruned {
+			t.Fatalf("acme after pruning: %+v, %v; want entries 4..6, the last the pruning", rs, err)
+		}
+		cpFile := filepath.Join(dir, "checkpoints.jsonl")
+		if err := os.WriteFile(cpFile, []byte(r.stdout), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--checkpoint", cpFile)
+		if r.code != 0 || !strings.Contains(r.stdout, "acme: intact, 3 entries, anchored") || !strings.Contains(r.stdout, "globex: intact, 5 entries") {
+			t.Fatalf("verify after pruning: %+v", r)
+		}
+		if db.Engine() == racefree.Postgres {
+			_, err = db.ExecContext(ctx, `ALTER TABLE racefree_audit DISABLE TRIGGER USER`)
+		} else {
+			_, err = db.ExecContext(ctx, `DROP TRIGGER racefree_audit_no_update`)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `UPDATE racefree_audit SET actor = 'mallory' WHERE scope = 'globex' AND seq = 4`); err != nil {
+			t.Fatal(err)
+		}
+		r = runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "globex", "--through", "2", "--actor", "ops")
+		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "globex: BROKEN at 4: modified") {
+			t.Fatalf("prune of a broken chain: %+v", r)
+		}
+		if n, err := l.Length(ctx, "globex"); err != nil || n != 5 {
+			t.Fatalf("globex after a refused pruning: %d entries, %v; want 5", n, err)
+		}
+		bad := [][]string{
+			{"--scope", "acme", "--through", "2", "--actor", "ops"},    // pruned already
+			{"--scope", "acme", "--through", "9", "--actor", "ops"},    // past the last entry
+			{"--scope", "nothing", "--through", "1", "--actor", "ops"}, // no such scope
+		}
+		if db.Engine() == racefree.SQLite { // flags, checked before the database is
+			bad = append(bad, []string{"--scope", "acme", "--through", "5"}, // no actor
+				[]string{"--scope", "acme", "--actor", "ops"},                   // no through
+				[]string{"--through", "5", "--actor", "ops"},                    // no scope
+				[]string{"--scope", "acme", "--through", "x", "--actor", "ops"}) // not a number
+		}
+		for _, args := range bad {
+			if r := runCLI(t, append([]string{"audit", "prune", "--db", d, "--keys", keys}, args...)...); r.code != 2 || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("prune %v: %+v; want exit 2 and one line", args, r)
+			}
+		}
+	})
+}

@@ -1,8 +1,8 @@
 -- insert: write one entry. The PRIMARY KEY (tenant, scope, seq) refuses a
 -- number handed out twice, whatever the code above it does; the trigger
--- racefree_audit_chain refuses a number that is not the head's (the head
--- of the entry's own tenant and scope) and sets the head's MAC (and key
--- epoch after a rotation entry) to this entry's.
+-- racefree_audit_chain moves the head of the entry's own tenant and scope
+-- to it (number, MAC and, after a rotation entry, key epoch), refusing a
+-- number that does not follow the head's (migration 015).
 -- $1 tenant, $2 scope, $3 seq, $4 at, $5 actor, $6 action, $7 subject,
 -- $8 data, $9 key id, $10 prev_mac, $11 mac
 INSERT INTO racefree_audit (tenant, scope, seq, at, actor, action, subject, data, key_id, prev_mac, mac)

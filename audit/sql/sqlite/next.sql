@@ -1,5 +1,8 @@
--- next: hand out the scope's next number and return the chain head it
--- extends, in one statement. The upsert creates the head row idempotently
+-- next: the previous release's way to number an entry, which Append uses
+-- on a schema before migration 015 (OneWriteVersion), and
+-- BenchmarkAppend's baseline: hand out the scope's next number and return
+-- the chain head it extends, in one statement. The upsert creates the head
+-- row idempotently
 -- (the first entry is 1, under key epoch ?3) or increments last_seq; the
 -- transaction holds SQLite's write lock from this statement on, so the
 -- number and the prev_mac returned here cannot be handed to anyone else
