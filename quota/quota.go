@@ -28,6 +28,21 @@ const (
 	// FixedWindow admits Rate units per window of Per, the windows aligned
 	// on the Unix epoch. Burst is ignored: a window's limit is Rate.
 	FixedWindow Kind = "window"
+	// SlidingWindow is the sliding-window counter: Rate units per window
+	// of Per, the windows aligned on the Unix epoch, where a charge counts
+	// the current window's units plus the previous window's, weighted by
+	// the part of the previous window that the sliding window [now − Per,
+	// now] still overlaps. It assumes the previous window's units were
+	// spread evenly across it: then the weighted count is the number of
+	// units charged within the last Per, and a charge is admitted only if
+	// that stays at most Rate. The guarantees hold whatever the spread:
+	// never more than Rate within one aligned window, and within any
+	// interval of length Per at most Rate + ⌊Rate × (Per − 2ms) / Per⌋
+	// units, fewer than 2 × Rate (reached only when the previous window's
+	// units all came in its last millisecond). Burst is ignored;
+	// Rate × Per in ms must be at most 2^61. Needs
+	// SlidingWindowMigration.
+	SlidingWindow Kind = "sliding_window"
 )
 
 // OnUnavailable says what Consume decides when the database does not
@@ -63,10 +78,10 @@ const (
 // and Per (and Burst for GCRA).
 type Policy struct {
 	Name  string        // names the policy in RateLimit headers; defaults to "default"
-	Kind  Kind          // GCRA or FixedWindow
+	Kind  Kind          // GCRA, FixedWindow or SlidingWindow
 	Rate  int64         // units per Per, 1 to MaxUnits
 	Per   time.Duration // 1ms to MaxPer, whole milliseconds; GCRA needs Per/Rate >= 1ms
-	Burst int64         // GCRA: the bucket's size, 1 to MaxUnits; FixedWindow: ignored
+	Burst int64         // GCRA: the bucket's size, 1 to MaxUnits; the windows: ignored
 	// OnUnavailable says what to decide when the database does not answer
 	// within Wait. Defaults to FailClosed.
 	OnUnavailable OnUnavailable
@@ -94,9 +109,9 @@ func (p Policy) interval() int64 {
 }
 
 // limit returns the most units one key holds at once: Burst for GCRA,
-// Rate for a fixed window.
+// Rate for a window.
 func (p Policy) limit() int64 {
-	if p.Kind == FixedWindow {
+	if p.Kind != GCRA {
 		return p.Rate
 	}
 	return p.Burst
@@ -105,9 +120,9 @@ func (p Policy) limit() int64 {
 // Validate returns an *racefree.InputError when p is not usable.
 func (p Policy) Validate() error {
 	switch p.Kind {
-	case GCRA, FixedWindow:
+	case GCRA, FixedWindow, SlidingWindow:
 	default:
-		return racefree.Invalid("policy.kind", "must be %q or %q, got %q", GCRA, FixedWindow, p.Kind)
+		return racefree.Invalid("policy.kind", "must be %q, %q or %q, got %q", GCRA, FixedWindow, SlidingWindow, p.Kind)
 	}
 	if p.Rate < 1 || p.Rate > MaxUnits {
 		return racefree.Invalid("policy.rate", "must be between 1 and %d, got %d", MaxUnits, p.Rate)
@@ -122,6 +137,9 @@ func (p Policy) Validate() error {
 		if p.Per.Milliseconds() < p.Rate {
 			return racefree.Invalid("policy.rate", "must be at most one unit per millisecond of per, got %d per %s", p.Rate, p.Per)
 		}
+	}
+	if p.Kind == SlidingWindow && p.Rate > maxSlidingProduct/p.Per.Milliseconds() {
+		return racefree.Invalid("policy.rate", "rate × per in ms must be at most 2^61 for a sliding window, got %d per %s", p.Rate, p.Per)
 	}
 	if p.Wait < 0 && p.Wait != NoWait {
 		return racefree.Invalid("policy.wait", "must not be negative, or NoWait")
@@ -142,7 +160,8 @@ type Decision struct {
 	// decision.
 	Remaining int64
 	// ResetAt is when the key is back to its full limit: the bucket full
-	// (GCRA) or the window over (FixedWindow).
+	// (GCRA), the window over (FixedWindow), nothing counted any more
+	// (SlidingWindow: two windows after the last charge's window began).
 	ResetAt time.Time
 	// ResetAfter is ResetAt less the clock of the decision: how long until
 	// the key is back to its full limit.
@@ -241,9 +260,10 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // trip), on SQLite a second statement reads it.
 //
 // n must be between 1 and the policy's limit (Burst for GCRA, Rate for a
-// fixed window): a charge that could never be allowed is an
+// fixed or sliding window): a charge that could never be allowed is an
 // *racefree.InputError, like an invalid key or policy, and writes
-// nothing. A GCRA and a fixed-window counter of one key are two counters.
+// nothing. The counters of one key under policies of different kinds are
+// separate counters.
 //
 // exec may be the caller's transaction: the charge then commits or rolls
 // back with it, and holds the key's row lock (PostgreSQL) or the write lock
@@ -306,6 +326,9 @@ func shadow(p Policy, d Decision) Decision {
 // returns no row and the counter is read in a second statement. When that
 // read shows room (the counter moved between the two), it charges again.
 func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
+	if p.Kind == SlidingWindow {
+		return l.consumeSliding(ctx, exec, key, n, p)
+	}
 	name, arg := "consume_gcra", p.interval()
 	if p.Kind == FixedWindow {
 		name, arg = "consume_window", p.Per.Milliseconds()
@@ -391,6 +414,9 @@ func decide(p Policy, n, now, tat, used int64, charged bool) Decision {
 func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
 	if err := l.check(key, n, p); err != nil {
 		return Decision{}, err
+	}
+	if p.Kind == SlidingWindow {
+		return l.refundSliding(ctx, exec, key, n, p)
 	}
 	name, arg := "refund_gcra", p.interval()
 	if p.Kind == FixedWindow {
