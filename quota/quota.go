@@ -287,15 +287,20 @@ func (l *Limiter) Consume(ctx context.Context, exec racefree.Executor, key strin
 	return shadow(p, d), nil
 }
 
-// bound returns ctx with the policy's Wait.
+// bound returns ctx with the policy's Wait. When ctx's own deadline comes
+// first, it already bounds the charge, and bound sets no timer of its own.
 func (l *Limiter) bound(ctx context.Context, p Policy) (context.Context, context.CancelFunc) {
-	switch p.Wait {
+	wait := p.Wait
+	switch wait {
 	case NoWait:
 		return ctx, func() {}
 	case 0:
-		return context.WithTimeout(ctx, DefaultWait)
+		wait = DefaultWait
 	}
-	return context.WithTimeout(ctx, p.Wait)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, wait)
 }
 
 // degraded turns a failure into the policy's OnUnavailable decision when
@@ -338,7 +343,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 			allowed        bool
 			tat, used, now int64
 		)
-		err := exec.QueryRowContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
+		err := l.queryRow(ctx, exec, name, tenant.From(ctx), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
 		switch {
 		case err == nil && allowed:
 			return decide(p, n, now, tat, used, true), nil
@@ -365,7 +370,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 // bucket.
 func (l *Limiter) state(ctx context.Context, exec racefree.Executor, key string, p Policy) (now, tat, used int64, err error) {
 	var t, u sql.NullInt64
-	if err := exec.QueryRowContext(ctx, l.q.Get("state"), tenant.From(ctx), l.scope, key, string(p.Kind), l.db.ClockArg()).Scan(&now, &t, &u); err != nil {
+	if err := l.queryRow(ctx, exec, "state", tenant.From(ctx), l.scope, key, string(p.Kind), l.db.ClockArg()).Scan(&now, &t, &u); err != nil {
 		return 0, 0, 0, l.db.InterpretError(err)
 	}
 	return now, t.Int64, u.Int64, nil

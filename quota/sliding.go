@@ -47,7 +47,7 @@ func (l *Limiter) consumeSliding(ctx context.Context, exec racefree.Executor, ke
 			allowed              bool
 			tat, used, prev, now int64
 		)
-		err := exec.QueryRowContext(ctx, l.q.Get("consume_sliding"), tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), p.Rate, l.db.ClockArg()).Scan(&allowed, &tat, &used, &prev, &now)
+		err := l.queryRow(ctx, exec, "consume_sliding", tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), p.Rate, l.db.ClockArg()).Scan(&allowed, &tat, &used, &prev, &now)
 		switch {
 		case err == nil && allowed:
 			return decideSliding(p, n, now, tat, used, prev, true), nil
@@ -74,7 +74,7 @@ func (l *Limiter) consumeSliding(ctx context.Context, exec racefree.Executor, ke
 // row reads as nothing counted.
 func (l *Limiter) stateSliding(ctx context.Context, exec racefree.Executor, key string) (now, tat, used, prev int64, err error) {
 	var t, u, pr sql.NullInt64
-	if err := exec.QueryRowContext(ctx, l.q.Get("state_sliding"), tenant.From(ctx), l.scope, key, l.db.ClockArg()).Scan(&now, &t, &u, &pr); err != nil {
+	if err := l.queryRow(ctx, exec, "state_sliding", tenant.From(ctx), l.scope, key, l.db.ClockArg()).Scan(&now, &t, &u, &pr); err != nil {
 		return 0, 0, 0, 0, l.db.InterpretError(err)
 	}
 	return now, t.Int64, u.Int64, pr.Int64, nil
