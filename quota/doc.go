@@ -22,7 +22,7 @@
 //     previous window's units were spread evenly; whatever their spread it
 //     never admits more than Rate within one aligned window, and fewer than
 //     2 × Rate within any interval of length Per (see SlidingWindow). It
-//     needs migration 014.
+//     needs migration 016.
 //
 // A charge of n units larger than the policy's limit could never be
 // allowed and is refused with a *racefree.InputError. Refund gives units

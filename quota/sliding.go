@@ -14,7 +14,7 @@ import (
 // SlidingWindowMigration is the migration that adds the sliding-window
 // counter. Before it, a SlidingWindow policy is a *racefree.SchemaError
 // (racefree.ErrSchemaOutdated), and nothing is written.
-const SlidingWindowMigration = 14
+const SlidingWindowMigration = 16
 
 // maxSlidingProduct bounds Rate × Per (in ms) of a SlidingWindow policy:
 // the statement compares the weighted counts multiplied out by Per, and

@@ -359,7 +359,7 @@ func TestSlidingWindowRefund(t *testing.T) {
 	})
 }
 
-// TestSlidingWindowNeedsItsMigration: before migration 014 a sliding
+// TestSlidingWindowNeedsItsMigration: before migration 016 a sliding
 // window is ErrSchemaOutdated and writes nothing, while the other kinds
 // work; after it, it works.
 func TestSlidingWindowNeedsItsMigration(t *testing.T) {
