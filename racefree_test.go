@@ -247,3 +247,33 @@ func TestCompatibleModeWithAPoolOfOne(t *testing.T) {
 		}
 	})
 }
+
+// TestPreparedOncePerDBOnSQLiteOnly: on SQLite Prepared returns one
+// statement per query text, which runs (and writes) through the pool; on
+// PostgreSQL, where a prepared statement is session state that a
+// transaction-mode pooler does not keep, and for a query that does not
+// prepare, it returns nil.
+func TestPreparedOncePerDBOnSQLiteOnly(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		const q = `SELECT count(*) FROM racefree_schema_migrations`
+		st := db.Prepared(ctx, q)
+		if db.Engine() == racefree.Postgres {
+			if st != nil {
+				t.Fatal("PostgreSQL: a prepared statement, want nil")
+			}
+			return
+		}
+		if st == nil || db.Prepared(ctx, q) != st {
+			t.Fatalf("SQLite: %p then %p, want one statement", st, db.Prepared(ctx, q))
+		}
+		var n int
+		if err := st.QueryRowContext(ctx).Scan(&n); err != nil || n == 0 {
+			t.Fatalf("the prepared statement: %d, %v", n, err)
+		}
+		if st := db.Prepared(ctx, `SELECT * FROM no_such_table`); st != nil {
+			t.Fatal("a query that does not prepare: a statement, want nil")
+		}
+	})
+}

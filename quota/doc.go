@@ -8,7 +8,7 @@
 // the database, never admit more than the limit. A denial writes nothing
 // and says exactly how long to wait (Decision.RetryAfter).
 //
-// Two policies:
+// Three policies:
 //
 //   - GCRA, the generic cell rate algorithm: a bucket of Burst units that
 //     refills continuously at Rate per Per, one unit every Per/Rate
@@ -16,6 +16,13 @@
 //     A key stores one number, the instant its bucket is full again.
 //   - FixedWindow: Rate units per window of Per, windows aligned on the
 //     Unix epoch.
+//   - SlidingWindow: the sliding-window counter, Rate units per Per, where
+//     a charge counts the current aligned window's units plus the previous
+//     window's weighted by their overlap with the last Per. It assumes the
+//     previous window's units were spread evenly; whatever their spread it
+//     never admits more than Rate within one aligned window, and fewer than
+//     2 × Rate within any interval of length Per (see SlidingWindow). It
+//     needs migration 016.
 //
 // A charge of n units larger than the policy's limit could never be
 // allowed and is refused with a *racefree.InputError. Refund gives units
@@ -27,9 +34,10 @@
 //
 // Counters live in racefree_quotas (migration 009), one row per tenant,
 // scope, key and kind, and are deleted by Limiter.Reap once they mean the
-// same as no row (a full bucket, an elapsed window): the number of keys is
-// bounded by the reaper, not by memory. Options.Scope keeps one Limiter's
-// counters apart from another's within a tenant.
+// same as no row (a full bucket, an elapsed window, a sliding window with
+// nothing counted): the number of keys is bounded by the reaper, not by
+// memory. Options.Scope keeps one Limiter's counters apart from another's
+// within a tenant.
 //
 // Tenants: every call runs for the tenant its context names (tenant.With,
 // or tenant.InTx's context; tenant.Default when none), and every

@@ -28,6 +28,21 @@ const (
 	// FixedWindow admits Rate units per window of Per, the windows aligned
 	// on the Unix epoch. Burst is ignored: a window's limit is Rate.
 	FixedWindow Kind = "window"
+	// SlidingWindow is the sliding-window counter: Rate units per window
+	// of Per, the windows aligned on the Unix epoch, where a charge counts
+	// the current window's units plus the previous window's, weighted by
+	// the part of the previous window that the sliding window [now − Per,
+	// now] still overlaps. It assumes the previous window's units were
+	// spread evenly across it: then the weighted count is the number of
+	// units charged within the last Per, and a charge is admitted only if
+	// that stays at most Rate. The guarantees hold whatever the spread:
+	// never more than Rate within one aligned window, and within any
+	// interval of length Per at most Rate + ⌊Rate × (Per − 2ms) / Per⌋
+	// units, fewer than 2 × Rate (reached only when the previous window's
+	// units all came in its last millisecond). Burst is ignored;
+	// Rate × Per in ms must be at most 2^61. Needs
+	// SlidingWindowMigration.
+	SlidingWindow Kind = "sliding_window"
 )
 
 // OnUnavailable says what Consume decides when the database does not
@@ -63,18 +78,22 @@ const (
 // and Per (and Burst for GCRA).
 type Policy struct {
 	Name  string        // names the policy in RateLimit headers; defaults to "default"
-	Kind  Kind          // GCRA or FixedWindow
+	Kind  Kind          // GCRA, FixedWindow or SlidingWindow
 	Rate  int64         // units per Per, 1 to MaxUnits
 	Per   time.Duration // 1ms to MaxPer, whole milliseconds; GCRA needs Per/Rate >= 1ms
-	Burst int64         // GCRA: the bucket's size, 1 to MaxUnits; FixedWindow: ignored
+	Burst int64         // GCRA: the bucket's size, 1 to MaxUnits; the windows: ignored
 	// OnUnavailable says what to decide when the database does not answer
 	// within Wait. Defaults to FailClosed.
 	OnUnavailable OnUnavailable
 	// Wait bounds how long Consume waits for the database. Defaults to
 	// DefaultWait, one second. NoWait leaves the bound to the caller's
 	// context (its deadline, if any, then decides when the database did
-	// not answer), which saves setting up a timer per charge: on SQLite,
-	// in-process, that is about a third of a charge's cost.
+	// not answer). A context that can be cancelled, which Wait makes of
+	// the caller's, is watched by database/sql with a goroutine per query:
+	// on SQLite, in-process, with the statement prepared, that watch costs
+	// about as much CPU as the charge itself, and NoWait on a context
+	// that cannot be cancelled saves it. When the caller's deadline comes
+	// before Wait, no timer of Wait's is set.
 	Wait time.Duration
 	// Shadow makes Consume decide and count but never deny: a charge that
 	// the limit refuses writes nothing and comes back Allowed with
@@ -94,9 +113,9 @@ func (p Policy) interval() int64 {
 }
 
 // limit returns the most units one key holds at once: Burst for GCRA,
-// Rate for a fixed window.
+// Rate for a window.
 func (p Policy) limit() int64 {
-	if p.Kind == FixedWindow {
+	if p.Kind != GCRA {
 		return p.Rate
 	}
 	return p.Burst
@@ -105,9 +124,9 @@ func (p Policy) limit() int64 {
 // Validate returns an *racefree.InputError when p is not usable.
 func (p Policy) Validate() error {
 	switch p.Kind {
-	case GCRA, FixedWindow:
+	case GCRA, FixedWindow, SlidingWindow:
 	default:
-		return racefree.Invalid("policy.kind", "must be %q or %q, got %q", GCRA, FixedWindow, p.Kind)
+		return racefree.Invalid("policy.kind", "must be %q, %q or %q, got %q", GCRA, FixedWindow, SlidingWindow, p.Kind)
 	}
 	if p.Rate < 1 || p.Rate > MaxUnits {
 		return racefree.Invalid("policy.rate", "must be between 1 and %d, got %d", MaxUnits, p.Rate)
@@ -122,6 +141,9 @@ func (p Policy) Validate() error {
 		if p.Per.Milliseconds() < p.Rate {
 			return racefree.Invalid("policy.rate", "must be at most one unit per millisecond of per, got %d per %s", p.Rate, p.Per)
 		}
+	}
+	if p.Kind == SlidingWindow && p.Rate > maxSlidingProduct/p.Per.Milliseconds() {
+		return racefree.Invalid("policy.rate", "rate × per in ms must be at most 2^61 for a sliding window, got %d per %s", p.Rate, p.Per)
 	}
 	if p.Wait < 0 && p.Wait != NoWait {
 		return racefree.Invalid("policy.wait", "must not be negative, or NoWait")
@@ -142,7 +164,8 @@ type Decision struct {
 	// decision.
 	Remaining int64
 	// ResetAt is when the key is back to its full limit: the bucket full
-	// (GCRA) or the window over (FixedWindow).
+	// (GCRA), the window over (FixedWindow), nothing counted any more
+	// (SlidingWindow: two windows after the last charge's window began).
 	ResetAt time.Time
 	// ResetAfter is ResetAt less the clock of the decision: how long until
 	// the key is back to its full limit.
@@ -241,9 +264,10 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // trip), on SQLite a second statement reads it.
 //
 // n must be between 1 and the policy's limit (Burst for GCRA, Rate for a
-// fixed window): a charge that could never be allowed is an
+// fixed or sliding window): a charge that could never be allowed is an
 // *racefree.InputError, like an invalid key or policy, and writes
-// nothing. A GCRA and a fixed-window counter of one key are two counters.
+// nothing. The counters of one key under policies of different kinds are
+// separate counters.
 //
 // exec may be the caller's transaction: the charge then commits or rolls
 // back with it, and holds the key's row lock (PostgreSQL) or the write lock
@@ -267,15 +291,20 @@ func (l *Limiter) Consume(ctx context.Context, exec racefree.Executor, key strin
 	return shadow(p, d), nil
 }
 
-// bound returns ctx with the policy's Wait.
+// bound returns ctx with the policy's Wait. When ctx's own deadline comes
+// first, it already bounds the charge, and bound sets no timer of its own.
 func (l *Limiter) bound(ctx context.Context, p Policy) (context.Context, context.CancelFunc) {
-	switch p.Wait {
+	wait := p.Wait
+	switch wait {
 	case NoWait:
 		return ctx, func() {}
 	case 0:
-		return context.WithTimeout(ctx, DefaultWait)
+		wait = DefaultWait
 	}
-	return context.WithTimeout(ctx, p.Wait)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= wait {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, wait)
 }
 
 // degraded turns a failure into the policy's OnUnavailable decision when
@@ -306,6 +335,9 @@ func shadow(p Policy, d Decision) Decision {
 // returns no row and the counter is read in a second statement. When that
 // read shows room (the counter moved between the two), it charges again.
 func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
+	if p.Kind == SlidingWindow {
+		return l.consumeSliding(ctx, exec, key, n, p)
+	}
 	name, arg := "consume_gcra", p.interval()
 	if p.Kind == FixedWindow {
 		name, arg = "consume_window", p.Per.Milliseconds()
@@ -315,7 +347,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 			allowed        bool
 			tat, used, now int64
 		)
-		err := exec.QueryRowContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
+		err := l.queryRow(ctx, exec, name, tenant.From(ctx), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
 		switch {
 		case err == nil && allowed:
 			return decide(p, n, now, tat, used, true), nil
@@ -342,7 +374,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 // bucket.
 func (l *Limiter) state(ctx context.Context, exec racefree.Executor, key string, p Policy) (now, tat, used int64, err error) {
 	var t, u sql.NullInt64
-	if err := exec.QueryRowContext(ctx, l.q.Get("state"), tenant.From(ctx), l.scope, key, string(p.Kind), l.db.ClockArg()).Scan(&now, &t, &u); err != nil {
+	if err := l.queryRow(ctx, exec, "state", tenant.From(ctx), l.scope, key, string(p.Kind), l.db.ClockArg()).Scan(&now, &t, &u); err != nil {
 		return 0, 0, 0, l.db.InterpretError(err)
 	}
 	return now, t.Int64, u.Int64, nil
@@ -391,6 +423,9 @@ func decide(p Policy, n, now, tat, used int64, charged bool) Decision {
 func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
 	if err := l.check(key, n, p); err != nil {
 		return Decision{}, err
+	}
+	if p.Kind == SlidingWindow {
+		return l.refundSliding(ctx, exec, key, n, p)
 	}
 	name, arg := "refund_gcra", p.interval()
 	if p.Kind == FixedWindow {

@@ -69,6 +69,7 @@ func TestConcurrentConsumeAdmitsExactlyTheLimit(t *testing.T) {
 	limits := []quota.Policy{
 		{Kind: quota.GCRA, Rate: 1, Per: time.Hour, Burst: 50, Wait: 2 * time.Minute},
 		{Kind: quota.FixedWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
+		{Kind: quota.SlidingWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
 	}
 	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
 		l := setup(t, db)
@@ -179,6 +180,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}{
 			{"k", 6, gcra},   // more than the burst
 			{"k", 6, window}, // more than the window's limit
+			{"k", 6, sliding},
 			{"k", 0, gcra},
 			{"", 1, gcra},
 			{"a\x00b", 1, gcra},
@@ -209,7 +211,7 @@ func TestRefundNeverAboveTheLimit(t *testing.T) {
 	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
 		clock.Set(t0)
 		l := setup(t, db)
-		for _, p := range []quota.Policy{gcra, window} {
+		for _, p := range []quota.Policy{gcra, window, sliding} {
 			consume(t, l, db, "r", 2, p)
 			d, err := l.Refund(context.Background(), db, "r", 5, p)
 			if err != nil {

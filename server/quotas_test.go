@@ -77,3 +77,35 @@ func TestConcurrentHTTPConsumesAdmitExactlyTheLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestSlidingWindowQuotaOverHTTP: the route takes a sliding-window policy
+// ({"kind":"sliding_window"}) and answers its denial 429 with the exact
+// retry_after_ms.
+func TestSlidingWindowQuotaOverHTTP(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		h := server.New(db, server.Options{}).Handler()
+		const body = `{"n":1,"policy":{"kind":"sliding_window","rate":2,"per_ms":1000}}`
+		for i, want := range []float64{1, 0} {
+			code, got, _ := do(t, h, "POST", "/v1/quotas/s/consume", body)
+			if code != 200 || got["allowed"] != true || got["remaining"] != want {
+				t.Fatalf("charge %d: %d %v", i+1, code, got)
+			}
+		}
+		// The 2 units weigh 1 from 500 ms into the next window on.
+		code, got, hdr := do(t, h, "POST", "/v1/quotas/s/consume", body)
+		if code != 429 || got["retry_after_ms"] != float64(1500) || hdr.Get("Retry-After") != "2" {
+			t.Fatalf("over the limit: %d %v %v", code, got, hdr)
+		}
+		for _, bad := range []string{
+			`{"n":3,"policy":{"kind":"sliding_window","rate":2,"per_ms":1000}}`,
+			`{"n":1,"policy":{"kind":"sliding_window","rate":1000000000,"per_ms":31622400000}}`,
+		} {
+			if code, got, _ := do(t, h, "POST", "/v1/quotas/s/consume", bad); code != 400 || got["type"] != "urn:racefree:problem:invalid-input" {
+				t.Fatalf("%s: %d %v", bad, code, got)
+			}
+		}
+	})
+}

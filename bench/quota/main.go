@@ -116,6 +116,10 @@ func run() error {
 		if err != nil {
 			return err
 		}
+		// On SQLite the library runs the statement prepared once per
+		// connection (racefree.DB.Prepared), and so does the bare
+		// statement; on PostgreSQL both send its text.
+		bareStmt := db.Prepared(ctx, string(bare))
 		interval := (policy.Per.Milliseconds() + policy.Rate - 1) / policy.Rate
 		for _, clients := range []int{1, 16} {
 			for _, hot := range []bool{false, true} {
@@ -141,7 +145,11 @@ func run() error {
 						allowed        bool
 						tat, used, now int64
 					)
-					return db.QueryRowContext(ctx, string(bare), tenant.Default, "bench", keyBare(c, i), 1, interval, policy.Burst, nil).Scan(&allowed, &tat, &used, &now)
+					args := []any{tenant.Default, "bench", keyBare(c, i), 1, interval, policy.Burst, nil}
+					if bareStmt != nil {
+						return bareStmt.QueryRowContext(ctx, args...).Scan(&allowed, &tat, &used, &now)
+					}
+					return db.QueryRowContext(ctx, string(bare), args...).Scan(&allowed, &tat, &used, &now)
 				})
 				lib, libNoWait, bareOps := ops[0], ops[1], ops[2]
 				keys := "distinct"

@@ -75,7 +75,7 @@ func quotaCmd() *cobra.Command {
 		},
 	}
 	cmd.PersistentFlags().StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
-	consume.Flags().StringVar(&kind, "kind", string(quota.GCRA), "policy: gcra or window")
+	consume.Flags().StringVar(&kind, "kind", string(quota.GCRA), "policy: gcra, window or sliding_window")
 	consume.Flags().Int64Var(&rate, "rate", 0, "units per --per (required)")
 	consume.Flags().DurationVar(&per, "per", time.Second, "the period of --rate (whole milliseconds)")
 	consume.Flags().Int64Var(&burst, "burst", 0, "gcra: the bucket's size (required for gcra)")

@@ -40,5 +40,13 @@ func TestQuotaConsume(t *testing.T) {
 		if r := runCLI(t, append(args, "--tenant", "a b")...); r.code != 1 || !strings.Contains(r.stderr, "invalid tenant") {
 			t.Fatalf("--tenant 'a b': exit %d, stderr %q; want exit 1, invalid tenant", r.code, r.stderr)
 		}
+		// A sliding window: its limit is the rate, its refusal exit 2.
+		sliding := []string{"quota", "consume", "user-2", "--db", dsn, "--kind", "sliding_window", "--rate", "1", "--per", "1h"}
+		if r := runCLI(t, sliding...); r.code != 0 || !strings.Contains(r.stdout, `"remaining":0`) {
+			t.Fatalf("sliding window: exit %d, stdout %q, stderr %q; want allowed with 0 remaining", r.code, r.stdout, r.stderr)
+		}
+		if r := runCLI(t, sliding...); r.code != 2 || !strings.Contains(r.stdout, "retry_after_ms") {
+			t.Fatalf("sliding window over its limit: exit %d, stdout %q, stderr %q; want exit 2", r.code, r.stdout, r.stderr)
+		}
 	})
 }

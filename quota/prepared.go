@@ -1,0 +1,21 @@
+package quota
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/racefree/racefree"
+)
+
+// queryRow runs the query called name with args on exec. Through the pool
+// on SQLite it runs the statement prepared once per connection
+// (racefree.DB.Prepared), which saves parsing and planning it on every
+// charge; in a transaction, or on PostgreSQL, it runs the text.
+func (l *Limiter) queryRow(ctx context.Context, exec racefree.Executor, name string, args ...any) *sql.Row {
+	if exec == racefree.Executor(l.db) {
+		if st := l.db.Prepared(ctx, l.q.Get(name)); st != nil {
+			return st.QueryRowContext(ctx, args...)
+		}
+	}
+	return exec.QueryRowContext(ctx, l.q.Get(name), args...)
+}

@@ -1,0 +1,183 @@
+package quota
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/tenant"
+)
+
+// SlidingWindowMigration is the migration that adds the sliding-window
+// counter. Before it, a SlidingWindow policy is a *racefree.SchemaError
+// (racefree.ErrSchemaOutdated), and nothing is written.
+const SlidingWindowMigration = 16
+
+// maxSlidingProduct bounds Rate × Per (in ms) of a SlidingWindow policy:
+// the statement compares the weighted counts multiplied out by Per, and
+// three such products must fit in a signed 64-bit integer.
+const maxSlidingProduct = 1 << 61
+
+// needSliding returns a *racefree.SchemaError before SlidingWindowMigration.
+func (l *Limiter) needSliding(ctx context.Context, exec racefree.Executor) error {
+	ok, err := l.db.SchemaAtLeast(ctx, exec, SlidingWindowMigration)
+	if err != nil {
+		return l.db.InterpretError(err)
+	}
+	if !ok {
+		have, _ := l.db.SchemaVersion(ctx)
+		return &racefree.SchemaError{Have: have, Want: SlidingWindowMigration}
+	}
+	return nil
+}
+
+// consumeSliding runs the sliding-window charge statement, as consume does
+// the others: on a denial, the counter it refused on says how long to
+// wait, read by the same statement (PostgreSQL) or a second one (SQLite);
+// when that read shows room, it charges again.
+func (l *Limiter) consumeSliding(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
+	if err := l.needSliding(ctx, exec); err != nil {
+		return Decision{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		var (
+			allowed              bool
+			tat, used, prev, now int64
+		)
+		err := l.queryRow(ctx, exec, "consume_sliding", tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), p.Rate, l.db.ClockArg()).Scan(&allowed, &tat, &used, &prev, &now)
+		switch {
+		case err == nil && allowed:
+			return decideSliding(p, n, now, tat, used, prev, true), nil
+		case err == nil:
+			// Refused; the statement read the counter it refused on.
+		case errors.Is(err, sql.ErrNoRows):
+			// Refused, and the counter is still to be read.
+			if now, tat, used, prev, err = l.stateSliding(ctx, exec, key); err != nil {
+				return Decision{}, err
+			}
+		default:
+			return Decision{}, l.db.InterpretError(err)
+		}
+		if d := decideSliding(p, n, now, tat, used, prev, false); !d.Allowed {
+			return d, nil
+		}
+		if attempt == 2 {
+			return Decision{}, fmt.Errorf("counter keeps moving: %w", racefree.ErrRetryable)
+		}
+	}
+}
+
+// stateSliding reads key's sliding-window counter and the clock. A missing
+// row reads as nothing counted.
+func (l *Limiter) stateSliding(ctx context.Context, exec racefree.Executor, key string) (now, tat, used, prev int64, err error) {
+	var t, u, pr sql.NullInt64
+	if err := l.queryRow(ctx, exec, "state_sliding", tenant.From(ctx), l.scope, key, l.db.ClockArg()).Scan(&now, &t, &u, &pr); err != nil {
+		return 0, 0, 0, 0, l.db.InterpretError(err)
+	}
+	return now, t.Int64, u.Int64, pr.Int64, nil
+}
+
+// refundSliding gives n units back to the current window's count.
+func (l *Limiter) refundSliding(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
+	var tat, used, prev, now int64
+	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+		if err := l.needSliding(ctx, exec); err != nil {
+			return err
+		}
+		var pr sql.NullInt64
+		err := exec.QueryRowContext(ctx, l.q.Get("refund_sliding"), tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), l.db.ClockArg()).Scan(&tat, &used, &pr, &now)
+		prev = pr.Int64
+		if errors.Is(err, sql.ErrNoRows) {
+			now, tat, used, prev, err = l.stateSliding(ctx, exec, key)
+		}
+		return err
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, l.db.InterpretError(err))
+	}
+	return decideSliding(p, 0, now, tat, used, prev, true), nil
+}
+
+// slidingCounts returns what a sliding-window row (tat, used, prev) counts
+// at now: the current window's units and the previous window's. A row of
+// the window before the current one has become the previous window; an
+// older row counts nothing.
+func slidingCounts(w, now, tat, used, prev int64) (start, cur, last int64) {
+	start = now - now%w
+	switch tat {
+	case start:
+		return start, used, prev
+	case start - w:
+		return start, 0, used
+	}
+	return start, 0, 0
+}
+
+// slidingFits reports whether n more units fit at elapsed ms into the
+// window: last × (w − elapsed) / w + cur + n <= limit, compared exactly.
+func slidingFits(w, limit, elapsed, cur, last, n int64) bool {
+	return last*(w-elapsed)+(cur+n)*w <= limit*w
+}
+
+// decideSliding computes the decision of charging n units at now to a
+// sliding-window counter at (tat, used, prev), as decide does for the
+// other kinds.
+func decideSliding(p Policy, n, now, tat, used, prev int64, charged bool) Decision {
+	w, limit := p.Per.Milliseconds(), p.Rate
+	start, cur, last := slidingCounts(w, now, tat, used, prev)
+	if !charged && slidingFits(w, limit, now-start, cur, last, n) {
+		return Decision{Allowed: true}
+	}
+	// Full again once nothing is counted: two windows after a charge of
+	// the current one, one window after the last charge of the previous.
+	reset := now
+	switch {
+	case cur > 0:
+		reset = start + 2*w
+	case last > 0:
+		reset = start + w
+	}
+	weighted := (last*(w-(now-start)) + w - 1) / w // rounded up
+	d := Decision{Allowed: charged, Remaining: limit - cur - weighted, ResetAt: racefree.FromMillis(reset),
+		ResetAfter: time.Duration(reset-now) * time.Millisecond}
+	if !charged {
+		d.RetryAfter = time.Duration(slidingRetryAt(w, limit, n, now, start, cur, last)-now) * time.Millisecond
+	}
+	return d
+}
+
+// slidingRetryAt returns the first instant from now at which n units fit,
+// if nothing else is charged: later in the current window, as the
+// previous window's weight falls; else in the next one, where the current
+// count becomes the previous; else two windows on, where nothing counts.
+func slidingRetryAt(w, limit, n, now, start, cur, last int64) int64 {
+	if t, ok := firstFit(w, limit, n, now, start, cur, last); ok {
+		return t
+	}
+	if t, ok := firstFit(w, limit, n, start+w, start+w, 0, cur); ok {
+		return t
+	}
+	return start + 2*w
+}
+
+// firstFit returns the first instant, not before from, of the window that
+// starts at start, at which n units fit against counts (cur, last), and
+// whether there is one: last × (w − e) <= (limit − cur − n) × w holds from
+// elapsed e = w − ⌊(limit − cur − n) × w / last⌋ on.
+func firstFit(w, limit, n, from, start, cur, last int64) (int64, bool) {
+	room := (limit - cur - n) * w
+	if room < 0 {
+		return 0, false
+	}
+	e := int64(0)
+	if last > 0 {
+		e = w - min(room/last, w)
+	}
+	if e >= w {
+		return 0, false
+	}
+	return max(from, start+e), true
+}
