@@ -4,72 +4,20 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"net"
 	"net/url"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
-	pg "github.com/racefree/racefree/postgres"
 	"github.com/racefree/racefree/tenant"
 )
 
-// counted opens dsnStr with a pool of conns connections and returns it
-// with the number of times its connections have written to the server: a
-// round trip is one write followed by a wait for the answer, so a call that
-// writes once made one round trip. The pool never pings an idle
-// connection, which would write too.
+// counted opens dsnStr on a pool of conns connections that counts its
+// round trips (testdb.Counted).
 func counted(t *testing.T, dsnStr string, conns int) (*racefree.DB, *atomic.Int64) {
 	t.Helper()
-	eng, err := pg.NewEngine(dsnStr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = eng.SQL().Close() // unused: wired brings its own pool
-	cc, err := pgx.ParseConfig(dsnStr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writes := new(atomic.Int64)
-	dial := cc.DialFunc
-	cc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &countingConn{Conn: c, writes: writes}, nil
-	}
-	pool := stdlib.OpenDB(*cc, stdlib.OptionShouldPing(func(context.Context, stdlib.ShouldPingParams) bool { return false }))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := racefree.New(ctx, &wired{Engine: eng, db: pool}, &racefree.Config{MaxOpenConns: conns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db, writes
-}
-
-// wired is the PostgreSQL engine on a pool of its own.
-type wired struct {
-	*pg.Engine
-	db *sql.DB
-}
-
-func (e *wired) SQL() *sql.DB { return e.db }
-
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c *countingConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(b)
+	return testdb.Counted(t, dsnStr, conns, nil)
 }
 
 // withMode returns dsnStr with pgx's default_query_exec_mode set to mode
