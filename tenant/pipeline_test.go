@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/url"
 	"sync/atomic"
 	"testing"
@@ -152,6 +153,55 @@ func TestAPipelineIsOneTransaction(t *testing.T) {
 	}
 	if got := setting(t, ctx, db); got != "" {
 		t.Fatalf("after the failed pipeline the connection carries %q, want none", got)
+	}
+}
+
+// TestAPipelinedStatementReadsEveryRow: a statement with Rows reads every
+// row it returns, after a setting made earlier in the pipeline, and reports
+// the rows it affected; a statement whose rows fail on the server part way
+// returns the error, and every statement of the pipeline rolls back.
+func TestAPipelinedStatementReadsEveryRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, dsn, nil)
+	db, writes := counted(t, testdb.AppDSN(t, owner, dsn), 1)
+	if _, err := owner.ExecContext(ctx, `CREATE TABLE pipelined (n int); GRANT ALL ON pipelined TO PUBLIC`); err != nil {
+		t.Fatal(err)
+	}
+	set := &racefree.Statement{Query: `SELECT set_config('racefree.tenant_id', $1, true)`, Args: []any{"acme"}}
+	var got []string
+	each := func(rows racefree.Rows) error {
+		got = got[:0]
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				return err
+			}
+			got = append(got, s)
+		}
+		return nil
+	}
+	ins := &racefree.Statement{Query: `INSERT INTO pipelined SELECT g FROM generate_series(1, 3) AS g RETURNING current_setting('racefree.tenant_id', true) || n`, Rows: each}
+	for range 2 { // the first prepares
+		before := writes.Load()
+		if err := db.Pipeline(ctx, set, ins); err != nil {
+			t.Fatal(err)
+		}
+		if n := writes.Load() - before; n > 2 {
+			t.Fatalf("a pipeline took %d round trips, want at most 2 (prepare, run)", n)
+		}
+		if fmt.Sprint(got) != "[acme1 acme2 acme3]" || ins.RowsAffected != 3 {
+			t.Fatalf("read %v, %d rows affected; want [acme1 acme2 acme3], 3", got, ins.RowsAffected)
+		}
+	}
+	failing := &racefree.Statement{Query: `SELECT (10 / (3 - g))::text FROM generate_series(1, 5) AS g`, Rows: each}
+	if err := db.Pipeline(ctx, set, ins, failing); err == nil {
+		t.Fatalf("rows failing with a division by zero read as a success: %v", got)
+	}
+	var n int
+	if err := owner.QueryRowContext(ctx, `SELECT count(*) FROM pipelined`).Scan(&n); err != nil || n != 6 {
+		t.Fatalf("after the failed pipeline %d rows (%v), want 6: its insert rolled back", n, err)
 	}
 }
 
