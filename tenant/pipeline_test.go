@@ -203,6 +203,17 @@ func TestAPipelinedStatementReadsEveryRow(t *testing.T) {
 	if err := owner.QueryRowContext(ctx, `SELECT count(*) FROM pipelined`).Scan(&n); err != nil || n != 6 {
 		t.Fatalf("after the failed pipeline %d rows (%v), want 6: its insert rolled back", n, err)
 	}
+	// A reader that refuses a row: its error is the pipeline's.
+	refused := errors.New("refused")
+	unreadable := &racefree.Statement{Query: `SELECT 'x'`, Rows: func(rows racefree.Rows) error {
+		if rows.Next() {
+			return refused
+		}
+		return nil
+	}}
+	if err := db.Pipeline(ctx, set, unreadable); !errors.Is(err, refused) {
+		t.Fatalf("a reader that refused a row: %v, want its error", err)
+	}
 }
 
 // TestWithoutTheSettingAPipelinedStatementSeesNothing: the statement alone,
