@@ -84,7 +84,9 @@ var ErrLeaseLost = errors.New("racefree: outbox lease lost")
 // handled: Fail it, and it dies.
 //
 // On PostgreSQL rows other claimers hold locked are skipped, never waited
-// for; on SQLite the claim is one IMMEDIATE transaction.
+// for, and the claim is one statement, which also records the lapses it
+// takes over: once the tenant is registered in the process, one round
+// trip with its tenant. On SQLite the claim is one IMMEDIATE transaction.
 func (o *Outbox) Claim(ctx context.Context, worker string, n int, lease time.Duration, topics ...string) ([]*Delivery, error) {
 	if err := racefree.CheckText("worker", worker, MaxWorkerBytes); err != nil {
 		return nil, err
