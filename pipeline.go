@@ -7,15 +7,32 @@ import (
 	"errors"
 )
 
-// Statement is one statement of a Pipeline: Query with Args. When Dest is
-// not nil, the statement's first row is scanned into it (an error matching
-// ErrNotFound when it returns none); otherwise RowsAffected receives the
-// number of rows it reports.
+// Statement is one statement of a Pipeline: Query with Args. When Rows is
+// not nil, it reads every row the statement returns; otherwise, when Dest
+// is not nil, the statement's first row is scanned into it (an error
+// matching ErrNotFound when it returns none). RowsAffected receives the
+// number of rows the statement reports.
 type Statement struct {
-	Query        string
-	Args         []any
-	Dest         []any
+	Query string
+	Args  []any
+	Dest  []any
+	// Rows is called once with the statement's rows, to read them all
+	// (Next, then Scan). A pipeline that is run again (a transient
+	// conflict) calls it again, with the rows of the new run: it must
+	// start afresh each time. Its error ends the pipeline and is returned,
+	// but cannot roll anything back: the statements were sent, and their
+	// transaction commits unless one of them fails on the server.
+	Rows         func(Rows) error
 	RowsAffected int64
+}
+
+// Rows are the rows of one Statement, read in order: Next advances to
+// the next row (false after the last one), Scan copies its columns.
+// *sql.Rows satisfies it, so a Statement's Rows also reads the rows of a
+// statement run without a pipeline.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
 }
 
 // Pipeliner is an Engine that can run statements in one round trip as one

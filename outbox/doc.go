@@ -12,7 +12,9 @@
 // message with a statement conditioned on (id, fence): a relay whose lease
 // lapsed and was taken over can change nothing (*StaleFenceError), and a
 // handler that outlives its lease has its context cancelled
-// (ErrLeaseLost).
+// (ErrLeaseLost). A relay's successful completions ride on its next
+// claim, one commit for both; on PostgreSQL that claim, with its tenant
+// and the completions, is one round trip.
 //
 // Failures are transient unless marked Permanent or classified so (an HTTP
 // 4xx other than 408 and 429): when in doubt, retry. Transient failures are

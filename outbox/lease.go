@@ -84,7 +84,9 @@ var ErrLeaseLost = errors.New("racefree: outbox lease lost")
 // handled: Fail it, and it dies.
 //
 // On PostgreSQL rows other claimers hold locked are skipped, never waited
-// for; on SQLite the claim is one IMMEDIATE transaction.
+// for, and the claim is one statement, which also records the lapses it
+// takes over: once the tenant is registered in the process, one round
+// trip with its tenant. On SQLite the claim is one IMMEDIATE transaction.
 func (o *Outbox) Claim(ctx context.Context, worker string, n int, lease time.Duration, topics ...string) ([]*Delivery, error) {
 	if err := racefree.CheckText("worker", worker, MaxWorkerBytes); err != nil {
 		return nil, err
@@ -106,7 +108,11 @@ func (o *Outbox) Claim(ctx context.Context, worker string, n int, lease time.Dur
 
 // claimCompleting completes done (tenures of the tenant ctx names), if
 // any, and claims, in one transaction: a relay's completions ride on its
-// next claim, one commit for both.
+// next claim, one commit for both. On the pool of PostgreSQL, once the
+// tenant is registered, that transaction is one round trip: the tenant,
+// the completion and the claim sent together (tenant.Pipelined); the
+// claim records the lapses it finds itself, so nothing in it waits for an
+// earlier statement's rows.
 func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, lease time.Duration, topics []string, done []*Delivery, locked bool) ([]*Delivery, []tenure, error) {
 	id := tenant.From(ctx)
 	if o.db.Engine() == racefree.SQLite && len(done) == 0 && !locked {
@@ -119,6 +125,24 @@ func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, leas
 	}
 	var out []*Delivery
 	var completed []tenure
+	if o.db.Engine() == racefree.Postgres {
+		if err := o.needSchema(ctx, o.db); err != nil {
+			return nil, nil, fmt.Errorf("outbox claim: %w", o.db.InterpretError(err))
+		}
+		var stmts []*racefree.Statement
+		if len(done) > 0 {
+			stmts = append(stmts, o.completeStatement(id, done, &completed))
+		}
+		stmts = append(stmts, o.claimStatement(id, worker, n, lease, topics, &out))
+		pipelined, err := tenant.Pipelined(ctx, o.db, o.db, stmts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("outbox claim: %w", o.db.InterpretError(err))
+		}
+		if pipelined {
+			sortByID(out)
+			return out, completed, nil
+		}
+	}
 	err := o.inTx(ctx, o.db, func(exec racefree.Executor) error {
 		out, completed = out[:0], completed[:0]
 		var lapsed []lapse
@@ -129,7 +153,7 @@ func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, leas
 			}
 		}
 		if o.db.Engine() == racefree.Postgres {
-			out, lapsed, err = o.claimPostgres(ctx, exec, id, worker, n, lease, topics)
+			err = queryRows(ctx, exec, o.claimStatement(id, worker, n, lease, topics, &out))
 		} else {
 			out, lapsed, err = o.claimSQLite(ctx, exec, id, worker, n, lease, topics)
 		}
@@ -177,29 +201,41 @@ type lapse struct {
 	at        int64
 }
 
-func (o *Outbox) claimPostgres(ctx context.Context, exec racefree.Executor, id, worker string, n int, lease time.Duration, topics []string) ([]*Delivery, []lapse, error) {
-	rows, err := exec.QueryContext(ctx, o.q.Get("claim"), id, o.topicsArg(topics), n, lease.Milliseconds(), worker, o.db.ClockArg())
+// claimStatement is the claim of PostgreSQL, which records the lapses it
+// finds itself; it reads the deliveries into *into.
+func (o *Outbox) claimStatement(id, worker string, n int, lease time.Duration, topics []string, into *[]*Delivery) *racefree.Statement {
+	return &racefree.Statement{
+		Query: o.q.Get("claim"),
+		Args:  []any{id, o.topicsArg(topics), n, lease.Milliseconds(), worker, o.db.ClockArg(), o.opts.History},
+		Rows: func(rows racefree.Rows) error {
+			*into = (*into)[:0]
+			for rows.Next() {
+				d := &Delivery{Tenant: id, Worker: worker}
+				var headers string
+				var created, expires int64
+				if err := rows.Scan(&d.ID, &d.Topic, &d.Key, &d.Ordered, &d.Payload, &headers, &created, &d.Attempt, &d.MaxAttempts,
+					&d.Fence, &expires); err != nil {
+					return err
+				}
+				d.Headers, d.CreatedAt, d.LeaseExpiresAt = decodeHeaders(headers), racefree.FromMillis(created), racefree.FromMillis(expires)
+				*into = append(*into, d)
+			}
+			return nil
+		},
+	}
+}
+
+// queryRows runs st, a statement with Rows, on exec.
+func queryRows(ctx context.Context, exec racefree.Executor, st *racefree.Statement) error {
+	rows, err := exec.QueryContext(ctx, st.Query, st.Args...)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer rows.Close()
-	var out []*Delivery
-	var lapsed []lapse
-	for rows.Next() {
-		d := &Delivery{Tenant: id, Worker: worker}
-		var headers, was, wasBy string
-		var created, expires, now int64
-		if err := rows.Scan(&d.ID, &d.Topic, &d.Key, &d.Ordered, &d.Payload, &headers, &created, &d.Attempt, &d.MaxAttempts,
-			&d.Fence, &expires, &was, &wasBy, &now); err != nil {
-			return nil, nil, err
-		}
-		d.Headers, d.CreatedAt, d.LeaseExpiresAt = decodeHeaders(headers), racefree.FromMillis(created), racefree.FromMillis(expires)
-		out = append(out, d)
-		if was == string(Leased) {
-			lapsed = append(lapsed, lapse{id: d.ID, fence: d.Fence - 1, attempt: d.Attempt - 1, worker: wasBy, at: now})
-		}
+	if err := st.Rows(rows); err != nil {
+		return err
 	}
-	return out, lapsed, rows.Err()
+	return rows.Err()
 }
 
 func (o *Outbox) claimSQLite(ctx context.Context, exec racefree.Executor, id, worker string, n int, lease time.Duration, topics []string) ([]*Delivery, []lapse, error) {
@@ -299,22 +335,31 @@ func (o *Outbox) Complete(ctx context.Context, exec racefree.Executor, d *Delive
 // complete marks the current tenures among ds delivered and returns
 // them.
 func (o *Outbox) complete(ctx context.Context, exec racefree.Executor, id string, ds []*Delivery) ([]tenure, error) {
+	var out []tenure
+	err := queryRows(ctx, exec, o.completeStatement(id, ds, &out))
+	return out, err
+}
+
+// completeStatement marks the current tenures among ds delivered and
+// reads them into *into.
+func (o *Outbox) completeStatement(id string, ds []*Delivery, into *[]tenure) *racefree.Statement {
 	args := append([]any{id}, o.tenuresArgs(ds)...)
 	args = append(args, o.db.ClockArg())
-	rows, err := exec.QueryContext(ctx, o.q.Get("complete"), args...)
-	if err != nil {
-		return nil, err
+	return &racefree.Statement{
+		Query: o.q.Get("complete"),
+		Args:  args,
+		Rows: func(rows racefree.Rows) error {
+			*into = (*into)[:0]
+			for rows.Next() {
+				var t tenure
+				if err := rows.Scan(&t.id, &t.fence); err != nil {
+					return err
+				}
+				*into = append(*into, t)
+			}
+			return nil
+		},
 	}
-	defer rows.Close()
-	var out []tenure
-	for rows.Next() {
-		var t tenure
-		if err := rows.Scan(&t.id, &t.fence); err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
 }
 
 // tenure names one lease of a message: a message claimed again has a
@@ -478,13 +523,8 @@ func (o *Outbox) Fail(ctx context.Context, d *Delivery, cause error) (*Outcome, 
 // it and bound to the transaction, so that racefree calls fn makes with
 // tx run for that tenant.
 func (o *Outbox) tenantTx(ctx context.Context, id string, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	ok, err := o.db.SchemaAtLeast(ctx, o.db, SchemaVersion)
-	if err != nil {
+	if err := o.needSchema(ctx, o.db); err != nil {
 		return err
-	}
-	if !ok {
-		have, _ := o.db.SchemaVersion(ctx)
-		return &racefree.SchemaError{Have: have, Want: SchemaVersion}
 	}
 	return tenant.InTx(ctx, o.db, id, fn)
 }

@@ -356,6 +356,15 @@ func decodeHeaders(s string) map[string]string {
 // run runs fn, one operation's database work, for the tenant ctx names,
 // once the outbox's migration is in place.
 func (o *Outbox) run(ctx context.Context, exec racefree.Executor, fn func(racefree.Executor) error) error {
+	if err := o.needSchema(ctx, exec); err != nil {
+		return err
+	}
+	return tenant.Run(ctx, o.db, exec, fn)
+}
+
+// needSchema returns a *racefree.SchemaError until the outbox's migration
+// is in place.
+func (o *Outbox) needSchema(ctx context.Context, exec racefree.Executor) error {
 	ok, err := o.db.SchemaAtLeast(ctx, exec, SchemaVersion)
 	if err != nil {
 		return o.db.InterpretError(err)
@@ -364,7 +373,7 @@ func (o *Outbox) run(ctx context.Context, exec racefree.Executor, fn func(racefr
 		have, _ := o.db.SchemaVersion(ctx)
 		return &racefree.SchemaError{Have: have, Want: SchemaVersion}
 	}
-	return tenant.Run(ctx, o.db, exec, fn)
+	return nil
 }
 
 // inTx runs fn in one transaction for the tenant ctx names: exec when it

@@ -39,9 +39,12 @@ func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*racefree
 		br := sc.Conn().SendBatch(ctx, &b)
 		var err error
 		for _, s := range stmts {
-			if s.Dest != nil {
+			switch {
+			case s.Rows != nil:
+				err = readRows(br.Query, s)
+			case s.Dest != nil:
 				err = br.QueryRow().Scan(s.Dest...)
-			} else {
+			default:
 				var tag pgconn.CommandTag
 				tag, err = br.Exec()
 				s.RowsAffected = tag.RowsAffected()
@@ -58,4 +61,22 @@ func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*racefree
 		}
 		return err
 	})
+}
+
+// readRows hands the next result of a batch to s.Rows and reads what it
+// leaves unread; the result's error, if any, comes first.
+func readRows(query func() (pgx.Rows, error), s *racefree.Statement) error {
+	rows, err := query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if err := s.Rows(rows); err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	s.RowsAffected = rows.CommandTag().RowsAffected()
+	return rows.Err()
 }

@@ -4,72 +4,21 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"net"
+	"fmt"
 	"net/url"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
-	pg "github.com/racefree/racefree/postgres"
 	"github.com/racefree/racefree/tenant"
 )
 
-// counted opens dsnStr with a pool of conns connections and returns it
-// with the number of times its connections have written to the server: a
-// round trip is one write followed by a wait for the answer, so a call that
-// writes once made one round trip. The pool never pings an idle
-// connection, which would write too.
+// counted opens dsnStr on a pool of conns connections that counts its
+// round trips (testdb.Counted).
 func counted(t *testing.T, dsnStr string, conns int) (*racefree.DB, *atomic.Int64) {
 	t.Helper()
-	eng, err := pg.NewEngine(dsnStr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = eng.SQL().Close() // unused: wired brings its own pool
-	cc, err := pgx.ParseConfig(dsnStr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writes := new(atomic.Int64)
-	dial := cc.DialFunc
-	cc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &countingConn{Conn: c, writes: writes}, nil
-	}
-	pool := stdlib.OpenDB(*cc, stdlib.OptionShouldPing(func(context.Context, stdlib.ShouldPingParams) bool { return false }))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := racefree.New(ctx, &wired{Engine: eng, db: pool}, &racefree.Config{MaxOpenConns: conns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db, writes
-}
-
-// wired is the PostgreSQL engine on a pool of its own.
-type wired struct {
-	*pg.Engine
-	db *sql.DB
-}
-
-func (e *wired) SQL() *sql.DB { return e.db }
-
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c *countingConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(b)
+	return testdb.Counted(t, dsnStr, conns, nil)
 }
 
 // withMode returns dsnStr with pgx's default_query_exec_mode set to mode
@@ -204,6 +153,66 @@ func TestAPipelineIsOneTransaction(t *testing.T) {
 	}
 	if got := setting(t, ctx, db); got != "" {
 		t.Fatalf("after the failed pipeline the connection carries %q, want none", got)
+	}
+}
+
+// TestAPipelinedStatementReadsEveryRow: a statement with Rows reads every
+// row it returns, after a setting made earlier in the pipeline, and reports
+// the rows it affected; a statement whose rows fail on the server part way
+// returns the error, and every statement of the pipeline rolls back.
+func TestAPipelinedStatementReadsEveryRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, dsn, nil)
+	db, writes := counted(t, testdb.AppDSN(t, owner, dsn), 1)
+	if _, err := owner.ExecContext(ctx, `CREATE TABLE pipelined (n int); GRANT ALL ON pipelined TO PUBLIC`); err != nil {
+		t.Fatal(err)
+	}
+	set := &racefree.Statement{Query: `SELECT set_config('racefree.tenant_id', $1, true)`, Args: []any{"acme"}}
+	var got []string
+	each := func(rows racefree.Rows) error {
+		got = got[:0]
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				return err
+			}
+			got = append(got, s)
+		}
+		return nil
+	}
+	ins := &racefree.Statement{Query: `INSERT INTO pipelined SELECT g FROM generate_series(1, 3) AS g RETURNING current_setting('racefree.tenant_id', true) || n`, Rows: each}
+	for range 2 { // the first prepares
+		before := writes.Load()
+		if err := db.Pipeline(ctx, set, ins); err != nil {
+			t.Fatal(err)
+		}
+		if n := writes.Load() - before; n > 2 {
+			t.Fatalf("a pipeline took %d round trips, want at most 2 (prepare, run)", n)
+		}
+		if fmt.Sprint(got) != "[acme1 acme2 acme3]" || ins.RowsAffected != 3 {
+			t.Fatalf("read %v, %d rows affected; want [acme1 acme2 acme3], 3", got, ins.RowsAffected)
+		}
+	}
+	failing := &racefree.Statement{Query: `SELECT (10 / (3 - g))::text FROM generate_series(1, 5) AS g`, Rows: each}
+	if err := db.Pipeline(ctx, set, ins, failing); err == nil {
+		t.Fatalf("rows failing with a division by zero read as a success: %v", got)
+	}
+	var n int
+	if err := owner.QueryRowContext(ctx, `SELECT count(*) FROM pipelined`).Scan(&n); err != nil || n != 6 {
+		t.Fatalf("after the failed pipeline %d rows (%v), want 6: its insert rolled back", n, err)
+	}
+	// A reader that refuses a row: its error is the pipeline's.
+	refused := errors.New("refused")
+	unreadable := &racefree.Statement{Query: `SELECT 'x'`, Rows: func(rows racefree.Rows) error {
+		if rows.Next() {
+			return refused
+		}
+		return nil
+	}}
+	if err := db.Pipeline(ctx, set, unreadable); !errors.Is(err, refused) {
+		t.Fatalf("a reader that refused a row: %v, want its error", err)
 	}
 }
 

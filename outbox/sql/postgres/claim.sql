@@ -14,12 +14,19 @@
 -- message of their key is undelivered: ready, leased (retrying) or dead
 -- (until redriven or discarded).
 --
--- The statement returns, for each row, its state and holder before the
--- claim, so that a lapsed lease is recorded in the attempt history. The
--- UPDATE probes the picked rows by primary key (= ANY (ARRAY(…))), never
--- by a join the planner could turn into a scan of the whole table.
+-- A lapsed lease it takes over (the row was leased before the claim) is
+-- recorded in the attempt history by the statement itself (lapsed), and
+-- the history beyond $7 entries dropped (pruned): the claim then needs no
+-- second statement that waits for its rows, so on the pool it travels in
+-- one round trip with its tenant and the completions it carries. Every
+-- part of a statement runs to its end whether or not its result is read,
+-- and sees the same snapshot: pruned cannot see, nor drop, the entry
+-- lapsed adds (its fence is above the cut anyway).
+--
+-- The UPDATE probes the picked rows by primary key (= ANY (ARRAY(…))),
+-- never by a join the planner could turn into a scan of the whole table.
 -- $1 tenant, $2 topics (empty: every topic), $3 limit, $4 lease ms,
--- $5 worker, $6 clock (NULL: the database clock)
+-- $5 worker, $6 clock (NULL: the database clock), $7 history size
 WITH clock AS MATERIALIZED (
   SELECT COALESCE($6::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now
 ), due AS (
@@ -49,7 +56,20 @@ upd AS (
      AND m.available_at <= (SELECT now FROM clock)
   RETURNING m.id, m.topic, m.key, m.ordered, m.payload, m.headers, m.created_at, m.attempts, m.max_attempts,
             m.fence, m.available_at
+),
+lapsed AS (
+  INSERT INTO racefree_outbox_attempts (tenant, message_id, fence, attempt, worker, at, outcome, error)
+  SELECT $1, upd.id, upd.fence - 1, upd.attempts - 1, due.was_by, (SELECT now FROM clock), 'lapsed', 'the lease lapsed'
+    FROM upd JOIN due ON due.id = upd.id
+   WHERE due.was = 'leased'
+  ON CONFLICT (tenant, message_id, fence) DO NOTHING
+),
+pruned AS (
+  DELETE FROM racefree_outbox_attempts AS a
+   USING upd JOIN due ON due.id = upd.id
+   WHERE due.was = 'leased'
+     AND a.tenant = $1 AND a.message_id = upd.id AND a.fence <= upd.fence - 1 - $7::bigint
 )
 SELECT upd.id, upd.topic, upd.key, upd.ordered, upd.payload, upd.headers, upd.created_at, upd.attempts,
-       upd.max_attempts, upd.fence, upd.available_at, due.was, due.was_by, (SELECT now FROM clock)
-  FROM upd JOIN due ON due.id = upd.id
+       upd.max_attempts, upd.fence, upd.available_at
+  FROM upd
