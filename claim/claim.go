@@ -108,7 +108,8 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // caller's transaction it runs when the first statement inserted; on the
 // pool, where the tenant travels with the statements (tenant.Pipelined),
 // both go in one round trip, the second written to find the inserted row
-// without its fence.
+// without its fence. A tenant's first call in a process, which registers
+// the tenant, and calls on SQLite run the two one after the other.
 //
 // The claim belongs to the tenant ctx names (tenant.From): another
 // tenant's claim on the same key is another claim. exec may be the
