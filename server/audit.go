@@ -89,22 +89,13 @@ func (s *Server) appendAudit(ctx context.Context, exec racefree.Executor, r *htt
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	after, limit := int64(0), 100
-	if v := q.Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			badRequest(w, "after must be a cursor returned as next")
-			return
-		}
-		after = n
+	after, limit, ok := page(w, q, audit.MaxListLimit)
+	if !ok {
+		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > audit.MaxListLimit {
-			badRequest(w, fmt.Sprintf("limit must be an integer between 1 and %d", audit.MaxListLimit))
-			return
-		}
-		limit = n
+	if limit < 1 || limit > audit.MaxListLimit {
+		badRequest(w, fmt.Sprintf("limit must be an integer between 1 and %d", audit.MaxListLimit))
+		return
 	}
 	recs, err := s.audit.List(r.Context(), q.Get("scope"), after, limit)
 	if err != nil {

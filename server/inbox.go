@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -248,22 +249,9 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	after, limit := int64(0), 100
-	if v := q.Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			badRequest(w, "after must be a cursor returned as next")
-			return
-		}
-		after = n
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			badRequest(w, fmt.Sprintf("limit must be an integer between 1 and %d", inbox.MaxListLimit))
-			return
-		}
-		limit = n
+	after, limit, ok := page(w, q, inbox.MaxListLimit)
+	if !ok {
+		return
 	}
 	evs, err := s.inbox.in.List(r.Context(), h.Source, after, limit)
 	if err != nil {
@@ -299,4 +287,29 @@ func (s *Server) InboxSources() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// page reads a list route's cursor query (after, a cursor returned as
+// next; limit, default 100) and answers 400 itself when one is not a
+// number; ok is false then. The range of limit, 1 to max, is the
+// listing's own to refuse; max only names it in the message.
+func page(w http.ResponseWriter, q url.Values, max int) (after int64, limit int, ok bool) {
+	after, limit = 0, 100
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			badRequest(w, "after must be a cursor returned as next")
+			return 0, 0, false
+		}
+		after = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			badRequest(w, fmt.Sprintf("limit must be an integer between 1 and %d", max))
+			return 0, 0, false
+		}
+		limit = n
+	}
+	return after, limit, true
 }

@@ -210,22 +210,9 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	f := outbox.Filter{Topic: q.Get("topic"), Key: q.Get("key")}
-	after, limit := int64(0), 100
-	if v := q.Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			badRequest(w, "after must be a cursor returned as next")
-			return
-		}
-		after = n
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			badRequest(w, fmt.Sprintf("limit must be an integer between 1 and %d", outbox.MaxPage))
-			return
-		}
-		limit = n
+	after, limit, ok := page(w, q, outbox.MaxPage)
+	if !ok {
+		return
 	}
 	var rs []*outbox.Record
 	err = s.reading(r.Context(), func(ctx context.Context, exec racefree.Executor) (err error) {
