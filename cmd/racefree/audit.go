@@ -61,11 +61,7 @@ Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
 			if err == nil {
 				err = auditVerify(ctx, cmd.OutOrStdout(), os.Stderr, isTerminal(os.Stderr), db, keys, scopes, checkpoint, format, parallel)
 			}
-			var ee *exitError
-			if err != nil && !errors.As(err, &ee) {
-				err = &exitError{exitAuditFailed, err}
-			}
-			return err
+			return auditExit(err)
 		},
 	}
 	verify.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{exitAuditFailed, err} })
@@ -117,11 +113,7 @@ Exit status: 0 pruned, 1 the chain is broken, 2 error.`,
 			if err == nil {
 				err = auditPrune(ctx, cmd.OutOrStdout(), os.Stderr, db, keys, pruneScope, pruneThrough, pruneActor, pruneCheckpoint)
 			}
-			var ee *exitError
-			if err != nil && !errors.As(err, &ee) {
-				err = &exitError{exitAuditFailed, err}
-			}
-			return err
+			return auditExit(err)
 		},
 	}
 	prune.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{exitAuditFailed, err} })
@@ -376,4 +368,14 @@ func auditPrune(ctx context.Context, stdout, stderr io.Writer, db, keys, scope s
 	}
 	fmt.Fprintf(stderr, "%s: %d entries deleted, through %d; recorded as entry %d, checkpoint %d\n", scope, p.Deleted, through, p.Entry.Seq, p.Checkpoint.N)
 	return nil
+}
+
+// auditExit gives an error of an audit command that carries no exit status
+// of its own the status of an error (2), never that of a broken chain.
+func auditExit(err error) error {
+	var ee *exitError
+	if err != nil && !errors.As(err, &ee) {
+		return &exitError{exitAuditFailed, err}
+	}
+	return err
 }
