@@ -24,7 +24,12 @@
 //
 // Usage, from anywhere inside the repository:
 //
-//	go run ./mutants [-run REGEX] [-j N] [-v] [-list] [-timeout D]
+//	go run ./mutants [-run REGEX] [-j N] [-v] [-list] [-timeout D] [-baseline FILE]
+//	go test -json ./... | go run ./mutants -record FILE
+//
+// With -baseline the runner takes the baseline from FILE, the record of a
+// go test -json run (such as CI's run of every test with -race) that -record
+// wrote, instead of running it again.
 //
 // The exit status is 0 when every mutant was caught and 1 otherwise. The
 // environment is passed through unchanged, so TEST_DATABASE_URL,
@@ -57,14 +62,22 @@ func main() {
 	verbose := flag.Bool("v", false, "stream the output of go test while it runs, and name every test that catches a mutant")
 	list := flag.Bool("list", false, "list the mutants with their descriptions, packages and the tests that judge them; run nothing")
 	timeout := flag.Duration("timeout", 10*time.Minute, "go test -timeout for the baseline and for each mutant")
+	baseFile := flag.String("baseline", "", "take the baseline from `file`, a go test -json run of the mutants' packages that -record wrote, instead of running it")
+	recordFile := flag.String("record", "", "copy go test -json output from standard input to `file`, for -baseline, printing what go test would print without -json; run nothing")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./mutants [-run regexp] [-j N] [-v] [-list] [-timeout d]\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./mutants [-run regexp] [-j N] [-v] [-list] [-timeout d] [-baseline file]\n       go test -json ... | go run ./mutants -record file\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	if flag.NArg() > 0 || *jobs < 1 || *timeout <= 0 {
 		flag.Usage()
 		os.Exit(2)
+	}
+	if *recordFile != "" {
+		if err := record(os.Stdin, *recordFile, os.Stdout); err != nil {
+			log.Fatalf("-record: %v", err)
+		}
+		return
 	}
 	filter, err := regexp.Compile(*runFilter)
 	if err != nil {
@@ -128,7 +141,7 @@ func main() {
 		<-ctx.Done()
 		stop() // a second interrupt kills the runner outright
 	}()
-	rn := &runner{root: root, jobs: *jobs, verbose: *verbose, timeout: *timeout, out: &printer{w: os.Stdout}}
+	rn := &runner{root: root, jobs: *jobs, verbose: *verbose, timeout: *timeout, baseFile: *baseFile, out: &printer{w: os.Stdout}}
 	code := rn.run(ctx, selected)
 	stop()
 	os.Exit(code)

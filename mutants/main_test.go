@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,6 +212,12 @@ func addMutant(t *testing.T, root, name, desc, file, old, new string) {
 // the output.
 func runTiny(t *testing.T, root, filter string, env ...string) (int, string) {
 	t.Helper()
+	return runTinyFrom(t, root, filter, "", env...)
+}
+
+// runTinyFrom is runTiny taking the baseline from baseFile if that is not "".
+func runTinyFrom(t *testing.T, root, filter, baseFile string, env ...string) (int, string) {
+	t.Helper()
 	all, err := loadCatalogue(filepath.Join(root, filepath.FromSlash(catalogueDir)))
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +230,7 @@ func runTiny(t *testing.T, root, filter string, env ...string) (int, string) {
 		}
 	}
 	var out bytes.Buffer
-	rn := &runner{root: root, jobs: 2, timeout: 3 * time.Second, env: env, out: &printer{w: &out}}
+	rn := &runner{root: root, jobs: 2, timeout: 3 * time.Second, env: env, baseFile: baseFile, out: &printer{w: &out}}
 	code := rn.run(context.Background(), selected)
 	t.Logf("runner output:\n%s", out.String())
 	return code, out.String()
@@ -317,6 +324,68 @@ func TestRunnerVerdicts(t *testing.T) {
 	// A mutant that does not build fails the run, though none survived.
 	if code, _ = runTiny(t, root, "103"); code != 1 {
 		t.Errorf("exit status with a broken mutant = %d, want 1", code)
+	}
+}
+
+// TestBaselineFromARecordedRun takes the baseline from the record of a go
+// test -json run, as CI does with its run of every test under -race: the
+// verdicts are those of a baseline the runner runs itself, and the record
+// prints what go test prints without -json.
+func TestBaselineFromARecordedRun(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := newTinyRepo(t)
+	addMutant(t, root, "100-add-subtracts.patch", "Add subtracts", "calc/calc.go", "a + b", "a - b")
+	addMutant(t, root, "102-half-of-broken-package.patch", "Half doubles, in a package whose tests fail unmutated", "broken/broken.go", "x / 2", "x * 2")
+	addMutant(t, root, "104-postgres-only.patch", "QuoteIdent quotes with single quotes: only the postgres subtest can tell", "pg/pg.go", `"\"" + s + "\""`, `"'" + s + "'"`)
+
+	cmd := exec.Command("go", "test", "-json", "-count=1", "./calc", "./broken", "./pg")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "TINY_DB=1")
+	stream, err := cmd.Output()
+	if err == nil {
+		t.Fatal("go test passed, though broken's test fails")
+	}
+	file := filepath.Join(t.TempDir(), "tests.json")
+	var printed bytes.Buffer
+	if err := record(bytes.NewReader(stream), file, &printed); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ok  \texample.com/tiny/calc", "--- FAIL: TestAlreadyFailing", "fails without any mutation", "FAIL\texample.com/tiny/broken"} {
+		if !strings.Contains(printed.String(), want) {
+			t.Errorf("the record printed\n%s\nwithout %q", printed.String(), want)
+		}
+	}
+	if strings.Contains(printed.String(), "=== RUN") || strings.Contains(printed.String(), "--- PASS") {
+		t.Errorf("the record printed what go test prints only with -v:\n%s", printed.String())
+	}
+
+	code, out := runTinyFrom(t, root, ".", file, "TINY_DB=1")
+	for _, c := range []struct{ file, want string }{
+		{"100-add-subtracts.patch", `^caught .* by calc:TestAdd/two `},
+		{"102-half-of-broken-package.patch", `^BASELINE FAILED .*the unmutated tests of broken fail`},
+		{"104-postgres-only.patch", `^caught .* by pg:TestQuote/postgres `},
+	} {
+		if got := verdict(t, out, c.file); !regexp.MustCompile(c.want).MatchString(got) {
+			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
+		}
+	}
+	if !strings.Contains(out, "baseline in "+file+": 3 packages") {
+		t.Errorf("the output does not say where the baseline came from")
+	}
+	if code != 1 {
+		t.Errorf("exit status = %d, want 1", code)
+	}
+
+	// A record of other packages is no baseline for calc.
+	if err := record(strings.NewReader(""), file, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	_, out = runTinyFrom(t, root, "100", file)
+	if got := verdict(t, out, "100-add-subtracts.patch"); !strings.HasPrefix(got, "BASELINE FAILED") {
+		t.Errorf("verdict on 100 with an empty record = %q, want BASELINE FAILED", got)
 	}
 }
 

@@ -23,12 +23,13 @@ const tailLines = 30
 
 // A runner runs mutants against a repository and reports on them.
 type runner struct {
-	root    string        // the repository's top directory
-	jobs    int           // mutants run in parallel
-	verbose bool          // stream go test's output; report every catching test
-	timeout time.Duration // go test -timeout for the baseline and each mutant
-	env     []string      // added to the environment of go test
-	out     *printer
+	root     string        // the repository's top directory
+	jobs     int           // mutants run in parallel
+	verbose  bool          // stream go test's output; report every catching test
+	timeout  time.Duration // go test -timeout for the baseline and each mutant
+	baseFile string        // a go test -json file to take the baseline from instead of running it
+	env      []string      // added to the environment of go test
+	out      *printer
 
 	mod    module
 	files  []string         // the repository's files, relative to root
@@ -239,6 +240,14 @@ func (rn *runner) baseline(ctx context.Context, pkgs []string, need map[string][
 		rn.tail(b.run.output.Bytes())
 		return b
 	}
+	if rn.baseFile != "" {
+		run, err := readBaseline(rn.baseFile)
+		if err != nil {
+			return fail("-baseline: " + err.Error())
+		}
+		b.run = run
+		return rn.judgeBaseline(b, pkgs, nil, start)
+	}
 	scratch, err := rn.scratch(ctx, "")
 	if err != nil {
 		return fail(err.Error())
@@ -287,6 +296,13 @@ func (rn *runner) baseline(ctx context.Context, pkgs []string, need map[string][
 	if ctx.Err() != nil {
 		return b
 	}
+	return rn.judgeBaseline(b, pkgs, err2, start)
+}
+
+// judgeBaseline records in b which of pkgs failed in b.run (or are missing
+// from it: a -baseline file from a run of other packages) and reports the
+// baseline; err is go test's error, if it ran.
+func (rn *runner) judgeBaseline(b *baseline, pkgs []string, err error, start time.Time) *baseline {
 	for _, p := range pkgs {
 		var why []string
 		for _, id := range innermost(slices.Clone(b.run.failed)) {
@@ -299,6 +315,8 @@ func (rn *runner) baseline(ctx context.Context, pkgs []string, need map[string][
 			why = append(why, "[build failed]")
 		case slices.Contains(b.run.timedOut, p):
 			why = append(why, "[timed out]")
+		case len(why) == 0 && rn.baseFile != "" && !b.run.passed[testID{p, ""}] && !slices.Contains(b.run.failed, testID{p, ""}):
+			why = append(why, "[not in "+rn.baseFile+"]")
 		case len(why) == 0 && !b.run.passed[testID{p, ""}]:
 			why = append(why, "[package failed]")
 		}
@@ -306,8 +324,13 @@ func (rn *runner) baseline(ctx context.Context, pkgs []string, need map[string][
 			b.failed[p] = why
 		}
 	}
-	if len(b.failed) == 0 && err2 != nil && !isExit(err2) {
-		return fail("go test: " + err2.Error())
+	if len(b.failed) == 0 && err != nil && !isExit(err) {
+		for _, p := range pkgs {
+			b.failed[p] = append(b.failed[p], "go test: "+err.Error())
+		}
+		rn.out.printf("BASELINE FAILED  go test: %s\n", err)
+		rn.tail(b.run.output.Bytes())
+		return b
 	}
 	n := 0
 	for id := range b.run.passed {
@@ -315,7 +338,11 @@ func (rn *runner) baseline(ctx context.Context, pkgs []string, need map[string][
 			n++
 		}
 	}
-	rn.out.printf("baseline: %d packages, %d tests passed, %d skipped (%.1fs)\n", len(pkgs), n, b.run.skipped, time.Since(start).Seconds())
+	from := ""
+	if rn.baseFile != "" {
+		from = " in " + rn.baseFile
+	}
+	rn.out.printf("baseline%s: %d packages, %d tests passed, %d skipped (%.1fs)\n", from, len(pkgs), n, b.run.skipped, time.Since(start).Seconds())
 	for _, p := range pkgs {
 		if why := b.failed[p]; why != nil {
 			rn.out.printf("BASELINE FAILED  %s: %s\n", rn.mod.dir(p), strings.Join(why, ", "))
@@ -454,12 +481,14 @@ func (rn *runner) scratch(ctx context.Context, patch string) (string, error) {
 
 // goTest runs go test -json on pkgs in dir and parses its output; text is
 // copied to stream if that is not nil. The builds are path-independent
-// (-trimpath), so that every scratch copy shares the build cache, and vet is
-// off: a mutant is judged by the tests alone.
+// (-trimpath), so that every scratch copy shares the build cache; vet is
+// off, since a mutant is judged by the tests alone; and the test binaries
+// carry no DWARF (-ldflags=-w), which nobody reads here and which is a third
+// of the time it takes to link one.
 func (rn *runner) goTest(ctx context.Context, dir string, pkgs []string, stream io.Writer, extra ...string) (*testRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, rn.timeout+2*time.Minute)
 	defer cancel()
-	args := []string{"test", "-json", "-count=1", "-trimpath", "-vet=off", "-timeout", rn.timeout.String()}
+	args := []string{"test", "-json", "-count=1", "-trimpath", "-vet=off", "-ldflags=-w", "-timeout", rn.timeout.String()}
 	args = append(args, extra...)
 	args = append(args, pkgs...)
 	r := newTestRun()
