@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/racefree/racefree/internal/query"
 )
 
 // Migration represents one versioned schema change of an engine.
@@ -56,7 +58,7 @@ func LoadMigrations(fsys fs.FS) ([]Migration, error) {
 		if len(out) > 0 && out[len(out)-1].Version == v {
 			return nil, fmt.Errorf("migration version %d appears twice", v)
 		}
-		out = append(out, Migration{Version: v, Name: m[2], SQL: string(body)})
+		out = append(out, Migration{Version: v, Name: m[2], SQL: query.Embedded(string(body))})
 	}
 	slices.SortFunc(out, func(a, b Migration) int { return int(a.Version - b.Version) })
 	return out, nil

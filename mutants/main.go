@@ -63,6 +63,7 @@ func main() {
 	list := flag.Bool("list", false, "list the mutants with their descriptions, packages and the tests that judge them; run nothing")
 	timeout := flag.Duration("timeout", 10*time.Minute, "go test -timeout for the baseline and for each mutant")
 	baseFile := flag.String("baseline", "", "take the baseline from `file`, a go test -json run of the mutants' packages that -record wrote, instead of running it")
+	build := flag.Bool("build", false, "build every mutant's tests, SQL mutants too, instead of running those in test binaries built once (see overlay.go)")
 	recordFile := flag.String("record", "", "copy go test -json output from standard input to `file`, for -baseline, printing what go test would print without -json; run nothing")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./mutants [-run regexp] [-j N] [-v] [-list] [-timeout d] [-baseline file]\n       go test -json ... | go run ./mutants -record file\n")
@@ -141,7 +142,7 @@ func main() {
 		<-ctx.Done()
 		stop() // a second interrupt kills the runner outright
 	}()
-	rn := &runner{root: root, jobs: *jobs, verbose: *verbose, timeout: *timeout, baseFile: *baseFile, out: &printer{w: os.Stdout}}
+	rn := &runner{root: root, jobs: *jobs, verbose: *verbose, timeout: *timeout, baseFile: *baseFile, noOverlay: *build, out: &printer{w: os.Stdout}}
 	code := rn.run(ctx, selected)
 	stop()
 	os.Exit(code)

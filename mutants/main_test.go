@@ -144,6 +144,66 @@ func TestQuery(t *testing.T) {
 	})
 }
 `,
+	// hooked passes its embedded SQL through a hook as racefree's
+	// internal/query.Embedded does, so a mutant of it needs no build.
+	"hooked/hooked.go": `package hooked
+
+import _ "embed"
+
+//go:embed sql/q.sql
+var q string
+
+//go:embed sql/same.sql
+var same string
+
+// Query returns the query the package runs, and Same one that another
+// file repeats word for word.
+func Query() (string, string) { return swap(q), swap(same) }
+
+var swap = func(s string) string { return s }
+`,
+	"hooked/mutated.go": `//go:build racefree_mutants
+
+package hooked
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+)
+
+func init() {
+	data, err := os.ReadFile(os.Getenv("RACEFREE_MUTANT_SQL"))
+	if err != nil {
+		return
+	}
+	var m map[string]string
+	if json.Unmarshal(data, &m) != nil {
+		os.Exit(3)
+	}
+	swap = func(s string) string {
+		sum := sha256.Sum256([]byte(s))
+		if r, ok := m[hex.EncodeToString(sum[:])]; ok {
+			return r
+		}
+		return s
+	}
+}
+`,
+	"hooked/sql/q.sql":     "SELECT 10\n",
+	"hooked/sql/same.sql":  "SELECT 3\n",
+	"hooked/sql/again.sql": "SELECT 3\n",
+	"hooked/hooked_test.go": `package hooked
+
+import "testing"
+
+func TestQuery(t *testing.T) {
+	if q, same := Query(); q != "SELECT 10\n" || same != "SELECT 3\n" {
+		t.Fatalf("Query() = %q, %q", q, same)
+	}
+}
+`,
 	"untested/untested.go": `package untested
 
 // One returns 1; no test checks it.
@@ -468,6 +528,40 @@ func TestEngineSQLMutantIsCaughtOnlyByItsEngine(t *testing.T) {
 	}
 	if got, want := run.catching(base, "postgres"), []testID{{"p", "TestE/sqlite"}}; !slices.Equal(got, want) {
 		t.Errorf("a sqlite SQL mutant is caught by %v, want %v", got, want)
+	}
+}
+
+// TestSQLMutantsRunWithoutABuild checks that a mutant of SQL alone that
+// passes through the module's hook runs in a test binary built once, and
+// that one the hook cannot tell apart (a text two files share) or does not
+// see (eng's SQL) is judged by building the mutated tree: the same verdicts
+// either way.
+func TestSQLMutantsRunWithoutABuild(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := newTinyRepo(t)
+	addMutant(t, root, "110-hooked-sql.patch", "The query selects 20", "hooked/sql/q.sql", "SELECT 10", "SELECT 20")
+	addMutant(t, root, "111-shared-text.patch", "The repeated query selects 4", "hooked/sql/same.sql", "SELECT 3", "SELECT 4")
+	addMutant(t, root, "107-postgres-sql.patch", "PostgreSQL's query selects 2", "eng/sql/postgres/q.sql", "SELECT 1", "SELECT 2")
+	code, out := runTiny(t, root, ".", "TINY_DB=1")
+	for _, c := range []struct{ file, want string }{
+		{"110-hooked-sql.patch", `^caught .* by hooked:TestQuery `},
+		// same.sql's text is again.sql's too, so the overlay would
+		// change both: the mutant is built, and it is caught there.
+		{"111-shared-text.patch", `^caught .* by hooked:TestQuery `},
+		{"107-postgres-sql.patch", `^caught .* by eng:TestQuery/postgres `},
+	} {
+		if got := verdict(t, out, c.file); !regexp.MustCompile(c.want).MatchString(got) {
+			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
+		}
+	}
+	if !strings.Contains(out, " 3 mutants (1 of SQL without a build of their own) ") {
+		t.Errorf("the summary does not say that exactly one mutant ran without a build")
+	}
+	if code != 0 {
+		t.Errorf("exit status = %d, want 0", code)
 	}
 }
 

@@ -23,17 +23,19 @@ const tailLines = 30
 
 // A runner runs mutants against a repository and reports on them.
 type runner struct {
-	root     string        // the repository's top directory
-	jobs     int           // mutants run in parallel
-	verbose  bool          // stream go test's output; report every catching test
-	timeout  time.Duration // go test -timeout for the baseline and each mutant
-	baseFile string        // a go test -json file to take the baseline from instead of running it
-	env      []string      // added to the environment of go test
-	out      *printer
+	root      string        // the repository's top directory
+	jobs      int           // mutants run in parallel
+	verbose   bool          // stream go test's output; report every catching test
+	timeout   time.Duration // go test -timeout for the baseline and each mutant
+	baseFile  string        // a go test -json file to take the baseline from instead of running it
+	noOverlay bool          // build every mutant, SQL too (see overlay.go)
+	env       []string      // added to the environment of go test
+	out       *printer
 
-	mod    module
-	files  []string         // the repository's files, relative to root
-	proofs map[string]proof // catalogue number → the tests GUARANTEES.md lists for it
+	mod      module
+	files    []string         // the repository's files, relative to root
+	proofs   map[string]proof // catalogue number → the tests GUARANTEES.md lists for it
+	overlays *overlays        // prebuilt test binaries for mutants of SQL alone; nil: build every mutant
 }
 
 // A printer serialises writes to the runner's output between parallel
@@ -71,6 +73,7 @@ type result struct {
 	output     []byte     // output of git apply or go test
 	elapsed    time.Duration
 	testTime   float64 // seconds the test binaries ran; the rest of elapsed went to copying and building
+	overlaid   bool    // judged in prebuilt test binaries, without a build (see overlay.go)
 }
 
 // A baseline is the unmutated run of the selected mutants' packages.
@@ -147,6 +150,14 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 		}
 	}
 
+	if len(todo) > 0 && !rn.noOverlay {
+		if rn.overlays, err = newOverlays(ctx, rn); err != nil {
+			rn.out.printf("mutants: %v\n", err)
+			return 1
+		}
+		defer rn.overlays.close()
+	}
+
 	work := make(chan *mutant)
 	results := make(chan result)
 	go func() {
@@ -172,7 +183,7 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 		close(results)
 	}()
 	mutantsStart := time.Now()
-	ran := 0
+	ran, overlaid := 0, 0
 	var busy, testing float64 // seconds over all mutants: in all, and in test binaries
 	for r := range results {
 		counts[r.outcome]++
@@ -183,13 +194,16 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 			ran++
 			busy += r.elapsed.Seconds()
 			testing += r.testTime
+			if r.overlaid {
+				overlaid++
+			}
 		}
 	}
 	if base != nil {
 		secs := time.Since(mutantsStart).Seconds()
 		n := float64(max(ran, 1))
-		rn.out.printf("mutants: baseline %.1fs; %d mutants in %.1fs with -j %d (%.1fs each: %.1fs copying and building, %.1fs testing); %.1fs in all\n",
-			base.elapsed.Seconds(), ran, secs, rn.jobs, busy/n, (busy-testing)/n, testing/n, time.Since(start).Seconds())
+		rn.out.printf("mutants: baseline %.1fs; %d mutants (%d of SQL without a build of their own) in %.1fs with -j %d (%.1fs each: %.1fs copying and building, %.1fs testing); %.1fs in all\n",
+			base.elapsed.Seconds(), ran, overlaid, secs, rn.jobs, busy/n, (busy-testing)/n, testing/n, time.Since(start).Seconds())
 	}
 	rn.out.printf("mutants: %d caught, %d survived, %d broken, %d timed out, %d baseline failed\n",
 		counts[caught], counts[survived], counts[broken], counts[timedOut], counts[baselineFailed])
@@ -379,13 +393,47 @@ func (rn *runner) mutant(ctx context.Context, base *baseline, m *mutant, pkgs []
 		return r
 	}
 
+	// A mutant of SQL alone runs first in prebuilt test binaries, its
+	// text swapped in at run time; only a catch counts there. Anything
+	// else (a test binary that reads the SQL some other way, say) is
+	// judged again the ordinary way, by building the mutated tree.
+	var tried float64 // seconds the prebuilt test binaries ran
+	if rn.overlays != nil && rn.overlays.applies(m) {
+		if o, err := rn.overlays.tester(ctx, m); err != nil {
+			rn.debugf("%s: no overlay: %v", m.file, err)
+		} else {
+			got := rn.judge(ctx, base, m, pkgs, o.test)
+			o.close()
+			if got.outcome == caught || ctx.Err() != nil {
+				got.overlaid = true
+				return got
+			}
+			rn.debugf("%s: not caught in the prebuilt test binaries (%s); building it", m.file, got.reason)
+			tried = got.testTime
+		}
+	}
+
 	scratch, err := rn.scratch(ctx, m.path)
 	if err != nil {
 		r.reason = err.Error()
 		return r
 	}
 	defer os.RemoveAll(scratch)
+	got := rn.judge(ctx, base, m, pkgs, func(pkg string, stream io.Writer, extra ...string) (*testRun, error) {
+		return rn.goTest(ctx, scratch, []string{pkg}, stream, extra...)
+	})
+	got.testTime += tried
+	return got
+}
 
+// A tester runs go test's flags extra on one package of a mutated tree,
+// copying go test's text output to stream if that is not nil.
+type tester func(pkg string, stream io.Writer, extra ...string) (*testRun, error)
+
+// judge runs m's packages' tests with test and returns the verdict on m.
+func (rn *runner) judge(ctx context.Context, base *baseline, m *mutant, pkgs []string, test tester) (r result) {
+	r = result{m: m, outcome: broken}
+	var err error
 	var stream io.Writer
 	if rn.verbose {
 		prefix := ""
@@ -416,13 +464,13 @@ func (rn *runner) mutant(ctx context.Context, base *baseline, m *mutant, pkgs []
 		if !rn.verbose {
 			extra = append(extra, "-failfast")
 		}
-		one, oneErr := rn.goTest(ctx, scratch, []string{pkg}, stream, extra...)
+		one, oneErr := test(pkg, stream, extra...)
 		if !rn.verbose && len(one.catching(base.run, blind)) == 0 && len(one.failed) > 0 &&
 			len(one.buildFailed) == 0 && len(one.timedOut) == 0 && ctx.Err() == nil {
 			// A failure that is no evidence (the other engine's subtest, a
 			// test that did not pass on the baseline) stopped the run before
 			// the tests that could catch the mutant ran: run them all.
-			one, oneErr = rn.goTest(ctx, scratch, []string{pkg}, stream, "-run", run)
+			one, oneErr = test(pkg, stream, "-run", run)
 		}
 		got.merge(one)
 		err = worse(err, oneErr)
@@ -550,6 +598,13 @@ func command(ctx context.Context, dir string, w io.Writer, env []string, name st
 		signalGroup(cmd, syscall.SIGKILL) // leave no test binary behind
 	}
 	return err
+}
+
+// debugf prints a line of the runner's own reasoning when the run is verbose.
+func (rn *runner) debugf(format string, args ...any) {
+	if rn.verbose {
+		rn.out.printf("mutants: "+format+"\n", args...)
+	}
 }
 
 // report prints the verdict line for r and, unless the mutant was caught,

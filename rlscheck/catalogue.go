@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/query"
 )
 
 //go:embed sql/postgres/schemas.sql
@@ -29,6 +30,12 @@ var functionsSQL string
 
 //go:embed sql/postgres/role.sql
 var roleSQL string
+
+func init() {
+	for _, q := range []*string{&schemasSQL, &tablesSQL, &policiesSQL, &viewsSQL, &functionsSQL, &roleSQL} {
+		*q = query.Embedded(*q)
+	}
+}
 
 type table struct {
 	oid                    int64

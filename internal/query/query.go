@@ -32,7 +32,7 @@ func Load(fsys fs.FS, dir, engine string) (Set, error) {
 		if err != nil {
 			return nil, fmt.Errorf("query %s: %w", name, err)
 		}
-		set[name] = string(b)
+		set[name] = Embedded(string(b))
 	}
 	return set, nil
 }

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A mutant that changes only .sql files needs no build of its own. The
+// module passes every embedded SQL text through a hook
+// (internal/query.Embedded) that, in a test binary built with the tag
+// overlayTag, replaces a text whose SHA-256 the file named by overlayEnv
+// lists with the mutant's version of it. So each package's test binary is
+// built once, with the tag, from an unmutated copy of the repository, and
+// each SQL mutant runs in it with its own overlay. A text that two .sql
+// files share is never overlaid (the mutant would change both), and a
+// module without the hook, or a test that reads its SQL another way, merely
+// lets the mutant survive there: the runner then judges it again by
+// building the mutated tree, so the overlay can save time but never change
+// a verdict.
+const (
+	overlayTag = "racefree_mutants"
+	overlayEnv = "RACEFREE_MUTANT_SQL"
+	binDir     = ".mutants-bin" // in the unmutated copy: the prebuilt test binaries
+)
+
+// overlays holds the prebuilt test binaries.
+type overlays struct {
+	rn     *runner
+	base   string          // an unmutated copy of the repository: where the binaries are built and run
+	shared map[string]bool // digests of the texts that more than one .sql file holds
+	digest map[string]string
+
+	mu     sync.Mutex
+	builds map[string]*prebuilt // package → its test binary
+}
+
+// A prebuilt is one package's test binary, built on first use.
+type prebuilt struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// newOverlays copies the repository and reads the digests of its .sql files.
+func newOverlays(ctx context.Context, rn *runner) (*overlays, error) {
+	base, err := rn.scratch(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(base, binDir), 0o755); err != nil {
+		os.RemoveAll(base)
+		return nil, err
+	}
+	o := &overlays{rn: rn, base: base, shared: map[string]bool{}, digest: map[string]string{}, builds: map[string]*prebuilt{}}
+	seen := map[string]bool{}
+	for _, f := range rn.files {
+		if !strings.HasSuffix(f, ".sql") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(rn.root, filepath.FromSlash(f)))
+		if err != nil {
+			continue
+		}
+		d := sqlDigest(data)
+		o.digest[f] = d
+		o.shared[d] = seen[d]
+		seen[d] = true
+	}
+	return o, nil
+}
+
+// close removes the copy and the binaries.
+func (o *overlays) close() { os.RemoveAll(o.base) }
+
+// applies reports whether m changes only .sql files of the repository,
+// each with a text no other .sql file holds.
+func (o *overlays) applies(m *mutant) bool {
+	for _, f := range m.touched {
+		d, ok := o.digest[f]
+		if !ok || o.shared[d] {
+			return false
+		}
+	}
+	return len(m.touched) > 0
+}
+
+// binary returns the path of pkg's test binary, building it the first time.
+func (o *overlays) binary(ctx context.Context, pkg string) (string, error) {
+	o.mu.Lock()
+	b := o.builds[pkg]
+	if b == nil {
+		b = &prebuilt{}
+		o.builds[pkg] = b
+	}
+	o.mu.Unlock()
+	b.once.Do(func() {
+		b.path = filepath.Join(o.base, binDir, strings.ReplaceAll(pkg, "/", "_")+".test")
+		var out bytes.Buffer
+		b.err = command(ctx, o.base, &out, o.rn.env, "go", "test", "-c", "-tags", overlayTag, "-trimpath", "-vet=off", "-ldflags=-w", "-o", b.path, pkg)
+		if b.err == nil {
+			if _, err := os.Stat(b.path); err != nil {
+				b.err = fmt.Errorf("no test binary (no test files?)")
+			}
+		}
+		if b.err != nil {
+			b.err = fmt.Errorf("building %s's tests with -tags %s: %v\n%s", pkg, overlayTag, b.err, out.Bytes())
+		}
+	})
+	return b.path, b.err
+}
+
+// An overlayRun runs one mutant in the prebuilt binaries.
+type overlayRun struct {
+	o    *overlays
+	ctx  context.Context
+	dir  string // holds the mutated files and the overlay
+	file string // the overlay: digest of the original text → the mutant's text
+}
+
+// tester applies m to copies of the files it changes and writes its overlay.
+func (o *overlays) tester(ctx context.Context, m *mutant) (*overlayRun, error) {
+	dir, err := os.MkdirTemp("", "mutant-sql-*")
+	if err != nil {
+		return nil, err
+	}
+	r := &overlayRun{o: o, ctx: ctx, dir: dir, file: filepath.Join(dir, "overlay.json")}
+	if err := copyFiles(o.rn.root, dir, m.touched); err != nil {
+		r.close()
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := command(ctx, dir, &out, nil, "git", "apply", "--whitespace=nowarn", m.path); err != nil {
+		r.close()
+		return nil, fmt.Errorf("the patch does not apply: %v\n%s", err, out.Bytes())
+	}
+	swap := map[string]string{}
+	for _, f := range m.touched {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		swap[o.digest[f]] = string(data)
+	}
+	data, err := json.Marshal(swap)
+	if err == nil {
+		err = os.WriteFile(r.file, data, 0o644)
+	}
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *overlayRun) close() { os.RemoveAll(r.dir) }
+
+// test runs pkg's prebuilt test binary with the overlay, in the package's
+// directory of the unmutated copy, translating go test's flags extra (-run,
+// -failfast) into the binary's, and its output into go test -json's.
+func (r *overlayRun) test(pkg string, stream io.Writer, extra ...string) (*testRun, error) {
+	rn := r.o.rn
+	bin, err := r.o.binary(r.ctx, pkg)
+	if err != nil {
+		return newTestRun(), err
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, rn.timeout+2*time.Minute)
+	defer cancel()
+	args := []string{"tool", "test2json", "-t", "-p", pkg, bin, "-test.v=test2json", "-test.count=1", "-test.timeout=" + rn.timeout.String()}
+	for i := 0; i < len(extra); i++ {
+		switch extra[i] {
+		case "-run":
+			i++
+			args = append(args, "-test.run="+extra[i])
+		case "-failfast":
+			args = append(args, "-test.failfast")
+		default:
+			return newTestRun(), fmt.Errorf("no test binary flag for go test's %s", extra[i])
+		}
+	}
+	run := newTestRun()
+	sink := &jsonSink{run: run, stream: stream}
+	env := append(append([]string{}, rn.env...), overlayEnv+"="+r.file)
+	err = command(ctx, filepath.Join(r.o.base, filepath.FromSlash(rn.mod.dir(pkg))), sink, env, "go", args...)
+	sink.flush()
+	if lw, ok := stream.(*lineWriter); ok {
+		lw.flush()
+	}
+	if ctx.Err() != nil && err != nil {
+		err = fmt.Errorf("%w: %v", ctx.Err(), err)
+	}
+	return run, err
+}
+
+// sqlDigest is internal/query's digest of an embedded text: its SHA-256 in hex.
+func sqlDigest(text []byte) string {
+	sum := sha256.Sum256(text)
+	return hex.EncodeToString(sum[:])
+}
