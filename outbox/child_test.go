@@ -116,7 +116,7 @@ func TestKilledRelaysLoseNothing(t *testing.T) {
 				enqueued = append(enqueued, enqueue(t, ctx, o, db, outbox.Message{Topic: "t", Payload: []byte("x")}))
 			}
 		}
-		const rounds, perRound = 10, 25
+		rounds, perRound := testdb.Scale(4, 10), 25
 		worker := 0
 		for round := range rounds {
 			var procs []*exec.Cmd

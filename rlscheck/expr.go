@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 
-	"github.com/wasilibs/go-pgquery/parser"
+	"github.com/racefree/racefree/internal/pgparse"
 )
 
 // exprFacts is what one policy expression does with the tenant setting.
@@ -27,14 +26,6 @@ func (f *exprFacts) guards() bool {
 	return f == nil || f.settingRefs > 0 && !f.noMissingOK && !f.noNullIf && !f.coalesced && !f.alwaysTrue
 }
 
-// parseMu makes parses take turns. go-pgquery keeps a pool of WebAssembly
-// instances of PostgreSQL's parser and makes a new one, compiling the whole
-// module again (seconds of CPU), whenever a parse finds the pool empty, so
-// concurrent parses (one check's policies, or checks running side by side)
-// would each pay for a compilation. A parse takes microseconds; taking turns
-// keeps it to one instance and one compilation per process.
-var parseMu sync.Mutex
-
 // analyze parses a policy expression, as pg_get_expr prints it, with
 // PostgreSQL's own parser and reports what it does with setting. NULL (no
 // expression) is nil.
@@ -42,9 +33,7 @@ func analyze(expr sql.NullString, setting string) (*exprFacts, error) {
 	if !expr.Valid {
 		return nil, nil
 	}
-	parseMu.Lock()
-	js, err := parser.ParseToJSON("SELECT " + expr.String)
-	parseMu.Unlock()
+	js, err := pgparse.ToJSON("SELECT " + expr.String)
 	if err != nil {
 		return nil, fmt.Errorf("parse %q: %w", expr.String, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/racefree/racefree"
-	"github.com/wasilibs/go-pgquery/parser"
+	"github.com/racefree/racefree/internal/pgparse"
 )
 
 // Warning is something about a migration that the check alone cannot settle.
@@ -172,7 +172,7 @@ func (r rangeVar) name() string { return Name{Schema: r.Schemaname, Table: r.Rel
 // file parses text (which starts at offset base of the whole migration, for
 // line numbers) and reads each statement.
 func (m *migration) file(text string, base int, whole string) error {
-	js, err := parser.ParseToJSON(text)
+	js, err := pgparse.ToJSON(text)
 	if err != nil {
 		return &parseError{err}
 	}

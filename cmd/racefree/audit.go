@@ -59,7 +59,7 @@ Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, err := tenant.With(cmd.Context(), verifyFor)
 			if err == nil {
-				err = auditVerify(ctx, cmd.OutOrStdout(), os.Stderr, isTerminal(os.Stderr), db, keys, scopes, checkpoint, format, parallel)
+				err = auditVerify(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), isTerminal(cmd.ErrOrStderr()), db, keys, scopes, checkpoint, format, parallel)
 			}
 			return auditExit(err)
 		},
@@ -111,7 +111,7 @@ Exit status: 0 pruned, 1 the chain is broken, 2 error.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, err := tenant.With(cmd.Context(), pruneFor)
 			if err == nil {
-				err = auditPrune(ctx, cmd.OutOrStdout(), os.Stderr, db, keys, pruneScope, pruneThrough, pruneActor, pruneCheckpoint)
+				err = auditPrune(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), db, keys, pruneScope, pruneThrough, pruneActor, pruneCheckpoint)
 			}
 			return auditExit(err)
 		},
@@ -147,7 +147,11 @@ Exit status: 0 pruned, 1 the chain is broken, 2 error.`,
 
 // isTerminal reports whether f is a character device: a terminal, not a
 // pipe or a file.
-func isTerminal(f *os.File) bool {
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -18,6 +18,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -25,7 +26,7 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // exitError carries a specific exit code; other errors exit 1.
@@ -37,7 +38,9 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-func run(args []string) int {
+// run runs racefree with args, writing to stdout and stderr, and returns
+// its exit status.
+func run(args []string, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:           "racefree",
 		Short:         "Make concurrency, retries and re-delivery safe, with the database as the referee",
@@ -46,11 +49,13 @@ func run(args []string) int {
 	}
 	root.AddCommand(serveCmd(), migrateCmd(), keysCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), quotaCmd(), outboxCmd(), versionCmd())
 	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.Execute()
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(os.Stderr, "racefree: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(stderr, "racefree: %s\n", oneLine(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

@@ -26,10 +26,16 @@ import (
 )
 
 // TestMain lets the tests run this binary as racefree itself: a child
-// started with RACEFREE_TEST_AS_CLI=1 runs main instead of the tests.
+// started with RACEFREE_TEST_AS_CLI=1 runs main instead of the tests. The
+// tests themselves run without the environment variables racefree reads,
+// so that a developer's RACEFREE_DB cannot change what runCLI does.
 func TestMain(m *testing.M) {
 	if os.Getenv("RACEFREE_TEST_AS_CLI") == "1" {
-		os.Exit(run(os.Args[1:]))
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	for _, k := range []string{"RACEFREE_DB", "RACEFREE_ADDR", "RACEFREE_TOKEN", "RACEFREE_INBOX_SECRETS",
+		"RACEFREE_METRICS_TOKEN", "RACEFREE_REFRESH_SECRET", "RACEFREE_REQUIRE_KEY"} {
+		os.Unsetenv(k)
 	}
 	os.Exit(m.Run())
 }
@@ -46,23 +52,16 @@ type result struct {
 	stdout, stderr string
 }
 
-// runCLI runs racefree with args in a child process. A child that parses
-// SQL compiles the parser first, which takes a minute or more under -race on
-// a busy machine.
+// runCLI runs racefree with args in this process and returns what a shell
+// would see: the exit status and what it wrote. A command runs here as in
+// its own process (run builds a new command tree each time and reads no
+// global state), without a child's start-up, and, for rls-check, without
+// compiling the policy parser again in every child. Tests of what only a
+// process shows (serve, signals, a crash) start a child with cli.
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	var out, errb bytes.Buffer
-	cmd := cli(ctx, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	code := run(args, &out, &errb)
 	return result{code, out.String(), errb.String()}
 }
 
