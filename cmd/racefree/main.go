@@ -44,7 +44,7 @@ func run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), migrateCmd(), keysCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), quotaCmd(), outboxCmd(), versionCmd())
+	root.AddCommand(serveCmd(), migrateCmd(), keysCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), quotaCmd(), outboxCmd(), claimCmd(), versionCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
