@@ -163,6 +163,7 @@ func (s *Server) routes() {
 	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
 	s.handle("GET /readyz", http.HandlerFunc(s.readyz))
 	s.handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.handle("GET /openapi.json", http.HandlerFunc(s.openAPI))
 	s.claimRoutes()
 	s.inboxRoutes()
 	s.sequenceRoutes()
