@@ -77,7 +77,7 @@ func waitDone(t *testing.T, ctx context.Context) {
 	t.Helper()
 	select {
 	case <-ctx.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("kept context not cancelled within 10s")
+	case <-time.After(5 * time.Second):
+		t.Fatal("kept context not cancelled within 5s")
 	}
 }
