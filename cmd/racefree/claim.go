@@ -82,12 +82,15 @@ func usageExit(cmd *cobra.Command) {
 	}
 }
 
-// claimJSON is a claim as the claim commands print it: one JSON line.
+// printClaim prints a claim as one JSON line; a live claim held by
+// another (from a *claim.HeldError) has only its key, holder, fence and
+// expiry.
 func printClaim(w io.Writer, c *claim.Claim) error {
-	return json.NewEncoder(w).Encode(map[string]any{
-		"key": c.Key, "holder": c.Holder, "fence": c.Fence, "live": c.Live,
-		"claimed_at": fmtTime(c.ClaimedAt), "expires_at": fmtTime(c.ExpiresAt), "count": c.Count,
-	})
+	out := map[string]any{"key": c.Key, "holder": c.Holder, "fence": c.Fence, "live": c.Live, "expires_at": fmtTime(c.ExpiresAt)}
+	if !c.ClaimedAt.IsZero() {
+		out["claimed_at"], out["count"] = fmtTime(c.ClaimedAt), c.Count
+	}
+	return json.NewEncoder(w).Encode(out)
 }
 
 func fmtTime(t time.Time) string {
