@@ -82,6 +82,31 @@ func TestClient(t *testing.T) {
 			}
 		})
 
+		t.Run("A503AfterTheCommitIsRetriedAndReplayed", func(t *testing.T) {
+			clock.Set(conformance.T0)
+			// A proxy in front of the server answers 503 to the first
+			// request, after the server served it.
+			var once sync.Once
+			h := server.New(db, server.Options{Token: "secret"}).Handler()
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				lost := false
+				once.Do(func() { lost = true })
+				if !lost {
+					h.ServeHTTP(w, r)
+					return
+				}
+				h.ServeHTTP(httptest.NewRecorder(), r)
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			defer proxy.Close()
+			behind, _ := client.New(proxy.URL, &client.Options{Key: "secret", Backoff: time.Millisecond})
+			p := quota.Policy{Kind: quota.GCRA, Rate: 10, Per: time.Minute, Burst: 10}
+			if d, err := behind.Consume(context.Background(), "503", 1, p); err != nil || !d.Allowed || d.Remaining != 9 {
+				t.Fatalf("consume behind a 503 = %+v, %v; want allowed with 9 remaining, charged once", d, err)
+			}
+		})
+
 		t.Run("ProblemsKeepTheirRequestIDAndCredentialsAreRefused", func(t *testing.T) {
 			anon, _ := client.New(srv.URL, nil)
 			_, err := anon.Get(context.Background(), "x")
