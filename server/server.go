@@ -43,7 +43,9 @@ type Options struct {
 	// Keys verifies API keys (package apikey). Defaults to
 	// apikey.New(db, nil): verified keys are cached for at most 500ms.
 	Keys *apikey.Store
-	// Logger receives request failures. Defaults to slog.Default().
+	// Logger receives request failures and the access log (one line per
+	// request at Info), each with its request_id. Defaults to
+	// slog.Default().
 	Logger *slog.Logger
 	// InboxSecrets maps each webhook source served at /v1/inbox/{source}
 	// to its Standard Webhooks secrets ("whsec_…"; several for rotation).
@@ -126,6 +128,7 @@ func New(db *racefree.DB, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.log = slog.New(withRequestID{s.log.Handler()})
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racefree_http_requests_total",
 		Help: "HTTP requests by route pattern, method and status code.",
@@ -160,6 +163,7 @@ func (s *Server) routes() {
 	s.handle("GET /healthz", http.HandlerFunc(s.healthz))
 	s.handle("GET /readyz", http.HandlerFunc(s.readyz))
 	s.handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.handle("GET /openapi.json", http.HandlerFunc(s.openAPI))
 	s.claimRoutes()
 	s.inboxRoutes()
 	s.sequenceRoutes()
@@ -169,21 +173,28 @@ func (s *Server) routes() {
 	s.outboxRoutes()
 }
 
-// Handler returns the server's root handler: routing, metrics, the bearer
-// token on /v1/ (and on /metrics with Options.MetricsToken), and problem
-// documents for unknown routes and methods.
+// Handler returns the server's root handler: the request id
+// (RequestIDHeader), routing, metrics, the access log, the bearer token on
+// /v1/ (and on /metrics with Options.MetricsToken), and problem documents
+// for unknown routes and methods.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		id := requestID(r)
+		w.Header().Set(RequestIDHeader, id)
+		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
 		if s.opts.RequestTimeout > 0 {
-			ctx, cancel := context.WithTimeout(r.Context(), s.opts.RequestTimeout)
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, s.opts.RequestTimeout)
 			defer cancel()
-			r = r.WithContext(ctx)
 		}
+		r = r.WithContext(ctx)
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		route := s.serve(rec, r)
+		took := time.Since(start)
 		s.reqs.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
-		s.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		s.latency.WithLabelValues(route).Observe(took.Seconds())
+		s.accessLog(r, route, rec, took)
 		switch h := rec.Header(); {
 		case h.Get("Idempotent-Replayed") == "true":
 			s.metrics.idem.WithLabelValues("replayed").Inc()
@@ -399,6 +410,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	bytes  int64
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
 }
 
 func (r *statusRecorder) WriteHeader(code int) {

@@ -43,6 +43,7 @@ func auditCmd() *cobra.Command {
 		format     string
 		parallel   int
 		verifyFor  string
+		verifySrv  serverFlags
 	)
 	verify := &cobra.Command{
 		Use:   "verify",
@@ -54,9 +55,15 @@ checkpoint" (--checkpoint FILE) also reveal a cut tail or a restored older
 copy, which a bare chain cannot; those of other tenants in the file are
 left out (a checkpoint without a tenant is the default tenant's).
 On a terminal it shows progress on stderr; piped, it prints only the result.
+With --server URL (or RACEFREE_SERVER) it asks a running server instead,
+for the tenant of the key in RACEFREE_KEY, to verify each --scope against
+the checkpoints stored in its database.
 Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if verifySrv.url != "" {
+				return auditExit(auditVerifyServer(cmd, &verifySrv, scopes, format))
+			}
 			ctx, err := tenant.With(cmd.Context(), verifyFor)
 			if err == nil {
 				err = auditVerify(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), isTerminal(cmd.ErrOrStderr()), db, keys, scopes, checkpoint, format, parallel)
@@ -71,6 +78,7 @@ Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
 	vf.StringVar(&format, "format", "text", "output: text or json (one JSON object per scope and line)")
 	vf.IntVar(&parallel, "parallel", 4, "scopes verified at once")
 	vf.StringVar(&verifyFor, "tenant", tenant.Default, "tenant whose chains to verify")
+	verifySrv.add(verify)
 
 	var (
 		cpScopes []string
@@ -247,6 +255,12 @@ func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, ke
 		return err
 	}
 	prog.finish()
+	return printVerified(stdout, format, results)
+}
+
+// printVerified prints each scope's result (a line, or a JSON object with
+// --format json) and returns an exit status 1 error when a chain is broken.
+func printVerified(stdout io.Writer, format string, results []audit.Result) error {
 	broken := 0
 	enc := json.NewEncoder(stdout)
 	for _, r := range results {
@@ -272,6 +286,35 @@ func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, ke
 		return &exitError{exitAuditBroken, fmt.Errorf("%d of %d audit chains broken", broken, len(results))}
 	}
 	return nil
+}
+
+// auditVerifyServer verifies scopes on a running server, against the
+// checkpoints stored in its database, for the tenant of RACEFREE_KEY.
+func auditVerifyServer(cmd *cobra.Command, srv *serverFlags, scopes []string, format string) error {
+	for _, f := range []string{"checkpoint", "tenant", "db", "keys"} {
+		if cmd.Flags().Changed(f) {
+			return racefree.Invalid(f, "is for the database; with --server the server's keyring and stored checkpoints verify, for the key's tenant")
+		}
+	}
+	if len(scopes) == 0 {
+		return racefree.Invalid("scope", "is required with --server (repeat for several)")
+	}
+	if format != "text" && format != "json" {
+		return racefree.Invalid("format", "%q: want text or json", format)
+	}
+	c, err := srv.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
+	defer cancel()
+	results := make([]audit.Result, len(scopes))
+	for i, s := range scopes {
+		if results[i], err = c.Verify(ctx, s); err != nil {
+			return err
+		}
+	}
+	return printVerified(cmd.OutOrStdout(), format, results)
 }
 
 func contains(list []string, s string) bool {

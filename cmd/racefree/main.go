@@ -1,14 +1,16 @@
 // Command racefree serves racefree's HTTP API and manages its schema.
 //
-//	racefree serve      [--db DSN] [--addr HOST:PORT] [--token T] [--require-key] [--metrics-token T] [--inbox-secret [TENANT/]SOURCE=whsec_…] [--read-timeout D] …
+//	racefree serve      [--db DSN] [--addr HOST:PORT] [--token T] [--require-key] [--metrics-token T] [--inbox-secret [TENANT/]SOURCE=whsec_…] [--read-timeout D] [--log-format text|json] [--log-level L] …
 //	racefree migrate up|status|sql [--db DSN] [--to N] [--app-role NAME]
 //	racefree keys create --tenant T [--scope read,write] [--name N] | list [--tenant T] [--format json] | revoke --tenant T ID
 //	racefree unique-check --db DSN (--table T --key EXPR… | --migration FILE.sql)
 //	racefree rls-check --db postgres://… [--role APP_ROLE] [--tenant-column C] [--setting S] [--schema S…]
 //	racefree audit verify|checkpoint|keygen [--db DSN] [--keys FILE] [--scope S]… [--checkpoint FILE] [--format json]
+//	racefree audit verify --server URL --scope S…
 //	racefree outbox dead list|redrive|discard [ID…] [--topic T] [--key K] [--all] [--tenant T] [--db DSN] [--json]
 //	racefree outbox stats [--tenant T] [--db DSN] [--json]
-//	racefree quota consume KEY --rate N [--per D] [--burst N] [--kind gcra|window] [--n N] [--db DSN]
+//	racefree quota consume KEY --rate N [--per D] [--burst N] [--kind gcra|window] [--n N] [--db DSN | --server URL]
+//	racefree claim acquire|renew|release|get KEY [--holder H] [--fence N] [--ttl D] --server URL   (key in RACEFREE_KEY)
 //	racefree version
 //
 // DSN is sqlite:PATH (the default, sqlite:racefree.db) or postgres://….
@@ -47,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), migrateCmd(), keysCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), quotaCmd(), outboxCmd(), versionCmd())
+	root.AddCommand(serveCmd(), migrateCmd(), keysCmd(), uniqueCheckCmd(), rlsCheckCmd(), auditCmd(), quotaCmd(), outboxCmd(), claimCmd(), versionCmd())
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

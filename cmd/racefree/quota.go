@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/tenant"
@@ -13,8 +14,9 @@ import (
 )
 
 // quotaCmd charges a quota from the command line, for scripts and for
-// trying a policy out: it prints the decision as JSON, exits 0 when the
-// charge is allowed and 2 when it is refused.
+// trying a policy out, on the database (--db) or on a running server
+// (--server): it prints the decision as JSON, exits 0 when the charge is
+// allowed, 3 when it is refused and 2 on bad input.
 func quotaCmd() *cobra.Command {
 	var (
 		db    string
@@ -24,6 +26,7 @@ func quotaCmd() *cobra.Command {
 		burst int64
 		n     int64
 		ten   string
+		srv   serverFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "quota",
@@ -35,31 +38,18 @@ func quotaCmd() *cobra.Command {
 	}
 	consume := &cobra.Command{
 		Use:   "consume KEY",
-		Short: "Charge n units of KEY: prints the decision, exits 0 when allowed and 2 when refused",
-		Args:  cobra.ExactArgs(1),
+		Short: "Charge n units of KEY: prints the decision, exits 0 when allowed, 3 when refused, 2 on bad input",
+		Long: `consume charges the counter in the database (--db), or, with --server URL
+(or RACEFREE_SERVER), on a running racefree server with the key in
+RACEFREE_KEY, whose tenant is charged (--tenant is for --db only).
+Exit status: 0 allowed, 1 the database or server failed, 2 bad input or
+usage (nothing charged), 3 refused (retry_after_ms says when to retry).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p := quota.Policy{Kind: quota.Kind(kind), Rate: rate, Per: per, Burst: burst, Wait: quota.NoWait}
-			if err := p.Validate(); err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			ctx, err := tenant.With(ctx, ten)
+			d, err := consumeQuota(cmd, args[0], n, p, db, ten, &srv)
 			if err != nil {
-				return err
-			}
-			h, err := dsn.Open(ctx, db, nil)
-			if err != nil {
-				return err
-			}
-			defer h.Close()
-			l, err := quota.New(h, nil)
-			if err != nil {
-				return err
-			}
-			d, err := l.Consume(ctx, h, args[0], n, p)
-			if err != nil {
-				return err
+				return clientExit(err)
 			}
 			out := map[string]any{"allowed": d.Allowed, "remaining": d.Remaining, "reset_at": d.ResetAt.Format(time.RFC3339Nano)}
 			if !d.Allowed {
@@ -69,11 +59,13 @@ func quotaCmd() *cobra.Command {
 				return err
 			}
 			if !d.Allowed {
-				return &exitError{code: 2, err: &quota.ExceededError{Decision: d}}
+				return &exitError{code: exitHeld, err: &quota.ExceededError{Decision: d}}
 			}
 			return nil
 		},
 	}
+	srv.add(consume)
+	usageExit(consume)
 	cmd.PersistentFlags().StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
 	consume.Flags().StringVar(&kind, "kind", string(quota.GCRA), "policy: gcra, window or sliding_window")
 	consume.Flags().Int64Var(&rate, "rate", 0, "units per --per (required)")
@@ -83,4 +75,38 @@ func quotaCmd() *cobra.Command {
 	consume.Flags().StringVar(&ten, "tenant", tenant.Default, "the tenant whose counter is charged")
 	cmd.AddCommand(consume)
 	return cmd
+}
+
+// consumeQuota charges n units of key under p on --server when it is set,
+// else in the database db for tenant ten.
+func consumeQuota(cmd *cobra.Command, key string, n int64, p quota.Policy, db, ten string, srv *serverFlags) (quota.Decision, error) {
+	if err := p.Validate(); err != nil {
+		return quota.Decision{}, err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
+	defer cancel()
+	if srv.url != "" {
+		if cmd.Flags().Changed("tenant") || cmd.Flags().Changed("db") {
+			return quota.Decision{}, racefree.Invalid("tenant", "--tenant and --db are for the database; with --server the key names the tenant")
+		}
+		c, err := srv.client()
+		if err != nil {
+			return quota.Decision{}, err
+		}
+		return c.Consume(ctx, key, n, p)
+	}
+	ctx, err := tenant.With(ctx, ten)
+	if err != nil {
+		return quota.Decision{}, err
+	}
+	h, err := dsn.Open(ctx, db, nil)
+	if err != nil {
+		return quota.Decision{}, err
+	}
+	defer h.Close()
+	l, err := quota.New(h, nil)
+	if err != nil {
+		return quota.Decision{}, err
+	}
+	return l.Consume(ctx, h, key, n, p)
 }

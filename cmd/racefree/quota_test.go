@@ -17,7 +17,7 @@ func TestQuotaConsume(t *testing.T) {
 			code      int
 			allowed   bool
 			remaining float64
-		}{{0, true, 1}, {0, true, 0}, {2, false, 0}} {
+		}{{0, true, 1}, {0, true, 0}, {3, false, 0}} {
 			r := runCLI(t, args...)
 			var out map[string]any
 			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
@@ -30,23 +30,23 @@ func TestQuotaConsume(t *testing.T) {
 				t.Fatalf("refusal: %v, stderr %q", out, r.stderr)
 			}
 		}
-		if r := runCLI(t, "quota", "consume", "user-1", "--db", dsn, "--rate", "1", "--burst", "2", "--n", "3"); r.code != 1 || !strings.Contains(r.stderr, "invalid n") {
+		if r := runCLI(t, "quota", "consume", "user-1", "--db", dsn, "--rate", "1", "--burst", "2", "--n", "3"); r.code != 2 || !strings.Contains(r.stderr, "invalid n") {
 			t.Fatalf("n above the burst: exit %d, stderr %q", r.code, r.stderr)
 		}
 		// Another tenant's counter of the same key is its own.
 		if r := runCLI(t, append(args, "--tenant", "acme")...); r.code != 0 || !strings.Contains(r.stdout, `"remaining":1`) {
 			t.Fatalf("--tenant acme: exit %d, stdout %q, stderr %q; want allowed with 1 remaining", r.code, r.stdout, r.stderr)
 		}
-		if r := runCLI(t, append(args, "--tenant", "a b")...); r.code != 1 || !strings.Contains(r.stderr, "invalid tenant") {
-			t.Fatalf("--tenant 'a b': exit %d, stderr %q; want exit 1, invalid tenant", r.code, r.stderr)
+		if r := runCLI(t, append(args, "--tenant", "a b")...); r.code != 2 || !strings.Contains(r.stderr, "invalid tenant") {
+			t.Fatalf("--tenant 'a b': exit %d, stderr %q; want exit 2, invalid tenant", r.code, r.stderr)
 		}
-		// A sliding window: its limit is the rate, its refusal exit 2.
+		// A sliding window: its limit is the rate, its refusal exit 3.
 		sliding := []string{"quota", "consume", "user-2", "--db", dsn, "--kind", "sliding_window", "--rate", "1", "--per", "1h"}
 		if r := runCLI(t, sliding...); r.code != 0 || !strings.Contains(r.stdout, `"remaining":0`) {
 			t.Fatalf("sliding window: exit %d, stdout %q, stderr %q; want allowed with 0 remaining", r.code, r.stdout, r.stderr)
 		}
-		if r := runCLI(t, sliding...); r.code != 2 || !strings.Contains(r.stdout, "retry_after_ms") {
-			t.Fatalf("sliding window over its limit: exit %d, stdout %q, stderr %q; want exit 2", r.code, r.stdout, r.stderr)
+		if r := runCLI(t, sliding...); r.code != 3 || !strings.Contains(r.stdout, "retry_after_ms") {
+			t.Fatalf("sliding window over its limit: exit %d, stdout %q, stderr %q; want exit 3", r.code, r.stdout, r.stderr)
 		}
 	})
 }

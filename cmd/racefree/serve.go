@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -38,6 +39,8 @@ func serveCmd() *cobra.Command {
 		refreshSecret   string
 		auditKeys       string
 		relay           relayOptions
+		logFormat       string
+		logLevel        string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -65,6 +68,9 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			inboxOpts.RequireKey = requireKey
+			if inboxOpts.Logger, err = newLogger(os.Stderr, logFormat, logLevel); err != nil {
+				return err
+			}
 			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits, reaping, &relay)
 		},
 	}
@@ -90,8 +96,27 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&limits.idle, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
 	f.DurationVar(&inboxOpts.RefreshGrace, "refresh-grace", 0, "how long after a rotation a retry with the rotated refresh token gets the same successor back instead of revoking its family; above 0 needs --refresh-secret")
 	f.StringVar(&refreshSecret, "refresh-secret", envOr("RACEFREE_REFRESH_SECRET", ""), "secret (at least 32 bytes, the same on every instance) that derives refresh-token successors (env RACEFREE_REFRESH_SECRET)")
+	f.StringVar(&logFormat, "log-format", envOr("RACEFREE_LOG_FORMAT", "text"), "log format on stderr: text or json (env RACEFREE_LOG_FORMAT)")
+	f.StringVar(&logLevel, "log-level", envOr("RACEFREE_LOG_LEVEL", "info"), "lowest level logged: debug, info (one access-log line per request), warn or error (env RACEFREE_LOG_LEVEL)")
 	relay.flags(cmd)
 	return cmd
+}
+
+// newLogger returns the logger of serve: text or JSON lines on w, from
+// level up. Anything else is an *racefree.InputError.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, racefree.Invalid("log-level", "must be debug, info, warn or error, got %q", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, racefree.Invalid("log-format", "must be text or json, got %q", format)
 }
 
 // timeouts bound how long a client may hold a connection.
@@ -118,7 +143,10 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

@@ -127,9 +127,21 @@ func (p Problem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// RequestIDHeader is the response header that carries the request's id;
+// Write echoes it in the body as request_id.
+const RequestIDHeader = "X-Request-Id"
+
 // Write answers with p as application/problem+json. A 503 always carries
-// Retry-After: the caller's, or RetryAfterSeconds.
+// Retry-After: the caller's, or RetryAfterSeconds. When the response
+// already carries RequestIDHeader, the body has it as request_id.
 func Write(w http.ResponseWriter, p Problem) {
+	if id := w.Header().Get(RequestIDHeader); id != "" {
+		extra := map[string]any{"request_id": id}
+		for k, v := range p.Extra {
+			extra[k] = v
+		}
+		p.Extra = extra
+	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	if p.Status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {

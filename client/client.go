@@ -1,0 +1,300 @@
+// Package client is a Go client of racefree's HTTP API (racefree serve),
+// with the method names and error values of the library: a claim held by
+// another is a *claim.HeldError carrying the live holder (errors.Is
+// racefree.ErrHeld), a stale fence a *claim.StaleFenceError
+// (racefree.ErrStaleFence), bad input a *racefree.InputError, so code
+// written against claim.Store or quota.Limiter branches the same way on
+// the client's errors.
+//
+// Every state-changing call carries an Idempotency-Key that the client
+// generates once per call and sends again on each retry: a call whose reply
+// was lost (a transport error, a 503) is retried and answered with the
+// outcome the server recorded for the first attempt (Idempotent-Replayed),
+// so a retried Acquire returns the caller's own claim and a retried
+// Consume is charged once.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/idempotency"
+)
+
+// Options configures a Client. A nil *Options means all defaults.
+type Options struct {
+	// Key is the credential sent as "Authorization: Bearer <Key>": an API
+	// key (racefree keys create) or the server's --token. Defaults to none.
+	Key string
+	// HTTPClient sends the requests. Defaults to a client with a 30s
+	// timeout per attempt.
+	HTTPClient *http.Client
+	// Attempts bounds the attempts of one call, the first included: a
+	// transport error, a 503 or a 409 idempotency-in-progress is retried
+	// until then. Defaults to 5.
+	Attempts int
+	// Backoff is the wait before the second attempt; it doubles with each
+	// further one, and a Retry-After the server sends is honoured up to
+	// MaxBackoff. Defaults to 100ms.
+	Backoff time.Duration
+	// MaxBackoff bounds any one wait between attempts. Defaults to 2s.
+	MaxBackoff time.Duration
+}
+
+// Client represents a racefree server. It is safe for concurrent use.
+type Client struct {
+	base *url.URL
+	opts Options
+}
+
+// New returns a Client of the server at baseURL (http://host:port, with an
+// optional path prefix). It does no I/O; a URL that is not absolute http or
+// https is a *racefree.InputError.
+func New(baseURL string, opts *Options) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, racefree.Invalid("server", "must be an http:// or https:// URL, got %q", baseURL)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	c := &Client{base: u}
+	if opts != nil {
+		c.opts = *opts
+	}
+	if c.opts.HTTPClient == nil {
+		c.opts.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if c.opts.Attempts < 1 {
+		c.opts.Attempts = 5
+	}
+	if c.opts.Backoff <= 0 {
+		c.opts.Backoff = 100 * time.Millisecond
+	}
+	if c.opts.MaxBackoff <= 0 {
+		c.opts.MaxBackoff = 2 * time.Second
+	}
+	return c, nil
+}
+
+// Error represents a problem document (RFC 9457) the server answered with.
+// It unwraps to the library's error of the same meaning (a
+// *claim.HeldError, racefree.ErrNotHeld, a *racefree.InputError…), when
+// there is one, so errors.Is and errors.As work as on the library.
+type Error struct {
+	Status    int
+	Type      string // e.g. "urn:racefree:problem:held"
+	Title     string
+	Detail    string
+	RequestID string // the server's request id, for its logs
+	Members   map[string]json.RawMessage
+	err       error
+}
+
+func (e *Error) Error() string {
+	msg := e.Title
+	if e.Detail != "" {
+		msg = e.Detail
+	}
+	if e.RequestID != "" {
+		return fmt.Sprintf("racefree server: %d %s (request %s)", e.Status, msg, e.RequestID)
+	}
+	return fmt.Sprintf("racefree server: %d %s", e.Status, msg)
+}
+
+// Unwrap returns the library's error of the same meaning, or nil.
+func (e *Error) Unwrap() error { return e.err }
+
+// Errors of the server's credentials, which the library has no use for.
+var (
+	// ErrUnauthorized means the server refused the credential (401).
+	ErrUnauthorized = errors.New("racefree client: unauthorized")
+	// ErrForbidden means the credential lacks the route's scope (403).
+	ErrForbidden = errors.New("racefree client: insufficient scope")
+)
+
+// problemName returns the name of a problem type URI.
+func problemName(typ string) string { return strings.TrimPrefix(typ, "urn:racefree:problem:") }
+
+// sentinel maps the problems with a fixed meaning to the library's errors.
+func sentinel(e *Error) error {
+	switch problemName(e.Type) {
+	case "invalid-input":
+		return &racefree.InputError{Field: "request", Reason: e.Detail}
+	case "not-found":
+		return racefree.ErrNotFound
+	case "not-held":
+		return racefree.ErrNotHeld
+	case "stale-fence":
+		return racefree.ErrStaleFence
+	case "held":
+		return racefree.ErrHeld
+	case "idempotency-in-progress":
+		return racefree.ErrInProgress
+	case "idempotency-key-mismatch":
+		return racefree.ErrMismatch
+	case "quota-exceeded":
+		return racefree.ErrQuotaExceeded
+	case "schema":
+		return racefree.ErrSchemaOutdated
+	case "unavailable", "idempotency-unavailable", "not-ready":
+		return racefree.ErrUnavailable
+	case "unauthorized":
+		return ErrUnauthorized
+	case "insufficient-scope":
+		return ErrForbidden
+	}
+	return nil
+}
+
+// call is one logical request: its attempts share the Idempotency-Key.
+type call struct {
+	method     string
+	path       string // escaped: build it with url.PathEscape on each key
+	query      url.Values
+	body       any  // JSON-encoded when not nil
+	idempotent bool // send an Idempotency-Key
+}
+
+// do runs the call, retrying transport errors, 503 and 409
+// idempotency-in-progress, and decodes a 2xx body into out (when not nil).
+// A problem answer is returned as *Error (its library error set by
+// sentinel; callers refine it).
+func (c *Client) do(ctx context.Context, cl call, out any) error {
+	var body []byte
+	if cl.body != nil {
+		var err error
+		if body, err = json.Marshal(cl.body); err != nil {
+			return err
+		}
+	}
+	u, err := url.Parse(c.base.String() + cl.path)
+	if err != nil {
+		return racefree.Invalid("path", "%v", err)
+	}
+	u.RawQuery = cl.query.Encode()
+	var key string
+	if cl.idempotent {
+		key = NewIdempotencyKey()
+	}
+	wait := c.opts.Backoff
+	var last error
+	for attempt := 1; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, cl.method, u.String(), bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("Accept", "application/json, application/problem+json")
+		if key != "" {
+			req.Header.Set(idempotency.Header, strconv.Quote(key))
+		}
+		if c.opts.Key != "" {
+			req.Header.Set("Authorization", "Bearer "+c.opts.Key)
+		}
+		retryAfter := time.Duration(0)
+		resp, err := c.opts.HTTPClient.Do(req)
+		if err == nil {
+			var perr *Error
+			perr, err = c.read(resp, out)
+			if err == nil && perr == nil {
+				return nil
+			}
+			if err == nil {
+				if !retryable(perr) {
+					return perr
+				}
+				if s, aerr := strconv.Atoi(resp.Header.Get("Retry-After")); aerr == nil {
+					retryAfter = time.Duration(s) * time.Second
+				}
+				err = perr
+			}
+		}
+		last = err
+		if ctx.Err() != nil {
+			return fmt.Errorf("racefree client: %s %s: %w", cl.method, cl.path, context.Cause(ctx))
+		}
+		if attempt >= c.opts.Attempts {
+			var perr *Error
+			if errors.As(last, &perr) {
+				return perr
+			}
+			return fmt.Errorf("racefree client: %s %s: %w (%w)", cl.method, cl.path, racefree.ErrUnavailable, last)
+		}
+		d := min(max(wait, retryAfter), c.opts.MaxBackoff)
+		wait *= 2
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("racefree client: %s %s: %w", cl.method, cl.path, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// retryable reports whether a problem answer may be retried with the same
+// request: the server was unavailable or busy, or the first attempt of the
+// same Idempotency-Key is still running.
+func retryable(e *Error) bool {
+	return e.Status == http.StatusServiceUnavailable || problemName(e.Type) == "idempotency-in-progress"
+}
+
+// read decodes resp: a 2xx into out, a problem into *Error. An error is a
+// body cut short, which is retried like a transport error.
+func (c *Client) read(resp *http.Response, out any) (*Error, error) {
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 == 2 {
+		if out == nil || resp.StatusCode == http.StatusNoContent {
+			return nil, nil
+		}
+		if err := json.Unmarshal(raw, out); err != nil {
+			return nil, fmt.Errorf("racefree client: decode %s reply: %w", resp.Request.URL.Path, err)
+		}
+		return nil, nil
+	}
+	e := &Error{Status: resp.StatusCode, Title: resp.Status, RequestID: resp.Header.Get("X-Request-Id")}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) == nil {
+		e.Members = m
+		_ = json.Unmarshal(m["type"], &e.Type)
+		_ = json.Unmarshal(m["title"], &e.Title)
+		_ = json.Unmarshal(m["detail"], &e.Detail)
+		_ = json.Unmarshal(m["request_id"], &e.RequestID)
+	}
+	if e.Type == "" && resp.StatusCode == http.StatusServiceUnavailable {
+		e.Type = "urn:racefree:problem:unavailable" // a proxy's 503
+	}
+	e.err = sentinel(e)
+	return e, nil
+}
+
+// member decodes the problem's extension member name into v.
+func (e *Error) member(name string, v any) bool {
+	raw, ok := e.Members[name]
+	return ok && json.Unmarshal(raw, v) == nil
+}
+
+// NewIdempotencyKey returns a random key (32 hex digits) for one logical
+// request.
+func NewIdempotencyKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

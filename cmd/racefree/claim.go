@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/client"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of the client commands (claim, quota consume --server, audit
+// verify --server), for scripts to branch on.
+const (
+	exitOK        = 0 // won, renewed, released, found, allowed
+	exitUnreached = 1 // the server could not be reached or failed
+	exitUsage     = 2 // bad input or usage: nothing was sent or changed
+	exitHeld      = 3 // another holder's claim is live
+	exitStale     = 4 // the fence is stale: another tenure began
+	exitNotHeld   = 5 // the claim is not the caller's (lapsed, released, never issued)
+	exitNotFound  = 6 // no such claim
+	clientTimeout = 30 * time.Second
+)
+
+const exitCodesHelp = `Exit status: 0 won (or renewed, released, found), 1 the server failed or
+could not be reached, 2 bad input or usage (nothing changed), 3 held by
+another holder (its claim is printed), 4 stale fence (another tenure began),
+5 not held (the claim lapsed, was released or is another's), 6 no such claim.`
+
+// serverFlags are the flags of every command that talks to a server.
+type serverFlags struct{ url string }
+
+func (f *serverFlags) add(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&f.url, "server", envOr("RACEFREE_SERVER", ""), "URL of a racefree server, e.g. http://127.0.0.1:8080 (env RACEFREE_SERVER); the key is read from RACEFREE_KEY")
+}
+
+// client returns a client of --server with the key in RACEFREE_KEY.
+func (f *serverFlags) client() (*client.Client, error) {
+	if f.url == "" {
+		return nil, racefree.Invalid("server", "is required (--server URL or RACEFREE_SERVER)")
+	}
+	return client.New(f.url, &client.Options{Key: os.Getenv("RACEFREE_KEY")})
+}
+
+// clientExit gives a client command's error its exit status.
+func clientExit(err error) error {
+	var ee *exitError
+	switch {
+	case err == nil || errors.As(err, &ee):
+		return err
+	case errors.Is(err, racefree.ErrInvalidInput):
+		return &exitError{exitUsage, err}
+	case errors.Is(err, racefree.ErrHeld):
+		return &exitError{exitHeld, err}
+	case errors.Is(err, racefree.ErrStaleFence):
+		return &exitError{exitStale, err}
+	case errors.Is(err, racefree.ErrNotHeld):
+		return &exitError{exitNotHeld, err}
+	case errors.Is(err, racefree.ErrNotFound):
+		return &exitError{exitNotFound, err}
+	}
+	return &exitError{exitUnreached, err}
+}
+
+// usageExit makes cobra's own refusals (unknown flag, wrong arguments)
+// exit 2.
+func usageExit(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{exitUsage, err} })
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return &exitError{exitUsage, err}
+			}
+			return nil
+		}
+	}
+}
+
+// printClaim prints a claim as one JSON line; a live claim held by
+// another (from a *claim.HeldError) has only its key, holder, fence and
+// expiry.
+func printClaim(w io.Writer, c *claim.Claim) error {
+	out := map[string]any{"key": c.Key, "holder": c.Holder, "fence": c.Fence, "live": c.Live, "expires_at": fmtTime(c.ExpiresAt)}
+	if !c.ClaimedAt.IsZero() {
+		out["claimed_at"], out["count"] = fmtTime(c.ClaimedAt), c.Count
+	}
+	return json.NewEncoder(w).Encode(out)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// claimCmd is racefree claim: the claims of a running server, for scripts
+// and operators.
+func claimCmd() *cobra.Command {
+	var (
+		srv    serverFlags
+		holder string
+		fence  int64
+		ttl    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "claim",
+		Short: "Acquire, renew, release or read a claim on a running server (--server URL, key in RACEFREE_KEY)",
+		Long:  "claim talks to a racefree server. " + exitCodesHelp,
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return &exitError{exitUsage, fmt.Errorf("claim needs a subcommand: acquire, renew, release or get")}
+		},
+	}
+	srv.add(cmd)
+	// with runs fn with a client of --server and a timeout, and maps its
+	// error to the exit status.
+	with := func(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+		c, err := srv.client()
+		if err != nil {
+			return clientExit(err)
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
+		defer cancel()
+		return clientExit(fn(ctx, c))
+	}
+	acquire := &cobra.Command{
+		Use:   "acquire KEY --holder H --ttl D",
+		Short: "Take the claim on KEY: exit 0 won (the claim is printed), 3 held (the live claim is printed)",
+		Long:  exitCodesHelp,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, func(ctx context.Context, c *client.Client) error {
+				got, err := c.Acquire(ctx, args[0], holder, ttl)
+				var held *claim.HeldError
+				if errors.As(err, &held) {
+					if perr := printClaim(cmd.OutOrStdout(), &held.Claim); perr != nil {
+						return perr
+					}
+				}
+				if err != nil {
+					return err
+				}
+				return printClaim(cmd.OutOrStdout(), got)
+			})
+		},
+	}
+	renew := &cobra.Command{
+		Use:   "renew KEY --holder H --fence N --ttl D",
+		Short: "Extend the caller's live claim: exit 0 renewed, 4 stale fence, 5 not held",
+		Long:  exitCodesHelp,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, func(ctx context.Context, c *client.Client) error {
+				got, err := c.Renew(ctx, args[0], holder, fence, ttl)
+				if err != nil {
+					return err
+				}
+				return printClaim(cmd.OutOrStdout(), got)
+			})
+		},
+	}
+	release := &cobra.Command{
+		Use:   "release KEY --holder H --fence N",
+		Short: "End the caller's tenure now: exit 0 released, 4 stale fence, 5 not held",
+		Long:  exitCodesHelp,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, func(ctx context.Context, c *client.Client) error {
+				return c.Release(ctx, args[0], holder, fence)
+			})
+		},
+	}
+	get := &cobra.Command{
+		Use:   "get KEY",
+		Short: "Print the claim on KEY: exit 0 found, 6 no such claim",
+		Long:  exitCodesHelp,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return with(cmd, func(ctx context.Context, c *client.Client) error {
+				got, err := c.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printClaim(cmd.OutOrStdout(), got)
+			})
+		},
+	}
+	for _, sub := range []*cobra.Command{acquire, renew, release} {
+		sub.Flags().StringVar(&holder, "holder", "", "the holder's name, unique per worker (required)")
+	}
+	for _, sub := range []*cobra.Command{renew, release} {
+		sub.Flags().Int64Var(&fence, "fence", 0, "the fence the claim was won with (required)")
+	}
+	for _, sub := range []*cobra.Command{acquire, renew} {
+		sub.Flags().DurationVar(&ttl, "ttl", 30*time.Second, "how long the claim lives without a renewal (whole milliseconds)")
+	}
+	usageExit(cmd)
+	for _, sub := range []*cobra.Command{acquire, renew, release, get} {
+		usageExit(sub)
+		cmd.AddCommand(sub)
+	}
+	return cmd
+}

@@ -1,0 +1,66 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/server"
+)
+
+// TestRequestIDIsEchoedAndLogged checks the request id: a valid incoming
+// X-Request-Id is kept, anything else is replaced by a new one; it is
+// answered in the header, in problem bodies (request_id, also for routes
+// and methods that do not exist and for refused credentials) and in the
+// access log line of the request.
+func TestRequestIDIsEchoedAndLogged(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	var logs bytes.Buffer
+	h := server.New(db, server.Options{Token: "tok", Logger: slog.New(slog.NewJSONHandler(&logs, nil))}).Handler()
+	for _, c := range []struct {
+		method, path, id string
+		header           []string
+		keep             bool
+	}{
+		{"GET", "/v1/claims/none", "trace-1", []string{"Authorization", "Bearer tok"}, true},
+		{"GET", "/v1/claims/none", "", []string{"Authorization", "Bearer tok"}, false},
+		{"GET", "/v1/claims/none", "bad id with spaces", []string{"Authorization", "Bearer tok"}, false},
+		{"GET", "/v1/claims/none", strings.Repeat("x", 129), []string{"Authorization", "Bearer tok"}, false},
+		{"GET", "/v1/nothing", "trace-2", nil, true},
+		{"PUT", "/healthz", "trace-3", nil, true},
+		{"GET", "/v1/claims/none", "trace-4", nil, true},
+	} {
+		header := c.header
+		if c.id != "" {
+			header = append(header, "X-Request-Id", c.id)
+		}
+		code, body, got := do(t, h, c.method, c.path, "", header...)
+		id := got.Get("X-Request-Id")
+		switch {
+		case code < 400:
+			t.Fatalf("%s %s: %d, want a problem", c.method, c.path, code)
+		case c.keep && id != c.id, !c.keep && (id == "" || id == c.id):
+			t.Errorf("%s %s with X-Request-Id %q: answered %q", c.method, c.path, c.id, id)
+		case body["request_id"] != id:
+			t.Errorf("%s %s: request_id %v in the body, %q in the header", c.method, c.path, body["request_id"], id)
+		}
+		if !c.keep {
+			continue
+		}
+		found := false
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "request" && rec["request_id"] == c.id && rec["status"] == float64(code) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s %s: no access-log line with request_id %q and status %d:\n%s", c.method, c.path, c.id, code, logs.String())
+		}
+	}
+}
