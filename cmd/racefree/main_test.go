@@ -232,6 +232,9 @@ func TestBadInputIsOneLineAndWritesNothing(t *testing.T) {
 		if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 || !strings.HasPrefix(r.stderr, "racefree: ") {
 			t.Errorf("%v: stderr should be one line starting racefree:, got %q", args, r.stderr)
 		}
+		if r.stdout != "" {
+			t.Errorf("%v: bad input wrote to stdout: %q", args, r.stdout)
+		}
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("bad input wrote %d files, want none", len(entries))
