@@ -289,10 +289,18 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 	if len(values) > 1 || !ok {
 		return caller{}, errBadCredential
 	}
+	return s.credential(r.Context(), got)
+}
+
+// credential returns the caller whose credential is got: the default
+// tenant with every scope for Options.Token, else the tenant and scopes of
+// the API key got. A key that is malformed, unknown or revoked is
+// errBadCredential; any other error is the database's.
+func (s *Server) credential(ctx context.Context, got string) (caller, error) {
 	if s.opts.Token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) == 1 {
 		return caller{tenant: tenant.Default, scopes: apikey.AllScopes}, nil
 	}
-	k, err := s.keys.Verify(r.Context(), got)
+	k, err := s.keys.Verify(ctx, got)
 	if errors.Is(err, apikey.ErrMalformed) || errors.Is(err, apikey.ErrRefused) {
 		return caller{}, errBadCredential
 	}
