@@ -162,7 +162,7 @@ func (s *Server) dashHeaders(w http.ResponseWriter) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Security-Policy", s.dash.csp)
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // with no-referrer, browsers send Origin: null on the forms' POSTs
 }
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, t *template.Template, status int, data any) {
@@ -232,8 +232,9 @@ func (s *Server) dashboardPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // sameOrigin reports whether a form POST may come from r's origin: a
-// browser sends Origin on every POST; one naming another origin is a
-// cross-site request, refused whatever else it carries.
+// browser sends Origin on every POST; one naming another origin, or the
+// opaque "null" of a sandboxed frame or a data: page, is a cross-site
+// request, refused whatever else it carries.
 func sameOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
 	if o == "" {
