@@ -147,8 +147,9 @@ func TestDashboardNeedsACredential(t *testing.T) {
 }
 
 // TestDashboardShowsOnlyTheKeysTenant: signed in with a key of tenant A,
-// the page shows A's claims and dead letters, never B's, though both hold
-// the same claim key; a key without the read scope sees nothing.
+// the page shows A's claims, dead letters and request rates, never B's,
+// though both hold the same claim key; a key without the read scope sees
+// nothing.
 func TestDashboardShowsOnlyTheKeysTenant(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
@@ -161,9 +162,18 @@ func TestDashboardShowsOnlyTheKeysTenant(t *testing.T) {
 		ctxB, _ := tenant.With(context.Background(), "globex")
 		killOne(t, o, ctxB, "topic-of-globex")
 
+		for range 3 { // globex's API requests, for its chart of the last hour
+			if code, _, _ := do(t, h, "GET", "/v1/claims/report", "", bearerOf(keyB)...); code != 200 {
+				t.Fatalf("globex reads its claim: %d", code)
+			}
+		}
+
 		p := visit(t, h, "GET", "/", signIn(t, h, keyA), nil)
 		if p.code != 200 || !strings.Contains(p.body, "holder-of-acme") || !strings.Contains(p.body, `<strong id="tenant">acme</strong>`) {
 			t.Fatalf("acme's page: %d %s", p.code, p.body)
+		}
+		if !strings.Contains(p.body, "requests: <strong>0</strong>") {
+			t.Fatalf("acme's chart counts another tenant's requests: %s", p.body)
 		}
 		for _, other := range []string{"holder-of-globex", "topic-of-globex", "globex"} {
 			if strings.Contains(p.body, other) {
@@ -171,7 +181,8 @@ func TestDashboardShowsOnlyTheKeysTenant(t *testing.T) {
 			}
 		}
 		p = visit(t, h, "GET", "/", signIn(t, h, keyB), nil)
-		if !strings.Contains(p.body, "holder-of-globex") || !strings.Contains(p.body, "topic-of-globex") || strings.Contains(p.body, "holder-of-acme") {
+		if !strings.Contains(p.body, "holder-of-globex") || !strings.Contains(p.body, "topic-of-globex") || strings.Contains(p.body, "holder-of-acme") ||
+			!strings.Contains(p.body, "requests: <strong>3</strong>") {
 			t.Fatalf("globex's page: %s", p.body)
 		}
 		if p := visit(t, h, "GET", "/", signIn(t, h, newKey(t, db, "acme", apikey.Write)), nil); p.code != 403 || strings.Contains(p.body, "holder-of-acme") {
@@ -225,6 +236,7 @@ func TestDashboardRedrive(t *testing.T) {
 			{"a wrong token", session, url.Values{"csrf": {"x" + token}}, nil, 403},
 			{"another session's token", other, url.Values{"csrf": {token}}, nil, 403},
 			{"another origin", session, url.Values{"csrf": {token}}, []string{"Origin", "https://evil.example"}, 403},
+			{"an opaque origin", session, url.Values{"csrf": {token}}, []string{"Origin", "null"}, 403},
 			{"no session", "", url.Values{"csrf": {token}}, nil, 401},
 			{"no admin scope", readOnly, url.Values{"csrf": {csrfOf(t, visit(t, h, "GET", "/", readOnly, nil))}}, nil, 403},
 		} {
