@@ -36,6 +36,7 @@ func serveCmd() *cobra.Command {
 		limits          timeouts
 		reaping         reapOptions
 		refreshSecret   string
+		dashSecret      string
 		auditKeys       string
 		relay           relayOptions
 	)
@@ -54,6 +55,9 @@ func serveCmd() *cobra.Command {
 			inboxOpts.InboxSecrets = secrets
 			if refreshSecret != "" {
 				inboxOpts.RefreshSecret = []byte(refreshSecret)
+			}
+			if dashSecret != "" {
+				inboxOpts.DashboardSecret = []byte(dashSecret)
 			}
 			switch _, inEnv := os.LookupEnv(audit.EnvKeys); {
 			case auditKeys != "":
@@ -90,9 +94,13 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&limits.idle, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
 	f.DurationVar(&inboxOpts.RefreshGrace, "refresh-grace", 0, "how long after a rotation a retry with the rotated refresh token gets the same successor back instead of revoking its family; above 0 needs --refresh-secret")
 	f.StringVar(&refreshSecret, "refresh-secret", envOr("RACEFREE_REFRESH_SECRET", ""), "secret (at least 32 bytes, the same on every instance) that derives refresh-token successors (env RACEFREE_REFRESH_SECRET)")
+	f.StringVar(&dashSecret, "dashboard-secret", envOr("RACEFREE_DASHBOARD_SECRET", ""), "secret (at least 32 bytes, the same on every instance behind one address) that seals the dashboard's sessions; default: one of this process, so sessions end when it stops (env RACEFREE_DASHBOARD_SECRET)")
 	relay.flags(cmd)
 	return cmd
 }
+
+// minDashboardSecret is the shortest --dashboard-secret: 256 bits.
+const minDashboardSecret = 32
 
 // timeouts bound how long a client may hold a connection.
 type timeouts struct {
@@ -145,6 +153,9 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	}
 	if err := checkRefresh(opts.RefreshGrace, opts.RefreshSecret); err != nil {
 		return err
+	}
+	if n := len(opts.DashboardSecret); n > 0 && n < minDashboardSecret {
+		return racefree.Invalid("dashboard-secret", "must be at least %d bytes", minDashboardSecret)
 	}
 	if err := relay.check(); err != nil {
 		return err
