@@ -140,15 +140,15 @@ type dashCaller struct {
 // dashAuth returns the caller of a dashboard request: the credential of
 // its session cookie, or of its Authorization header, or, on an open
 // server (neither Token nor RequireKey) and without either, the default
-// tenant, as on /v1/. errNoCredential means: show the sign-in form.
+// tenant, as on /v1/. A cookie that this server did not seal, or whose
+// session expired, counts as none. errNoCredential means: show the
+// sign-in form.
 func (s *Server) dashAuth(r *http.Request) (dashCaller, error) {
 	if ck, err := r.Cookie(sessionCookie); err == nil {
-		cred, ok := s.dash.open(ck.Value, time.Now())
-		if !ok {
-			return dashCaller{}, errNoCredential
+		if cred, ok := s.dash.open(ck.Value, time.Now()); ok {
+			c, err := s.credential(r.Context(), cred)
+			return dashCaller{caller: c, session: ck.Value, signedIn: true}, err
 		}
-		c, err := s.credential(r.Context(), cred)
-		return dashCaller{caller: c, session: ck.Value, signedIn: true}, err
 	}
 	c, err := s.authenticate(r)
 	return dashCaller{caller: c}, err
