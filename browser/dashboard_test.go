@@ -3,6 +3,7 @@ package browser
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/testdb"
 	"github.com/racefree/racefree/outbox"
 	"github.com/racefree/racefree/server"
@@ -91,8 +91,16 @@ func TestDashboardInABrowser(t *testing.T) {
 		s := server.New(db, server.Options{Token: token})
 		srv := httptest.NewServer(s.Handler())
 		defer srv.Close()
-		if _, err := claim.New(db).Acquire(context.Background(), db, "nightly-report", "worker-7", time.Hour); err != nil {
-			t.Fatal(err)
+		// Through the API: worker-7 wins the claim, worker-8 is refused
+		// (409), for the claims table and the last hour's charts.
+		for _, c := range []struct {
+			holder string
+			want   int
+		}{{"worker-7", 200}, {"worker-8", 409}} {
+			holder, want := c.holder, c.want
+			if got := post(t, srv.URL+"/v1/claims/nightly-report", token, `{"holder":"`+holder+`","ttl_ms":3600000}`); got != want {
+				t.Fatalf("acquire for %s: %d, want %d", holder, got, want)
+			}
 		}
 		o, _ := s.Outbox()
 		id := strconv.FormatInt(killOne(t, o, "invoices"), 10)
@@ -155,6 +163,22 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Fatalf("after Redrive: dead %q, backlog %q, notice %q; want 0, 1 and the notice", dead, backlog, notice)
 		}
 	})
+}
+
+// post POSTs body to url with the bearer token and returns the status.
+func post(t *testing.T, url, token, body string) int {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // shot writes a screenshot to dir/name and logs its path.
