@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,8 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/apikey"
 	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/idempotency"
+	"github.com/racefree/racefree/inbox"
 	"github.com/racefree/racefree/internal/testdb"
 	"github.com/racefree/racefree/server"
 	"github.com/racefree/racefree/tenant"
@@ -198,17 +202,62 @@ func TestDashboardShowsOnlyTheKeysTenant(t *testing.T) {
 	})
 }
 
-// TestDashboardRedrive: the redrive button makes a dead letter due again
-// (back in the backlog), but only with the page's CSRF token, from this
-// origin, and with the admin scope; anything else is 403 and changes
-// nothing.
+// showsEverySection fills every section of the default tenant's page
+// (a quota, an audit chain with a checkpoint, a failed webhook, a request
+// in progress) and checks the page shows each.
+func showsEverySection(t *testing.T, db *racefree.DB, h http.Handler) {
+	t.Helper()
+	auth := []string{"Authorization", "Bearer s3cret-token"}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/quotas/user-42/consume", `{"n":3,"policy":{"kind":"sliding_window","rate":10,"per_ms":60000}}`},
+		{"/v1/audit", `{"scope":"billing","actor":"ops","action":"refund","subject":"order-1"}`},
+		{"/v1/audit/checkpoints", `{"scope":"billing"}`},
+	} {
+		if code, body, _ := do(t, h, "POST", c.path, c.body, auth...); code != 200 {
+			t.Fatalf("POST %s: %d %v", c.path, code, body)
+		}
+	}
+	in, err := inbox.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Receive(context.Background(), "stripe", "evt_refused", []byte(`{}`), func(*sql.Tx) error {
+		return inbox.Permanent(errors.New("unknown event type"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var p page
+	_, err = idempotency.New(db, nil).Do(context.Background(), "checkout", "key-in-flight", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
+		p = visit(t, h, "GET", "/", "", nil, auth...) // while the request is in progress
+		return []byte("{}"), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"<td>sliding_window</td><td class=\"num\">3</td>", // the quota's units this window
+		"<th scope=\"row\">billing</th><td><span class=\"ok\">intact</span>, anchored</td><td class=\"num\">1</td><td>#1 at entry 1,",
+		"<th scope=\"row\">evt_refused</th>", "unknown event type",
+		"<th scope=\"row\">key-in-flight</th>",
+	} {
+		if !strings.Contains(p.body, want) {
+			t.Fatalf("the page lacks %s: %s", want, p.body)
+		}
+	}
+}
+
+// TestDashboardRedrive: the page shows every section's data; the redrive
+// button makes a dead letter due again (back in the backlog), but only
+// with the page's CSRF token, from this origin, and with the admin scope;
+// anything else is 403 and changes nothing.
 func TestDashboardRedrive(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		s := server.New(db, server.Options{Token: "s3cret-token"})
+		s := server.New(db, server.Options{Token: "s3cret-token", AuditKeys: auditRing(t, true)})
 		h := s.Handler()
 		o, _ := s.Outbox()
 		id := killOne(t, o, context.Background(), "mail")
+		showsEverySection(t, db, h)
 		target := "/outbox/dead/" + fmtID(id) + "/redrive"
 		session := signIn(t, h, "s3cret-token")
 		p := visit(t, h, "GET", "/", session, nil)
