@@ -41,4 +41,13 @@
 // server logs in as the application role. /healthz, /readyz and /metrics
 // are anonymous and name no tenant; Options.MetricsToken guards /metrics
 // with a bearer token of its own.
+//
+// GET / is a dashboard for people: server-rendered HTML, no script, of the
+// signed-in key's tenant only (live claims, quotas, idempotency keys in
+// progress, the inbox, the outbox with a Redrive button for admin keys,
+// audit chains, the last hour's request rates). Signing in posts a key or
+// the token once (POST /login) and sets an HttpOnly, SameSite=Strict
+// cookie holding it sealed with AES-GCM under Options.DashboardSecret with
+// its expiry; every form carries a CSRF token derived from the session,
+// and a POST from another origin is refused.
 package server

@@ -17,9 +17,9 @@ import (
 // outsideAPI are routes served but not described in /openapi.json: they
 // are not part of the JSON API (the Prometheus text format; pages for
 // people). Add a route here, or to apiRoutes, when you register it.
-var outsideAPI = []string{
+var outsideAPI = append([]string{
 	"GET /metrics",
-}
+}, DashboardRoutes...)
 
 // param is a query parameter.
 type param struct {

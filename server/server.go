@@ -21,6 +21,7 @@ import (
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
+	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/outbox"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/tenant"
@@ -88,6 +89,11 @@ type Options struct {
 	// Outbox configures the outbox that POST /v1/outbox enqueues to
 	// (outbox.New's options). Defaults to nil: outbox.New's defaults.
 	Outbox *outbox.Options
+	// DashboardSecret seals the dashboard's session cookies and derives
+	// its CSRF tokens: the same on every instance behind one address, so
+	// that a session opened on one is valid on the others. Defaults to a
+	// random secret of this process: sessions end when it stops.
+	DashboardSecret []byte
 }
 
 // Server represents racefree's HTTP API over one database.
@@ -114,6 +120,11 @@ type Server struct {
 
 	outbox    *outbox.Outbox
 	outboxErr error // a configuration error of Options.Outbox, answered with 500
+
+	dash     *dashboard
+	dashSQL  query.Set
+	rates    rates             // the dashboard's charts
+	verified verifiedPositions // the dashboard's audit progress
 }
 
 // New returns a Server for db. It does no I/O.
@@ -171,6 +182,7 @@ func (s *Server) routes() {
 	s.auditRoutes()
 	s.quotaRoutes()
 	s.outboxRoutes()
+	s.dashboardRoutes()
 }
 
 // Handler returns the server's root handler: the request id
@@ -190,9 +202,12 @@ func (s *Server) Handler() http.Handler {
 		}
 		r = r.WithContext(ctx)
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		route := s.serve(rec, r)
+		route, t := s.serve(rec, r)
 		took := time.Since(start)
 		s.reqs.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
+		if t != "" {
+			s.rates.count(t, rec.status, start)
+		}
 		s.latency.WithLabelValues(route).Observe(took.Seconds())
 		s.accessLog(r, route, rec, took)
 		switch h := rec.Header(); {
@@ -207,36 +222,38 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-// serve routes r and returns the route pattern for the metrics.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
+// serve routes r and returns the route pattern for the metrics, and the
+// tenant of an authenticated /v1/ request for the dashboard's charts.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) (route, tenantID string) {
 	if p := r.URL.Path; !cleanPath(p) {
 		// The mux would answer a redirect to the cleaned path; a key of
 		// "." or ".." is no key at all.
 		writeProblem(w, problem.InvalidInput.New("the path must not contain empty, . or .. segments"))
-		return "unclean"
+		return "unclean", ""
 	}
 	h, pattern := s.mux.Handler(r)
 	if pattern == "GET /metrics" && s.opts.MetricsToken != "" && !bearer(r, s.opts.MetricsToken) {
 		unauthorized(w)
-		return "unauthorized"
+		return "unauthorized", ""
 	}
 	if strings.HasPrefix(r.URL.Path, "/v1/") && !signedRoute(pattern) {
 		c, err := s.authenticate(r)
 		if err != nil {
 			s.refuse(w, r, err)
-			return "unauthorized"
+			return "unauthorized", ""
 		}
 		if need := s.scopeOf(pattern); pattern != "" && !c.scopes.Has(need) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="racefree", error="insufficient_scope", scope="`+need.String()+`"`)
 			writeProblem(w, problem.InsufficientScope.New("this route needs the "+need.String()+" scope, which this key does not have"))
-			return "forbidden"
+			return "forbidden", c.tenant
 		}
 		ctx, err := tenant.With(r.Context(), c.tenant)
 		if err != nil {
 			s.writeError(w, r, err) // apikey and Token name valid tenants only
-			return "unauthorized"
+			return "unauthorized", ""
 		}
 		r = r.WithContext(ctx)
+		tenantID = c.tenant
 	}
 	if pattern == "" {
 		// No route: let the mux decide between 404 and 405 (it sets Allow),
@@ -249,10 +266,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) string {
 			kind = problem.MethodNotAllowed
 		}
 		writeProblem(w, kind.New(r.Method+" "+r.URL.Path+" is not a route of this server"))
-		return "unmatched"
+		return "unmatched", tenantID
 	}
 	s.mux.ServeHTTP(w, r)
-	return pattern
+	return pattern, tenantID
 }
 
 // cleanPath reports whether p is already clean: no empty, "." or ".."
@@ -300,10 +317,18 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 	if len(values) > 1 || !ok {
 		return caller{}, errBadCredential
 	}
+	return s.credential(r.Context(), got)
+}
+
+// credential returns the caller whose credential is got: the default
+// tenant with every scope for Options.Token, else the tenant and scopes of
+// the API key got. A key that is malformed, unknown or revoked is
+// errBadCredential; any other error is the database's.
+func (s *Server) credential(ctx context.Context, got string) (caller, error) {
 	if s.opts.Token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) == 1 {
 		return caller{tenant: tenant.Default, scopes: apikey.AllScopes}, nil
 	}
-	k, err := s.keys.Verify(r.Context(), got)
+	k, err := s.keys.Verify(ctx, got)
 	if errors.Is(err, apikey.ErrMalformed) || errors.Is(err, apikey.ErrRefused) {
 		return caller{}, errBadCredential
 	}

@@ -37,6 +37,7 @@ func serveCmd() *cobra.Command {
 		limits          timeouts
 		reaping         reapOptions
 		refreshSecret   string
+		dashSecret      string
 		auditKeys       string
 		relay           relayOptions
 		logFormat       string
@@ -57,6 +58,9 @@ func serveCmd() *cobra.Command {
 			inboxOpts.InboxSecrets = secrets
 			if refreshSecret != "" {
 				inboxOpts.RefreshSecret = []byte(refreshSecret)
+			}
+			if dashSecret != "" {
+				inboxOpts.DashboardSecret = []byte(dashSecret)
 			}
 			switch _, inEnv := os.LookupEnv(audit.EnvKeys); {
 			case auditKeys != "":
@@ -98,6 +102,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&refreshSecret, "refresh-secret", envOr("RACEFREE_REFRESH_SECRET", ""), "secret (at least 32 bytes, the same on every instance) that derives refresh-token successors (env RACEFREE_REFRESH_SECRET)")
 	f.StringVar(&logFormat, "log-format", envOr("RACEFREE_LOG_FORMAT", "text"), "log format on stderr: text or json (env RACEFREE_LOG_FORMAT)")
 	f.StringVar(&logLevel, "log-level", envOr("RACEFREE_LOG_LEVEL", "info"), "lowest level logged: debug, info (one access-log line per request), warn or error (env RACEFREE_LOG_LEVEL)")
+	f.StringVar(&dashSecret, "dashboard-secret", envOr("RACEFREE_DASHBOARD_SECRET", ""), "secret (at least 32 bytes, the same on every instance behind one address) that seals the dashboard's sessions; default: one of this process, so sessions end when it stops (env RACEFREE_DASHBOARD_SECRET)")
 	relay.flags(cmd)
 	return cmd
 }
@@ -118,6 +123,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	}
 	return nil, racefree.Invalid("log-format", "must be text or json, got %q", format)
 }
+
+// minDashboardSecret is the shortest --dashboard-secret: 256 bits.
+const minDashboardSecret = 32
 
 // timeouts bound how long a client may hold a connection.
 type timeouts struct {
@@ -173,6 +181,9 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	}
 	if err := checkRefresh(opts.RefreshGrace, opts.RefreshSecret); err != nil {
 		return err
+	}
+	if n := len(opts.DashboardSecret); n > 0 && n < minDashboardSecret {
+		return racefree.Invalid("dashboard-secret", "must be at least %d bytes", minDashboardSecret)
 	}
 	if err := relay.check(); err != nil {
 		return err

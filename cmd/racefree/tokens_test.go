@@ -27,6 +27,7 @@ func TestServeRefusesBadRefreshOptions(t *testing.T) {
 		{"--refresh-grace", "-1s"},
 		{"--refresh-grace", "2h", "--refresh-secret", strings.Repeat("s", 32)},
 		{"--token-retention", "-1s"},
+		{"--dashboard-secret", "short"},
 	} {
 		r := runRefusedServe(t, append([]string{"--db", "sqlite:" + filepath.Join(dir, "x.db")}, args...)...)
 		if r.code == 0 || !strings.HasPrefix(r.stderr, "racefree: invalid ") {
