@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -190,6 +191,15 @@ func (a answer) int(field string) int64 {
 	return int64(f)
 }
 
+// unavailable counts the 503 answers of each server address.
+var unavailable sync.Map
+
+// unavailable returns how many 503 answers the instance gave so far.
+func (in *instance) unavailable() int64 {
+	n, _ := unavailable.LoadOrStore(in.addr, new(atomic.Int64))
+	return n.(*atomic.Int64).Load()
+}
+
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
 // call sends one request; hdr are header name, value pairs.
@@ -214,6 +224,10 @@ func call(ctx context.Context, method, url, body string, hdr ...string) answer {
 		return answer{err: err}
 	}
 	a := answer{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
+	if a.code == http.StatusServiceUnavailable {
+		n, _ := unavailable.LoadOrStore(req.URL.Host, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
 	if len(b) > 0 {
 		if err := json.Unmarshal(b, &a.body); err != nil {
 			a.err = fmt.Errorf("%d %q: %w", resp.StatusCode, b, err)
@@ -228,9 +242,14 @@ func call(ctx context.Context, method, url, body string, hdr ...string) answer {
 func settle(t testing.TB, method, url, body, key string, hdr ...string) answer {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	hdr = append(hdr, "Idempotency-Key", strconv.Quote(key))
+	if key != "" {
+		hdr = append(hdr, "Idempotency-Key", strconv.Quote(key))
+	}
 	for {
 		a := call(ctx, method, url, body, hdr...)
+		if a.code == http.StatusInternalServerError {
+			t.Errorf("%s %s (key %s): 500 %v; a crash or an outage is a 503", method, url, key, a.body)
+		}
 		if a.definitive() {
 			return a
 		}
