@@ -25,13 +25,16 @@ import (
 // many times, and a race in them is the server tests' to find).
 var racefreeBin string
 
+// workDir is the test binary's scratch directory, removed by TestMain.
+var workDir string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "racefree-reliability-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	racefreeBin = filepath.Join(dir, "racefree")
+	workDir, racefreeBin = dir, filepath.Join(dir, "racefree")
 	build := exec.Command("go", "build", "-o", racefreeBin, "github.com/racefree/racefree/cmd/racefree")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -40,6 +43,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if shared.db != nil {
+		shared.db.Close()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
