@@ -2,6 +2,9 @@ package reliability
 
 import (
 	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +86,49 @@ func TestLostCommitReplies(t *testing.T) {
 func TestDatabaseOutageUnderLoad(t *testing.T) {
 	t.Parallel()
 	proxy, dsn := newPGProxy(t, testdb.NewDSN(t, racefree.Postgres))
+	outagesUnderLoad(t, dsn, scale(2, 20), proxy.outage, proxy.restore)
+}
+
+// TestPostgresRestartUnderLoad stops and starts the real PostgreSQL
+// cluster under load, as TestDatabaseOutageUnderLoad simulates with its
+// proxy. Every other test on the cluster fails meanwhile, so it runs only
+// in the long mode (RACEFREE_LONG=1), and starts the cluster again when it
+// ends, even on failure.
+func TestPostgresRestartUnderLoad(t *testing.T) {
+	if !long() {
+		t.Skip("restarts the shared PostgreSQL cluster: runs only with RACEFREE_LONG=1")
+	}
+	versions, _ := filepath.Glob("/etc/postgresql/*/main")
+	if len(versions) == 0 {
+		t.Skip("no Debian PostgreSQL cluster (/etc/postgresql/*/main) to restart")
+	}
+	version := filepath.Base(filepath.Dir(versions[len(versions)-1]))
+	cluster := func(action string) error {
+		out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("pg_ctlcluster %s: %v: %s", action, err, out)
+		}
+		return nil
+	}
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	// After NewDSN's, so that it runs before the schema is dropped.
+	t.Cleanup(func() { _ = cluster("start") }) // running already: an error, and nothing to do
+	outagesUnderLoad(t, dsn, 3,
+		func() {
+			if err := cluster("stop"); err != nil {
+				t.Error(err)
+			}
+		},
+		func() {
+			if err := cluster("start"); err != nil {
+				t.Error(err)
+			}
+		})
+}
+
+// outagesUnderLoad serves dsn under load and runs n outages (down, then,
+// once /readyz and a request have met it, up), then checks the ledger.
+func outagesUnderLoad(t *testing.T, dsn string, n int, down, up func()) {
 	in := startServe(t, dsn, "--inbox-secret", "billing="+webhookSecret, auditKeyring(t), "--request-timeout", "2s", "--write-timeout", "3s")
 	l := newLedger()
 	stop := make(chan struct{})
@@ -103,23 +149,25 @@ func TestDatabaseOutageUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	for range scale(2, 20) {
+	start := time.Now()
+	for range n {
 		waitReady(t, in, 200)
-		proxy.outage()
+		down()
 		waitReady(t, in, 503)
 		// Hold the outage until a request has met it.
 		for met, deadline := in.unavailable(), time.Now().Add(10*time.Second); in.unavailable() == met; {
 			if time.Now().After(deadline) {
+				up()
 				t.Fatal("no request met the outage in 10s")
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		proxy.restore()
+		up()
 		waitReady(t, in, 200)
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("%d operations acknowledged across the outages", l.ops)
+	t.Logf("%d operations acknowledged across %d outages in %v, racefree never restarted", l.ops, n, time.Since(start).Round(time.Millisecond))
 	checkLedger(t, in, dsn, l)
 }
 
