@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/inbox"
 	"github.com/racefree/racefree/internal/testdb"
 )
@@ -25,17 +26,32 @@ const (
 	leaseTTLMs    = 150
 )
 
-// auditKeyring writes a keyring file with one fresh MAC key and returns
-// the serve flag that loads it.
-func auditKeyring(t testing.TB) string {
-	t.Helper()
+// keyringText is an audit keyring with one fresh MAC key.
+func keyringText() string {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
+	return "mac k1 " + base64.StdEncoding.EncodeToString(key) + "\n"
+}
+
+// auditKeyring writes a fresh keyring file and returns the serve flag that
+// loads it.
+func auditKeyring(t testing.TB) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "audit.keys")
-	if err := os.WriteFile(path, []byte("mac k1 "+base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(keyringText()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return "--audit-keys=" + path
+}
+
+// testKeyring returns a fresh keyring, for a server in the test's process.
+func testKeyring(t testing.TB) *audit.Keyring {
+	t.Helper()
+	k, err := audit.ParseKeyring(keyringText())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // claimAck is one acknowledged acquire of a lease.
@@ -269,7 +285,7 @@ func checkLedger(t *testing.T, in *instance, dsn string, l *ledger) {
 	for key, f := range maxFence {
 		a := call(ctx, "GET", in.url("/v1/claims/"+key), "")
 		if a.code != 200 || a.int("fence") < f {
-			t.Errorf("claim %s after the kills: %d %v; want fence >= %d", key, a.code, a.body, f)
+			t.Errorf("claim %s at the end: %d %v; want fence >= %d", key, a.code, a.body, f)
 		}
 	}
 
@@ -348,6 +364,6 @@ func checkLedger(t *testing.T, in *instance, dsn string, l *ledger) {
 		t.Errorf("audit lists %d entries, %d acknowledged", len(a.body["entries"].([]any)), len(l.auditSeqs))
 	}
 	if a := call(ctx, "GET", in.url("/v1/audit/verify?scope=ledger"), ""); a.code != 200 || a.body["intact"] != true {
-		t.Errorf("audit verify after the kills: %d %v", a.code, a.body)
+		t.Errorf("audit verify at the end: %d %v", a.code, a.body)
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/server"
 )
 
 // TestFullDiskOnSQLite serves a SQLite database on a small tmpfs, fills
@@ -31,7 +34,7 @@ func TestFullDiskOnSQLite(t *testing.T) {
 			t.Errorf("umount %s: %v: %s", dir, err, out)
 		}
 	})
-	in := startServe(t, "sqlite:"+filepath.Join(dir, "racefree.db"))
+	in := serveInProcess(t, testdb.Open(t, "sqlite:"+filepath.Join(dir, "racefree.db"), nil), server.Options{})
 	var acked []int64
 	next := func(key string) answer {
 		return call(context.Background(), "POST", in.url("/v1/sequences/acme/invoice/next"), `{"n":1}`, "Idempotency-Key", `"`+key+`"`)

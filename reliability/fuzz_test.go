@@ -183,7 +183,7 @@ func runTool(t *testing.T, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, racefreeBin, args...)
+	cmd := exec.CommandContext(ctx, racefreeBin(t), args...)
 	cmd.Env = append(os.Environ(), "RACEFREE_DB=")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +19,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// racefreeBin is the racefree binary that TestMain builds once for the
-// whole test binary (without -race: the servers are killed and restarted
-// many times, and a race in them is the server tests' to find).
-var racefreeBin string
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/server"
+)
 
 // workDir is the test binary's scratch directory, removed by TestMain.
 var workDir string
@@ -34,20 +33,41 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	workDir, racefreeBin = dir, filepath.Join(dir, "racefree")
-	build := exec.Command("go", "build", "-o", racefreeBin, "github.com/racefree/racefree/cmd/racefree")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "reliability: building racefree:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	workDir = dir
 	code := m.Run()
 	if shared.db != nil {
 		shared.db.Close()
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// built is the racefree binary, built once per test binary by the first
+// test that needs it (without -race: the servers are killed and restarted
+// many times, and a race in them is the server tests' to find). Tests
+// that serve in-process never build it, which keeps their mutants cheap.
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// racefreeBin returns the racefree binary, building it on first use.
+func racefreeBin(t testing.TB) string {
+	t.Helper()
+	built.once.Do(func() {
+		path := filepath.Join(workDir, "racefree")
+		out, err := exec.Command("go", "build", "-o", path, "github.com/racefree/racefree/cmd/racefree").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("building racefree: %v\n%s", err, out)
+			return
+		}
+		built.path = path
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
 }
 
 // long reports whether RACEFREE_LONG=1 asks for the long mode's counts.
@@ -88,10 +108,20 @@ func startServe(t testing.TB, dsn string, extra ...string) *instance {
 
 func (in *instance) url(path string) string { return "http://" + in.addr + path }
 
+// serveInProcess serves racefree's handler on db from this process, on a
+// loopback port, as an instance that is never killed: for tests whose
+// subject is the library under the server rather than the process.
+func serveInProcess(t testing.TB, db *racefree.DB, opts server.Options) *instance {
+	t.Helper()
+	srv := httptest.NewServer(server.New(db, opts).Handler())
+	t.Cleanup(srv.Close)
+	return &instance{t: t, addr: strings.TrimPrefix(srv.URL, "http://"), stderr: &lockedWriter{}}
+}
+
 // start starts the process and waits until /healthz answers.
 func (in *instance) start() {
 	in.t.Helper()
-	cmd := exec.Command(racefreeBin, in.args...)
+	cmd := exec.Command(racefreeBin(in.t), in.args...)
 	cmd.Env = append(os.Environ(), "RACEFREE_TOKEN=", "RACEFREE_INBOX_SECRETS=", "RACEFREE_DB=", "RACEFREE_ADDR=")
 	stderr := &lockedWriter{}
 	cmd.Stderr = stderr

@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/server"
 )
 
 // TestLostCommitReplies drops PostgreSQL's reply to a COMMIT on the wire
@@ -22,7 +23,7 @@ import (
 func TestLostCommitReplies(t *testing.T) {
 	t.Parallel()
 	proxy, dsn := newPGProxy(t, testdb.NewDSN(t, racefree.Postgres))
-	in := startServe(t, dsn, auditKeyring(t))
+	in := serveInProcess(t, testdb.Open(t, dsn, nil), server.Options{AuditKeys: testKeyring(t)})
 	ctx := context.Background()
 
 	// lost sends a request whose COMMIT reply is dropped: the transaction
