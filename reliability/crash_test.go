@@ -24,6 +24,10 @@ const (
 	quotaRate     = 25
 	leaseKeys     = 3
 	leaseTTLMs    = 150
+	// quotaWindowMs is the longest window (366 days): windows are aligned
+	// to the epoch, and one that rolled over during a run would admit a
+	// second limit's worth.
+	quotaWindowMs = 366 * 24 * 3600 * 1000
 )
 
 // keyringText is an audit keyring with one fresh MAC key.
@@ -116,7 +120,7 @@ func load(t testing.TB, in *instance, l *ledger, client, i int) {
 		l.seqs = append(l.seqs, a.int("first"))
 		l.mu.Unlock()
 	case 2:
-		a := settle(t, "POST", in.url("/v1/quotas/plan/consume"), fmt.Sprintf(`{"n":1,"policy":{"kind":"window","rate":%d,"per_ms":3600000}}`, quotaRate), key)
+		a := settle(t, "POST", in.url("/v1/quotas/plan/consume"), fmt.Sprintf(`{"n":1,"policy":{"kind":"window","rate":%d,"per_ms":%d}}`, quotaRate, quotaWindowMs), key)
 		l.mu.Lock()
 		switch {
 		case a.code == 200:

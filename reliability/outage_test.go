@@ -59,8 +59,8 @@ func TestLostCommitReplies(t *testing.T) {
 	if a := settle(t, "POST", in.url("/v1/sequences/acme/invoice/next"), `{"n":1}`, "seq2"); a.int("first") != 2 {
 		t.Errorf("next after the replay: %d %v; want 2 (no number consumed twice)", a.code, a.body)
 	}
-	lost("quota consume", "POST", "/v1/quotas/plan/consume", `{"n":3,"policy":{"kind":"window","rate":5,"per_ms":3600000}}`, "lost-q", "lost-q")
-	if a := settle(t, "POST", in.url("/v1/quotas/plan/consume"), `{"n":3,"policy":{"kind":"window","rate":5,"per_ms":3600000}}`, "lost-q"); a.code != 200 || a.int("remaining") != 2 {
+	lost("quota consume", "POST", "/v1/quotas/plan/consume", `{"n":3,"policy":{"kind":"window","rate":5,"per_ms":31622400000}}`, "lost-q", "lost-q")
+	if a := settle(t, "POST", in.url("/v1/quotas/plan/consume"), `{"n":3,"policy":{"kind":"window","rate":5,"per_ms":31622400000}}`, "lost-q"); a.code != 200 || a.int("remaining") != 2 {
 		t.Errorf("retried consume: %d %v; want the one charge of 3, 2 remaining", a.code, a.body)
 	}
 	lost("audit append", "POST", "/v1/audit", `{"scope":"s","actor":"a","action":"x","subject":"y"}`, "lost-aud", "lost-aud")
