@@ -22,6 +22,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/server"
+	"go.uber.org/goleak"
 )
 
 // workDir is the test binary's scratch directory, removed by TestMain.
@@ -39,6 +40,12 @@ func TestMain(m *testing.M) {
 		shared.db.Close()
 	}
 	os.RemoveAll(dir)
+	httpClient.CloseIdleConnections()
+	http.DefaultClient.CloseIdleConnections()
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "reliability: goroutines left running:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 
