@@ -93,7 +93,9 @@ func (e *Engine) LockMigrations(context.Context, *sql.Tx) error { return nil }
 
 // InterpretError maps SQLite result codes onto racefree's sentinels:
 // SQLITE_BUSY and SQLITE_LOCKED are ErrRetryable, a UNIQUE or PRIMARY KEY
-// violation is ErrConflict, and sql.ErrNoRows is ErrNotFound.
+// violation is ErrConflict, SQLITE_FULL (the disk or filesystem is full:
+// the write rolled back) is ErrUnavailable, and sql.ErrNoRows is
+// ErrNotFound.
 func (e *Engine) InterpretError(err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %w", racefree.ErrNotFound, err)
@@ -107,6 +109,8 @@ func (e *Engine) InterpretError(err error) error {
 		return fmt.Errorf("%w: %w", racefree.ErrRetryable, err)
 	case code == sqlite3.SQLITE_CONSTRAINT_UNIQUE, code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 		return fmt.Errorf("%w: %w", racefree.ErrConflict, err)
+	case code&0xff == sqlite3.SQLITE_FULL:
+		return fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
 	}
 	return err
 }
