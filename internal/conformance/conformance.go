@@ -208,8 +208,11 @@ func RunClaims(t *testing.T, c Claims, clock *racefree.ManualClock) {
 
 	run("KeepCancelsWhenTheClaimIsLost", func(t *testing.T) {
 		// The heartbeat runs on real time; the claim's TTL is the database
-		// clock's, which stands still here, so only a takeover ends it.
-		const short = 300 * time.Millisecond
+		// clock's, which stands still here, so only a takeover ends it. The
+		// TTL is long enough that a renewal slowed by a loaded machine does
+		// not lapse it first (the takeover is found at the next renewal,
+		// a third of it later).
+		const short = 2 * time.Second
 		a := mustAcquire(t, c, "kept", "a", short)
 		kept, stop := c.Keep(ctx, a, short)
 		defer stop()
