@@ -20,11 +20,24 @@
 -- before this insert. A row written before migration 002 (NULL fence)
 -- continues from the same value.
 --
+-- The statement locks the key's row (locked) before it reads the clock,
+-- and decides with that reading: a statement that waited for the lock of a
+-- release (or renew) in another transaction decides after it committed, so
+-- it must not decide with a clock read before (the released claim, whose
+-- expiry is the release's later reading, would look live, and the same
+-- holder would revive the released tenure). A row inserted after the
+-- statement's snapshot is locked by the DO UPDATE instead, with the early
+-- reading: only an insert and a release of the same key, both within this
+-- statement's wait, can then decide it with the earlier clock.
+--
 -- Every read and the conflict target name the tenant: the row of another
 -- tenant with the same namespace and key is another claim.
 -- $1 tenant, $2 ns, $3 key, $4 holder, $5 ttl ms, $6 clock (NULL: the database clock)
-WITH clock AS (
+WITH locked AS (
+  SELECT 1 FROM racefree_claims AS l WHERE l.tenant = $1 AND l.ns = $2 AND l.key = $3 FOR UPDATE
+), clock AS (
   SELECT COALESCE($6::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now
+  FROM (SELECT count(*) FROM locked) AS after_the_lock
 )
 INSERT INTO racefree_claims AS c (tenant, ns, key, holder, fence, claimed_at, expires_at, count, first_seen, last_seen)
 SELECT $1, $2, $3, $4,

@@ -1,0 +1,93 @@
+package claim_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/internal/testdb"
+)
+
+// TestADecisionReadsTheClockAfterItsLockWait is a release that commits
+// while an acquire or a renew of the same holder waits for its row lock, on
+// PostgreSQL's own clock. The waiting statement decides after the release,
+// so it must decide with a clock read after the release's: an acquire
+// starts a new tenure (the next fence), and a renew finds nothing to renew.
+// A statement that read its clock before the wait sees the released claim
+// as still live (its expiry, the release's clock, is later than the stale
+// reading) and revives the released tenure: same fence, a new expiry, a
+// state no order of the two operations explains. SQLite runs one writer at
+// a time, so its statements read the clock holding the write lock.
+func TestADecisionReadsTheClockAfterItsLockWait(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil) // the database's clock
+	claims := claim.New(db)
+	ctx := context.Background()
+	for _, op := range []string{"acquire", "renew"} {
+		t.Run(op, func(t *testing.T) {
+			key := "clock-" + op
+			first, err := claims.Acquire(ctx, db, key, "h", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := db.SQL().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if _, err := claims.Renew(ctx, tx, key, "h", first.Fence, time.Minute); err != nil { // holds the row's lock
+				t.Fatal(err)
+			}
+			var pid int
+			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			var got *claim.Claim
+			var opErr error
+			go func() {
+				defer close(done)
+				if op == "acquire" {
+					got, opErr = claims.Acquire(ctx, db, key, "h", time.Minute)
+				} else {
+					got, opErr = claims.Renew(ctx, db, key, "h", first.Fence, time.Minute)
+				}
+			}()
+			if !blockedBy(t, db, pid, done) {
+				t.Fatalf("the %s did not wait for the open renew: %+v, %v", op, got, opErr)
+			}
+			// Whatever the waiting statement read of the clock, it read it
+			// by now; the release reads a later millisecond.
+			var blocked, now int64
+			clockMs := `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint`
+			if err := db.QueryRowContext(ctx, clockMs).Scan(&blocked); err != nil {
+				t.Fatal(err)
+			}
+			for now <= blocked {
+				if err := db.QueryRowContext(ctx, clockMs).Scan(&now); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := claims.Release(ctx, tx, key, "h", first.Fence); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			<-done
+			switch op {
+			case "acquire":
+				if opErr != nil || got.Fence != first.Fence+1 {
+					t.Fatalf("acquire after the release committed: %+v, %v; want a new tenure with fence %d", got, opErr, first.Fence+1)
+				}
+			case "renew":
+				if !errors.Is(opErr, racefree.ErrNotHeld) {
+					t.Fatalf("renew after the release committed: %+v, %v; want ErrNotHeld", got, opErr)
+				}
+			}
+		})
+	}
+}
