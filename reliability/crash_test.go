@@ -195,7 +195,7 @@ func load(t testing.TB, in *instance, l *ledger, client, i int) {
 // whose server died is free again once its TTL has passed.
 func TestKilledServerLosesNothing(t *testing.T) {
 	t.Parallel()
-	clients, kills := 4, scale(3, 40)
+	clients, kills := 4, testdb.Scale(3, 40)
 	testdb.EachDSN(t, func(t *testing.T, dsn string) {
 		in := startServe(t, dsn, "--inbox-secret", "billing="+webhookSecret, auditKeyring(t))
 		l := newLedger()

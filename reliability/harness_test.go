@@ -77,17 +77,6 @@ func racefreeBin(t testing.TB) string {
 	return built.path
 }
 
-// long reports whether RACEFREE_LONG=1 asks for the long mode's counts.
-func long() bool { return os.Getenv("RACEFREE_LONG") == "1" }
-
-// scale returns short in the default mode and long with RACEFREE_LONG=1.
-func scale(short, long_ int) int {
-	if long() {
-		return long_
-	}
-	return short
-}
-
 // instance is one racefree serve process, started, killed and restarted
 // by a test on the same address and database.
 type instance struct {

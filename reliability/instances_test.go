@@ -97,7 +97,7 @@ func TestManyInstancesOnOnePostgres(t *testing.T) {
 	pick := func() *instance { return ins[next.Add(1)%int64(len(ins))] }
 	ctx := context.Background()
 
-	workers, rounds := 6, scale(25, 400)
+	workers, rounds := 6, testdb.Scale(25, 400)
 	var history []porcupine.Operation
 	start := time.Now()
 	for w := range workers {

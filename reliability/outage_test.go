@@ -87,7 +87,7 @@ func TestLostCommitReplies(t *testing.T) {
 func TestDatabaseOutageUnderLoad(t *testing.T) {
 	t.Parallel()
 	proxy, dsn := newPGProxy(t, testdb.NewDSN(t, racefree.Postgres))
-	outagesUnderLoad(t, dsn, scale(2, 20), proxy.outage, proxy.restore)
+	outagesUnderLoad(t, dsn, testdb.Scale(2, 20), proxy.outage, proxy.restore)
 }
 
 // TestPostgresRestartUnderLoad stops and starts the real PostgreSQL
@@ -96,7 +96,7 @@ func TestDatabaseOutageUnderLoad(t *testing.T) {
 // in the long mode (RACEFREE_LONG=1), and starts the cluster again when it
 // ends, even on failure.
 func TestPostgresRestartUnderLoad(t *testing.T) {
-	if !long() {
+	if !testdb.Long() {
 		t.Skip("restarts the shared PostgreSQL cluster: runs only with RACEFREE_LONG=1")
 	}
 	versions, _ := filepath.Glob("/etc/postgresql/*/main")

@@ -153,7 +153,7 @@ func TestThroughATransactionPooler(t *testing.T) {
 			if c%2 == 1 {
 				in = second
 			}
-			for i := range scale(28, 700) {
+			for i := range testdb.Scale(28, 700) {
 				load(t, in, l, c, i)
 			}
 		}()

@@ -8,9 +8,12 @@ import "os"
 // figures are the README's.
 const LongEnv = "RACEFREE_LONG"
 
-// Scale returns short, or long in the long mode (RACEFREE_LONG=1).
+// Long reports whether RACEFREE_LONG=1 asks for the long mode.
+func Long() bool { return os.Getenv(LongEnv) == "1" }
+
+// Scale returns short, or long in the long mode.
 func Scale(short, long int) int {
-	if os.Getenv(LongEnv) == "1" {
+	if Long() {
 		return long
 	}
 	return short
