@@ -30,7 +30,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 			defer close(closed)
 			_, _ = io.Copy(io.Discard, conn)
 		}()
-		tick := time.NewTicker(200 * time.Millisecond) // 5 bytes a second
+		tick := time.NewTicker(time.Second) // one byte a second
 		defer tick.Stop()
 		limit := time.NewTimer(bound)
 		defer limit.Stop()
@@ -55,7 +55,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	held := closedWithin("headers at 5 bytes a second", conn, []byte("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "+string(make([]byte, 100))), 5*time.Second)
+	held := closedWithin("headers at one byte a second", conn, []byte("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "+string(make([]byte, 100))), 5*time.Second)
 	t.Logf("slow headers cut off after %v (--read-header-timeout 1s)", held.Round(10*time.Millisecond))
 
 	idle, err := net.Dial("tcp", in.addr)
