@@ -74,6 +74,13 @@ type Config struct {
 	// TxBackoff is the first retry delay; each retry doubles it, with full
 	// jitter, up to one second. Defaults to 5ms.
 	TxBackoff time.Duration
+	// Combine gathers the concurrent calls that claim Acquire, Renew and
+	// Release make on the pool (not in a caller's transaction) into
+	// batches, each one transaction and one commit (DB.Combine). Defaults
+	// to false: each call commits alone.
+	Combine bool
+	// CombineMax bounds the operations of one batch. Defaults to 64.
+	CombineMax int
 }
 
 func (c *Config) withDefaults() Config {
@@ -90,6 +97,9 @@ func (c *Config) withDefaults() Config {
 	if out.TxBackoff <= 0 {
 		out.TxBackoff = 5 * time.Millisecond
 	}
+	if out.CombineMax <= 0 {
+		out.CombineMax = 64
+	}
 	return out
 }
 
@@ -101,6 +111,7 @@ type DB struct {
 	cfg    Config
 	schema atomic.Int64 // highest schema version seen applied; only grows
 	stmts  sync.Map     // query text -> *sql.Stmt, see Prepared
+	comb   combiner     // see Combine
 }
 
 // New wraps an engine in a DB and checks the schema against cfg.Schema. The
