@@ -57,12 +57,12 @@ type combiner struct {
 }
 
 // pending is one Combine call. Its wake receives exactly one signal: the
-// lead, or the result (ran, err).
+// lead (batch set), or the result (ran, err).
 type pending struct {
 	op    *Op
 	since time.Time
 	wake  chan struct{}
-	lead  bool // under combiner.mu
+	batch []*pending // the batch it leads, from the moment it leads
 	ran   bool
 	err   error
 }
@@ -70,9 +70,10 @@ type pending struct {
 // Combine runs op in a batch with the operations of concurrent Combine
 // calls, as one transaction, and returns once that transaction committed:
 // on SQLite one IMMEDIATE transaction whose statements run prepared, on
-// PostgreSQL one pipelined batch (one round trip, one commit). A batch
-// leaves as soon as the previous one is done (never on a timer, so an idle
-// DB adds no wait), holds at most Config.CombineMax operations of one
+// PostgreSQL one pipelined batch (one round trip, one commit). Up to
+// Config.CombineBatches batches run at once; the next leaves as soon as
+// one of them is done (never on a timer, so an idle DB adds no wait).
+// A batch holds at most Config.CombineMax operations of one
 // Group, never two of one Key, and runs them in the order of their keys,
 // so that two processes' batches take row locks in the same order.
 //
@@ -93,19 +94,21 @@ func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
 	c := &db.comb
 	p := &pending{op: op, since: time.Now(), wake: make(chan struct{}, 1)}
 	c.mu.Lock()
-	lead := c.leads < db.inFlight()
+	c.queue = append(c.queue, p)
+	// A batch may start: the queue held nothing else (a leader that
+	// finds operations queued hands its place on instead of leaving it).
+	lead := c.leads < db.cfg.CombineBatches
 	if lead {
 		c.leads++
+		p.batch = c.take(db.cfg.CombineMax)
 	}
-	p.lead = lead
-	c.queue = append(c.queue, p)
 	c.mu.Unlock()
 	if !lead {
 		select {
 		case <-p.wake:
 		case <-ctx.Done():
 			c.mu.Lock()
-			if i := slices.Index(c.queue, p); i >= 0 && !p.lead {
+			if i := slices.Index(c.queue, p); i >= 0 {
 				c.queue = slices.Delete(c.queue, i, i+1)
 				c.mu.Unlock()
 				return true, ctx.Err()
@@ -114,8 +117,8 @@ func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
 			<-p.wake // op is in a batch, or leads the next one
 		}
 	}
-	if p.lead {
-		db.lead(context.WithoutCancel(ctx))
+	if p.batch != nil {
+		db.lead(context.WithoutCancel(ctx), p.batch)
 	}
 	return p.ran, p.err
 }
@@ -133,30 +136,14 @@ func (db *DB) CombineStats() CombineStats {
 	return s
 }
 
-// inFlight is how many batches may run at once: one on SQLite, whose one
-// writer a second batch would wait for, and half the pool on PostgreSQL,
-// whose server commits concurrent transactions together (and a batch
-// waiting on a row lock then holds up only its own callers).
-func (db *DB) inFlight() int {
-	if _, ok := db.engine.(Pipeliner); ok {
-		return max(1, db.cfg.MaxOpenConns/2)
-	}
-	return 1
-}
-
 // lead runs one batch, whose first operation is the leader's own, then
 // hands the lead to the first operation still queued.
-func (db *DB) lead(ctx context.Context) {
+func (db *DB) lead(ctx context.Context, batch []*pending) {
 	c := &db.comb
-	c.mu.Lock()
-	batch := c.take(db.cfg.CombineMax)
-	c.stats.Running = len(batch)
-	c.mu.Unlock()
-
 	err := db.runBatch(ctx, batch)
 
 	c.mu.Lock()
-	c.stats.Running = 0
+	c.stats.Running -= len(batch)
 	if err == nil {
 		c.stats.Batches++
 		c.stats.Ops += int64(len(batch))
@@ -178,8 +165,9 @@ func (db *DB) lead(ctx context.Context) {
 	if len(c.queue) == 0 {
 		c.leads--
 	} else {
-		c.queue[0].lead = true
-		c.queue[0].wake <- struct{}{}
+		next := c.queue[0]
+		next.batch = c.take(db.cfg.CombineMax)
+		next.wake <- struct{}{}
 	}
 	c.mu.Unlock()
 }
@@ -205,6 +193,7 @@ func (c *combiner) take(n int) []*pending {
 	}
 	clear(c.queue[len(rest):])
 	c.queue = rest
+	c.stats.Running += len(batch)
 	return batch
 }
 

@@ -13,10 +13,11 @@ import (
 )
 
 // TestCombinerBatches runs operations through DB.Combine behind a batch
-// that a row lock holds in flight, so that the next batches form from
-// known queues, and checks each promise of Combine on them.
+// that a row lock holds in flight, one batch at a time, so that the next
+// batches form from known queues, and checks each promise of Combine on
+// them.
 func TestCombinerBatches(t *testing.T) {
-	testdb.Each(t, &racefree.Config{Combine: true}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		for _, q := range []string{
 			`CREATE TABLE combine_t (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,

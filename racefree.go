@@ -81,6 +81,11 @@ type Config struct {
 	Combine bool
 	// CombineMax bounds the operations of one batch. Defaults to 64.
 	CombineMax int
+	// CombineBatches bounds the batches that run at once. Defaults to 1
+	// on SQLite, whose single writer a second batch would wait for, and
+	// to half of MaxOpenConns on PostgreSQL, whose server commits
+	// concurrent transactions together.
+	CombineBatches int
 }
 
 func (c *Config) withDefaults() Config {
@@ -119,6 +124,12 @@ type DB struct {
 // On error the engine's pool is left open for the caller to close.
 func New(ctx context.Context, engine Engine, cfg *Config) (*DB, error) {
 	db := &DB{engine: engine, sql: engine.SQL(), cfg: cfg.withDefaults()}
+	if db.cfg.CombineBatches <= 0 {
+		db.cfg.CombineBatches = 1
+		if _, ok := engine.(Pipeliner); ok {
+			db.cfg.CombineBatches = max(1, db.cfg.MaxOpenConns/2)
+		}
+	}
 	db.sql.SetMaxOpenConns(db.cfg.MaxOpenConns)
 	db.sql.SetMaxIdleConns(db.cfg.MaxOpenConns)
 	if err := db.connect(ctx); err != nil {

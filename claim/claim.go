@@ -111,6 +111,14 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // without its fence. A tenant's first call in a process, which registers
 // the tenant, and calls on SQLite run the two one after the other.
 //
+// With racefree.Config.Combine on, Acquire, Renew and Release on the pool
+// send their statements in a batch with the concurrent calls of the same
+// tenant on other keys (tenant.Combined): one transaction and one commit
+// for the batch, and the same outcome as alone. Each call returns after
+// its batch committed. A call whose context ends while it waits for a
+// batch returns the context's error and never ran; once its batch began,
+// it returns the batch's outcome.
+//
 // The claim belongs to the tenant ctx names (tenant.From): another
 // tenant's claim on the same key is another claim. exec may be the
 // caller's transaction (READ COMMITTED on PostgreSQL): the claim then
