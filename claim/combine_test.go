@@ -66,6 +66,9 @@ func TestCombinedCallsKeepTheirOutcomes(t *testing.T) {
 				if _, err := claims.Renew(ctx, db, key, holder, c.Fence, time.Minute); !errors.Is(err, racefree.ErrStaleFence) {
 					t.Errorf("worker %d renew of the old tenure: %v, want ErrStaleFence", w, err)
 				}
+				if err := claims.Release(ctx, db, key, holder, c.Fence); !errors.Is(err, racefree.ErrStaleFence) {
+					t.Errorf("worker %d release of the old tenure: %v, want ErrStaleFence", w, err)
+				}
 				_, err = claims.Acquire(ctx, db, "hot", holder, time.Minute)
 				switch {
 				case err == nil:
