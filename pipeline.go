@@ -67,16 +67,20 @@ func (db *DB) Pipeline(ctx context.Context, stmts ...*Statement) error {
 	if !ok {
 		return errors.ErrUnsupported
 	}
-	return db.retry(ctx, func() error {
-		var err error
-		// database/sql's own allowance for broken pooled connections.
-		for range 3 {
-			if err = db.pipelineOnce(ctx, p, stmts); !errors.Is(err, driver.ErrBadConn) {
-				break
-			}
+	return db.retry(ctx, func() error { return db.pipelineFresh(ctx, p, stmts) })
+}
+
+// pipelineFresh runs stmts once, on another pooled connection when the
+// one it got was broken before anything was sent: database/sql's own
+// allowance, three tries.
+func (db *DB) pipelineFresh(ctx context.Context, p Pipeliner, stmts []*Statement) error {
+	var err error
+	for range 3 {
+		if err = db.pipelineOnce(ctx, p, stmts); !errors.Is(err, driver.ErrBadConn) {
+			break
 		}
-		return err
-	})
+	}
+	return err
 }
 
 func (db *DB) pipelineOnce(ctx context.Context, p Pipeliner, stmts []*Statement) error {

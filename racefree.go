@@ -74,6 +74,18 @@ type Config struct {
 	// TxBackoff is the first retry delay; each retry doubles it, with full
 	// jitter, up to one second. Defaults to 5ms.
 	TxBackoff time.Duration
+	// Combine gathers the concurrent calls that claim Acquire, Renew and
+	// Release make on the pool (not in a caller's transaction) into
+	// batches, each one transaction and one commit (DB.Combine). Defaults
+	// to false: each call commits alone.
+	Combine bool
+	// CombineMax bounds the operations of one batch. Defaults to 64.
+	CombineMax int
+	// CombineBatches bounds the batches that run at once. Defaults to 1
+	// on SQLite, whose single writer a second batch would wait for, and
+	// to half of MaxOpenConns on PostgreSQL, whose server commits
+	// concurrent transactions together.
+	CombineBatches int
 }
 
 func (c *Config) withDefaults() Config {
@@ -90,6 +102,9 @@ func (c *Config) withDefaults() Config {
 	if out.TxBackoff <= 0 {
 		out.TxBackoff = 5 * time.Millisecond
 	}
+	if out.CombineMax <= 0 {
+		out.CombineMax = 64
+	}
 	return out
 }
 
@@ -101,6 +116,7 @@ type DB struct {
 	cfg    Config
 	schema atomic.Int64 // highest schema version seen applied; only grows
 	stmts  sync.Map     // query text -> *sql.Stmt, see Prepared
+	comb   combiner     // see Combine
 }
 
 // New wraps an engine in a DB and checks the schema against cfg.Schema. The
@@ -108,6 +124,12 @@ type DB struct {
 // On error the engine's pool is left open for the caller to close.
 func New(ctx context.Context, engine Engine, cfg *Config) (*DB, error) {
 	db := &DB{engine: engine, sql: engine.SQL(), cfg: cfg.withDefaults()}
+	if db.cfg.CombineBatches <= 0 {
+		db.cfg.CombineBatches = 1
+		if _, ok := engine.(Pipeliner); ok {
+			db.cfg.CombineBatches = max(1, db.cfg.MaxOpenConns/2)
+		}
+	}
 	db.sql.SetMaxOpenConns(db.cfg.MaxOpenConns)
 	db.sql.SetMaxIdleConns(db.cfg.MaxOpenConns)
 	if err := db.connect(ctx); err != nil {

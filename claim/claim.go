@@ -111,6 +111,14 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // without its fence. A tenant's first call in a process, which registers
 // the tenant, and calls on SQLite run the two one after the other.
 //
+// With racefree.Config.Combine on, Acquire, Renew and Release on the pool
+// send their statements in a batch with the concurrent calls of the same
+// tenant on other keys (tenant.Combined): one transaction and one commit
+// for the batch, and the same outcome as alone. Each call returns after
+// its batch committed. A call whose context ends while it waits for a
+// batch returns the context's error and never ran; once its batch began,
+// it returns the batch's outcome.
+//
 // The claim belongs to the tenant ctx names (tenant.From): another
 // tenant's claim on the same key is another claim. exec may be the
 // caller's transaction (READ COMMITTED on PostgreSQL): the claim then
@@ -131,14 +139,20 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 		Args: []any{id, s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()}, Dest: r.dest(&inserted)}
 	// On the pool of PostgreSQL, one round trip: acquire and raise_new (the
 	// same raise as below, for a fence not yet known) in one transaction.
+	// With the combiner on, the same statements in a batch of concurrent
+	// calls (SQLite: acquire alone, whose statement sees every commit).
 	var (
 		raised    int64
 		pipelined bool
 		err       error
 	)
+	stmts := []*racefree.Statement{acquire}
 	if s.db.CanPipeline() {
-		pipelined, err = tenant.Pipelined(ctx, s.db, exec, acquire,
-			&racefree.Statement{Query: s.q.Get("raise_new"), Args: []any{id, s.ns, key, holder}, Dest: []any{&raised}})
+		stmts = append(stmts, &racefree.Statement{Query: s.q.Get("raise_new"), Args: []any{id, s.ns, key, holder}, Dest: []any{&raised}})
+	}
+	pipelined, err = tenant.Combined(ctx, s.db, exec, s.combineKey(key), stmts...)
+	if !pipelined && s.db.CanPipeline() {
+		pipelined, err = tenant.Pipelined(ctx, s.db, exec, stmts...)
 	}
 	if !pipelined {
 		err = tenant.QueryRow(ctx, s.db, exec, acquire.Query, acquire.Args, acquire.Dest...)
@@ -182,8 +196,12 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 	}
 	id := tenant.From(ctx)
 	var r row
-	err := tenant.QueryRow(ctx, s.db, exec, s.q.Get("renew"),
-		[]any{id, s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()}, r.dest()...)
+	renew := &racefree.Statement{Query: s.q.Get("renew"),
+		Args: []any{id, s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()}, Dest: r.dest()}
+	combined, err := tenant.Combined(ctx, s.db, exec, s.combineKey(key), renew)
+	if !combined {
+		err = tenant.QueryRow(ctx, s.db, exec, renew.Query, renew.Args, renew.Dest...)
+	}
 	if errors.Is(err, racefree.ErrNotFound) {
 		return nil, s.whyNot(ctx, exec, id, key, holder, fence)
 	}
@@ -207,7 +225,12 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 		return err
 	}
 	id := tenant.From(ctx)
-	n, err := tenant.Exec(ctx, s.db, exec, s.q.Get("release"), id, s.ns, key, holder, fence, s.db.ClockArg())
+	release := &racefree.Statement{Query: s.q.Get("release"), Args: []any{id, s.ns, key, holder, fence, s.db.ClockArg()}}
+	combined, err := tenant.Combined(ctx, s.db, exec, s.combineKey(key), release)
+	n := release.RowsAffected
+	if !combined {
+		n, err = tenant.Exec(ctx, s.db, exec, release.Query, release.Args...)
+	}
 	if err != nil {
 		return fmt.Errorf("claim release: %w", err)
 	}
@@ -259,6 +282,10 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 	}
 	return c, nil
 }
+
+// combineKey names key's row to the combiner (tenant.Combined): the
+// tenant is its group, so the namespace and the key.
+func (s *Store) combineKey(key string) string { return "claim\x00" + s.ns + "\x00" + key }
 
 // get reads key's claim for tenant id (tenant.QueryRow).
 func (s *Store) get(ctx context.Context, exec racefree.Executor, id, key string) (*Claim, error) {

@@ -100,7 +100,9 @@ func PostgresURL(t testing.TB) string {
 }
 
 // Open opens dsn with cfg and closes it when the test ends. Unless cfg asks
-// for another schema policy, it migrates the database first.
+// for another schema policy, it migrates the database first. With
+// RACEFREE_COMBINE=1 in the environment it turns the combiner on
+// (racefree.Config.Combine), so that a package's suites run through it.
 func Open(t testing.TB, dsnStr string, cfg *racefree.Config) *racefree.DB {
 	t.Helper()
 	c := racefree.Config{}
@@ -109,6 +111,9 @@ func Open(t testing.TB, dsnStr string, cfg *racefree.Config) *racefree.DB {
 	}
 	if c.Schema == racefree.SchemaRequireCurrent {
 		c.Schema = racefree.SchemaMigrate
+	}
+	if os.Getenv("RACEFREE_COMBINE") == "1" {
+		c.Combine = true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -1,0 +1,194 @@
+package racefree_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testdb"
+)
+
+// TestCombinerBatches runs operations through DB.Combine behind a batch
+// that a row lock holds in flight, one batch at a time, so that the next
+// batches form from known queues, and checks each promise of Combine on
+// them.
+func TestCombinerBatches(t *testing.T) {
+	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		for _, q := range []string{
+			`CREATE TABLE combine_t (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
+			`CREATE TABLE combine_child (k TEXT PRIMARY KEY, parent TEXT REFERENCES combine_t (k) DEFERRABLE INITIALLY DEFERRED)`,
+			`INSERT INTO combine_t (k, v) VALUES ('z', 0)`,
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		op := func(group, key string, queries ...string) *racefree.Op {
+			o := &racefree.Op{Group: group, Key: key}
+			for _, q := range queries {
+				o.Stmts = append(o.Stmts, &racefree.Statement{Query: q})
+			}
+			return o
+		}
+		// run is a primitive's call: the op combined, or alone when its
+		// batch failed as a whole.
+		run := func(ctx context.Context, o *racefree.Op) error {
+			ran, err := db.Combine(ctx, o)
+			if ran {
+				return err
+			}
+			return db.InTx(ctx, func(tx *sql.Tx) error {
+				for _, st := range o.Stmts {
+					if _, err := tx.ExecContext(ctx, st.Query); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		waitFor := func(what string, ok func(racefree.CombineStats) bool) {
+			t.Helper()
+			for deadline := time.Now().Add(10 * time.Second); !ok(db.CombineStats()); {
+				if time.Now().After(deadline) {
+					t.Fatalf("waiting for %s: %+v", what, db.CombineStats())
+				}
+				runtime.Gosched()
+			}
+		}
+		// behind queues ops behind a batch held in flight, releases it,
+		// and returns each op's outcome.
+		behind := func(ops ...*racefree.Op) []error {
+			t.Helper()
+			lock, err := db.SQL().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lock.ExecContext(ctx, `UPDATE combine_t SET v = v WHERE k = 'z'`); err != nil {
+				t.Fatal(err)
+			}
+			held := make(chan error, 1)
+			go func() { held <- run(ctx, op("g", "z", `UPDATE combine_t SET v = v + 1 WHERE k = 'z'`)) }()
+			waitFor("the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+			errs := make([]error, len(ops))
+			done := make(chan int, len(ops))
+			for i, o := range ops {
+				go func() { errs[i] = run(ctx, o); done <- i }()
+				waitFor("the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+			}
+			if err := lock.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-held; err != nil {
+				t.Fatalf("held batch: %v", err)
+			}
+			for range ops {
+				<-done
+			}
+			return errs
+		}
+		value := func(k string) int64 {
+			t.Helper()
+			var v int64
+			err := db.QueryRowContext(ctx, `SELECT v FROM combine_t WHERE k = '`+k+`'`).Scan(&v)
+			if err != nil {
+				t.Fatalf("row %s: %v", k, db.InterpretError(err))
+			}
+			return v
+		}
+
+		// Two operations on one key, and operations of two groups, never
+		// share a batch; the later operation on a key runs after the
+		// earlier one committed.
+		before := db.CombineStats()
+		for i, err := range behind(
+			op("g", "k1", `INSERT INTO combine_t (k, v) VALUES ('k1', 1)`),
+			op("g", "k1", `UPDATE combine_t SET v = v * 10 WHERE k = 'k1'`),
+			op("g", "k2", `INSERT INTO combine_t (k, v) VALUES ('k2', 2)`),
+			op("h", "k3", `INSERT INTO combine_t (k, v) VALUES ('k3', 3)`),
+		) {
+			if err != nil {
+				t.Fatalf("op %d: %v", i, err)
+			}
+		}
+		s := db.CombineStats()
+		if got, want := s.Batches-before.Batches, int64(4); got != want {
+			t.Errorf("batches: got %d, want 4: the held one, {k1, k2}, {k1}, {k3} (%+v)", got, s)
+		}
+		if got, want := s.MaxBatch, 2; got != want {
+			t.Errorf("largest batch: got %d, want %d", got, want)
+		}
+		if got, want := value("k1"), int64(10); got != want {
+			t.Errorf("k1: got %d, want %d: the update ran before the insert", got, want)
+		}
+
+		// One operation's failure fails none of the others: a statement
+		// that breaks a UNIQUE constraint, and a deferred constraint that
+		// fails the commit itself. Every caller is answered after its
+		// batch committed: an op answered nil is there.
+		errs := behind(
+			op("g", "k4", `INSERT INTO combine_t (k, v) VALUES ('k4', 4)`),
+			op("g", "z2", `INSERT INTO combine_t (k, v) VALUES ('z', 5)`),
+			op("g", "k5", `INSERT INTO combine_t (k, v) VALUES ('k5', 5)`),
+		)
+		if errs[0] != nil || errs[2] != nil {
+			t.Fatalf("the others failed with the failing op: %v", errs)
+		}
+		if err := db.InterpretError(errs[1]); !errors.Is(err, racefree.ErrConflict) {
+			t.Fatalf("the failing op: got %v, want ErrConflict", err)
+		}
+		value("k4")
+		value("k5")
+		errs = behind(
+			op("g", "k6", `INSERT INTO combine_t (k, v) VALUES ('k6', 6)`),
+			op("g", "c1", `INSERT INTO combine_child (k, parent) VALUES ('c1', 'nobody')`),
+		)
+		if errs[0] != nil || errs[1] == nil {
+			t.Fatalf("got %v, want the first op to succeed and the second to fail at commit", errs)
+		}
+		value("k6")
+		if db.CombineStats().Failed < 2 {
+			t.Errorf("failed batches: %+v, want 2", db.CombineStats())
+		}
+
+		// A caller that gives up while its op waits: the op never runs.
+		lock, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lock.ExecContext(ctx, `UPDATE combine_t SET v = v WHERE k = 'z'`); err != nil {
+			t.Fatal(err)
+		}
+		held := make(chan error, 1)
+		go func() { held <- run(ctx, op("g", "z", `UPDATE combine_t SET v = v + 1 WHERE k = 'z'`)) }()
+		waitFor("the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+		cctx, cancel := context.WithCancel(ctx)
+		gave := make(chan error, 1)
+		go func() {
+			ran, err := db.Combine(cctx, op("g", "k7", `INSERT INTO combine_t (k, v) VALUES ('k7', 7)`))
+			if !ran {
+				err = errors.New("reported not run: its caller would run it alone")
+			}
+			gave <- err
+		}()
+		waitFor("the queue", func(s racefree.CombineStats) bool { return s.Queued == 1 })
+		cancel()
+		if err := <-gave; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled op: got %v, want context.Canceled", err)
+		}
+		if err := lock.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM combine_t WHERE k = 'k7'`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("cancelled op: %d rows (%v), want none", n, err)
+		}
+	})
+}
