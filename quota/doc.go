@@ -61,7 +61,8 @@
 // Policy.Shadow decides and counts but never denies, for rolling a limit
 // out. Middleware puts a policy in front of an http.Handler: 429 with
 // Retry-After and a problem+json quota-exceeded body, and the RateLimit
-// headers of draft-ietf-httpapi-ratelimit-headers.
+// headers of draft-ietf-httpapi-ratelimit-headers; Policy.RateLimitPolicy
+// and Policy.RateLimit format those fields for a handler of your own.
 //
 // Every operation takes an executor: the *racefree.DB, or the caller's
 // *sql.Tx, with which the charge then commits or rolls back (on

@@ -47,15 +47,7 @@ func (l *Limiter) Middleware(exec racefree.Executor, p Policy, key KeyFunc) (fun
 	if key == nil {
 		return nil, racefree.Invalid("key", "a KeyFunc is required")
 	}
-	name := p.Name
-	if name == "" {
-		name = "default"
-	}
-	window := p.Per
-	if p.Kind == GCRA {
-		window = time.Duration(p.Burst*p.interval()) * time.Millisecond
-	}
-	policy := fmt.Sprintf("%q;q=%d;w=%d", name, p.limit(), seconds(window))
+	policy := p.RateLimitPolicy()
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			k, err := key(r)
@@ -84,7 +76,7 @@ func (l *Limiter) Middleware(exec racefree.Executor, p Policy, key KeyFunc) (fun
 			}
 			h := w.Header()
 			h.Set("RateLimit-Policy", policy)
-			h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", name, d.Remaining, seconds(d.ResetAfter)))
+			h.Set("RateLimit", p.RateLimit(d))
 			if !d.Allowed {
 				h.Set("Retry-After", strconv.FormatInt(max(1, seconds(d.RetryAfter)), 10))
 				p := problem.QuotaExceeded.New(fmt.Sprintf("retry in %d ms", d.RetryAfter.Milliseconds()))
@@ -95,6 +87,37 @@ func (l *Limiter) Middleware(exec racefree.Executor, p Policy, key KeyFunc) (fun
 			next.ServeHTTP(w, r)
 		})
 	}, nil
+}
+
+// RateLimitPolicy returns p's RateLimit-Policy field, as Middleware sends
+// it (draft-ietf-httpapi-ratelimit-headers, a structured-field list of one
+// item): `"name";q=<limit>;w=<window>`, where name is p.Name ("default"
+// when empty), the limit is Burst for GCRA and Rate for the windows, and
+// the window is the seconds, rounded up, that an empty key takes to be
+// full again: Burst × Per/Rate for GCRA, Per for the windows. p must be
+// valid (Validate): its name is then a plain token.
+func (p Policy) RateLimitPolicy() string {
+	window := p.Per
+	if p.Kind == GCRA {
+		window = time.Duration(p.Burst*p.interval()) * time.Millisecond
+	}
+	return fmt.Sprintf("%q;q=%d;w=%d", p.rateLimitName(), p.limit(), seconds(window))
+}
+
+// RateLimit returns the RateLimit field of decision d under p, as
+// Middleware sends it: `"name";r=<remaining>;t=<reset>`, where remaining
+// is d.Remaining and reset is d.ResetAfter in seconds, rounded up: how
+// long until the key is full again, as of the decision.
+func (p Policy) RateLimit(d Decision) string {
+	return fmt.Sprintf("%q;r=%d;t=%d", p.rateLimitName(), d.Remaining, seconds(d.ResetAfter))
+}
+
+// rateLimitName is the policy's name in the RateLimit fields.
+func (p Policy) rateLimitName() string {
+	if p.Name == "" {
+		return "default"
+	}
+	return p.Name
 }
 
 // seconds rounds d up to whole seconds.

@@ -217,10 +217,13 @@ func TestDatabaseOutageIs503OnEveryRoute(t *testing.T) {
 		{"GET", "/v1/outbox/stats", "", nil},
 		{"POST", "/v1/outbox/dead/1/redrive", "", nil},
 		{"POST", "/v1/outbox/dead/1/discard", "", nil},
+		{"POST", "/v1/quotas/q/consume", `{"policy":{"kind":"window","rate":1,"per_ms":1000}}`, nil},
+		{"POST", "/v1/quotas/q/consume", `{"policy":{"kind":"window","rate":1,"per_ms":1000}}`, []string{"Idempotency-Key", `"k5"`}},
 	} {
 		code, body, hdr := do(t, h, c.method, c.path, c.body, c.header...)
-		if code != 503 || hdr.Get("Retry-After") == "" || hdr.Get("Content-Type") != "application/problem+json" {
-			t.Errorf("%s %s %v: %d %v %v; want 503 problem with Retry-After", c.method, c.path, c.header, code, body, hdr)
+		if code != 503 || hdr.Get("Retry-After") == "" || hdr.Get("Content-Type") != "application/problem+json" ||
+			hdr.Get("RateLimit") != "" || hdr.Get("RateLimit-Policy") != "" { // nothing was decided
+			t.Errorf("%s %s %v: %d %v %v; want 503 problem with Retry-After and no RateLimit", c.method, c.path, c.header, code, body, hdr)
 		}
 	}
 	if m := scrape(t, h); !strings.Contains(m, `racefree_inbox_deliveries_total{outcome="failed",source="stripe"} 1`+"\n") {

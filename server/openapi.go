@@ -36,6 +36,9 @@ type apiRoute struct {
 	response map[string]any // JSON Schema of the 200 body; nil: 204 (or 200 text)
 	query    []param
 	problems []problem.Kind
+	// headers are components.headers its 200 answer carries besides
+	// X-Request-Id and Idempotent-Replayed.
+	headers []string
 	// idempotent: takes an Idempotency-Key and replays (transactional).
 	idempotent bool
 	// anonymous: no credential (health, the document itself); signed: a
@@ -173,7 +176,7 @@ var apiRoutes = map[string]apiRoute{
 		idempotent: true, request: obj([]string{"policy"}, map[string]any{"n": integer, "policy": obj([]string{"kind", "rate", "per_ms"},
 			map[string]any{"kind": typ("string", "gcra, window or sliding_window"), "rate": integer, "per_ms": integer, "burst": typ("integer", "gcra's bucket")})}),
 		response: obj(nil, map[string]any{"allowed": boolean, "remaining": integer, "reset_at": when}),
-		problems: []problem.Kind{problem.QuotaExceeded}},
+		problems: []problem.Kind{problem.QuotaExceeded}, headers: rateLimitHeaders},
 
 	"POST /v1/outbox": {summary: "Enqueue a message, delivered after commit until a permanent failure", idempotent: true,
 		request: obj([]string{"topic"}, map[string]any{"topic": str, "key": str, "payload": anyJSON, "payload_base64": str,
@@ -188,6 +191,10 @@ var apiRoutes = map[string]apiRoute{
 	"POST /v1/outbox/dead/{id}/discard": {summary: "Discard a dead letter (admin scope)", idempotent: true,
 		response: typ("object", "the message"), problems: []problem.Kind{problem.NotFound}},
 }
+
+// rateLimitHeaders are the headers of a quota decision, admitted (200) or
+// refused (429 quota-exceeded).
+var rateLimitHeaders = []string{"RateLimit-Policy", "RateLimit"}
 
 // problemDocs says when each problem kind is answered, by its name.
 var problemDocs = map[string]string{
@@ -253,12 +260,16 @@ func problemsOf(pattern string, r apiRoute) []problem.Kind {
 // problemResponse is the OpenAPI response of the problems of one status.
 func problemResponse(kinds []problem.Kind) map[string]any {
 	var names []string
-	headers := map[string]any{"X-Request-Id": map[string]any{"$ref": "#/components/headers/X-Request-Id"}}
+	headers := map[string]any{"X-Request-Id": headerRef("X-Request-Id")}
 	for _, k := range kinds {
 		names = append(names, k.Name)
 		switch k.Name {
-		case "unavailable", "quota-exceeded", "idempotency-in-progress", "schema", "not-ready":
-			headers["Retry-After"] = map[string]any{"$ref": "#/components/headers/Retry-After"}
+		case "quota-exceeded":
+			for _, h := range append([]string{"Retry-After"}, rateLimitHeaders...) {
+				headers[h] = headerRef(h)
+			}
+		case "unavailable", "idempotency-in-progress", "schema", "not-ready":
+			headers["Retry-After"] = headerRef("Retry-After")
 		case "unauthorized", "insufficient-scope":
 			headers["WWW-Authenticate"] = map[string]any{"schema": str}
 		case "method-not-allowed":
@@ -296,7 +307,7 @@ func OpenAPI() map[string]any {
 		if r.request != nil {
 			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": r.request}}}
 		}
-		ok := map[string]any{"headers": map[string]any{"X-Request-Id": map[string]any{"$ref": "#/components/headers/X-Request-Id"}}}
+		ok := map[string]any{"headers": map[string]any{"X-Request-Id": headerRef("X-Request-Id")}}
 		status := "200"
 		if r.response == nil {
 			status, ok["description"] = "204", "done"
@@ -305,7 +316,10 @@ func OpenAPI() map[string]any {
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": r.response}}
 		}
 		if r.idempotent {
-			ok["headers"].(map[string]any)["Idempotent-Replayed"] = map[string]any{"$ref": "#/components/headers/Idempotent-Replayed"}
+			ok["headers"].(map[string]any)["Idempotent-Replayed"] = headerRef("Idempotent-Replayed")
+		}
+		for _, h := range r.headers {
+			ok["headers"].(map[string]any)[h] = headerRef(h)
 		}
 		responses := map[string]any{status: ok}
 		byStatus := map[int][]problem.Kind{}
@@ -350,9 +364,17 @@ func OpenAPI() map[string]any {
 				"X-Request-Id":        map[string]any{"schema": str, "description": "the request's id, also in problem bodies (request_id) and the access log"},
 				"Idempotent-Replayed": map[string]any{"schema": str, "description": "true: the stored answer of an earlier request with the same Idempotency-Key"},
 				"Retry-After":         map[string]any{"schema": integer, "description": "seconds to wait before retrying"},
+				"RateLimit-Policy":    map[string]any{"schema": str, "description": `draft-ietf-httpapi-ratelimit-headers: "default";q=<limit>;w=<seconds an empty key takes to be full again>`},
+				"RateLimit": map[string]any{"schema": str, "description": `draft-ietf-httpapi-ratelimit-headers: "default";r=<units remaining>;t=<seconds until full>, ` +
+					"as of the decision (a replay carries the first answer's)"},
 			},
 		},
 	}
+}
+
+// headerRef refers to the response header name of components.headers.
+func headerRef(name string) map[string]any {
+	return map[string]any{"$ref": "#/components/headers/" + name}
 }
 
 // pathParams returns the {names} of an OpenAPI (or ServeMux) path.

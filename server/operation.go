@@ -20,10 +20,51 @@ import (
 // error that problemFor maps.
 type operation func(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error)
 
-// response is an answer as an Idempotency-Key stores and replays it.
+// response is an answer as an Idempotency-Key stores and replays it: its
+// status, the headers of its own (an answer's or headerError's; a record
+// stored before they were kept has none) and its body.
 type response struct {
 	Status int             `json:"status"`
+	Header http.Header     `json:"header,omitempty"`
 	Body   json.RawMessage `json:"body"`
+}
+
+// answer is an operation's 200 body with the response headers that belong
+// to it (the quota route's RateLimit fields). It encodes as its body;
+// under an Idempotency-Key its headers are stored with it and replayed.
+type answer struct {
+	body   any
+	header http.Header
+}
+
+func (a answer) MarshalJSON() ([]byte, error) { return json.Marshal(a.body) }
+
+// headerError is an operation's error with the response headers its
+// problem carries (a quota denial's RateLimit fields). writeError sends
+// them; stored keeps them when the outcome is stored.
+type headerError struct {
+	error
+	header http.Header
+}
+
+func (e *headerError) Unwrap() error { return e.error }
+
+// headerOf returns the headers of an operation's answer v or error err.
+func headerOf(v any, err error) http.Header {
+	if he := (*headerError)(nil); errors.As(err, &he) {
+		return he.header
+	}
+	if a, ok := v.(answer); ok && err == nil {
+		return a.header
+	}
+	return nil
+}
+
+// setHeader copies h into w's headers.
+func setHeader(w http.ResponseWriter, h http.Header) {
+	for k, v := range h {
+		w.Header()[k] = v
+	}
 }
 
 // executed reports whether err is an outcome the operation decided (a
@@ -100,6 +141,7 @@ func (s *Server) transactional(op operation) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		setHeader(w, resp.Header)
 		if res.Replayed {
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
@@ -116,7 +158,7 @@ func (s *Server) transactional(op operation) http.Handler {
 
 // stored returns the response of an executed operation, as stored.
 func (s *Server) stored(r *http.Request, v any, err error) ([]byte, error) {
-	resp := response{Status: http.StatusOK}
+	resp := response{Status: http.StatusOK, Header: headerOf(v, err)}
 	var body any = v
 	if err != nil {
 		p := s.problemFor(r, err)
@@ -135,6 +177,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, v any, err erro
 		s.writeError(w, r, err)
 		return
 	}
+	setHeader(w, headerOf(v, nil))
 	writeJSON(w, http.StatusOK, v)
 }
 

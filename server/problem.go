@@ -100,8 +100,10 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	return problem.Internal.New("")
 }
 
-// writeError answers err with its problem.
+// writeError answers err with its problem, and the headers err carries
+// (a headerError's).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	setHeader(w, headerOf(nil, err))
 	var ipe *idempotency.InProgressError
 	if errors.As(err, &ipe) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ipe.RetryAfter.Seconds()))))

@@ -17,6 +17,17 @@ func (s *Server) quotaRoutes() {
 // A denial is a *quota.ExceededError: 429 quota-exceeded with Retry-After
 // and retry_after_ms. It wrote nothing, so it is not stored under an
 // Idempotency-Key: the retry, once it is due, is charged.
+//
+// Both answers carry the decision's RateLimit-Policy and RateLimit fields,
+// as quota.Middleware sends them (the policy is named "default"). Bad
+// input and failures (400, 503) carry none: nothing was decided. A replay
+// under an Idempotency-Key carries the fields stored with the first
+// answer, not fields recomputed at the replay: they then agree with the
+// replayed body (remaining, reset_at), which the replay cannot bring up
+// to date without charging again, and a replay reads no clock, so that on
+// PostgreSQL t never mixes the database's clock of the decision with
+// the process's. Their r and t, like the body, describe the key as the
+// charge left it; t is never negative.
 func (s *Server) consumeQuota(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
 	var req struct {
 		N      *int64 `json:"n"`
@@ -52,14 +63,17 @@ func (s *Server) consumeQuota(ctx context.Context, exec racefree.Executor, r *ht
 	if err != nil {
 		return nil, err
 	}
+	h := http.Header{}
+	h.Set("RateLimit-Policy", p.RateLimitPolicy())
+	h.Set("RateLimit", p.RateLimit(d))
 	if !d.Allowed {
-		return nil, &quota.ExceededError{Decision: d}
+		return nil, &headerError{&quota.ExceededError{Decision: d}, h}
 	}
-	return struct {
+	return answer{struct {
 		Allowed   bool   `json:"allowed"`
 		Remaining int64  `json:"remaining"`
 		ResetAt   string `json:"reset_at"`
-	}{true, d.Remaining, formatTime(d.ResetAt)}, nil
+	}{true, d.Remaining, formatTime(d.ResetAt)}, h}, nil
 }
 
 // ReapQuotas deletes the expired quota counters and consumption keys, in
