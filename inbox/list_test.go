@@ -80,13 +80,14 @@ func TestListBoundsThePageByBytes(t *testing.T) {
 // that commits after it read a higher number. This holds because Receive
 // takes the number last in its transaction, under the source's counter
 // row, which it holds until commit (PostgreSQL), or under the write lock
-// that every SQLite write transaction takes at BEGIN.
+// that every SQLite write transaction takes at BEGIN. Each of 16 writers
+// receives 6 events, 12 with RACEFREE_LONG=1.
 func TestSeqCursorNeverSkipsAnEvent(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		b := setup(t, db, nil)
-		const writers, each = 16, 12
+		writers, each := 16, testdb.Scale(6, 12)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for w := range writers {

@@ -93,6 +93,7 @@ func (m *slidingModel) consume(now, n int64) quota.Decision {
 // denials' RetryAfter included, with slidingModel. The admitted charges
 // then obey the documented bounds: at most Rate in any aligned window, and
 // at most Rate + ⌊Rate × (Per − 2ms) / Per⌋ in any interval of length Per.
+// Each policy takes 100 charges, 300 with RACEFREE_LONG=1.
 func TestSlidingWindowMatchesAModel(t *testing.T) {
 	t.Parallel()
 	clock, cfg := manual(t0)
@@ -102,6 +103,7 @@ func TestSlidingWindowMatchesAModel(t *testing.T) {
 		{Kind: quota.SlidingWindow, Rate: 12, Per: 1000 * time.Millisecond, Wait: time.Minute},
 		{Kind: quota.SlidingWindow, Rate: 2, Per: time.Millisecond, Wait: time.Minute},
 	}
+	steps := testdb.Scale(100, 300)
 	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
 		l := setup(t, db)
 		rng := rand.New(rand.NewPCG(3, 4))
@@ -110,7 +112,7 @@ func TestSlidingWindowMatchesAModel(t *testing.T) {
 			w := p.Per.Milliseconds()
 			m := slidingModel{w: w, limit: p.Rate}
 			key := fmt.Sprintf("sliding-%d", i)
-			for step := range 300 {
+			for step := range steps {
 				now := racefree.Millis(clock.Now())
 				toBoundary := w - now%w
 				switch rng.IntN(7) {

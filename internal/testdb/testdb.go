@@ -12,9 +12,13 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,9 +104,11 @@ func PostgresURL(t testing.TB) string {
 }
 
 // Open opens dsn with cfg and closes it when the test ends. Unless cfg asks
-// for another schema policy, it migrates the database first. With
-// RACEFREE_COMBINE=1 in the environment it turns the combiner on
-// (racefree.Config.Combine), so that a package's suites run through it.
+// for another schema policy, it migrates the database first: a SQLite file
+// that does not exist yet starts as a copy of one this process migrated
+// once, which migrating then finds current. With RACEFREE_COMBINE=1 in the
+// environment it turns the combiner on (racefree.Config.Combine), so that a
+// package's suites run through it.
 func Open(t testing.TB, dsnStr string, cfg *racefree.Config) *racefree.DB {
 	t.Helper()
 	c := racefree.Config{}
@@ -115,6 +121,9 @@ func Open(t testing.TB, dsnStr string, cfg *racefree.Config) *racefree.DB {
 	if os.Getenv("RACEFREE_COMBINE") == "1" {
 		c.Combine = true
 	}
+	if path, ok := strings.CutPrefix(dsnStr, "sqlite:"); ok && c.Schema == racefree.SchemaMigrate {
+		startMigrated(t, path)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	db, err := dsn.Open(ctx, dsnStr, &c)
@@ -124,6 +133,58 @@ func Open(t testing.TB, dsnStr string, cfg *racefree.Config) *racefree.DB {
 	t.Cleanup(func() { _ = db.Close() })
 	return db
 }
+
+// startMigrated creates the SQLite file path, unless it exists, as a copy of
+// sqliteTemplate. Migrating a SQLite file parses every statement of every
+// migration, and the schema again at each step: under -race, most of the
+// CPU a package's tests spent, paid again for each test.
+func startMigrated(t testing.TB, path string) {
+	t.Helper()
+	b, err := sqliteTemplate()
+	if err != nil {
+		t.Fatalf("testdb: migrated template: %v", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return
+	}
+	if err == nil {
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+}
+
+// sqliteTemplate returns the bytes of a SQLite database migrated to the
+// current schema, made once per process.
+var sqliteTemplate = sync.OnceValues(func() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "racefree-testdb-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "racefree.db")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	db, err := dsn.Open(ctx, "sqlite:"+path, &racefree.Config{Schema: racefree.SchemaMigrate})
+	if err != nil {
+		return nil, err
+	}
+	// Fold the write-ahead log into the file: the file alone is then the
+	// whole database.
+	_, err = db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
+})
 
 func randomHex(n int) string {
 	b := make([]byte, n)
