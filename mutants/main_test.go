@@ -204,6 +204,27 @@ func TestQuery(t *testing.T) {
 	}
 }
 `,
+	// plain embeds its SQL without the hook: an overlay cannot reach it.
+	"plain/plain.go": `package plain
+
+import _ "embed"
+
+// Query is the query the package runs.
+//
+//go:embed sql/p.sql
+var Query string
+`,
+	"plain/sql/p.sql": "SELECT 'plain'\n",
+	"plain/plain_test.go": `package plain
+
+import "testing"
+
+func TestQuery(t *testing.T) {
+	if Query != "SELECT 'plain'\n" {
+		t.Fatalf("Query = %q", Query)
+	}
+}
+`,
 	"untested/untested.go": `package untested
 
 // One returns 1; no test checks it.
@@ -545,6 +566,7 @@ func TestSQLMutantsRunWithoutABuild(t *testing.T) {
 	addMutant(t, root, "110-hooked-sql.patch", "The query selects 20", "hooked/sql/q.sql", "SELECT 10", "SELECT 20")
 	addMutant(t, root, "111-shared-text.patch", "The repeated query selects 4", "hooked/sql/same.sql", "SELECT 3", "SELECT 4")
 	addMutant(t, root, "107-postgres-sql.patch", "PostgreSQL's query selects 2", "eng/sql/postgres/q.sql", "SELECT 1", "SELECT 2")
+	addMutant(t, root, "112-plain-sql.patch", "The plain query selects another word", "plain/sql/p.sql", "'plain'", "'other'")
 	code, out := runTiny(t, root, ".", "TINY_DB=1")
 	for _, c := range []struct{ file, want string }{
 		{"110-hooked-sql.patch", `^caught .* by hooked:TestQuery `},
@@ -552,12 +574,15 @@ func TestSQLMutantsRunWithoutABuild(t *testing.T) {
 		// change both: the mutant is built, and it is caught there.
 		{"111-shared-text.patch", `^caught .* by hooked:TestQuery `},
 		{"107-postgres-sql.patch", `^caught .* by eng:TestQuery/postgres `},
+		// plain's SQL does not pass through the hook: the prebuilt binary
+		// cannot see the mutant, so the runner builds it, and it is caught.
+		{"112-plain-sql.patch", `^caught .* by plain:TestQuery `},
 	} {
 		if got := verdict(t, out, c.file); !regexp.MustCompile(c.want).MatchString(got) {
 			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
 		}
 	}
-	if !strings.Contains(out, " 3 mutants (1 of SQL without a build of their own) ") {
+	if !strings.Contains(out, " 4 mutants (1 of SQL without a build of their own) ") {
 		t.Errorf("the summary does not say that exactly one mutant ran without a build")
 	}
 	if code != 0 {
