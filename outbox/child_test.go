@@ -55,6 +55,8 @@ type receiver struct {
 	mu      sync.Mutex
 	hits    map[string]int
 	applied map[string]bool
+	hold    chan struct{} // when set, the next request waits for it to close (or for its client to go)
+	holding chan struct{} // closed once that request is waiting: its relay holds the message's lease
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +65,16 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.mu.Lock()
 	rc.hits[key]++
 	rc.applied[key] = true // a no-op when it was applied before
+	hold, holding := rc.hold, rc.holding
+	rc.hold, rc.holding = nil, nil
 	rc.mu.Unlock()
+	if hold != nil {
+		close(holding)
+		select {
+		case <-hold:
+		case <-r.Context().Done(): // the relay was killed
+		}
+	}
 	time.Sleep(time.Duration(5+rand.IntN(25)) * time.Millisecond) // the receiver's work, after the effect
 	w.WriteHeader(http.StatusOK)
 }
@@ -124,17 +135,25 @@ func TestKilledRelaysLoseNothing(t *testing.T) {
 				worker++
 				procs = append(procs, startRelayProcess(t, dsnStr, srv.URL, fmt.Sprint("relay-", worker)))
 			}
+			// The receiver holds the round's first request until the
+			// relays are killed: each round kills a relay in the middle of
+			// a delivery, with the message's lease held.
+			hold, holding := make(chan struct{}), make(chan struct{})
+			rc.mu.Lock()
+			rc.hold, rc.holding = hold, holding
+			rc.mu.Unlock()
 			enqueueBatch(perRound)
-			// Let the relays get into their requests, then kill them.
-			waitFor(t, "a request in flight", func() bool {
-				rc.mu.Lock()
-				defer rc.mu.Unlock()
-				return len(rc.hits) > round*perRound/2
-			})
-			time.Sleep(time.Duration(20+rand.IntN(80)) * time.Millisecond)
+			select {
+			case <-holding:
+			case <-time.After(time.Minute):
+				t.Fatalf("round %d: no delivery reached the receiver within a minute", round)
+			}
+			// Let the other relay get into its own requests, then kill both.
+			time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
 			for _, p := range procs {
 				kill(p)
 			}
+			close(hold)
 		}
 		last := startRelayProcess(t, dsnStr, srv.URL, "relay-last")
 		defer kill(last)
