@@ -582,11 +582,127 @@ func TestSQLMutantsRunWithoutABuild(t *testing.T) {
 			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
 		}
 	}
-	if !strings.Contains(out, " 4 mutants (1 of SQL without a build of their own) ") {
+	if !strings.Contains(out, " 4 mutants (1 of SQL and 0 of Go without a build of their own) ") {
 		t.Errorf("the summary does not say that exactly one mutant ran without a build")
 	}
 	if code != 0 {
 		t.Errorf("exit status = %d, want 0", code)
+	}
+}
+
+// TestGoMutantsRunWithoutABuild checks that mutants of Go function bodies
+// (methods with unnamed receivers and blank or variadic parameters, generic
+// functions) run woven into test binaries built once, and are caught there;
+// that one changing a declaration other than a function is built; and that
+// a catch by a test that fails in the woven binaries with no mutant
+// switched on (it reads the source) is no evidence there, so the mutant is
+// judged by building it: the same verdicts either way.
+func TestGoMutantsRunWithoutABuild(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	root := newTinyRepo(t)
+	files := map[string]string{
+		"shapes/shapes.go": `package shapes
+
+// Acc is a receiver.
+type Acc struct{}
+
+// Count returns how many xs there are.
+func (*Acc) Count(_ int, xs ...int) int { return len(xs) }
+
+// Max returns the larger of a and b.
+func Max[T int | float64](a, b T) T {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// Limit is a variable.
+var Limit = 3
+`,
+		"shapes/shapes_test.go": `package shapes
+
+import "testing"
+
+func TestCount(t *testing.T) {
+	var a Acc
+	if a.Count(9, 1, 2) != 2 {
+		t.Fatal("Count(9, 1, 2) != 2")
+	}
+}
+
+func TestMax(t *testing.T) {
+	if Max(1, 2) != 2 || Max(2.5, 1.0) != 2.5 {
+		t.Fatal("Max is wrong")
+	}
+}
+
+func TestLimit(t *testing.T) {
+	if Limit != 3 {
+		t.Fatal("Limit != 3")
+	}
+}
+`,
+		"reads/reads.go": `package reads
+
+// Two returns 2.
+func Two() int { return 2 }
+`,
+		"reads/reads_test.go": `package reads
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestTwoAndItsSource fails when the source holds more than Two.
+func TestTwoAndItsSource(t *testing.T) {
+	src, err := os.ReadFile("reads.go")
+	if err != nil || strings.Count(string(src), "func ") != 1 {
+		t.Fatal("reads.go is not what it was")
+	}
+	if Two() != 2 {
+		t.Fatal("Two() != 2")
+	}
+}
+`,
+	}
+	for name, text := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, root, "add", "-A")
+	addMutant(t, root, "120-count-one-more.patch", "Count counts one more", "shapes/shapes.go", "return len(xs)", "return len(xs) + 1")
+	addMutant(t, root, "121-max-is-min.patch", "Max returns the smaller", "shapes/shapes.go", "if a > b {", "if a < b {")
+	addMutant(t, root, "122-limit-four.patch", "Limit is 4", "shapes/shapes.go", "var Limit = 3", "var Limit = 4")
+	addMutant(t, root, "123-two-is-three.patch", "Two returns 3", "reads/reads.go", "return 2", "return 3")
+	addMutant(t, root, "124-two-the-long-way.patch", "Two returns 1 + 1: no one can tell", "reads/reads.go", "return 2", "return 1 + 1")
+	code, out := runTiny(t, root, "12[0-4]")
+	for _, c := range []struct{ file, want string }{
+		{"120-count-one-more.patch", `^caught .* by shapes:TestCount `},
+		{"121-max-is-min.patch", `^caught .* by shapes:TestMax `},
+		{"122-limit-four.patch", `^caught .* by shapes:TestLimit `},
+		{"123-two-is-three.patch", `^caught .* by reads:TestTwoAndItsSource `},
+		{"124-two-the-long-way.patch", `^SURVIVED `},
+	} {
+		if got := verdict(t, out, c.file); !regexp.MustCompile(c.want).MatchString(got) {
+			t.Errorf("verdict on %s = %q, want it to match %q", c.file, got, c.want)
+		}
+	}
+	if !strings.Contains(out, " 5 mutants (0 of SQL and 2 of Go without a build of their own) ") {
+		t.Errorf("the summary does not say that exactly 120 and 121 ran without a build")
+	}
+	if code != 1 {
+		t.Errorf("exit status = %d, want 1 (124 survives)", code)
 	}
 }
 

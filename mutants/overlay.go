@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -40,8 +41,18 @@ type overlays struct {
 	shared map[string]bool // digests of the texts that more than one .sql file holds
 	digest map[string]string
 
+	woven *weaving // the Go mutants woven into base (see weave.go)
+
 	mu     sync.Mutex
 	builds map[string]*prebuilt // package → its test binary
+	clean  map[testID]*cleanRun // top-level test → its run with no mutant switched on
+}
+
+// A cleanRun is one test's run in the prebuilt binaries with no mutant
+// switched on, run on first use: whether a woven mutant's catch holds up.
+type cleanRun struct {
+	once   sync.Once
+	passed bool
 }
 
 // A prebuilt is one package's test binary, built on first use.
@@ -51,8 +62,9 @@ type prebuilt struct {
 	err  error
 }
 
-// newOverlays copies the repository and reads the digests of its .sql files.
-func newOverlays(ctx context.Context, rn *runner) (*overlays, error) {
+// newOverlays copies the repository, reads the digests of its .sql files
+// and weaves the Go mutants among ms into the copy.
+func newOverlays(ctx context.Context, rn *runner, ms []*mutant) (*overlays, error) {
 	base, err := rn.scratch(ctx, "")
 	if err != nil {
 		return nil, err
@@ -61,7 +73,7 @@ func newOverlays(ctx context.Context, rn *runner) (*overlays, error) {
 		os.RemoveAll(base)
 		return nil, err
 	}
-	o := &overlays{rn: rn, base: base, shared: map[string]bool{}, digest: map[string]string{}, builds: map[string]*prebuilt{}}
+	o := &overlays{rn: rn, base: base, shared: map[string]bool{}, digest: map[string]string{}, builds: map[string]*prebuilt{}, clean: map[testID]*cleanRun{}}
 	seen := map[string]bool{}
 	for _, f := range rn.files {
 		if !strings.HasSuffix(f, ".sql") {
@@ -76,6 +88,10 @@ func newOverlays(ctx context.Context, rn *runner) (*overlays, error) {
 		o.shared[d] = seen[d]
 		seen[d] = true
 	}
+	if o.woven, err = weave(ctx, rn, base, ms); err != nil {
+		os.RemoveAll(base)
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -83,8 +99,11 @@ func newOverlays(ctx context.Context, rn *runner) (*overlays, error) {
 func (o *overlays) close() { os.RemoveAll(o.base) }
 
 // applies reports whether m changes only .sql files of the repository,
-// each with a text no other .sql file holds.
+// each with a text no other .sql file holds, or is a woven Go mutant.
 func (o *overlays) applies(m *mutant) bool {
+	if o.woven.ids[m] != "" {
+		return true
+	}
 	for _, f := range m.touched {
 		d, ok := o.digest[f]
 		if !ok || o.shared[d] {
@@ -125,6 +144,7 @@ type overlayRun struct {
 	ctx  context.Context
 	dir  string // holds the mutated files and the overlay
 	file string // the overlay: digest of the original text → the mutant's text
+	goID string // the woven mutant to switch on; "" for none
 }
 
 // tester applies m to copies of the files it changes and writes its overlay.
@@ -133,7 +153,7 @@ func (o *overlays) tester(ctx context.Context, m *mutant) (*overlayRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &overlayRun{o: o, ctx: ctx, dir: dir, file: filepath.Join(dir, "overlay.json")}
+	r := &overlayRun{o: o, ctx: ctx, dir: dir, file: filepath.Join(dir, "overlay.json"), goID: o.woven.ids[m]}
 	if err := copyFiles(o.rn.root, dir, m.touched); err != nil {
 		r.close()
 		return nil, err
@@ -145,6 +165,9 @@ func (o *overlays) tester(ctx context.Context, m *mutant) (*overlayRun, error) {
 	}
 	swap := map[string]string{}
 	for _, f := range m.touched {
+		if r.goID != "" {
+			break // woven: its files are Go
+		}
 		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
 		if err != nil {
 			r.close()
@@ -190,7 +213,7 @@ func (r *overlayRun) test(pkg string, stream io.Writer, extra ...string) (*testR
 	}
 	run := newTestRun()
 	sink := &jsonSink{run: run, stream: stream}
-	env := append(append([]string{}, rn.env...), overlayEnv+"="+r.file)
+	env := append(append([]string{}, rn.env...), overlayEnv+"="+r.file, weaveEnv+"="+r.goID)
 	err = command(ctx, filepath.Join(r.o.base, filepath.FromSlash(rn.mod.dir(pkg))), sink, env, "go", args...)
 	sink.flush()
 	if lw, ok := stream.(*lineWriter); ok {
@@ -200,6 +223,35 @@ func (r *overlayRun) test(pkg string, stream io.Writer, extra ...string) (*testR
 		err = fmt.Errorf("%w: %v", ctx.Err(), err)
 	}
 	return run, err
+}
+
+// confirm returns the tests of ids (named by their top-level tests) that
+// pass in the prebuilt binaries with no mutant switched on: the catches of
+// a woven mutant that hold up. Each test runs once per runner.
+func (r *overlayRun) confirm(ids []testID) []testID {
+	var held []testID
+	for _, id := range ids {
+		top := testID{id.pkg, strings.SplitN(id.name, "/", 2)[0]}
+		r.o.mu.Lock()
+		c := r.o.clean[top]
+		if c == nil {
+			c = &cleanRun{}
+			r.o.clean[top] = c
+		}
+		r.o.mu.Unlock()
+		c.once.Do(func() {
+			clean := &overlayRun{o: r.o, ctx: r.ctx, file: filepath.Join(r.o.base, binDir, "none.json")}
+			if err := os.WriteFile(clean.file, []byte("{}"), 0o644); err != nil {
+				return
+			}
+			run, err := clean.test(top.pkg, nil, "-run", runRegexp([]string{regexp.QuoteMeta(top.name)}))
+			c.passed = err == nil && len(run.failed) == 0 && run.passed[testID{top.pkg, ""}]
+		})
+		if c.passed {
+			held = append(held, id)
+		}
+	}
+	return held
 }
 
 // sqlDigest is internal/query's digest of an embedded text: its SHA-256 in hex.

@@ -74,6 +74,7 @@ type result struct {
 	elapsed    time.Duration
 	testTime   float64 // seconds the test binaries ran; the rest of elapsed went to copying and building
 	overlaid   bool    // judged in prebuilt test binaries, without a build (see overlay.go)
+	woven      bool    // and it is a woven Go mutant (see weave.go)
 }
 
 // A baseline is the unmutated run of the selected mutants' packages.
@@ -151,7 +152,7 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 	}
 
 	if len(todo) > 0 && !rn.noOverlay {
-		if rn.overlays, err = newOverlays(ctx, rn); err != nil {
+		if rn.overlays, err = newOverlays(ctx, rn, todo); err != nil {
 			rn.out.printf("mutants: %v\n", err)
 			return 1
 		}
@@ -183,7 +184,7 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 		close(results)
 	}()
 	mutantsStart := time.Now()
-	ran, overlaid := 0, 0
+	ran, overlaid, woven := 0, 0, 0
 	var busy, testing float64 // seconds over all mutants: in all, and in test binaries
 	for r := range results {
 		counts[r.outcome]++
@@ -194,7 +195,9 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 			ran++
 			busy += r.elapsed.Seconds()
 			testing += r.testTime
-			if r.overlaid {
+			if r.woven {
+				woven++
+			} else if r.overlaid {
 				overlaid++
 			}
 		}
@@ -202,8 +205,8 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 	if base != nil {
 		secs := time.Since(mutantsStart).Seconds()
 		n := float64(max(ran, 1))
-		rn.out.printf("mutants: baseline %.1fs; %d mutants (%d of SQL without a build of their own) in %.1fs with -j %d (%.1fs each: %.1fs copying and building, %.1fs testing); %.1fs in all\n",
-			base.elapsed.Seconds(), ran, overlaid, secs, rn.jobs, busy/n, (busy-testing)/n, testing/n, time.Since(start).Seconds())
+		rn.out.printf("mutants: baseline %.1fs; %d mutants (%d of SQL and %d of Go without a build of their own) in %.1fs with -j %d (%.1fs each: %.1fs copying and building, %.1fs testing); %.1fs in all\n",
+			base.elapsed.Seconds(), ran, overlaid, woven, secs, rn.jobs, busy/n, (busy-testing)/n, testing/n, time.Since(start).Seconds())
 	}
 	rn.out.printf("mutants: %d caught, %d survived, %d broken, %d timed out, %d baseline failed\n",
 		counts[caught], counts[survived], counts[broken], counts[timedOut], counts[baselineFailed])
@@ -403,9 +406,16 @@ func (rn *runner) mutant(ctx context.Context, base *baseline, m *mutant, pkgs []
 			rn.debugf("%s: no overlay: %v", m.file, err)
 		} else {
 			got := rn.judge(ctx, base, m, pkgs, o.test)
+			if got.outcome == caught && o.goID != "" {
+				// A woven catch counts only where the catching test passes
+				// with no mutant switched on in the same binaries.
+				if got.catching = o.confirm(got.catching); len(got.catching) == 0 {
+					got.outcome, got.reason = survived, "no catch held up with no mutant switched on"
+				}
+			}
 			o.close()
 			if got.outcome == caught || ctx.Err() != nil {
-				got.overlaid = true
+				got.overlaid, got.woven = true, o.goID != ""
 				return got
 			}
 			rn.debugf("%s: not caught in the prebuilt test binaries (%s); building it", m.file, got.reason)
