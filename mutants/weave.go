@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -49,6 +50,14 @@ type weaving struct {
 	ids   map[*mutant]string // woven mutant → the value of weaveEnv that switches it on
 	files map[string]*wovenFile
 	mids  map[string][]*mutant // file → the mutants woven into it
+	spans map[string][]span    // file → the lines of its mutants' functions
+}
+
+// A span is the lines a woven mutant's version of a function has in its
+// file, as the //line comment above it tells the compiler.
+type span struct {
+	m        *mutant
+	from, to int
 }
 
 // A wovenFile is one .go file of the copy with mutants woven in.
@@ -82,7 +91,7 @@ func weave(ctx context.Context, rn *runner, base string, ms []*mutant) (*weaving
 	out := map[*mutant]bool{}
 	written := map[string]bool{} // files of the copy that hold woven text
 	for attempt := 0; ; attempt++ {
-		w.ids, w.files, w.mids = map[*mutant]string{}, map[string]*wovenFile{}, map[string][]*mutant{}
+		w.ids, w.files, w.mids, w.spans = map[*mutant]string{}, map[string]*wovenFile{}, map[string][]*mutant{}, map[string][]span{}
 		for _, m := range ms {
 			if out[m] {
 				continue
@@ -113,7 +122,7 @@ func weave(ctx context.Context, rn *runner, base string, ms []*mutant) (*weaving
 			bad = w.all()
 		}
 		for _, m := range bad {
-			rn.out.printf("mutants: %s is built, not woven: the woven copy does not build with it\n", m.file)
+			rn.debugf("%s: not woven: the woven copy does not build with it", m.file)
 			out[m] = true
 		}
 	}
@@ -191,6 +200,7 @@ func (w *weaving) add(m *mutant) error {
 			alt := orig.Name.Name + "__racefree_mutant_" + id
 			wfn.switches = append(wfn.switches, switchStmt(p.wf, orig, id, alt))
 			line := p.mset.Position(mut.Pos()).Line
+			w.spans[p.file] = append(w.spans[p.file], span{m, line, p.mset.Position(mut.End()).Line})
 			from, to := p.mset.Position(mut.Pos()).Offset, p.mset.Position(mut.End()).Offset
 			name := p.mset.Position(mut.Name.Pos()).Offset
 			fmt.Fprintf(&p.wf.tail, "\n//line %s:%d\n%s%s%s\n", path.Base(p.file), line,
@@ -402,20 +412,35 @@ func (w *weaving) write(written map[string]bool) error {
 	return nil
 }
 
-// errorFile matches a compiler error's file name in go build's output.
-var errorFile = regexp.MustCompile(`(?m)^(?:\./)?([^\s:]+\.go):\d+`)
+// errorAt matches a compiler error's file name and line in go build's output.
+var errorAt = regexp.MustCompile(`(?m)^(?:\./)?([^\s:]+\.go):(\d+)`)
 
-// blame returns the woven mutants of the files that go build's output
-// names in errors.
+// blame returns the woven mutants that go build's errors point at: those
+// whose version of a function covers the line of an error, or, for an
+// error elsewhere in a woven file, every mutant woven into it.
 func (w *weaving) blame(out string) []*mutant {
 	var bad []*mutant
-	for _, match := range errorFile.FindAllStringSubmatch(out, -1) {
+	blame := func(m *mutant) {
+		if !slices.Contains(bad, m) {
+			bad = append(bad, m)
+		}
+	}
+	for _, match := range errorAt.FindAllStringSubmatch(out, -1) {
+		line, _ := strconv.Atoi(match[2])
 		for f, ms := range w.mids {
-			if strings.HasSuffix(f, match[1]) || strings.HasSuffix(match[1], f) || path.Base(f) == path.Base(match[1]) {
+			if f != match[1] && !strings.HasSuffix(match[1], "/"+f) && !strings.HasSuffix(f, "/"+match[1]) {
+				continue
+			}
+			found := false
+			for _, sp := range w.spans[f] {
+				if sp.from <= line && line <= sp.to {
+					blame(sp.m)
+					found = true
+				}
+			}
+			if !found {
 				for _, m := range ms {
-					if !slices.Contains(bad, m) {
-						bad = append(bad, m)
-					}
+					blame(m)
 				}
 			}
 		}
