@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/statement"
 )
 
 //go:embed sql
@@ -315,29 +316,11 @@ func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *racef
 		if pooled(db, exec) {
 			ps = db.Prepared(ctx, st.Query)
 		}
-		if st.Dest != nil {
-			var row *sql.Row
-			if ps != nil {
-				row = ps.QueryRowContext(ctx, st.Args...)
-			} else {
-				row = exec.QueryRowContext(ctx, st.Query, st.Args...)
-			}
-			return db.InterpretError(row.Scan(st.Dest...))
+		found, err := statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Dest: st.Dest, Affected: &st.RowsAffected})
+		if err == nil && !found {
+			err = sql.ErrNoRows
 		}
-		var (
-			res sql.Result
-			err error
-		)
-		if ps != nil {
-			res, err = ps.ExecContext(ctx, st.Args...)
-		} else {
-			res, err = exec.ExecContext(ctx, st.Query, st.Args...)
-		}
-		if err != nil {
-			return db.InterpretError(err)
-		}
-		st.RowsAffected, err = res.RowsAffected()
-		return err
+		return db.InterpretError(err)
 	})
 }
 
