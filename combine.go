@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/racefree/racefree/internal/statement"
 )
 
 // Op is one operation for DB.Combine: the statements of one primitive
@@ -260,48 +262,11 @@ func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *St
 			ps = tx.StmtContext(ctx, p)
 		}
 	}
-	if st.Rows == nil && st.Dest == nil {
-		var (
-			res sql.Result
-			err error
-		)
-		if ps != nil {
-			res, err = ps.ExecContext(ctx, st.Args...)
-		} else {
-			res, err = exec.ExecContext(ctx, st.Query, st.Args...)
-		}
-		if err != nil {
-			return false, err
-		}
-		st.RowsAffected, err = res.RowsAffected()
-		return true, err
-	}
-	var (
-		rows *sql.Rows
-		err  error
-	)
-	if ps != nil {
-		rows, err = ps.QueryContext(ctx, st.Args...)
-	} else {
-		rows, err = exec.QueryContext(ctx, st.Query, st.Args...)
-	}
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	found := true
+	var rows func(*sql.Rows) error
 	if st.Rows != nil {
-		err = st.Rows(rows)
-	} else if found = rows.Next(); found {
-		err = rows.Scan(st.Dest...)
+		rows = func(r *sql.Rows) error { return st.Rows(r) }
 	}
-	if err != nil {
-		return false, err
-	}
-	if err := rows.Close(); err != nil {
-		return false, err
-	}
-	return found, rows.Err()
+	return statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Rows: rows, Dest: st.Dest, Affected: &st.RowsAffected})
 }
 
 // pipelineBatch sends ops as one pipelined transaction (Pipeliner): the

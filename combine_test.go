@@ -60,9 +60,10 @@ func TestCombinerBatches(t *testing.T) {
 				runtime.Gosched()
 			}
 		}
-		// behind queues ops behind a batch held in flight, releases it,
-		// and returns each op's outcome.
-		behind := func(ops ...*racefree.Op) []error {
+		// hold puts a batch in flight and holds it there with a row lock:
+		// with CombineBatches 1, the next operations queue behind it.
+		// release lets it commit and waits for it.
+		hold := func() (release func()) {
 			t.Helper()
 			lock, err := db.SQL().BeginTx(ctx, nil)
 			if err != nil {
@@ -74,18 +75,28 @@ func TestCombinerBatches(t *testing.T) {
 			held := make(chan error, 1)
 			go func() { held <- run(ctx, op("g", "z", `UPDATE combine_t SET v = v + 1 WHERE k = 'z'`)) }()
 			waitFor("the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+			return func() {
+				t.Helper()
+				if err := lock.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-held; err != nil {
+					t.Fatalf("held batch: %v", err)
+				}
+			}
+		}
+		// behind queues ops behind a batch held in flight, releases it,
+		// and returns each op's outcome.
+		behind := func(ops ...*racefree.Op) []error {
+			t.Helper()
+			release := hold()
 			errs := make([]error, len(ops))
 			done := make(chan int, len(ops))
 			for i, o := range ops {
 				go func() { errs[i] = run(ctx, o); done <- i }()
 				waitFor("the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
 			}
-			if err := lock.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-held; err != nil {
-				t.Fatalf("held batch: %v", err)
-			}
+			release()
 			for range ops {
 				<-done
 			}
@@ -156,16 +167,7 @@ func TestCombinerBatches(t *testing.T) {
 		}
 
 		// A caller that gives up while its op waits: the op never runs.
-		lock, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := lock.ExecContext(ctx, `UPDATE combine_t SET v = v WHERE k = 'z'`); err != nil {
-			t.Fatal(err)
-		}
-		held := make(chan error, 1)
-		go func() { held <- run(ctx, op("g", "z", `UPDATE combine_t SET v = v + 1 WHERE k = 'z'`)) }()
-		waitFor("the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+		release := hold()
 		cctx, cancel := context.WithCancel(ctx)
 		gave := make(chan error, 1)
 		go func() {
@@ -180,12 +182,7 @@ func TestCombinerBatches(t *testing.T) {
 		if err := <-gave; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled op: got %v, want context.Canceled", err)
 		}
-		if err := lock.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-held; err != nil {
-			t.Fatal(err)
-		}
+		release()
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM combine_t WHERE k = 'k7'`).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("cancelled op: %d rows (%v), want none", n, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/statement"
 )
 
 //go:embed sql
@@ -121,6 +122,16 @@ func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.C
 	if err := needSchema(ctx, db, db, id); err != nil {
 		return err
 	}
+	return tenantTx(ctx, db, id, func(tx *sql.Tx) error {
+		return fn(context.WithValue(ctx, ctxKey{}, bound{id: id, tx: tx}), tx)
+	})
+}
+
+// tenantTx runs fn in a transaction of db (racefree.DB.InTx) that belongs
+// to tenant id: set first, marked as set for the calls inside it (setIn),
+// and the tenant registered in it unless the process knows it already; the
+// process remembers the tenant once the transaction commits.
+func tenantTx(ctx context.Context, db *racefree.DB, id string, fn func(tx *sql.Tx) error) error {
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		if err := set(ctx, db, tx, id); err != nil {
 			return err
@@ -132,7 +143,7 @@ func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.C
 				return err
 			}
 		}
-		return fn(context.WithValue(ctx, ctxKey{}, bound{id: id, tx: tx}), tx)
+		return fn(tx)
 	})
 	if err == nil {
 		remember(db, id)
@@ -194,23 +205,7 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 		}
 		return fn(exec)
 	}
-	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		if err := set(ctx, db, tx, id); err != nil {
-			return err
-		}
-		setIn.Store(tx, id)
-		defer setIn.Delete(tx)
-		if !known(db, id) {
-			if err := register(ctx, db, tx, id); err != nil {
-				return err
-			}
-		}
-		return fn(tx)
-	})
-	if err == nil {
-		remember(db, id)
-	}
-	return err
+	return tenantTx(ctx, db, id, func(tx *sql.Tx) error { return fn(tx) })
 }
 
 // QueryRow runs query, one statement of a racefree operation, with args
@@ -315,29 +310,11 @@ func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *racef
 		if pooled(db, exec) {
 			ps = db.Prepared(ctx, st.Query)
 		}
-		if st.Dest != nil {
-			var row *sql.Row
-			if ps != nil {
-				row = ps.QueryRowContext(ctx, st.Args...)
-			} else {
-				row = exec.QueryRowContext(ctx, st.Query, st.Args...)
-			}
-			return db.InterpretError(row.Scan(st.Dest...))
+		found, err := statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Dest: st.Dest, Affected: &st.RowsAffected})
+		if err == nil && !found {
+			err = sql.ErrNoRows
 		}
-		var (
-			res sql.Result
-			err error
-		)
-		if ps != nil {
-			res, err = ps.ExecContext(ctx, st.Args...)
-		} else {
-			res, err = exec.ExecContext(ctx, st.Query, st.Args...)
-		}
-		if err != nil {
-			return db.InterpretError(err)
-		}
-		st.RowsAffected, err = res.RowsAffected()
-		return err
+		return db.InterpretError(err)
 	})
 }
 

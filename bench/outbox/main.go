@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/bench/internal/run"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/outbox"
 	"github.com/riverqueue/river"
@@ -66,7 +66,7 @@ var (
 
 func main() {
 	flag.Parse()
-	if err := run(); err != nil {
+	if err := bench(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -78,7 +78,7 @@ type result struct {
 	latencyNote string
 }
 
-func run() error {
+func bench() error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "racefree-outbox-bench")
 	if err != nil {
@@ -193,10 +193,10 @@ type env struct {
 }
 
 func newEnv(ctx context.Context, engine, dir, base string) (*env, error) {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	name := "rf_bench_" + hex.EncodeToString(b)
 	if engine == racefree.SQLite {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		name := "rf_bench_" + hex.EncodeToString(b)
 		p := filepath.Join(dir, name+".db")
 		return &env{engine: engine, dsn: "sqlite:" + p, path: p, close: func() {
 			for _, suffix := range []string{"", "-wal", "-shm"} {
@@ -204,26 +204,11 @@ func newEnv(ctx context.Context, engine, dir, base string) (*env, error) {
 			}
 		}}, nil
 	}
-	admin, err := sql.Open("pgx", base)
+	u, drop, err := run.NewSchema(ctx, base)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+name); err != nil {
-		admin.Close()
-		return nil, err
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		admin.Close()
-		return nil, err
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return &env{engine: engine, dsn: u.String(), pgURL: u.String(), close: func() {
-		_, _ = admin.ExecContext(context.Background(), `DROP SCHEMA `+name+` CASCADE`)
-		admin.Close()
-	}}, nil
+	return &env{engine: engine, dsn: u, pgURL: u, close: drop}, nil
 }
 
 // produce runs the producers: *producers goroutines insert n messages in

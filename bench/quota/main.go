@@ -13,22 +13,17 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
-	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/bench/internal/run"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/tenant"
@@ -49,44 +44,27 @@ var policy = quota.Policy{Kind: quota.GCRA, Rate: 1000, Per: time.Second, Burst:
 // denyPolicy refuses every charge after the first: the denial path.
 var denyPolicy = quota.Policy{Kind: quota.GCRA, Rate: 1, Per: time.Hour, Burst: 1, Wait: time.Minute}
 
-type op func(ctx context.Context, client, i int) error
+func main() { run.Main(short, cellTime, bench) }
 
-func main() {
-	flag.Parse()
-	if *short {
-		*cellTime = 200 * time.Millisecond
-	}
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
-}
-
-func run() error {
+func bench() error {
 	ctx := context.Background()
 	var notes []string
 	dbs := map[string]*racefree.DB{}
-	dir, err := os.MkdirTemp("", "racefree-bench")
+	engines, note, cleanup, err := run.Engines(ctx)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	sqliteDB, err := dsn.Open(ctx, "sqlite:"+filepath.Join(dir, "bench.db"), &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16})
-	if err != nil {
-		return err
-	}
-	defer sqliteDB.Close()
-	dbs[racefree.SQLite] = sqliteDB
-	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
-		pg, drop, err := openPostgres(ctx, u)
+	defer cleanup()
+	for _, e := range engines {
+		db, err := dsn.Open(ctx, e.DSN, &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16})
 		if err != nil {
 			return err
 		}
-		defer drop()
-		defer pg.Close()
-		dbs[racefree.Postgres] = pg
-	} else {
-		notes = append(notes, "PostgreSQL left out: TEST_DATABASE_URL is not set.")
+		defer db.Close()
+		dbs[e.Name] = db
+	}
+	if note != "" {
+		notes = append(notes, note)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: 32})
 	defer rdb.Close()
@@ -123,12 +101,12 @@ func run() error {
 		interval := (policy.Per.Milliseconds() + policy.Rate - 1) / policy.Rate
 		for _, clients := range []int{1, 16} {
 			for _, hot := range []bool{false, true} {
-				run := fmt.Sprintf("%s-%d-%t-%d", engine, clients, hot, time.Now().UnixNano())
-				key := keyFunc(run, hot)
-				keyBare, keyNoWait := keyFunc(run+"-bare", hot), keyFunc(run+"-nowait", hot)
+				cellRun := fmt.Sprintf("%s-%d-%t-%d", engine, clients, hot, time.Now().UnixNano())
+				key := keyFunc(cellRun, hot)
+				keyBare, keyNoWait := keyFunc(cellRun+"-bare", hot), keyFunc(cellRun+"-nowait", hot)
 				noWait := policy
 				noWait.Wait = quota.NoWait
-				ops := measureN(ctx, clients, func(ctx context.Context, c, i int) error {
+				ops := run.Alternately(ctx, clients, *cellTime, func(ctx context.Context, c, i int) error {
 					d, err := l.Consume(ctx, db, key(c, i), 1, policy)
 					if err == nil && !d.Allowed {
 						err = fmt.Errorf("denied")
@@ -151,7 +129,7 @@ func run() error {
 					}
 					return db.QueryRowContext(ctx, string(bare), args...).Scan(&allowed, &tat, &used, &now)
 				})
-				lib, libNoWait, bareOps := ops[0], ops[1], ops[2]
+				lib, libNoWait, bareOps := ops[0].Rate, ops[1].Rate, ops[2].Rate
 				keys := "distinct"
 				if hot {
 					keys = "one hot key"
@@ -160,15 +138,15 @@ func run() error {
 				if limiter != nil {
 					cell := fmt.Sprintf("%d-%t", clients, hot)
 					if _, done := redisRate[cell]; !done {
-						keyRedis := keyFunc("rr-"+run, hot)
+						keyRedis := keyFunc("rr-"+cellRun, hot)
 						lim := redis_rate.Limit{Rate: int(policy.Rate), Period: policy.Per, Burst: int(policy.Burst)}
-						redisRate[cell] = measure(ctx, clients, func(ctx context.Context, c, i int) error {
+						redisRate[cell] = run.For(ctx, clients, *cellTime, func(ctx context.Context, c, i int) error {
 							res, err := limiter.Allow(ctx, keyRedis(c, i), lim)
 							if err == nil && res.Allowed == 0 {
 								err = fmt.Errorf("redis_rate denied")
 							}
 							return err
-						})
+						}).Rate
 					}
 					redisCell = fmt.Sprintf("%.0f", redisRate[cell])
 					ratio = fmt.Sprintf("%.2f× / %.2f×", lib/redisRate[cell], libNoWait/redisRate[cell])
@@ -199,7 +177,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		denials := measureN(ctx, 1, func(ctx context.Context, c, i int) error {
+		denials := run.Alternately(ctx, 1, *cellTime, func(ctx context.Context, c, i int) error {
 			d, err := l.Consume(ctx, db, "exhausted", 1, denyPolicy)
 			if err == nil && (d.Allowed || d.RetryAfter <= 0) {
 				err = fmt.Errorf("not a denial: %+v", d)
@@ -214,12 +192,9 @@ func run() error {
 			var t, u sql.NullInt64
 			return db.QueryRowContext(ctx, string(state), tenant.Default, "bench-deny", "exhausted", "gcra", nil).Scan(&now, &t, &u)
 		})
-		fmt.Printf("| %s | %.0f | %.0f | %.2f |\n", engine, denials[0], denials[1], denials[0]/denials[1])
+		fmt.Printf("| %s | %.0f | %.0f | %.2f |\n", engine, denials[0].Rate, denials[1].Rate, denials[0].Rate/denials[1].Rate)
 	}
-	for _, n := range notes {
-		fmt.Println()
-		fmt.Println(n)
-	}
+	run.PrintNotes(notes)
 	return nil
 }
 
@@ -260,98 +235,4 @@ func keyFunc(prefix string, hot bool) func(c, i int) string {
 		return func(int, int) string { return k }
 	}
 	return func(c, i int) string { return fmt.Sprintf("%s-%d-%d", prefix, c, i) }
-}
-
-// rounds is how many slices each cell's time is cut into: the two sides of
-// a comparison run alternately, slice by slice, so that the load of a
-// shared machine falls on both alike.
-const rounds = 4
-
-// measureN runs the ops alternately, each for cellTime in all, and
-// returns their calls per second.
-func measureN(ctx context.Context, clients int, ops ...op) []float64 {
-	n, t := make([]float64, len(ops)), make([]float64, len(ops))
-	slice := *cellTime / rounds
-	for r := range rounds {
-		off := r * 1_000_000 // fresh keys in each round
-		for k, f := range ops {
-			c, d := run1(ctx, clients, slice, func(ctx context.Context, c, i int) error { return f(ctx, c, i+off) })
-			n[k], t[k] = n[k]+c, t[k]+d
-		}
-	}
-	for k := range n {
-		n[k] /= t[k]
-	}
-	return n
-}
-
-// measure runs f from clients goroutines for cellTime and returns the
-// calls per second.
-func measure(ctx context.Context, clients int, f op) float64 {
-	n, d := run1(ctx, clients, *cellTime, f)
-	return n / d
-}
-
-// run1 runs f from clients goroutines for d and returns the calls made and
-// the seconds taken. It stops at the first error.
-func run1(ctx context.Context, clients int, d time.Duration, f op) (float64, float64) {
-	var (
-		n    atomic.Int64
-		wg   sync.WaitGroup
-		stop atomic.Bool
-		once sync.Once
-	)
-	start := time.Now()
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; !stop.Load(); i++ {
-				if err := f(ctx, c, i); err != nil {
-					once.Do(func() { fmt.Fprintln(os.Stderr, "bench:", err) })
-					stop.Store(true)
-					return
-				}
-				n.Add(1)
-			}
-		}()
-	}
-	time.Sleep(d)
-	stop.Store(true)
-	wg.Wait()
-	return float64(n.Load()), time.Since(start).Seconds()
-}
-
-// openPostgres opens a fresh schema on the server at base, and returns a
-// function that drops it.
-func openPostgres(ctx context.Context, base string) (*racefree.DB, func(), error) {
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		return nil, nil, err
-	}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	schema := "rf_bench_" + hex.EncodeToString(b)
-	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+schema); err != nil {
-		admin.Close()
-		return nil, nil, err
-	}
-	drop := func() {
-		_, _ = admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-		admin.Close()
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		drop()
-		return nil, nil, err
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	db, err := dsn.Open(ctx, u.String(), &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16})
-	if err != nil {
-		drop()
-		return nil, nil, err
-	}
-	return db, drop, nil
 }

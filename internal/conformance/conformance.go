@@ -15,6 +15,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/internal/testdb"
 	"github.com/racefree/racefree/quota"
 )
 
@@ -74,6 +75,30 @@ func (l *Library) Consume(ctx context.Context, key string, n int64, p quota.Poli
 
 // T0 is where the cases set the clock at the start of each.
 var T0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// LibraryClaims runs the claim cases against the library, on a fresh
+// database of each engine (testdb.Each) whose clock they move.
+func LibraryClaims(t *testing.T) {
+	t.Helper()
+	onLibrary(t, func(t *testing.T, l *Library, clock *racefree.ManualClock) { RunClaims(t, l, clock) })
+}
+
+// LibraryQuotas runs the quota cases against the library, as
+// LibraryClaims does the claim cases.
+func LibraryQuotas(t *testing.T) {
+	t.Helper()
+	onLibrary(t, func(t *testing.T, l *Library, clock *racefree.ManualClock) { RunQuotas(t, l, clock) })
+}
+
+// onLibrary runs cases against the library on each engine, with a manual
+// clock at T0 as the database's clock.
+func onLibrary(t *testing.T, cases func(t *testing.T, l *Library, clock *racefree.ManualClock)) {
+	t.Helper()
+	clock := racefree.NewManualClock(T0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		cases(t, NewLibrary(db), clock)
+	})
+}
 
 // RunClaims runs the claim cases against c, one after the other (they move
 // clock, the clock of the database c runs on).
