@@ -110,7 +110,7 @@ func weave(ctx context.Context, rn *runner, base string, ms []*mutant) (*weaving
 			return w, nil
 		}
 		var buf bytes.Buffer
-		err := command(ctx, base, &buf, rn.env, "go", "build", "./...")
+		err := command(ctx, base, &buf, rn.env, "go", "build", "-tags", overlayTag, "./...")
 		if err == nil {
 			return w, nil
 		}
