@@ -189,6 +189,46 @@ func TestVerifyParallelBoundary(t *testing.T) {
 	}
 }
 
+// TestVerifyParallelWhileAppending: appends that commit while Verify reads
+// a chain in parts never look like a break: the last part runs to the end
+// of the chain, past the head Verify read first.
+func TestVerifyParallelWhileAppending(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		l := newLog(t, db, ring(t, "k1"))
+		appendN(t, l, "s", 40)
+		done := make(chan error, 1)
+		go func() {
+			for i := range 30 {
+				if _, err := l.Append(context.Background(), db, "s", Entry{Actor: "bob", Action: fmt.Sprintf("b%d", i)}); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		for verified := int64(0); ; {
+			res := verify(t, l, "s", parallelOpts(4, 5))
+			wantIntact(t, res)
+			if res.Rows < max(40, verified) {
+				t.Fatalf("%+v; want at least %d rows", res, max(40, verified))
+			}
+			verified = res.Rows
+			if verified == 70 {
+				break
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				done <- nil // verify once more: every append has committed
+			default:
+			}
+		}
+	})
+}
+
 // TestVerifyParallelMatchesOneStream: on chains (with a key rotation, a
 // pruned prefix or a checkpoint, at random) tampered at random, Verify in
 // parts at random sizes reports exactly what one stream reports.
