@@ -3,9 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -133,9 +131,10 @@ func unchained(ctx context.Context, l *Log, tx *sql.Tx, scope string, e Entry) e
 
 // BenchmarkVerify measures Verify's rows per second over one scope of
 // AUDIT_BENCH_ROWS entries (default 100,000; the README's figures use
-// 1,000,000), written in bulk once before the timer starts: the current
-// Verify and, for comparison on the same data in the same run, the
-// previous release's loop (streamPrevious), three rounds of each in turn.
+// 1,000,000), written in bulk once before the timer starts: in one stream
+// ("single", VerifyOptions.Streams 1) and in parallel parts ("parallel",
+// the default: GOMAXPROCS streams), three rounds of each in turn on the
+// same chain, so that a shared machine's changing load weighs on both.
 func BenchmarkVerify(b *testing.B) {
 	rows := 100_000
 	if v := os.Getenv("AUDIT_BENCH_ROWS"); v != "" {
@@ -148,29 +147,21 @@ func BenchmarkVerify(b *testing.B) {
 			bulkChain(b, l, "s", rows)
 			ctx := context.Background()
 			for range 3 {
-				b.Run("previous", func(b *testing.B) {
-					cpu := cpuTime()
-					for range b.N {
-						res := Result{Tenant: tenant.Default, Scope: "s"}
-						err := l.read(ctx, func(exec racefree.Executor) error {
-							return l.streamPrevious(ctx, exec, tenant.Default, "s", &VerifyOptions{}, nil, &res)
-						})
-						if err != nil || res.Break != nil || res.Rows != int64(rows) {
-							b.Fatalf("%+v %v", res, err)
+				for _, mode := range []struct {
+					name    string
+					streams int
+				}{{"single", 1}, {"parallel", 0}} {
+					b.Run(mode.name, func(b *testing.B) {
+						cpu := cpuTime()
+						for range b.N {
+							res, err := l.Verify(ctx, "s", &VerifyOptions{Streams: mode.streams})
+							if err != nil || res.Break != nil || res.Rows != int64(rows) {
+								b.Fatalf("%+v %v", res, err)
+							}
 						}
-					}
-					reportRows(b, rows, cpu)
-				})
-				b.Run("current", func(b *testing.B) {
-					cpu := cpuTime()
-					for range b.N {
-						res, err := l.Verify(ctx, "s", nil)
-						if err != nil || res.Break != nil || res.Rows != int64(rows) {
-							b.Fatalf("%+v %v", res, err)
-						}
-					}
-					reportRows(b, rows, cpu)
-				})
+						reportRows(b, rows, cpu)
+					})
+				}
 			}
 		})
 	}
@@ -189,93 +180,6 @@ func cpuTime() time.Duration {
 func reportRows(b *testing.B, rows int, cpu time.Duration) {
 	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(rows)*float64(b.N)/(cpuTime()-cpu).Seconds(), "rows/cpu-s")
-}
-
-// streamPrevious is the previous release's verify loop, kept for
-// BenchmarkVerify's comparison: nine columns a row, a prev_mac copy a row.
-func (l *Log) streamPrevious(ctx context.Context, exec racefree.Executor, t, scope string, o *VerifyOptions, anchor *Checkpoint, res *Result) error {
-	rows, err := exec.QueryContext(ctx, l.q.Get("entries"), t, scope, res.Verified.Seq, nil)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	var (
-		epoch  = res.Verified.KeyID
-		prev   = res.Verified.MAC
-		macers = map[string]*macer{}
-		in     entryInput
-		data   sql.RawBytes // RawBytes: valid until the next row, never copied
-		stored sql.RawBytes
-		mac    sql.RawBytes
-		keyID  string
-		brk    = func(k Kind, seq int64, format string, args ...any) {
-			res.Break = &Break{k, seq, fmt.Sprintf(format, args...)}
-		}
-		scanErr error
-	)
-	in.tenant = t
-	in.scope = scope
-	for rows.Next() {
-		if scanErr = rows.Scan(&in.seq, &in.at, &in.actor, &in.action, &in.subject, &data, &keyID, &stored, &mac); scanErr != nil {
-			return scanErr
-		}
-		in.data = data
-		want := res.Verified.Seq + 1
-		if in.seq != want {
-			brk(Missing, want, "entry %d is absent; the next is %d", want, in.seq)
-			return nil
-		}
-		m, ok := macers[keyID]
-		if !ok {
-			key, ok := l.ring.scopeKey(keyID, scope)
-			if !ok {
-				brk(UnknownKey, in.seq, "key id %q is not in the keyring", keyID)
-				return nil
-			}
-			m = newMacer(key)
-			macers[keyID] = m
-		}
-		if epoch != "" && keyID != epoch {
-			brk(KeyOutsideEpoch, in.seq, "entry under key %q in the epoch of key %q", keyID, epoch)
-			return nil
-		}
-		in.prev = prev
-		if in.prev == nil {
-			in.prev = []byte{}
-		}
-		if !hmac.Equal(m.sum(&in), mac) {
-			if at, ok := reorderedAt(m, &in, stored, mac); ok {
-				brk(Reordered, in.seq, "the entry at %d belongs at %d", in.seq, at)
-			} else {
-				brk(Modified, in.seq, "the MAC does not match the entry")
-			}
-			return nil
-		}
-		if !bytes.Equal(stored, in.prev) {
-			brk(Modified, in.seq, "the stored prev_mac is not entry %d's MAC", in.seq-1)
-			return nil
-		}
-		if anchor != nil && in.seq == anchor.Seq && !hmac.Equal(mac, anchor.MAC) {
-			brk(RolledBack, in.seq, "checkpoint %d vouches for another entry %d", anchor.N, anchor.Seq)
-			return nil
-		}
-		epoch = keyID
-		if in.action == ActionKeyRotated {
-			var link struct{ From, To string }
-			if err := json.Unmarshal(in.data, &link); err != nil || link.From != keyID || link.To == "" {
-				brk(Modified, in.seq, "a rotation entry that does not link key %q to the next", keyID)
-				return nil
-			}
-			epoch = link.To
-		}
-		prev = append(prev[:0:0], mac...)
-		res.Verified = Position{Seq: in.seq, MAC: prev, KeyID: epoch}
-		res.Rows++
-		if o.Progress != nil && res.Rows%10_000 == 0 {
-			o.Progress(res.Rows)
-		}
-	}
-	return rows.Err()
 }
 
 // bulkChain writes a valid chain of n entries to scope, 50 to an INSERT.

@@ -45,7 +45,8 @@
 //
 // # What Verify detects
 //
-// Verify streams a tenant's scope's chain and reports the first break with
+// Verify streams a tenant's scope's chain (a long one in contiguous parts
+// at once, joined at their boundaries) and reports the first break with
 // its Kind: Modified, Missing, Reordered, UnknownKey, KeyOutsideEpoch,
 // Truncated, RolledBack, BadCheckpoint. A bare MAC chain cannot tell a log
 // whose tail was cut (head row included) or that was restored from an

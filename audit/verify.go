@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -82,8 +84,17 @@ type VerifyOptions struct {
 	// older copy go unnoticed (Result.Anchored is false).
 	Checkpoints []Checkpoint
 	// Progress, when set, is called with the number of entries checked so
-	// far, every 10,000 entries and at the end.
+	// far, every 10,000 entries and at the end; never by two goroutines
+	// at once.
 	Progress func(rows int64)
+	// Streams is how many connections Verify reads a long chain on at
+	// once, each streaming a contiguous part of at least 25,000 entries;
+	// what it reports is the same as from one stream. Defaults to
+	// GOMAXPROCS, at most 8; 1 reads the chain in one stream.
+	Streams int
+
+	minSpan int64 // entries in a part at least; tests lower it. Defaults to 25,000.
+	every   int64 // entries between two Progress calls; tests lower it. Defaults to 10,000.
 }
 
 // Result represents what Verify found in one scope of one tenant.
@@ -128,6 +139,17 @@ const reorderWindow = 16
 //
 // Verify reads the head row before the entries, so appends that commit
 // while it runs never look like a break.
+//
+// A chain with at least 50,000 entries to check is read in contiguous
+// parts, VerifyOptions.Streams at once, each on its own connection (on
+// SQLite in WAL mode readers do not wait for each other): every entry's
+// checks need only its predecessor's MAC and key epoch, so each part
+// checks its first entry against its own stored prev_mac and key, and the
+// boundaries are checked when the parts are joined: the part before must
+// end at the boundary, and the next part's first entry must chain to that
+// part's last MAC under its key epoch. The result is what one stream
+// reports: the lowest break, with the rows and position verified before
+// it.
 func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Result, error) {
 	if err := checkScope(scope); err != nil {
 		return Result{}, err
@@ -159,11 +181,25 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 	}
 	start := res
 	var floorSeen bool
-	err = l.read(ctx, func(exec racefree.Executor) error {
-		res = start // a retried transaction starts over
-		floorSeen, err = l.stream(ctx, exec, t, scope, &o, anchor, floor, &res)
-		return err
-	})
+	if k := o.streams(head.seq - start.Verified.Seq); k > 1 {
+		floorSeen, err = l.streamSpans(ctx, t, scope, &o, anchor, floor, &res, head.seq, k)
+	} else {
+		err = l.read(ctx, func(exec racefree.Executor) error {
+			res = start // a retried transaction starts over
+			var (
+				r    spanResult
+				err  error
+				tick func()
+			)
+			if o.Progress != nil {
+				var ticks int64
+				tick = func() { ticks++; o.Progress(ticks * o.progressStep()) }
+			}
+			r, err = l.stream(ctx, exec, t, scope, span{from: start.Verified, through: math.MaxInt64}, anchor, floor, o.progressStep(), tick)
+			res.Rows, res.Verified, res.Break, floorSeen = r.rows, r.verified, r.brk, r.floorSeen
+			return err
+		})
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, l.db.InterpretError(err))
 	}
@@ -191,25 +227,72 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 	return res, nil
 }
 
-// stream checks the entries after res.Verified, advancing it, and sets
-// res.Break at the first break. floorSeen reports that an ActionPruned
-// entry names floor, when not nil, as its anchor.
+// progressEvery is how many entries Verify checks between two calls of
+// VerifyOptions.Progress.
+const progressEvery = 10_000
+
+// progressStep returns how many entries Verify checks between two calls
+// of Progress.
+func (o *VerifyOptions) progressStep() int64 {
+	if o.every > 0 {
+		return o.every
+	}
+	return progressEvery
+}
+
+// span is a contiguous part of a chain that one stream checks: the entries
+// numbered after from.Seq through through.
+type span struct {
+	from    Position
+	through int64 // math.MaxInt64: to the end of the chain, appends included
+	// open: from.MAC and from.KeyID are unknown (the span starts in the
+	// middle of the chain, where another stream checks the entries before
+	// it). Its first entry's stored prev_mac and key id stand in for them,
+	// and streamSpans checks that entry against the real predecessor.
+	open bool
+}
+
+// spanResult is what stream found in a span.
+type spanResult struct {
+	rows      int64    // entries verified intact
+	verified  Position // the last of them (from, when none)
+	brk       *Break   // the first break in the span, if any
+	floorSeen bool     // an ActionPruned entry names the floor as its anchor
+	firstSeq  int64    // the number of the first entry read (0: none)
+	// first is an open span's first entry, once it passed the checks
+	// that need no predecessor (number, text fields, MAC length, key).
+	first *firstEntry
+}
+
+// firstEntry is an open span's first entry, copied out of the driver's
+// buffers.
+type firstEntry struct {
+	in     entryInput
+	keyID  string
+	stored []byte // the stored prev_mac
+	mac    []byte
+}
+
+// stream checks the entries of sp, in number order, and returns what it
+// found: the first break, or the last entry verified intact. tick, when
+// not nil, is called after every every entries verified.
 //
 // It reads verify_entries, whose columns carry the texts joined by NUL
 // bytes and the stored prev_mac and MAC in one: fewer columns cost the
 // driver fewer calls per row, the loop's main cost. Per row it allocates
 // only what the driver does.
-func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope string, o *VerifyOptions, anchor *Checkpoint, floor *Position, res *Result) (floorSeen bool, err error) {
-	rows, err := exec.QueryContext(ctx, l.q.Get("verify_entries"), t, scope, res.Verified.Seq)
+func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope string, sp span, anchor *Checkpoint, floor *Position, every int64, tick func()) (r spanResult, err error) {
+	rows, err := exec.QueryContext(ctx, l.q.Get("verify_entries"), t, scope, sp.from.Seq, sp.through)
 	if err != nil {
-		return false, err
+		return r, err
 	}
 	defer rows.Close()
 	var (
-		epoch  = res.Verified.KeyID
-		last   = res.Verified.Seq
-		prev   = append([]byte{}, res.Verified.MAC...)
+		epoch  = sp.from.KeyID
+		last   = sp.from.Seq
+		prev   = append([]byte{}, sp.from.MAC...)
 		spare  = make([]byte, 0, sha256.Size) // prev's buffer, swapped each row
+		open   = sp.open
 		macers = map[string]*macer{}
 		m      *macer
 		mKey   string
@@ -223,36 +306,39 @@ func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope strin
 		ok2    bool
 		ok3    bool
 		brk    = func(k Kind, seq int64, format string, args ...any) {
-			res.Break = &Break{k, seq, fmt.Sprintf(format, args...)}
+			r.brk = &Break{k, seq, fmt.Sprintf(format, args...)}
 		}
 	)
-	// res.Verified follows the loop only here, where the MAC is copied
-	// out of the loop's buffers.
+	// r.verified follows the loop only here, where the MAC is copied out
+	// of the loop's buffers.
 	defer func() {
-		res.Verified = Position{Seq: last, MAC: bytes.Clone(prev), KeyID: epoch}
+		r.verified = Position{Seq: last, MAC: bytes.Clone(prev), KeyID: epoch}
 	}()
 	in.tenant = t
 	in.scope = scope
 	for rows.Next() {
 		if err := rows.Scan(&in.seq, &in.at, &texts, &data, &macs); err != nil {
-			return floorSeen, err
+			return r, err
 		}
 		in.data = data
+		if r.firstSeq == 0 {
+			r.firstSeq = in.seq
+		}
 		want := last + 1
 		if in.seq != want {
 			brk(Missing, want, "entry %d is absent; the next is %d", want, in.seq)
-			return floorSeen, nil
+			return r, nil
 		}
 		in.actor, rest, ok = strings.Cut(texts, "\x00")
 		in.action, rest, ok2 = strings.Cut(rest, "\x00")
 		in.subject, keyID, ok3 = strings.Cut(rest, "\x00")
 		if !ok || !ok2 || !ok3 || strings.IndexByte(keyID, 0) >= 0 {
 			brk(Modified, in.seq, "a text field holds a NUL byte")
-			return floorSeen, nil
+			return r, nil
 		}
 		if len(macs) < sha256.Size {
 			brk(Modified, in.seq, "the stored MAC is not %d bytes long", sha256.Size)
-			return floorSeen, nil
+			return r, nil
 		}
 		stored, mac := macs[:len(macs)-sha256.Size], macs[len(macs)-sha256.Size:]
 		if m == nil || keyID != mKey {
@@ -260,33 +346,30 @@ func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope strin
 				key, ok := l.ring.scopeKey(keyID, scope)
 				if !ok {
 					brk(UnknownKey, in.seq, "key id %q is not in the keyring", keyID)
-					return floorSeen, nil
+					return r, nil
 				}
 				m = newMacer(key)
 				macers[keyID] = m
 			}
 			mKey = keyID
 		}
-		if epoch != "" && keyID != epoch {
-			brk(KeyOutsideEpoch, in.seq, "entry under key %q in the epoch of key %q", keyID, epoch)
-			return floorSeen, nil
+		if open {
+			// The predecessor is in another span: this entry's stored
+			// prev_mac and key stand in for it, and streamSpans checks
+			// them against that span's end.
+			open = false
+			in.data = bytes.Clone(data)
+			r.first = &firstEntry{in: in, keyID: keyID, stored: bytes.Clone(stored), mac: bytes.Clone(mac)}
+			prev, epoch = append(prev[:0], stored...), keyID
 		}
 		in.prev = prev
-		if !hmac.Equal(m.sum(&in), mac) {
-			if at, ok := reorderedAt(m, &in, stored, mac); ok {
-				brk(Reordered, in.seq, "the entry at %d belongs at %d", in.seq, at)
-			} else {
-				brk(Modified, in.seq, "the MAC does not match the entry")
-			}
-			return floorSeen, nil
-		}
-		if !bytes.Equal(stored, in.prev) {
-			brk(Modified, in.seq, "the stored prev_mac is not entry %d's MAC", in.seq-1)
-			return floorSeen, nil
+		if b := chains(m, &in, keyID, epoch, stored, mac); b != nil {
+			r.brk = b
+			return r, nil
 		}
 		if anchor != nil && in.seq == anchor.Seq && !hmac.Equal(mac, anchor.MAC) {
 			brk(RolledBack, in.seq, "checkpoint %d vouches for another entry %d", anchor.N, anchor.Seq)
-			return floorSeen, nil
+			return r, nil
 		}
 		epoch = keyID
 		switch in.action {
@@ -294,25 +377,176 @@ func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope strin
 			var link struct{ From, To string }
 			if err := json.Unmarshal(in.data, &link); err != nil || link.From != keyID || link.To == "" {
 				brk(Modified, in.seq, "a rotation entry that does not link key %q to the next", keyID)
-				return floorSeen, nil
+				return r, nil
 			}
 			epoch = link.To
 		case ActionPruned:
 			var p pruneRecord
 			if err := json.Unmarshal(in.data, &p); err != nil || p.Through < 1 || p.Through >= in.seq {
 				brk(Modified, in.seq, "a pruned entry that does not name an anchor before it")
-				return floorSeen, nil
+				return r, nil
 			}
-			floorSeen = floorSeen || floor != nil && p.Through == floor.Seq && hmac.Equal(p.MAC, floor.MAC) && p.KeyID == floor.KeyID
+			r.floorSeen = r.floorSeen || floor != nil && p.Through == floor.Seq && hmac.Equal(p.MAC, floor.MAC) && p.KeyID == floor.KeyID
 		}
 		prev, spare = append(spare[:0], mac...), prev
 		last = in.seq
-		res.Rows++
-		if o.Progress != nil && res.Rows%10_000 == 0 {
-			o.Progress(res.Rows)
+		r.rows++
+		if tick != nil && r.rows%every == 0 {
+			tick()
 		}
 	}
-	return floorSeen, rows.Err()
+	return r, rows.Err()
+}
+
+// chains checks what ties an entry (whose in.prev is its predecessor's
+// MAC) to the chain before it: a key of its epoch, a MAC valid over that
+// predecessor, and that predecessor's MAC as its stored prev_mac. It
+// returns the break, or nil.
+func chains(m *macer, in *entryInput, keyID, epoch string, stored, mac []byte) *Break {
+	if epoch != "" && keyID != epoch {
+		return &Break{KeyOutsideEpoch, in.seq, fmt.Sprintf("entry under key %q in the epoch of key %q", keyID, epoch)}
+	}
+	if !hmac.Equal(m.sum(in), mac) {
+		if at, ok := reorderedAt(m, in, stored, mac); ok {
+			return &Break{Reordered, in.seq, fmt.Sprintf("the entry at %d belongs at %d", in.seq, at)}
+		}
+		return &Break{Modified, in.seq, "the MAC does not match the entry"}
+	}
+	if !bytes.Equal(stored, in.prev) {
+		return &Break{Modified, in.seq, fmt.Sprintf("the stored prev_mac is not entry %d's MAC", in.seq-1)}
+	}
+	return nil
+}
+
+// Parallel verification: a chain of at least twice minSpan entries after
+// the verified position is split into contiguous spans, streamed at once.
+const (
+	maxStreams = 8      // VerifyOptions.Streams' default is GOMAXPROCS, at most this
+	minSpan    = 25_000 // entries in a span at least
+)
+
+// streams returns how many spans to stream n entries in.
+func (o *VerifyOptions) streams(n int64) int64 {
+	k := int64(o.Streams)
+	if k <= 0 {
+		k = int64(min(runtime.GOMAXPROCS(0), maxStreams))
+	}
+	least := o.minSpan
+	if least <= 0 {
+		least = minSpan
+	}
+	return min(k, n/least)
+}
+
+// streamSpans checks the chain after res.Verified, whose head counts
+// through, in k contiguous spans streamed at once, each on a connection
+// (and, on PostgreSQL, in a transaction) of its own, and stitches their
+// results into what one stream would have found: the lowest break, the
+// rows verified before it and the last entry verified intact.
+//
+// At each boundary it checks that the span before ended at the boundary
+// (entries missing there, where that span ends short, are Missing, as one
+// stream reports them) and re-checks the next span's first entry against
+// the real predecessor: its key epoch, its MAC over that predecessor's
+// MAC and its stored prev_mac. Entries appended while it runs are checked
+// by the last span, which runs to the end.
+func (l *Log) streamSpans(ctx context.Context, t, scope string, o *VerifyOptions, anchor *Checkpoint, floor *Position, res *Result, through, k int64) (floorSeen bool, err error) {
+	from := res.Verified
+	n := through - from.Seq
+	spans := make([]span, k)
+	for i := range spans {
+		lo := from.Seq + n*int64(i)/k
+		spans[i] = span{from: Position{Seq: lo}, through: from.Seq + n*int64(i+1)/k, open: i > 0}
+	}
+	spans[0].from = from
+	spans[k-1].through = math.MaxInt64
+	var (
+		results = make([]spanResult, k)
+		errs    = make([]error, k)
+		cancels = make([]context.CancelFunc, k)
+		ctxs    = make([]context.Context, k)
+		wg      sync.WaitGroup
+		mu      sync.Mutex // serialises Progress
+		checked int64
+		tick    func()
+	)
+	if o.Progress != nil {
+		tick = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			checked += o.progressStep()
+			o.Progress(checked)
+		}
+	}
+	for i := range spans {
+		ctxs[i], cancels[i] = context.WithCancel(ctx)
+		defer cancels[i]()
+	}
+	for i := range spans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = l.read(ctxs[i], func(exec racefree.Executor) error {
+				var err error
+				results[i], err = l.stream(ctxs[i], exec, t, scope, spans[i], anchor, floor, o.progressStep(), tick)
+				return err
+			})
+			if errs[i] == nil && results[i].brk != nil {
+				for _, cancel := range cancels[i+1:] { // their findings come after this break
+					cancel()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := spanResult{verified: from}
+	for i := range spans {
+		if errs[i] != nil {
+			return false, errs[i]
+		}
+		r := &results[i]
+		if i > 0 && st.verified.Seq != spans[i].from.Seq {
+			// The span before ended short of the boundary without a
+			// break: the entries after its last are gone, and one stream
+			// would name the next entry there is.
+			for j := i; j < len(spans); j++ {
+				if errs[j] != nil {
+					return false, errs[j]
+				}
+				if next := results[j].firstSeq; next != 0 {
+					st.brk = &Break{Missing, st.verified.Seq + 1, fmt.Sprintf("entry %d is absent; the next is %d", st.verified.Seq+1, next)}
+					break
+				}
+			}
+			break
+		}
+		if r.first != nil {
+			if st.brk = l.relink(scope, r.first, st.verified); st.brk != nil {
+				break
+			}
+		}
+		st.rows += r.rows
+		st.floorSeen = st.floorSeen || r.floorSeen
+		if i == 0 || r.rows > 0 { // an open span's start is not its own
+			st.verified = r.verified
+		}
+		if r.brk != nil {
+			st.brk = r.brk
+			break
+		}
+	}
+	res.Rows, res.Verified, res.Break = st.rows, st.verified, st.brk
+	return st.floorSeen, nil
+}
+
+// relink checks an open span's first entry against its real predecessor
+// p, as one stream would have: its key epoch, its MAC over p's MAC and its
+// stored prev_mac.
+func (l *Log) relink(scope string, f *firstEntry, p Position) *Break {
+	key, _ := l.ring.scopeKey(f.keyID, scope) // the span found it
+	in := f.in
+	in.prev = p.MAC
+	return chains(newMacer(key), &in, f.keyID, p.KeyID, f.stored, f.mac)
 }
 
 // reorderedAt reports the number near in.seq at which the entry's content
