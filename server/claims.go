@@ -23,8 +23,8 @@ func formatTime(t time.Time) string {
 }
 
 func (s *Server) claimRoutes() {
-	s.handle("POST /v1/claims/{key}", s.transactional(s.acquireClaim))
-	s.handle("POST /v1/claims/{key}/renew", s.transactional(s.renewClaim))
+	s.handle("POST /v1/claims/{key}", s.oneCall(s.acquireClaim))
+	s.handle("POST /v1/claims/{key}/renew", s.oneCall(s.renewClaim))
 	s.handle("DELETE /v1/claims/{key}", http.HandlerFunc(s.releaseClaim))
 	s.handle("GET /v1/claims/{key}", http.HandlerFunc(s.getClaim))
 	s.handle("POST /v1/events", s.transactional(s.observeEvent))
@@ -139,9 +139,9 @@ func (s *Server) releaseClaim(w http.ResponseWriter, r *http.Request) {
 		err = positiveFence(&fence)
 	}
 	if err == nil {
-		err = s.writing(r.Context(), func(ctx context.Context, exec racefree.Executor) error {
-			return s.claims.Release(ctx, exec, key, q.Get("holder"), fence)
-		})
+		// One call whose decision commits on its own: on the pool, as
+		// oneCall runs acquire and renew.
+		err = s.claims.Release(r.Context(), s.db, key, q.Get("holder"), fence)
 		s.metrics.claim("release", err)
 	}
 	if err != nil {

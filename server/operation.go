@@ -88,7 +88,18 @@ func executed(err error) bool {
 // once more instead of finding it done and unrecorded. Outcomes the
 // operation decided are stored and replayed with Idempotent-Replayed:
 // true; bad input and failures store nothing.
-func (s *Server) transactional(op operation) http.Handler {
+func (s *Server) transactional(op operation) http.Handler { return s.serveOperation(op, false) }
+
+// oneCall serves op, which is one call of a primitive whose decision
+// commits on its own (a claim's acquire or renew), as transactional does
+// with an Idempotency-Key; without one, on the pool: one round trip on
+// PostgreSQL (the tenant's setting travels with the statement), a
+// prepared statement on SQLite, and, with Config.Combine, a batch with
+// concurrent calls, which a transaction of the request's own would bypass.
+func (s *Server) oneCall(op operation) http.Handler { return s.serveOperation(op, true) }
+
+// serveOperation serves op as transactional, or as oneCall when pooled.
+func (s *Server) serveOperation(op operation, pooled bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := readBody(w, r)
 		if err != nil {
@@ -102,6 +113,11 @@ func (s *Server) transactional(op operation) http.Handler {
 			return
 		}
 		ctx := r.Context()
+		if !present && pooled {
+			v, err := op(ctx, s.db, r, body)
+			s.respond(w, r, v, err)
+			return
+		}
 		if !present {
 			var (
 				v     any
