@@ -3,6 +3,8 @@ package server_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,5 +110,13 @@ func TestCombinedHTTPClaimsAreLinearizable(t *testing.T) {
 			t.Fatalf("combiner stats %+v; want all %d calls in batches that committed", st, calls)
 		}
 		t.Logf("%d calls in %d batches (largest %d)", st.Ops, st.Batches, st.MaxBatch)
+		// /metrics shows the same figures.
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		want := fmt.Sprintf("racefree_combine_operations_total %d\n", before.Ops+int64(calls))
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Fatalf("/metrics has no %q", want)
+		}
 	})
 }

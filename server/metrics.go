@@ -50,6 +50,30 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// registerCombineMetrics exports db's combiner figures (racefree.DB.CombineStats),
+// read at each scrape: commits per second are the rate of batches, the mean
+// batch size operations over batches, the mean queue wait the wait over
+// operations. All stay 0 unless Config.Combine is on.
+func registerCombineMetrics(reg prometheus.Registerer, db *racefree.DB) {
+	stat := func(f func(racefree.CombineStats) float64) func() float64 {
+		return func() float64 { return f(db.CombineStats()) }
+	}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "racefree_combine_batches_total", Help: "Batches the combiner committed, one commit each."},
+			stat(func(s racefree.CombineStats) float64 { return float64(s.Batches) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "racefree_combine_operations_total", Help: "Operations in the batches the combiner committed."},
+			stat(func(s racefree.CombineStats) float64 { return float64(s.Ops) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "racefree_combine_failed_batches_total", Help: "Batches that failed whole, whose operations then ran alone."},
+			stat(func(s racefree.CombineStats) float64 { return float64(s.Failed) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "racefree_combine_queue_wait_seconds_total", Help: "Time operations waited for their batch, summed."},
+			stat(func(s racefree.CombineStats) float64 { return s.QueueWait.Seconds() })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "racefree_combine_largest_batch", Help: "The largest batch so far, in operations."},
+			stat(func(s racefree.CombineStats) float64 { return float64(s.MaxBatch) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "racefree_combine_queued", Help: "Operations waiting for a batch now."},
+			stat(func(s racefree.CombineStats) float64 { return float64(s.Queued) })),
+	)
+}
+
 // claim counts one claim operation by its outcome.
 func (m *metrics) claim(op string, err error) {
 	outcome := "error"

@@ -150,6 +150,7 @@ func New(db *racefree.DB, opts Options) *Server {
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"route"})
 	s.metrics = newMetrics(s.reg)
+	registerCombineMetrics(s.reg, db)
 	s.reg.MustRegister(s.reqs, s.latency,
 		collectors.NewDBStatsCollector(db.SQL(), "racefree"),
 		collectors.NewGoCollector(),

@@ -30,6 +30,7 @@ func serveCmd() *cobra.Command {
 	var (
 		db, addr, token string
 		migrate         bool
+		combine         bool
 		requireKey      bool
 		grace           time.Duration
 		inboxSecrets    []string
@@ -75,7 +76,7 @@ func serveCmd() *cobra.Command {
 			if inboxOpts.Logger, err = newLogger(os.Stderr, logFormat, logLevel); err != nil {
 				return err
 			}
-			return serve(cmd.Context(), db, addr, token, migrate, grace, inboxOpts, limits, reaping, &relay)
+			return serve(cmd.Context(), db, addr, token, migrate, combine, grace, inboxOpts, limits, reaping, &relay)
 		},
 	}
 	f := cmd.Flags()
@@ -84,6 +85,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&token, "token", envOr("RACEFREE_TOKEN", ""), "single-tenant credential: a bearer token of the default tenant with every scope; when set, /v1/ needs it or an API key (env RACEFREE_TOKEN)")
 	f.BoolVar(&requireKey, "require-key", envOr("RACEFREE_REQUIRE_KEY", "") == "1", "refuse /v1/ requests without an API key (racefree keys create) even without --token (env RACEFREE_REQUIRE_KEY=1)")
 	f.BoolVar(&migrate, "migrate", true, "apply pending schema migrations at start; false: refuse an outdated schema, except the expand step of a rollout (migration 011 on), served for the default tenant")
+	f.BoolVar(&combine, "combine", envOr("RACEFREE_COMBINE", "") == "1", "gather concurrent claim acquires, renewals and releases (the requests without an Idempotency-Key) into batches of one commit each (racefree.Config.Combine; env RACEFREE_COMBINE=1)")
 	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "[tenant/]source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret, for the default tenant or the one named; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,acme/src=whsec_b)")
 	f.StringVar(&auditKeys, "audit-keys", "", "keyring file of the audit log served at /v1/audit (default: the keyring in "+audit.EnvKeys+"; neither: no audit routes)")
 	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
@@ -147,7 +149,7 @@ func (t timeouts) check(request time.Duration) error {
 	return nil
 }
 
-func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace time.Duration, opts server.Options, limits timeouts, reaping reapOptions, relay *relayOptions) error {
+func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine bool, grace time.Duration, opts server.Options, limits timeouts, reaping reapOptions, relay *relayOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -200,7 +202,7 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate bool, grace 
 	// pending: the application role, which owns nothing, may serve a
 	// database the owner migrated.
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	db, err := dsn.Open(openCtx, dsnStr, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+	db, err := dsn.Open(openCtx, dsnStr, &racefree.Config{Schema: racefree.SchemaAllowOutdated, Combine: combine})
 	if err == nil {
 		err = db.CheckSchema(openCtx)
 		switch {
