@@ -1,8 +1,10 @@
 // Command claims measures claim Acquire then Release on distinct keys,
 // with the combiner off and on (racefree.Config.Combine), beside
 // github.com/bsm/redislock (Obtain then Release) on a local Redis, on
-// SQLite and PostgreSQL, at 1, 16 and 64 clients, and prints a Markdown
-// table of acquire+release pairs per second, p99 latency and ratios.
+// SQLite and PostgreSQL, at 1, 16 and 64 clients, through the Go API and
+// through the HTTP API (rows "…, HTTP": a server on loopback, keep-alive
+// clients), and prints a Markdown table of acquire+release pairs per
+// second, p99 latency and ratios.
 //
 //	go run ./claims            # 3 s a cell
 //	go run ./claims -short     # 200 ms a cell: checks that it runs
@@ -104,6 +106,11 @@ func bench() error {
 				ratio = fmt.Sprintf("%.2f× / %.2f×", r[0].Rate/rl.Rate, r[1].Rate/rl.Rate)
 			}
 			fmt.Printf("| %s | %d | %s | %s | %.2f× | %s | %s |\n", e.Name, n, r[0], r[1], r[1].Rate/r[0].Rate, redisCell, ratio)
+		}
+		if err := overHTTP(ctx, e.Name, off, on, redisCells); err != nil {
+			off.Close()
+			on.Close()
+			return err
 		}
 		s := on.CombineStats()
 		if s.Batches > 0 {
