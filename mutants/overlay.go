@@ -240,10 +240,7 @@ func (r *overlayRun) confirm(ids []testID) []testID {
 		}
 		r.o.mu.Unlock()
 		c.once.Do(func() {
-			clean := &overlayRun{o: r.o, ctx: r.ctx, file: filepath.Join(r.o.base, binDir, "none.json")}
-			if err := os.WriteFile(clean.file, []byte("{}"), 0o644); err != nil {
-				return
-			}
+			clean := &overlayRun{o: r.o, ctx: r.ctx} // no SQL overlay, no Go mutant
 			run, err := clean.test(top.pkg, nil, "-run", runRegexp([]string{regexp.QuoteMeta(top.name)}))
 			c.passed = err == nil && len(run.failed) == 0 && run.passed[testID{top.pkg, ""}]
 		})
