@@ -15,8 +15,9 @@ import (
 )
 
 // TestLostCommitReplies drops PostgreSQL's reply to a COMMIT on the wire
-// and cuts the connection: the transaction committed and racefree cannot
-// know it. racefree must answer 503 unavailable (the outcome is unknown;
+// (or, for a pipeline without BEGIN, which its Sync commits, every reply
+// to it) and cuts the connection: the transaction committed and racefree
+// cannot know it. racefree must answer 503 unavailable (the outcome is unknown;
 // never a 500, never a rerun of the transaction that would do the work
 // twice), a retry with the same Idempotency-Key must replay what
 // committed, and without a key a re-read must find it.

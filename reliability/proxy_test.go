@@ -106,6 +106,9 @@ type txState struct {
 	mu         sync.Mutex
 	sent       [][]byte
 	committing bool
+	explicit   bool // a ReadyForQuery said it is in a block (BEGIN); otherwise Sync commits it (a pipeline)
+	synced     bool // the client sent Sync: an implicit transaction commits
+	swallow    bool // the replies of an implicit transaction are being dropped
 }
 
 // takeDrop reports whether the reply to the COMMIT of a transaction that
@@ -113,12 +116,26 @@ type txState struct {
 func (p *pgProxy) takeDrop(msgs [][]byte) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.drop == 0 || !slices.ContainsFunc(msgs, func(m []byte) bool { return bytes.Contains(m, p.marker) }) {
+	if !p.armed(msgs) {
 		return false
 	}
 	p.drop--
 	p.dropped++
 	return true
+}
+
+// armed reports whether a reply to a transaction that sent msgs is to be
+// dropped; p.mu is held.
+func (p *pgProxy) armed(msgs [][]byte) bool {
+	return p.drop > 0 && slices.ContainsFunc(msgs, func(m []byte) bool { return bytes.Contains(m, p.marker) })
+}
+
+// dropping reports whether the replies to an implicit transaction that
+// sent msgs are to be dropped, without counting a drop yet.
+func (p *pgProxy) dropping(msgs [][]byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.armed(msgs)
 }
 
 // dropCommitReplies makes the proxy drop the replies to the next n
@@ -185,8 +202,11 @@ func (p *pgProxy) frontend(c, s net.Conn, tx *txState) {
 		}
 		tx.mu.Lock()
 		tx.sent = append(tx.sent, msg)
-		if (typ == 'Q' || typ == 'P') && isCommit(typ, msg[5:]) {
+		if (typ == 'Q' || typ == 'P') && isStatement(typ, msg[5:], "commit") {
 			tx.committing = true
+		}
+		if typ == 'S' {
+			tx.synced = true
 		}
 		tx.mu.Unlock()
 		if _, err := s.Write(msg); err != nil {
@@ -196,8 +216,11 @@ func (p *pgProxy) frontend(c, s net.Conn, tx *txState) {
 }
 
 // backend copies the server's messages, except the CommandComplete of a
-// COMMIT whose reply is to be dropped: then it cuts the connection. A
-// ReadyForQuery outside a transaction ends the one the proxy noted.
+// COMMIT whose reply is to be dropped: then it cuts the connection. The
+// replies to an implicit transaction (a pipeline without BEGIN, which its
+// Sync commits) that is to lose its reply are dropped, from the first to
+// its ReadyForQuery, and then the connection is cut. A ReadyForQuery
+// outside a transaction ends the one the proxy noted.
 func (p *pgProxy) backend(s, c net.Conn, tx *txState) {
 	for {
 		typ, msg, err := readMessage(s)
@@ -206,10 +229,24 @@ func (p *pgProxy) backend(s, c net.Conn, tx *txState) {
 		}
 		tx.mu.Lock()
 		drop := typ == 'C' && tx.committing && bytes.HasPrefix(msg[5:], []byte("COMMIT")) && p.takeDrop(tx.sent)
+		if !tx.explicit && tx.synced && !tx.swallow && p.dropping(tx.sent) {
+			tx.swallow = true
+		}
+		swallowed := tx.swallow
+		if swallowed && typ == 'Z' {
+			p.takeDrop(tx.sent) // counts the drop
+			drop = true
+		}
+		if typ == 'Z' && msg[5] != 'I' {
+			tx.explicit = true // in a transaction block: BEGIN came first
+		}
 		if typ == 'Z' && msg[5] == 'I' {
-			tx.sent, tx.committing = nil, false
+			tx.sent, tx.committing, tx.explicit, tx.synced, tx.swallow = nil, false, false, false, false
 		}
 		tx.mu.Unlock()
+		if swallowed && !drop {
+			continue // a reply of an implicit transaction whose commit is to look lost
+		}
 		if drop {
 			return // the transaction committed; the client never hears so
 		}
@@ -237,9 +274,9 @@ func readMessage(r io.Reader) (byte, []byte, error) {
 	return head[0], msg, nil
 }
 
-// isCommit reports whether a Query's text, or a Parse's (after the
-// statement's name), is COMMIT.
-func isCommit(typ byte, body []byte) bool {
+// isStatement reports whether a Query's text, or a Parse's (after the
+// statement's name), is the statement word (lower case) alone.
+func isStatement(typ byte, body []byte, word string) bool {
 	if typ == 'P' {
 		i := bytes.IndexByte(body, 0)
 		if i < 0 {
@@ -251,5 +288,5 @@ func isCommit(typ byte, body []byte) bool {
 		body = body[:i]
 	}
 	q := bytes.ToLower(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(body), []byte(";"))))
-	return bytes.Equal(q, []byte("commit"))
+	return bytes.Equal(q, []byte(word))
 }
