@@ -22,7 +22,17 @@ type Statement struct {
 	// start afresh each time. Its error ends the pipeline and is returned,
 	// but cannot roll anything back: the statements were sent, and their
 	// transaction commits unless one of them fails on the server.
-	Rows         func(Rows) error
+	Rows func(Rows) error
+	// Many, when not empty, is the statement's form for many operations
+	// at once, which DB.Combine runs on an engine that pipelines instead
+	// of one Query per operation. Its parameter $k is the array of the
+	// batch's operations' Args[k-1], one element per operation in the
+	// batch's order, and each row it returns begins with the place of its
+	// operation in those arrays (from 1), then the columns Dest receives.
+	// An operation whose row does not come back gets RowsAffected 0 (1
+	// when it does), and ErrNotFound when the statement has a Dest, as
+	// Query alone would report. Rows is not used with Many.
+	Many         string
 	RowsAffected int64
 }
 
