@@ -55,7 +55,9 @@ type Pipeliner interface {
 	// and a failing statement rolls back every one. A setting made with
 	// set_config(…, true) holds for the statements after it and ends
 	// with them. An error that wraps driver.ErrBadConn means that nothing
-	// reached the server and conn is unusable.
+	// reached the server and conn is unusable. The Rows it hands to a
+	// Statement's Rows skip a nil destination in Scan, and may be scanned
+	// again (DB.Combine reads the place of a Many form's row first).
 	Pipeline(ctx context.Context, conn *sql.Conn, stmts []*Statement) error
 }
 
