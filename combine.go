@@ -100,8 +100,8 @@ type pending struct {
 // calls, as one transaction, and returns once that transaction committed:
 // on SQLite one IMMEDIATE transaction whose statements run prepared, on
 // PostgreSQL one pipelined batch (one round trip, one commit), in which
-// operations whose statements have Many forms run as one statement per
-// form over arrays, whatever their number. Up to
+// two or more operations whose statements have Many forms run as one
+// statement per form over arrays, whatever their number. Up to
 // Config.CombineBatches batches run at once; the next leaves as soon as
 // one of them is done (never on a timer, so an idle DB adds no wait).
 // A batch holds at most Config.CombineMax operations of one
@@ -304,7 +304,9 @@ func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *St
 // statement that finds no row is an outcome of its operation, not an error
 // of the batch.
 func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, ops []*pending) error {
-	if ops[0].op.many() {
+	if len(ops) > 1 && ops[0].op.many() {
+		// One operation alone runs its own statements: a statement over
+		// arrays of one element costs more than the statement it stands for.
 		return db.manyBatch(ctx, p, ops)
 	}
 	stmts := append([]*Statement(nil), ops[0].op.Begin...)

@@ -28,7 +28,7 @@ func TestADecisionReadsTheClockAfterItsLockWait(t *testing.T) {
 	t.Parallel()
 	d := testdb.NewDSN(t, racefree.Postgres)
 	plain := testdb.Open(t, d, nil) // the database's clock
-	combining := testdb.Open(t, d, &racefree.Config{Combine: true})
+	combining := testdb.Open(t, d, &racefree.Config{Combine: true, CombineBatches: 1})
 	ctx := context.Background()
 	for _, op := range []string{"acquire", "renew", "combined acquire", "combined renew"} {
 		t.Run(op, func(t *testing.T) {
@@ -57,14 +57,42 @@ func TestADecisionReadsTheClockAfterItsLockWait(t *testing.T) {
 			done := make(chan struct{})
 			var got *claim.Claim
 			var opErr error
-			go func() {
-				defer close(done)
+			call := func() {
 				if strings.HasSuffix(op, "acquire") {
 					got, opErr = claims.Acquire(ctx, db, key, "h", time.Minute)
 				} else {
 					got, opErr = claims.Renew(ctx, db, key, "h", first.Fence, time.Minute)
 				}
-			}()
+			}
+			if db == combining {
+				// In a batch of two, which runs over arrays, with a call of
+				// the same kind on a key of its own.
+				other := key + "-other"
+				o, err := claims.Acquire(ctx, db, other, "h", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var otherErr error
+				wait := together(t, db, claims, call, func() {
+					if strings.HasSuffix(op, "acquire") {
+						_, otherErr = claims.Acquire(ctx, db, other, "h", time.Minute)
+					} else {
+						_, otherErr = claims.Renew(ctx, db, other, "h", o.Fence, time.Minute)
+					}
+				})
+				go func() {
+					defer close(done)
+					wait()
+					if otherErr != nil {
+						t.Errorf("the other call of the batch: %v", otherErr)
+					}
+				}()
+			} else {
+				go func() {
+					defer close(done)
+					call()
+				}()
+			}
 			if !blockedBy(t, db, pid, done) {
 				t.Fatalf("the %s did not wait for the open renew: %+v, %v", op, got, opErr)
 			}

@@ -378,7 +378,7 @@ func TestAReapDuringAnAcquireDoesNotRepeatAFence(t *testing.T) {
 		clock := racefree.NewManualClock(t0)
 		b := bundle{db: testdb.Open(t, d, &racefree.Config{Clock: clock}), clock: clock}
 		b.claims = claim.New(b.db)
-		combining := testdb.Open(t, d, &racefree.Config{Clock: clock, Combine: true})
+		combining := testdb.Open(t, d, &racefree.Config{Clock: clock, Combine: true, CombineBatches: 1})
 		// The tenant's first call on a DB registers it, alone.
 		if _, err := claim.New(combining).Acquire(context.Background(), combining, "warm", "w", time.Second); err != nil {
 			t.Fatal(err)
@@ -399,13 +399,27 @@ func TestAReapDuringAnAcquireDoesNotRepeatAFence(t *testing.T) {
 				done := make(chan struct{})
 				var second *claim.Claim
 				var acquireErr error
+				var wait func() // a batch of two, over arrays on PostgreSQL
+				if where == "combined" && b.db.Engine() == racefree.Postgres {
+					c := claim.New(combining)
+					wait = together(t, combining, c, func() {
+						second, acquireErr = c.Acquire(ctx, combining, key, "a", time.Second)
+					}, func() {
+						if _, err := c.Acquire(ctx, combining, key+"-other", "a", time.Second); err != nil {
+							t.Errorf("the other acquire of the batch: %v", err)
+						}
+					})
+				}
 				go func() {
 					defer close(done)
-					switch where {
-					case "pool":
+					switch {
+					case wait != nil:
+						wait()
+						return
+					case where == "pool":
 						second, acquireErr = b.claims.Acquire(ctx, b.db, key, "a", time.Second)
 						return
-					case "combined":
+					case where == "combined":
 						second, acquireErr = claim.New(combining).Acquire(ctx, combining, key, "a", time.Second)
 						return
 					}
