@@ -266,9 +266,7 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 // for the tenant ctx names, in a batch with concurrent operations of the
 // same tenant (racefree.DB.Combine): one transaction and one commit for
 // the batch, which on PostgreSQL begins with set_config(…, true) with the
-// tenant, unless the role is one that row-level security does not bind,
-// and, when stmts run over arrays (racefree.Statement.Many), with the
-// transaction's plan_cache_mode set to generic plans (generic_plans.sql).
+// tenant, unless the role is one that row-level security does not bind.
 // key must name everything the operation writes, prefixed by the
 // primitive, so that two operations on one row never share a batch. A Dest
 // statement that finds no row makes the error match racefree.ErrNotFound.
@@ -293,22 +291,8 @@ func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key 
 	if db.Engine() == racefree.Postgres && !bypasses(ctx, db, exec) {
 		begin = []*racefree.Statement{{Query: q(db, "set"), Args: []any{id}}}
 	}
-	if db.Engine() == racefree.Postgres && many(stmts) {
-		begin = append(begin, &racefree.Statement{Query: q(db, "generic_plans")})
-	}
 	ran, err := db.Combine(ctx, &racefree.Op{Group: id, Key: key, Begin: begin, Stmts: stmts})
 	return ran, db.InterpretError(err)
-}
-
-// many reports whether every statement of stmts has a Many form, so that
-// a batch of the combiner runs them over arrays (racefree.Op).
-func many(stmts []*racefree.Statement) bool {
-	for _, st := range stmts {
-		if st.Many == "" {
-			return false
-		}
-	}
-	return len(stmts) > 0
 }
 
 // one runs st, alone, as QueryRow and Exec say: pipelined with its tenant,
