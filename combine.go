@@ -205,8 +205,9 @@ func (db *DB) lead(ctx context.Context, batch []*pending) {
 
 // take removes the next batch from the queue: its first operation, then,
 // in order, those of the same group and form (sameForm) whose keys are
-// not yet in the batch, up to n. An operation passed over keeps its place, so operations on one
-// key run in the order they came. c.mu is held.
+// not yet in the batch, up to n. An operation passed over keeps its
+// place, so operations on one key run in the order they came. c.mu is
+// held.
 func (c *combiner) take(n int) []*pending {
 	first := c.queue[0].op
 	group := first.Group

@@ -25,9 +25,9 @@ type Statement struct {
 	Rows func(Rows) error
 	// Many, when not empty, is the statement's form for many operations
 	// at once, which DB.Combine runs on an engine that pipelines instead
-	// of one Query per operation, for a batch of two or more. Its parameter $k is the array of the
-	// batch's operations' Args[k-1], one element per operation in the
-	// batch's order, and each row it returns begins with the place of its
+	// of one Query per operation, for a batch of two or more. Its
+	// parameter $k is the array of the batch's operations' Args[k-1], one
+	// element per operation in the batch's order, and each row it returns begins with the place of its
 	// operation in those arrays (from 1), then the columns Dest receives.
 	// An operation whose row does not come back gets RowsAffected 0 (1
 	// when it does), and ErrNotFound when the statement has a Dest, as

@@ -115,10 +115,10 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // send their statements in a batch with the concurrent calls of the same
 // tenant on other keys (tenant.Combined): one transaction and one commit
 // for the batch, and the same outcome as alone. On PostgreSQL a batch of
-// acquires (or of renewals, or of releases) runs as one statement over
-// arrays of the calls' arguments, plus, for acquires, one more that
-// raises new fences above the floor (acquire_many.sql, raise_new_many.sql). Each call returns after
-// its batch committed. A call whose context ends while it waits for a
+// two or more acquires (or renewals, or releases) runs as one statement
+// over arrays of the calls' arguments, plus, for acquires, one more that
+// raises new fences above the floor (acquire_many.sql, raise_new_many.sql).
+// Each call returns after its batch committed. A call whose context ends while it waits for a
 // batch returns the context's error and never ran; once its batch began,
 // it returns the batch's outcome.
 //
