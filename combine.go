@@ -3,6 +3,7 @@ package racefree
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -29,8 +30,34 @@ type Op struct {
 	// Stmts are the operation's statements, run in order, as Statement
 	// says; a statement with Dest that returns no row makes the
 	// operation's error match ErrNotFound, and the operation's later
-	// statements still run.
+	// statements still run. When every statement has a Many form, the
+	// operation shares a batch only with operations whose statements have
+	// the same Many forms, and on an engine that pipelines the batch runs
+	// each form once for all of them (one statement over arrays, not one
+	// per operation).
 	Stmts []*Statement
+}
+
+// many reports whether every statement of op has a Many form.
+func (op *Op) many() bool {
+	for _, st := range op.Stmts {
+		if st.Many == "" {
+			return false
+		}
+	}
+	return len(op.Stmts) > 0
+}
+
+// sameForm reports whether a and b may share a batch: both run their
+// statements one by one, or both run the same Many forms.
+func sameForm(a, b *Op) bool {
+	if a.many() != b.many() {
+		return false
+	}
+	if !a.many() {
+		return true
+	}
+	return slices.EqualFunc(a.Stmts, b.Stmts, func(x, y *Statement) bool { return x.Many == y.Many })
 }
 
 // CombineStats are the combiner's figures since the DB opened.
@@ -72,7 +99,9 @@ type pending struct {
 // Combine runs op in a batch with the operations of concurrent Combine
 // calls, as one transaction, and returns once that transaction committed:
 // on SQLite one IMMEDIATE transaction whose statements run prepared, on
-// PostgreSQL one pipelined batch (one round trip, one commit). Up to
+// PostgreSQL one pipelined batch (one round trip, one commit), in which
+// two or more operations whose statements have Many forms run as one
+// statement per form over arrays, whatever their number. Up to
 // Config.CombineBatches batches run at once; the next leaves as soon as
 // one of them is done (never on a timer, so an idle DB adds no wait).
 // A batch holds at most Config.CombineMax operations of one
@@ -175,17 +204,19 @@ func (db *DB) lead(ctx context.Context, batch []*pending) {
 }
 
 // take removes the next batch from the queue: its first operation, then,
-// in order, those of the same group whose keys are not yet in the batch,
-// up to n. An operation passed over keeps its place, so operations on one
-// key run in the order they came. c.mu is held.
+// in order, those of the same group and form (sameForm) whose keys are
+// not yet in the batch, up to n. An operation passed over keeps its
+// place, so operations on one key run in the order they came. c.mu is
+// held.
 func (c *combiner) take(n int) []*pending {
-	group := c.queue[0].op.Group
+	first := c.queue[0].op
+	group := first.Group
 	keys := make(map[string]bool)
 	var batch []*pending
 	rest := c.queue[:0]
 	now := time.Now()
 	for _, p := range c.queue {
-		if len(batch) < n && p.op.Group == group && !keys[p.op.Key] {
+		if len(batch) < n && p.op.Group == group && !keys[p.op.Key] && sameForm(first, p.op) {
 			keys[p.op.Key] = true
 			batch = append(batch, p)
 			c.stats.QueueWait += now.Sub(p.since)
@@ -274,6 +305,11 @@ func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *St
 // statement that finds no row is an outcome of its operation, not an error
 // of the batch.
 func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, ops []*pending) error {
+	if len(ops) > 1 && ops[0].op.many() {
+		// One operation alone runs its own statements: a statement over
+		// arrays of one element costs more than the statement it stands for.
+		return db.manyBatch(ctx, p, ops)
+	}
 	stmts := append([]*Statement(nil), ops[0].op.Begin...)
 	type sent struct {
 		op    *pending
@@ -307,6 +343,65 @@ func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, ops []*pending) er
 		s.st.RowsAffected = stmts[off+i].RowsAffected
 		if !s.found && s.op.err == nil {
 			s.op.err = ErrNotFound
+		}
+	}
+	return nil
+}
+
+// manyBatch sends ops, which share their Many forms (sameForm), as one
+// pipelined transaction: the first operation's Begin, then each form once,
+// over arrays of every operation's arguments in the order of ops (the
+// order of their keys). It hands each returned row to the operation whose
+// place in the arrays leads the row, so that every caller reads its own
+// row whatever order the rows come back in.
+func (db *DB) manyBatch(ctx context.Context, p Pipeliner, ops []*pending) error {
+	stmts := append([]*Statement(nil), ops[0].op.Begin...)
+	forms := ops[0].op.Stmts
+	found := make([][]bool, len(forms))
+	for j, form := range forms {
+		args := make([]any, len(form.Args))
+		for k := range args {
+			a := make([]any, len(ops))
+			for i, o := range ops {
+				a[i] = o.op.Stmts[j].Args[k]
+			}
+			args[k] = a
+		}
+		found[j] = make([]bool, len(ops))
+		stmts = append(stmts, &Statement{Query: form.Many, Args: args, Rows: func(r Rows) error {
+			clear(found[j])
+			place := make([]any, 1+len(form.Dest)) // the place, the rest skipped
+			for r.Next() {
+				var i int64
+				place[0] = &i
+				if err := r.Scan(place...); err != nil {
+					return err
+				}
+				if i < 1 || i > int64(len(ops)) || found[j][i-1] {
+					return fmt.Errorf("racefree: combined statement returned place %d of %d operations", i, len(ops))
+				}
+				found[j][i-1] = true
+				if dest := ops[i-1].op.Stmts[j].Dest; len(dest) > 0 {
+					if err := r.Scan(append([]any{nil}, dest...)...); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}})
+	}
+	if err := db.pipelineFresh(ctx, p, stmts); err != nil {
+		return err
+	}
+	for i, o := range ops {
+		o.err = nil
+		for j, st := range o.op.Stmts {
+			st.RowsAffected = 0
+			if found[j][i] {
+				st.RowsAffected = 1
+			} else if st.Dest != nil && o.err == nil {
+				o.err = ErrNotFound
+			}
 		}
 	}
 	return nil

@@ -22,7 +22,17 @@ type Statement struct {
 	// start afresh each time. Its error ends the pipeline and is returned,
 	// but cannot roll anything back: the statements were sent, and their
 	// transaction commits unless one of them fails on the server.
-	Rows         func(Rows) error
+	Rows func(Rows) error
+	// Many, when not empty, is the statement's form for many operations
+	// at once, which DB.Combine runs on an engine that pipelines instead
+	// of one Query per operation, for a batch of two or more. Its
+	// parameter $k is the array of the batch's operations' Args[k-1], one
+	// element per operation in the batch's order, and each row it returns begins with the place of its
+	// operation in those arrays (from 1), then the columns Dest receives.
+	// An operation whose row does not come back gets RowsAffected 0 (1
+	// when it does), and ErrNotFound when the statement has a Dest, as
+	// Query alone would report. Rows is not used with Many.
+	Many         string
 	RowsAffected int64
 }
 
@@ -45,7 +55,9 @@ type Pipeliner interface {
 	// and a failing statement rolls back every one. A setting made with
 	// set_config(…, true) holds for the statements after it and ends
 	// with them. An error that wraps driver.ErrBadConn means that nothing
-	// reached the server and conn is unusable.
+	// reached the server and conn is unusable. The Rows it hands to a
+	// Statement's Rows skip a nil destination in Scan, and may be scanned
+	// again (DB.Combine reads the place of a Many form's row first).
 	Pipeline(ctx context.Context, conn *sql.Conn, stmts []*Statement) error
 }
 

@@ -114,8 +114,11 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // With racefree.Config.Combine on, Acquire, Renew and Release on the pool
 // send their statements in a batch with the concurrent calls of the same
 // tenant on other keys (tenant.Combined): one transaction and one commit
-// for the batch, and the same outcome as alone. Each call returns after
-// its batch committed. A call whose context ends while it waits for a
+// for the batch, and the same outcome as alone. On PostgreSQL a batch of
+// two or more acquires (or renewals, or releases) runs as one statement
+// over arrays of the calls' arguments, plus, for acquires, one more that
+// raises new fences above the floor (acquire_many.sql, raise_new_many.sql).
+// Each call returns after its batch committed. A call whose context ends while it waits for a
 // batch returns the context's error and never ran; once its batch began,
 // it returns the batch's outcome.
 //
@@ -148,7 +151,9 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 	)
 	stmts := []*racefree.Statement{acquire}
 	if s.db.CanPipeline() {
-		stmts = append(stmts, &racefree.Statement{Query: s.q.Get("raise_new"), Args: []any{id, s.ns, key, holder}, Dest: []any{&raised}})
+		acquire.Many = s.q.Get("acquire_many")
+		stmts = append(stmts, &racefree.Statement{Query: s.q.Get("raise_new"), Many: s.q.Get("raise_new_many"),
+			Args: []any{id, s.ns, key, holder}, Dest: []any{&raised}})
 	}
 	pipelined, err = tenant.Combined(ctx, s.db, exec, s.combineKey(key), stmts...)
 	if !pipelined && s.db.CanPipeline() {
@@ -198,6 +203,9 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 	var r row
 	renew := &racefree.Statement{Query: s.q.Get("renew"),
 		Args: []any{id, s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()}, Dest: r.dest()}
+	if s.db.CanPipeline() {
+		renew.Many = s.q.Get("renew_many")
+	}
 	combined, err := tenant.Combined(ctx, s.db, exec, s.combineKey(key), renew)
 	if !combined {
 		err = tenant.QueryRow(ctx, s.db, exec, renew.Query, renew.Args, renew.Dest...)
@@ -226,6 +234,9 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 	}
 	id := tenant.From(ctx)
 	release := &racefree.Statement{Query: s.q.Get("release"), Args: []any{id, s.ns, key, holder, fence, s.db.ClockArg()}}
+	if s.db.CanPipeline() {
+		release.Many = s.q.Get("release_many")
+	}
 	combined, err := tenant.Combined(ctx, s.db, exec, s.combineKey(key), release)
 	n := release.RowsAffected
 	if !combined {

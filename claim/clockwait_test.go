@@ -3,6 +3,7 @@ package claim_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,14 +21,22 @@ import (
 // as still live (its expiry, the release's clock, is later than the stale
 // reading) and revives the released tenure: same fence, a new expiry, a
 // state no order of the two operations explains. SQLite runs one writer at
-// a time, so its statements read the clock holding the write lock.
+// a time, so its statements read the clock holding the write lock. The
+// same holds for the statements over arrays that run a batch of the
+// combiner (acquire_many, renew_many).
 func TestADecisionReadsTheClockAfterItsLockWait(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil) // the database's clock
-	claims := claim.New(db)
+	d := testdb.NewDSN(t, racefree.Postgres)
+	plain := testdb.Open(t, d, nil) // the database's clock
+	combining := testdb.Open(t, d, &racefree.Config{Combine: true, CombineBatches: 1})
 	ctx := context.Background()
-	for _, op := range []string{"acquire", "renew"} {
+	for _, op := range []string{"acquire", "renew", "combined acquire", "combined renew"} {
 		t.Run(op, func(t *testing.T) {
+			db := plain
+			if strings.HasPrefix(op, "combined") {
+				db = combining
+			}
+			claims := claim.New(db)
 			key := "clock-" + op
 			first, err := claims.Acquire(ctx, db, key, "h", time.Minute)
 			if err != nil {
@@ -48,14 +57,42 @@ func TestADecisionReadsTheClockAfterItsLockWait(t *testing.T) {
 			done := make(chan struct{})
 			var got *claim.Claim
 			var opErr error
-			go func() {
-				defer close(done)
-				if op == "acquire" {
+			call := func() {
+				if strings.HasSuffix(op, "acquire") {
 					got, opErr = claims.Acquire(ctx, db, key, "h", time.Minute)
 				} else {
 					got, opErr = claims.Renew(ctx, db, key, "h", first.Fence, time.Minute)
 				}
-			}()
+			}
+			if db == combining {
+				// In a batch of two, which runs over arrays, with a call of
+				// the same kind on a key of its own.
+				other := key + "-other"
+				o, err := claims.Acquire(ctx, db, other, "h", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var otherErr error
+				wait := together(t, db, claims, call, func() {
+					if strings.HasSuffix(op, "acquire") {
+						_, otherErr = claims.Acquire(ctx, db, other, "h", time.Minute)
+					} else {
+						_, otherErr = claims.Renew(ctx, db, other, "h", o.Fence, time.Minute)
+					}
+				})
+				go func() {
+					defer close(done)
+					wait()
+					if otherErr != nil {
+						t.Errorf("the other call of the batch: %v", otherErr)
+					}
+				}()
+			} else {
+				go func() {
+					defer close(done)
+					call()
+				}()
+			}
 			if !blockedBy(t, db, pid, done) {
 				t.Fatalf("the %s did not wait for the open renew: %+v, %v", op, got, opErr)
 			}
@@ -78,12 +115,12 @@ func TestADecisionReadsTheClockAfterItsLockWait(t *testing.T) {
 				t.Fatal(err)
 			}
 			<-done
-			switch op {
-			case "acquire":
+			switch {
+			case strings.HasSuffix(op, "acquire"):
 				if opErr != nil || got.Fence != first.Fence+1 {
 					t.Fatalf("acquire after the release committed: %+v, %v; want a new tenure with fence %d", got, opErr, first.Fence+1)
 				}
-			case "renew":
+			default:
 				if !errors.Is(opErr, racefree.ErrNotHeld) {
 					t.Fatalf("renew after the release committed: %+v, %v; want ErrNotHeld", got, opErr)
 				}

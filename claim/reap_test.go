@@ -369,11 +369,21 @@ func TestAFenceAheadIsNotStale(t *testing.T) {
 // statement began before a row of its key was inserted, released and
 // reaped (all in one transaction it waits for) must still get a fence
 // above the reaped one, on the pool (on PostgreSQL both statements in one
-// round trip, raise_new) and in the caller's transaction (raise_to_floor).
+// round trip, raise_new), in a batch of the combiner (on PostgreSQL
+// raise_new_many after acquire_many) and in the caller's transaction
+// (raise_to_floor).
 func TestAReapDuringAnAcquireDoesNotRepeatAFence(t *testing.T) {
 	t.Parallel()
-	each(t, func(t *testing.T, b bundle) {
-		for _, where := range []string{"pool", "tx"} {
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		clock := racefree.NewManualClock(t0)
+		b := bundle{db: testdb.Open(t, d, &racefree.Config{Clock: clock}), clock: clock}
+		b.claims = claim.New(b.db)
+		combining := testdb.Open(t, d, &racefree.Config{Clock: clock, Combine: true, CombineBatches: 1})
+		// The tenant's first call on a DB registers it, alone.
+		if _, err := claim.New(combining).Acquire(context.Background(), combining, "warm", "w", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for _, where := range []string{"pool", "combined", "tx"} {
 			t.Run(where, func(t *testing.T) {
 				ctx := context.Background()
 				key := "k-" + where
@@ -389,10 +399,28 @@ func TestAReapDuringAnAcquireDoesNotRepeatAFence(t *testing.T) {
 				done := make(chan struct{})
 				var second *claim.Claim
 				var acquireErr error
+				var wait func() // a batch of two, over arrays on PostgreSQL
+				if where == "combined" && b.db.Engine() == racefree.Postgres {
+					c := claim.New(combining)
+					wait = together(t, combining, c, func() {
+						second, acquireErr = c.Acquire(ctx, combining, key, "a", time.Second)
+					}, func() {
+						if _, err := c.Acquire(ctx, combining, key+"-other", "a", time.Second); err != nil {
+							t.Errorf("the other acquire of the batch: %v", err)
+						}
+					})
+				}
 				go func() {
 					defer close(done)
-					if where == "pool" {
+					switch {
+					case wait != nil:
+						wait()
+						return
+					case where == "pool":
 						second, acquireErr = b.claims.Acquire(ctx, b.db, key, "a", time.Second)
+						return
+					case where == "combined":
+						second, acquireErr = claim.New(combining).Acquire(ctx, combining, key, "a", time.Second)
 						return
 					}
 					acquireErr = b.db.InTx(ctx, func(tx *sql.Tx) error {
