@@ -237,7 +237,17 @@ func One() int { return 1 }
 func newTinyRepo(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
-	for name, text := range tinyModule {
+	writeFiles(t, root, tinyModule)
+	git(t, root, "init", "-q")
+	git(t, root, "add", "-A")
+	return root
+}
+
+// writeFiles writes files (slash-separated path → text) under root,
+// making their directories.
+func writeFiles(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
 		p := filepath.Join(root, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -246,9 +256,6 @@ func newTinyRepo(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	git(t, root, "init", "-q")
-	git(t, root, "add", "-A")
-	return root
 }
 
 func git(t *testing.T, dir string, args ...string) string {
@@ -671,15 +678,7 @@ func TestTwoAndItsSource(t *testing.T) {
 }
 `,
 	}
-	for name, text := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, root, files)
 	git(t, root, "add", "-A")
 	addMutant(t, root, "120-count-one-more.patch", "Count counts one more", "shapes/shapes.go", "return len(xs)", "return len(xs) + 1")
 	addMutant(t, root, "121-max-is-min.patch", "Max returns the smaller", "shapes/shapes.go", "if a > b {", "if a < b {")
@@ -751,11 +750,7 @@ func TestNeverListed(t *testing.T) { t.Fatal("ran, though no row lists it") }
 			"",
 		}, "\n"),
 	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(name)), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, root, files)
 	addMutant(t, root, "200-add-subtracts.patch", "Add subtracts", "calc/calc.go", "a + b", "a - b")
 	addMutant(t, root, "201-add-subtracts-too.patch", "Add subtracts, listed with a test that cannot tell", "calc/calc.go", "a + b", "a - b")
 	addMutant(t, root, "202-add-subtracts-unlisted.patch", "Add subtracts, in no row", "calc/calc.go", "a + b", "a - b")

@@ -142,39 +142,30 @@ func (o *overlays) binary(ctx context.Context, pkg string) (string, error) {
 type overlayRun struct {
 	o    *overlays
 	ctx  context.Context
-	dir  string // holds the mutated files and the overlay
-	file string // the overlay: digest of the original text → the mutant's text
+	dir  string // holds the overlay; "" for none
+	file string // the overlay: digest of the original text → the mutant's text; "" for none
 	goID string // the woven mutant to switch on; "" for none
 }
 
-// tester applies m to copies of the files it changes and writes its overlay.
+// tester writes m's overlay: the texts of the .sql files it changes, as m
+// leaves them. A woven mutant needs none (its files are Go).
 func (o *overlays) tester(ctx context.Context, m *mutant) (*overlayRun, error) {
-	dir, err := os.MkdirTemp("", "mutant-sql-*")
+	r := &overlayRun{o: o, ctx: ctx, goID: o.woven.ids[m]}
+	if r.goID != "" {
+		return r, nil
+	}
+	texts, err := patched(ctx, o.rn.root, m)
 	if err != nil {
 		return nil, err
 	}
-	r := &overlayRun{o: o, ctx: ctx, dir: dir, file: filepath.Join(dir, "overlay.json"), goID: o.woven.ids[m]}
-	if err := copyFiles(o.rn.root, dir, m.touched); err != nil {
-		r.close()
+	swap := map[string]string{}
+	for f, text := range texts {
+		swap[o.digest[f]] = string(text)
+	}
+	if r.dir, err = os.MkdirTemp("", "mutant-sql-*"); err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	if err := command(ctx, dir, &out, nil, "git", "apply", "--whitespace=nowarn", m.path); err != nil {
-		r.close()
-		return nil, fmt.Errorf("the patch does not apply: %v\n%s", err, out.Bytes())
-	}
-	swap := map[string]string{}
-	for _, f := range m.touched {
-		if r.goID != "" {
-			break // woven: its files are Go
-		}
-		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
-		if err != nil {
-			r.close()
-			return nil, err
-		}
-		swap[o.digest[f]] = string(data)
-	}
+	r.file = filepath.Join(r.dir, "overlay.json")
 	data, err := json.Marshal(swap)
 	if err == nil {
 		err = os.WriteFile(r.file, data, 0o644)
@@ -186,7 +177,11 @@ func (o *overlays) tester(ctx context.Context, m *mutant) (*overlayRun, error) {
 	return r, nil
 }
 
-func (r *overlayRun) close() { os.RemoveAll(r.dir) }
+func (r *overlayRun) close() {
+	if r.dir != "" {
+		os.RemoveAll(r.dir)
+	}
+}
 
 // test runs pkg's prebuilt test binary with the overlay, in the package's
 // directory of the unmutated copy, translating go test's flags extra (-run,

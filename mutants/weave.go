@@ -96,7 +96,7 @@ func weave(ctx context.Context, rn *runner, base string, ms []*mutant) (*weaving
 			if out[m] {
 				continue
 			}
-			if err := w.add(m); err != nil {
+			if err := w.add(ctx, m); err != nil {
 				if attempt == 0 {
 					rn.debugf("%s: not woven: %v", m.file, err)
 				}
@@ -139,7 +139,7 @@ func (w *weaving) forget(m *mutant) {
 }
 
 // add weaves m into w if every change it makes is inside function bodies.
-func (w *weaving) add(m *mutant) error {
+func (w *weaving) add(ctx context.Context, m *mutant) error {
 	if len(m.touched) == 0 {
 		return fmt.Errorf("no files")
 	}
@@ -148,7 +148,7 @@ func (w *weaving) add(m *mutant) error {
 			return fmt.Errorf("%s is not a non-test .go file", f)
 		}
 	}
-	mutated, err := patched(w.root, m)
+	mutated, err := patched(ctx, w.root, m)
 	if err != nil {
 		return err
 	}
@@ -232,8 +232,9 @@ func (w *weaving) file(f string) (*wovenFile, error) {
 	return wf, nil
 }
 
-// patched returns the text of each file m touches, with m applied.
-func patched(root string, m *mutant) (map[string][]byte, error) {
+// patched returns the text of each file m touches, with m applied (to
+// copies of them: the repository stays as it is).
+func patched(ctx context.Context, root string, m *mutant) (map[string][]byte, error) {
 	dir, err := os.MkdirTemp("", "mutant-go-*")
 	if err != nil {
 		return nil, err
@@ -243,7 +244,7 @@ func patched(root string, m *mutant) (map[string][]byte, error) {
 		return nil, err
 	}
 	var out bytes.Buffer
-	if err := command(context.Background(), dir, &out, nil, "git", "apply", "--whitespace=nowarn", m.path); err != nil {
+	if err := command(ctx, dir, &out, nil, "git", "apply", "--whitespace=nowarn", m.path); err != nil {
 		return nil, fmt.Errorf("the patch does not apply: %v\n%s", err, out.Bytes())
 	}
 	texts := map[string][]byte{}

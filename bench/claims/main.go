@@ -43,6 +43,19 @@ var clients = []int{1, 16, 64}
 
 func main() { run.Main(short, cellTime, bench) }
 
+// pair is one client's Acquire then Release of a fresh key on db.
+func pair(db *racefree.DB, prefix string) run.Op {
+	claims := claim.New(db)
+	return func(ctx context.Context, c, i int) error {
+		key := fmt.Sprintf("%s-%d-%d", prefix, c, i)
+		cl, err := claims.Acquire(ctx, db, key, "w", ttl)
+		if err != nil {
+			return err
+		}
+		return claims.Release(ctx, db, key, "w", cl.Fence)
+	}
+}
+
 func bench() error {
 	ctx := context.Background()
 	var notes []string
@@ -90,32 +103,13 @@ func bench() error {
 		// for, PostgreSQL may plan a key's lookup through the expiry index
 		// and keep that plan per connection until the table is analyzed
 		// (autovacuum does so in time; README: ANALYZE after migrate up).
-		warm := claim.New(off)
-		run.For(ctx, 16, 500*time.Millisecond, func(ctx context.Context, c, i int) error {
-			key := fmt.Sprintf("warm-%d-%d", c, i)
-			cl, err := warm.Acquire(ctx, off, key, "w", ttl)
-			if err != nil {
-				return err
-			}
-			return warm.Release(ctx, off, key, "w", cl.Fence)
-		})
+		run.For(ctx, 16, 500*time.Millisecond, pair(off, "warm"))
 		if _, err := off.ExecContext(ctx, "ANALYZE"); err != nil {
 			off.Close()
 			on.Close()
 			return err
 		}
 		for _, n := range clients {
-			pair := func(db *racefree.DB, prefix string) run.Op {
-				claims := claim.New(db)
-				return func(ctx context.Context, c, i int) error {
-					key := fmt.Sprintf("%s-%d-%d", prefix, c, i)
-					cl, err := claims.Acquire(ctx, db, key, "w", ttl)
-					if err != nil {
-						return err
-					}
-					return claims.Release(ctx, db, key, "w", cl.Fence)
-				}
-			}
 			cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
 			r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell))
 			redisCell, ratio := "—", "—"
