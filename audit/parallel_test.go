@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -311,5 +312,25 @@ func TestVerifyParallelMatchesOneStream(t *testing.T) {
 		if len(kinds) < 4 {
 			t.Fatalf("breaks of kinds %v; want the random attacks to reach at least 4 kinds", kinds)
 		}
+	})
+}
+
+// TestVerifyParallelCancelled: a Verify in parts whose context is
+// cancelled mid-way (from its first progress report) returns the
+// context's error, and never a verdict: no break and no intact chain.
+func TestVerifyParallelCancelled(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		l := newLog(t, db, ring(t, "k1"))
+		appendN(t, l, "s", 40)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		opts := parallelOpts(4, 5)
+		opts.Progress = func(int64) { cancel() }
+		res, err := l.Verify(ctx, "s", opts)
+		if !errors.Is(err, context.Canceled) || res.Break != nil || res.Rows != 0 {
+			t.Fatalf("%+v, %v; want no result and context.Canceled", res, err)
+		}
+		wantIntact(t, verify(t, l, "s", parallelOpts(4, 5))) // and the chain is still whole
 	})
 }
