@@ -92,6 +92,7 @@ type pending struct {
 	since time.Time
 	wake  chan struct{}
 	batch []*pending // the batch it leads, from the moment it leads
+	leads bool       // handed the lead: it takes its batch when it wakes
 	ran   bool
 	err   error
 }
@@ -125,13 +126,14 @@ func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
 	c := &db.comb
 	p := &pending{op: op, since: time.Now(), wake: make(chan struct{}, 1)}
 	c.mu.Lock()
-	c.queue = append(c.queue, p)
-	// A batch may start: the queue held nothing else (a leader that
-	// finds operations queued hands its place on instead of leaving it).
+	// A batch may start: the queue holds nothing (a leader that finds
+	// operations queued hands its place on instead of leaving it).
 	lead := c.leads < db.cfg.CombineBatches
 	if lead {
 		c.leads++
-		p.batch = c.take(db.cfg.CombineMax)
+		p.batch = c.take(p, db.cfg.CombineMax)
+	} else {
+		c.queue = append(c.queue, p)
 	}
 	c.mu.Unlock()
 	if !lead {
@@ -147,6 +149,14 @@ func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
 			c.mu.Unlock()
 			<-p.wake // op is in a batch, or leads the next one
 		}
+	}
+	if p.leads {
+		// Handed the lead: take the batch now, not when the lead was
+		// handed, so that the callers the last batch answered, which ran
+		// while this one woke, are in it.
+		c.mu.Lock()
+		p.batch = c.take(p, db.cfg.CombineMax)
+		c.mu.Unlock()
 	}
 	if p.batch != nil {
 		db.lead(context.WithoutCancel(ctx), p.batch)
@@ -197,24 +207,26 @@ func (db *DB) lead(ctx context.Context, batch []*pending) {
 		c.leads--
 	} else {
 		next := c.queue[0]
-		next.batch = c.take(db.cfg.CombineMax)
+		c.queue = slices.Delete(c.queue, 0, 1)
+		next.leads = true
 		next.wake <- struct{}{}
 	}
 	c.mu.Unlock()
 }
 
-// take removes the next batch from the queue: its first operation, then,
-// in order, those of the same group and form (sameForm) whose keys are
-// not yet in the batch, up to n. An operation passed over keeps its
-// place, so operations on one key run in the order they came. c.mu is
-// held.
-func (c *combiner) take(n int) []*pending {
-	first := c.queue[0].op
+// take makes the batch that lead leads: lead's operation (not queued),
+// then, in order, the queued operations of the same group and form
+// (sameForm) whose keys are not yet in the batch, up to n, which it
+// removes from the queue. An operation passed over keeps its place, so
+// operations on one key run in the order they came. c.mu is held.
+func (c *combiner) take(lead *pending, n int) []*pending {
+	first := lead.op
 	group := first.Group
-	keys := make(map[string]bool)
-	var batch []*pending
-	rest := c.queue[:0]
+	keys := map[string]bool{first.Key: true}
+	batch := []*pending{lead}
 	now := time.Now()
+	c.stats.QueueWait += now.Sub(lead.since)
+	rest := c.queue[:0]
 	for _, p := range c.queue {
 		if len(batch) < n && p.op.Group == group && !keys[p.op.Key] && sameForm(first, p.op) {
 			keys[p.op.Key] = true
