@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/bench/internal/chart"
 	"github.com/racefree/racefree/bench/internal/run"
 	"github.com/racefree/racefree/server"
 )
@@ -20,12 +21,13 @@ import (
 // and keep-alive clients that POST /v1/claims/{key} then DELETE it, with
 // no Idempotency-Key, so that the claim calls run on the pool and the
 // combiner can batch them.
-func overHTTP(ctx context.Context, name string, off, on *racefree.DB, redisCells map[int]run.Result) error {
+func overHTTP(ctx context.Context, name string, off, on *racefree.DB, redisCells map[int]run.Result) (chart.Panel, error) {
+	p := panel(name + ", HTTP")
 	urls := make([]string, 2)
 	for i, db := range []*racefree.DB{off, on} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return err
+			return p, err
 		}
 		srv := &http.Server{Handler: server.New(db, server.Options{Logger: slog.New(slog.DiscardHandler)}).Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(ln)
@@ -62,12 +64,7 @@ func overHTTP(ctx context.Context, name string, off, on *racefree.DB, redisCells
 		}
 		cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
 		r := run.Alternately(ctx, n, *cellTime, pair(urls[0], "hoff-"+cell), pair(urls[1], "hon-"+cell))
-		redisCell, ratio := "—", "—"
-		if rl, ok := redisCells[n]; ok {
-			redisCell = rl.String()
-			ratio = fmt.Sprintf("%.2f× / %.2f×", r[0].Rate/rl.Rate, r[1].Rate/rl.Rate)
-		}
-		fmt.Printf("| %s, HTTP | %d | %s | %s | %.2f× | %s | %s |\n", name, n, r[0], r[1], r[1].Rate/r[0].Rate, redisCell, ratio)
+		row(name+", HTTP", n, r, redisCells, &p)
 	}
-	return nil
+	return p, nil
 }

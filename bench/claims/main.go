@@ -4,10 +4,11 @@
 // SQLite and PostgreSQL, at 1, 16 and 64 clients, through the Go API and
 // through the HTTP API (rows "…, HTTP": a server on loopback, keep-alive
 // clients), and prints a Markdown table of acquire+release pairs per
-// second, p99 latency and ratios.
+// second, p99 latency and ratios, and draws the same figures as a PNG
+// chart (-chart, claims.png).
 //
-//	go run ./claims            # 3 s a cell
-//	go run ./claims -short     # 200 ms a cell: checks that it runs
+//	go run ./claims                        # 3 s a cell
+//	go run ./claims -short -chart ''       # 200 ms a cell, no chart: checks that it runs
 //
 // PostgreSQL comes from TEST_DATABASE_URL (a schema of its own, dropped at
 // the end), Redis from -redis (127.0.0.1:6379); a missing one is left out
@@ -20,10 +21,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/bsm/redislock"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/bench/internal/chart"
 	"github.com/racefree/racefree/bench/internal/run"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dsn"
@@ -34,6 +37,7 @@ var (
 	short     = flag.Bool("short", false, "run each cell for 200 ms")
 	cellTime  = flag.Duration("time", 3*time.Second, "how long each cell runs")
 	redisAddr = flag.String("redis", "127.0.0.1:6379", "Redis address for redislock")
+	chartPath = flag.String("chart", "claims.png", "write the figures as a PNG chart to this file (empty: none)")
 )
 
 const ttl = time.Minute
@@ -58,7 +62,10 @@ func pair(db *racefree.DB, prefix string) run.Op {
 
 func bench() error {
 	ctx := context.Background()
-	var notes []string
+	var (
+		notes  []string
+		panels []chart.Panel
+	)
 	engines, note, cleanup, err := run.Engines(ctx)
 	if err != nil {
 		return err
@@ -103,27 +110,30 @@ func bench() error {
 		// for, PostgreSQL may plan a key's lookup through the expiry index
 		// and keep that plan per connection until the table is analyzed
 		// (autovacuum does so in time; README: ANALYZE after migrate up).
+		// Then warm both pools alike: a side whose connections alone are
+		// warm (their page caches, their prepared statements) measured up
+		// to 1.7× faster than the same code on a cold pool.
 		run.For(ctx, 16, 500*time.Millisecond, pair(off, "warm"))
 		if _, err := off.ExecContext(ctx, "ANALYZE"); err != nil {
 			off.Close()
 			on.Close()
 			return err
 		}
+		run.Alternately(ctx, 16, 500*time.Millisecond, pair(off, "warm-off"), pair(on, "warm-on"))
+		goAPI := panel(e.Name + ", Go API")
 		for _, n := range clients {
 			cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
 			r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell))
-			redisCell, ratio := "—", "—"
-			if rl, ok := redisCells[n]; ok {
-				redisCell = rl.String()
-				ratio = fmt.Sprintf("%.2f× / %.2f×", r[0].Rate/rl.Rate, r[1].Rate/rl.Rate)
-			}
-			fmt.Printf("| %s | %d | %s | %s | %.2f× | %s | %s |\n", e.Name, n, r[0], r[1], r[1].Rate/r[0].Rate, redisCell, ratio)
+			row(e.Name, n, r, redisCells, &goAPI)
 		}
-		if err := overHTTP(ctx, e.Name, off, on, redisCells); err != nil {
+		panels = append(panels, goAPI)
+		http, err := overHTTP(ctx, e.Name, off, on, redisCells)
+		if err != nil {
 			off.Close()
 			on.Close()
 			return err
 		}
+		panels = append(panels, http)
 		s := on.CombineStats()
 		if s.Batches > 0 {
 			notes = append(notes, fmt.Sprintf("%s combiner: %d batches of %.1f operations on average (largest %d), mean queue wait %s, %d failed batches.",
@@ -133,5 +143,32 @@ func bench() error {
 		on.Close()
 	}
 	run.PrintNotes(notes)
+	if *chartPath != "" {
+		if err := chart.Write(*chartPath, "Claim Acquire + Release on distinct keys, pairs per second", "pairs/s", panels, 2); err != nil {
+			return err
+		}
+		fmt.Printf("\nChart: %s\n", *chartPath)
+	}
 	return nil
+}
+
+// panel starts a chart panel for a group of rows.
+func panel(title string) chart.Panel {
+	p := chart.Panel{Title: title, Series: []chart.Series{{Name: "racefree"}, {Name: "racefree, combiner"}, {Name: "redislock"}}}
+	return p
+}
+
+// row prints one row of the table, the cell r of n clients (off, then the
+// combiner) beside redislock's cell, and adds it to p.
+func row(name string, n int, r []run.Result, redisCells map[int]run.Result, p *chart.Panel) {
+	redisCell, ratio, redisRate := "—", "—", math.NaN()
+	if rl, ok := redisCells[n]; ok {
+		redisCell, redisRate = rl.String(), rl.Rate
+		ratio = fmt.Sprintf("%.2f× / %.2f×", r[0].Rate/rl.Rate, r[1].Rate/rl.Rate)
+	}
+	fmt.Printf("| %s | %d | %s | %s | %.2f× | %s | %s |\n", name, n, r[0], r[1], r[1].Rate/r[0].Rate, redisCell, ratio)
+	p.X = append(p.X, fmt.Sprint(n))
+	for i, v := range []float64{r[0].Rate, r[1].Rate, redisRate} {
+		p.Series[i].Values = append(p.Series[i].Values, v)
+	}
 }
