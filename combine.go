@@ -102,9 +102,12 @@ type pending struct {
 // on SQLite one IMMEDIATE transaction whose statements run prepared, on
 // PostgreSQL one pipelined batch (one round trip, one commit), in which
 // two or more operations whose statements have Many forms run as one
-// statement per form over arrays, whatever their number. Up to
-// Config.CombineBatches batches run at once; the next leaves as soon as
-// one of them is done (never on a timer, so an idle DB adds no wait).
+// statement per form over arrays, whatever their number. A call that
+// finds no batch in flight starts one at once (never a timer, so an idle
+// DB adds no wait); otherwise the next batch leaves as soon as one in
+// flight is done, and another starts beside it only when a quarter of
+// Config.CombineMax operations wait and fewer than
+// Config.CombineBatches run.
 // A batch holds at most Config.CombineMax operations of one
 // Group, never two of one Key, and runs them in the order of their keys,
 // so that two processes' batches take row locks in the same order.
@@ -126,9 +129,14 @@ func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
 	c := &db.comb
 	p := &pending{op: op, since: time.Now(), wake: make(chan struct{}, 1)}
 	c.mu.Lock()
-	// A batch may start: the queue holds nothing (a leader that finds
-	// operations queued hands its place on instead of leaving it).
-	lead := c.leads < db.cfg.CombineBatches
+	// A batch starts at once when none is in flight: an idle DB adds no
+	// wait. While one is, the call queues for the next, unless a quarter
+	// of CombineMax is waiting and fewer than CombineBatches are in
+	// flight: then it starts another with them. Letting every caller that
+	// finds a free place start a batch made batches of one or two, each
+	// paying a commit, where keeping the place for a pile-up makes them
+	// several times larger.
+	lead := c.leads == 0 || c.leads < db.cfg.CombineBatches && len(c.queue)+1 >= max(2, db.cfg.CombineMax/4)
 	if lead {
 		c.leads++
 		p.batch = c.take(p, db.cfg.CombineMax)

@@ -81,10 +81,12 @@ type Config struct {
 	Combine bool
 	// CombineMax bounds the operations of one batch. Defaults to 64.
 	CombineMax int
-	// CombineBatches bounds the batches that run at once. Defaults to 1
-	// on SQLite, whose single writer a second batch would wait for, and
-	// to half of MaxOpenConns on PostgreSQL, whose server commits
-	// concurrent transactions together.
+	// CombineBatches bounds the batches that run at once; a batch
+	// beyond the first starts only when a quarter of CombineMax
+	// operations wait for one. Defaults to 1 on SQLite, whose single
+	// writer a second batch would wait for, and to half of MaxOpenConns
+	// on PostgreSQL, whose server commits concurrent transactions
+	// together.
 	CombineBatches int
 }
 
