@@ -116,6 +116,20 @@ type Result struct {
 // runs it again when the engine aborts the transaction for a transient
 // conflict. fn may be nil, to only record the event. payload is stored as
 // it is (it may be nil) for List.
+//
+// With racefree.Config.Combine on, a delivery with a nil fn records its
+// event in a batch with the concurrent deliveries of the same tenant
+// (racefree.DB.Combine): one transaction and one commit for the batch,
+// and the outcome the delivery gets alone. A new event gets its source's
+// next arrival number, the batch's events of one source numbered in the
+// order of their IDs; a recorded one is a duplicate. Two deliveries of
+// one event never share a batch: the later runs after the earlier
+// committed, as its duplicate. A delivery whose context ends while it
+// waits for a batch returns the context's error and recorded nothing;
+// once its batch began, it returns the batch's outcome. A batch that
+// failed as a whole runs each delivery alone; if its commit failed after
+// taking effect, the delivery then finds its own event, a duplicate, as
+// after a lost reply. A delivery with fn never goes through the combiner.
 func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []byte, fn func(tx *sql.Tx) error) (Result, error) {
 	if err := validate(source, eventID); err != nil {
 		return Result{}, err
