@@ -34,9 +34,9 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		receive := func(source, id string) inbox.Result {
+		receive := func(source, id, body string) inbox.Result {
 			t.Helper()
-			res, err := in.Receive(ctx, source, id, []byte(source+"/"+id), nil)
+			res, err := in.Receive(ctx, source, id, []byte(body), nil)
 			if err != nil {
 				t.Fatalf("receive %s/%s: %v", source, id, err)
 			}
@@ -45,7 +45,7 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 		// Alone (the first call registers the tenant): s's d0 and t's t0
 		// are number 1 of their source.
 		for _, d := range [][2]string{{"gate", "g0"}, {"s", "d0"}, {"t", "t0"}} {
-			if res := receive(d[0], d[1]); res.Duplicate || res.Seq != 1 {
+			if res := receive(d[0], d[1], d[0]+"/"+d[1]); res.Duplicate || res.Seq != 1 {
 				t.Fatalf("%s/%s: %+v, want new with seq 1", d[0], d[1], res)
 			}
 		}
@@ -72,11 +72,14 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 		}
 		before := db.CombineStats()
 		gate := make(chan inbox.Result, 1)
-		go func() { gate <- receive("gate", "g1") }()
+		go func() { gate <- receive("gate", "g1", "gate/g1") }()
 		waitFor("the gate's batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
 
-		deliveries := [][2]string{
-			{"s", "e3"}, {"s", "e1"}, {"s", "d0"}, {"t", "x1"}, {"s", "e2"}, {"s", "e1"}, {"s", "e0"},
+		// The second delivery of e1 comes with another body, as from a
+		// sender that stamps each attempt: it is the same event.
+		deliveries := [][3]string{
+			{"s", "e3", "s/e3"}, {"s", "e1", "s/e1"}, {"s", "d0", "s/d0 again"}, {"t", "x1", "t/x1"},
+			{"s", "e2", "s/e2"}, {"s", "e1", "s/e1 again"}, {"s", "e0", "s/e0"},
 		}
 		results := make([]inbox.Result, len(deliveries))
 		var wg sync.WaitGroup
@@ -84,7 +87,7 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i] = receive(d[0], d[1])
+				results[i] = receive(d[0], d[1], d[2])
 			}()
 			waitFor("the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
 		}
