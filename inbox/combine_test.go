@@ -20,10 +20,10 @@ import (
 // source share a batch and are numbered on from the source's counter in
 // the batch's order (the order of the event IDs), the events of another
 // source are counted apart (one with no payload, which stays none), a
-// redelivery of a committed event is a
-// duplicate, and a second delivery of an event queued in the same batch's
-// wait runs in a batch of its own after it, as its duplicate. No batch
-// fails, so every caller's outcome is the batch's, not one it got alone.
+// redelivery of a committed event is a duplicate, and a second delivery
+// of an event queued in the same batch's wait runs in a batch of its own
+// after it, as its duplicate. No batch fails, so every caller's outcome
+// is the batch's, not one it got alone.
 // On PostgreSQL the batch of six runs as one statement over arrays per
 // form (receive_many, number_many); on SQLite as its statements one after
 // the other.
