@@ -116,9 +116,28 @@ type Result struct {
 // runs it again when the engine aborts the transaction for a transient
 // conflict. fn may be nil, to only record the event. payload is stored as
 // it is (it may be nil) for List.
+//
+// With racefree.Config.Combine on, a delivery with a nil fn records its
+// event in a batch with the concurrent deliveries of the same tenant
+// (racefree.DB.Combine): one transaction and one commit for the batch,
+// and the outcome the delivery gets alone. A new event gets its source's
+// next arrival number, the batch's events of one source numbered in the
+// order of their IDs; a recorded one is a duplicate. Two deliveries of
+// one event never share a batch: the later runs after the earlier
+// committed, as its duplicate. A delivery whose context ends while it
+// waits for a batch returns the context's error and recorded nothing;
+// once its batch began, it returns the batch's outcome. A batch that
+// failed as a whole runs each delivery alone; if its commit failed after
+// taking effect, the delivery then finds its own event, a duplicate, as
+// after a lost reply. A delivery with fn never goes through the combiner.
 func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []byte, fn func(tx *sql.Tx) error) (Result, error) {
 	if err := validate(source, eventID); err != nil {
 		return Result{}, err
+	}
+	if fn == nil {
+		if res, combined, err := in.record(ctx, source, eventID, payload); combined {
+			return res, err
+		}
 	}
 	var res Result
 	err := in.inTx(ctx, func(tx *sql.Tx) error {
@@ -147,6 +166,58 @@ func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []
 		return Result{}, fmt.Errorf("inbox: receive %s/%s: %w", source, eventID, err)
 	}
 	return in.recordFailure(ctx, source, eventID, payload, reasonOf(err))
+}
+
+// record records the event of a delivery without a processing function
+// in a batch with concurrent deliveries of the same tenant
+// (tenant.Combined), when racefree.Config.Combine is on; it reports false,
+// having done nothing, when the delivery is to be received alone.
+//
+// Its statements record the event and number it with no value passed
+// between them in Go. On PostgreSQL receive inserts the event unnumbered
+// and number gives it the source's next number from the counter row,
+// which stays locked until the batch commits, as assignSeq does; a batch
+// of two or more deliveries runs each as one statement over arrays
+// (receive_many, number_many), which numbers the batch's events of one
+// source together, in the batch's order. On SQLite, whose batch runs the
+// statements of its deliveries one after the other in one write
+// transaction, record inserts the event with the number after the
+// counter and number advances the counter to it. A duplicate inserts
+// nothing and numbers nothing: number returns no row.
+//
+// The key names the event, not only its source: deliveries of one event
+// never share a batch, the later one runs after the earlier committed and
+// is its duplicate, while events of one source (most users have one) are
+// numbered in one batch.
+func (in *Inbox) record(ctx context.Context, source, eventID string, payload []byte) (Result, bool, error) {
+	id := tenant.From(ctx)
+	var seq int64
+	args := []any{id, source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds()}
+	number := &racefree.Statement{Query: in.q.Get("number"), Args: []any{id, source, eventID}, Dest: []any{&seq}}
+	var record *racefree.Statement
+	if in.db.CanPipeline() {
+		record = &racefree.Statement{Query: in.q.Get("receive"), Many: in.q.Get("receive_many"), Args: args}
+		number.Many = in.q.Get("number_many")
+	} else {
+		record = &racefree.Statement{Query: in.q.Get("record"), Args: args}
+	}
+	combined, err := tenant.Combined(ctx, in.db, in.db, combineKey(source, eventID), record, number)
+	switch {
+	case !combined:
+		return Result{}, false, nil
+	case errors.Is(err, racefree.ErrNotFound):
+		return Result{Duplicate: true}, true, nil
+	case err != nil:
+		return Result{}, true, fmt.Errorf("inbox: receive %s/%s: %w", source, eventID, err)
+	}
+	return Result{Seq: seq}, true, nil
+}
+
+// combineKey names what a delivery writes to the combiner
+// (tenant.Combined, whose group is the tenant): the event's row. Neither
+// a source nor an event ID holds a NUL byte (validate).
+func combineKey(source, eventID string) string {
+	return "inbox\x00" + source + "\x00" + eventID
 }
 
 // inTx runs fn in a transaction of its own (IMMEDIATE on SQLite) that
