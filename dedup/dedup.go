@@ -93,9 +93,9 @@ func New(db *racefree.DB) *Log {
 // With racefree.Config.Combine on and exec the pool, Observe sends its
 // statements (the claim's acquire, on PostgreSQL its raise_new, then the
 // event's insert) as one operation in a batch with the concurrent pool
-// calls of the same tenant on other keys (tenant.Combined): one
-// transaction and one commit for the batch, and the outcome Observe has
-// alone. On PostgreSQL a batch of two or more observes runs as one
+// calls of the same tenant on other keys (tenant.Combined; on PostgreSQL,
+// other observes): one transaction and one commit for the batch, and the
+// outcome Observe has alone. On PostgreSQL a batch of two or more observes runs as one
 // statement per form over arrays (acquire_many, raise_new_many,
 // insert_event_many). The operation's key is the claim's, so an Observe
 // never shares a batch with a claim call on its fingerprint, nor with
