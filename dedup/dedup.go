@@ -95,14 +95,14 @@ func New(db *racefree.DB) *Log {
 // event's insert) as one operation in a batch with the concurrent pool
 // calls of the same tenant on other keys (tenant.Combined; on PostgreSQL,
 // other observes): one transaction and one commit for the batch, and the
-// outcome Observe has alone. On PostgreSQL a batch of two or more observes runs as one
-// statement per form over arrays (acquire_many, raise_new_many,
-// insert_event_many). The operation's key is the claim's, so an Observe
-// never shares a batch with a claim call on its fingerprint, nor with
-// another Observe of it. Observe returns after its batch committed; a
-// call whose context ends while it waits for a batch returns the
-// context's error and never ran, and one whose batch failed as a whole
-// runs alone, as with the combiner off.
+// outcome Observe has alone. On PostgreSQL a batch of two or more observes
+// runs as one statement per form over arrays (acquire_many,
+// raise_new_many, insert_event_many). The operation's key is the claim's,
+// so an Observe never shares a batch with a claim call on its
+// fingerprint, nor with another Observe of it. Observe returns after its
+// batch committed; a call whose context ends while it waits for a batch
+// returns the context's error and never ran, and one whose batch failed as
+// a whole runs alone, as with the combiner off.
 func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, window time.Duration) (*Observation, error) {
 	if window == 0 {
 		window = DefaultWindow
