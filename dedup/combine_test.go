@@ -325,18 +325,38 @@ func TestCombinedObservesOfOneFingerprint(t *testing.T) {
 			t.Errorf("no observe went through the combiner: %+v", s)
 		}
 
-		// The caller's transaction: no combiner, the rollback takes all.
-		bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
+		// The caller's transaction: no combiner, the rollback takes all. An
+		// operation that entered the combiner fails the test at once: on
+		// SQLite its batch would wait for this transaction's write lock.
 		boom := errors.New("caller failed")
 		ops := db.CombineStats().Ops
+		var (
+			inTx    *dedup.Observation
+			inTxErr error
+		)
+		done := make(chan struct{})
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
-			o, err := log.Observe(bounded, tx, dedup.Event{Source: "s", Level: "l", Message: "m", Fingerprint: "in-tx"}, window)
-			if err != nil || !o.Process || o.Count != 1 {
-				t.Errorf("observe in the caller's transaction: %+v, %v", o, err)
+			go func() {
+				defer close(done)
+				inTx, inTxErr = log.Observe(ctx, tx, dedup.Event{Source: "s", Level: "l", Message: "m", Fingerprint: "in-tx"}, window)
+			}()
+			for {
+				select {
+				case <-done:
+					return boom
+				default:
+				}
+				if s := db.CombineStats(); s.Queued > 0 || s.Running > 0 {
+					t.Errorf("Observe given the caller's transaction entered the combiner: %+v", s)
+					return boom
+				}
+				runtime.Gosched()
 			}
-			return boom
 		})
+		<-done
+		if inTxErr != nil || !inTx.Process || inTx.Count != 1 {
+			t.Errorf("observe in the caller's transaction: %+v, %v", inTx, inTxErr)
+		}
 		if !errors.Is(err, boom) {
 			t.Fatal(err)
 		}
