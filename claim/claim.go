@@ -130,34 +130,18 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // holders (1 to MaxHolderBytes) must be UTF-8 without a NUL byte; anything
 // else is an *racefree.InputError and writes nothing.
 func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder string, ttl time.Duration) (*Claim, error) {
-	if err := validate(key, holder, ttl); err != nil {
+	a, err := s.Acquisition(ctx, key, holder, ttl)
+	if err != nil {
 		return nil, err
 	}
-	id := tenant.From(ctx)
-	var (
-		r        row
-		inserted bool
-	)
-	acquire := &racefree.Statement{Query: s.q.Get("acquire"),
-		Args: []any{id, s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()}, Dest: r.dest(&inserted)}
+	acquire := a.Stmts[0]
 	// On the pool of PostgreSQL, one round trip: acquire and raise_new (the
 	// same raise as below, for a fence not yet known) in one transaction.
 	// With the combiner on, the same statements in a batch of concurrent
 	// calls (SQLite: acquire alone, whose statement sees every commit).
-	var (
-		raised    int64
-		pipelined bool
-		err       error
-	)
-	stmts := []*racefree.Statement{acquire}
-	if s.db.CanPipeline() {
-		acquire.Many = s.q.Get("acquire_many")
-		stmts = append(stmts, &racefree.Statement{Query: s.q.Get("raise_new"), Many: s.q.Get("raise_new_many"),
-			Args: []any{id, s.ns, key, holder}, Dest: []any{&raised}})
-	}
-	pipelined, err = tenant.Combined(ctx, s.db, exec, s.combineKey(key), stmts...)
+	pipelined, err := tenant.Combined(ctx, s.db, exec, a.Key, a.Stmts...)
 	if !pipelined && s.db.CanPipeline() {
-		pipelined, err = tenant.Pipelined(ctx, s.db, exec, stmts...)
+		pipelined, err = tenant.Pipelined(ctx, s.db, exec, a.Stmts...)
 	}
 	if !pipelined {
 		err = tenant.QueryRow(ctx, s.db, exec, acquire.Query, acquire.Args, acquire.Dest...)
@@ -165,22 +149,82 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 	if err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
 	}
-	c := r.claim(key)
-	if pipelined && raised > 0 {
-		c.Fence = raised
-	}
-	if inserted && !pipelined {
+	c := a.claim(pipelined)
+	if a.inserted && !pipelined {
 		// The statement read the floor in its snapshot, which can predate a
 		// reap that committed before the insert; a fresh statement reads it
 		// again (PostgreSQL only: SQLite's statement sees every commit).
 		err := tenant.QueryRow(ctx, s.db, exec, s.q.Get("raise_to_floor"),
-			[]any{id, s.ns, key, holder, c.Fence}, &c.Fence)
+			[]any{a.id, s.ns, key, holder, c.Fence}, &c.Fence)
 		if err != nil && !errors.Is(err, racefree.ErrNotFound) {
 			return nil, fmt.Errorf("claim acquire: %w", err)
 		}
 	}
-	// A lost attempt still counted: it commits like a won one.
-	if c.Holder != holder {
+	return a.outcome(c)
+}
+
+// Acquisition is an Acquire that a sibling primitive sends with
+// statements of its own, in one transaction on the pool (dedup's Observe
+// through the combiner, with the event it stores): Stmts are the
+// statements Acquire sends on the pool of the engine, Key names the
+// claim's row to the combiner, and Result reads what the statements
+// returned as Acquire does. Racefree's own packages use it; it is not
+// meant for applications.
+type Acquisition struct {
+	// Key is the claim's key for tenant.Combined: the one Acquire, Renew
+	// and Release of the same key pass, so that an operation that carries
+	// these statements never shares a batch with them.
+	Key string
+	// Stmts are acquire, then, on PostgreSQL, raise_new (each with its
+	// Many form), which must run in one transaction, in this order,
+	// before Result is called.
+	Stmts []*racefree.Statement
+
+	id, key, holder string
+	r               row
+	inserted        bool
+	raised          int64
+}
+
+// Acquisition returns the statements of an Acquire of key by holder for
+// ttl, in the tenant ctx names, without running them. It validates as
+// Acquire does: bad input is an *racefree.InputError, and nothing is built.
+func (s *Store) Acquisition(ctx context.Context, key, holder string, ttl time.Duration) (*Acquisition, error) {
+	if err := validate(key, holder, ttl); err != nil {
+		return nil, err
+	}
+	a := &Acquisition{Key: s.combineKey(key), id: tenant.From(ctx), key: key, holder: holder}
+	acquire := &racefree.Statement{Query: s.q.Get("acquire"),
+		Args: []any{a.id, s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()}, Dest: a.r.dest(&a.inserted)}
+	a.Stmts = []*racefree.Statement{acquire}
+	if s.db.CanPipeline() {
+		acquire.Many = s.q.Get("acquire_many")
+		a.Stmts = append(a.Stmts, &racefree.Statement{Query: s.q.Get("raise_new"), Many: s.q.Get("raise_new_many"),
+			Args: []any{a.id, s.ns, key, holder}, Dest: []any{&a.raised}})
+	}
+	return a, nil
+}
+
+// Result returns what Acquire returns once every statement of a.Stmts ran
+// in one transaction that committed: the caller's claim, or a *HeldError
+// (racefree.ErrHeld) carrying the live claim of another holder, with the
+// fence raised_new raised. Before the statements ran, it reads zeroes.
+func (a *Acquisition) Result() (*Claim, error) { return a.outcome(a.claim(true)) }
+
+// claim is the row the acquire statement returned, with the fence
+// raise_new raised when it ran in the same transaction (together).
+func (a *Acquisition) claim(together bool) *Claim {
+	c := a.r.claim(a.key)
+	if together && a.raised > 0 {
+		c.Fence = a.raised
+	}
+	return c
+}
+
+// outcome is the caller's claim, or a *HeldError when c is another
+// holder's. A lost attempt still counted: it commits like a won one.
+func (a *Acquisition) outcome(c *Claim) (*Claim, error) {
+	if c.Holder != a.holder {
 		return nil, &HeldError{Claim: *c}
 	}
 	return c, nil

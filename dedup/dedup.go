@@ -89,6 +89,20 @@ func New(db *racefree.DB) *Log {
 // apart on SQLite). Every occurrence counts, won or not. The event belongs
 // to the tenant ctx names (tenant.From): another tenant's occurrences of
 // the same fingerprint are counted and elected apart.
+//
+// With racefree.Config.Combine on and exec the pool, Observe sends its
+// statements (the claim's acquire, on PostgreSQL its raise_new, then the
+// event's insert) as one operation in a batch with the concurrent pool
+// calls of the same tenant on other keys (tenant.Combined; on PostgreSQL,
+// other observes): one transaction and one commit for the batch, and the
+// outcome Observe has alone. On PostgreSQL a batch of two or more observes
+// runs as one statement per form over arrays (acquire_many,
+// raise_new_many, insert_event_many). The operation's key is the claim's,
+// so an Observe never shares a batch with a claim call on its
+// fingerprint, nor with another Observe of it. Observe returns after its
+// batch committed; a call whose context ends while it waits for a batch
+// returns the context's error and never ran, and one whose batch failed as
+// a whole runs alone, as with the combiner off.
 func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, window time.Duration) (*Observation, error) {
 	if window == 0 {
 		window = DefaultWindow
@@ -103,6 +117,12 @@ func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, win
 		ev.Fingerprint = Fingerprint(ev.Source, ev.Level, ev.Message)
 	}
 	observer := claim.NewHolder()
+	if obs, ran, err := l.observeCombined(ctx, exec, ev, observer, window); ran {
+		if err != nil {
+			return nil, fmt.Errorf("dedup observe: %w", err)
+		}
+		return obs, nil
+	}
 	var obs *Observation
 	err := l.inTx(ctx, exec, func(ctx context.Context, tx racefree.Executor) error {
 		c, err := l.claims.Acquire(ctx, tx, ev.Fingerprint, observer, window)
@@ -116,14 +136,50 @@ func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, win
 		if _, err := tx.ExecContext(ctx, l.q.Get("insert_event"), tenant.From(ctx), ev.Fingerprint, ev.Source, ev.Level, ev.Message); err != nil {
 			return l.db.InterpretError(err)
 		}
-		obs = &Observation{Fingerprint: ev.Fingerprint, Process: c.Holder == observer, Fence: c.Fence,
-			Count: c.Count, FirstSeen: c.FirstSeen, LastSeen: c.LastSeen}
+		obs = observation(ev.Fingerprint, observer, c)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dedup observe: %w", err)
 	}
 	return obs, nil
+}
+
+// observeCombined runs Observe's statements as one operation of the
+// combiner (tenant.Combined): the claim's Acquisition, then insert_event,
+// under the claim's key. It reports false, having run nothing, when the
+// combiner is off, exec is not the pool, the tenant is not yet registered,
+// or the batch failed as a whole: Observe then runs as it does alone.
+func (l *Log) observeCombined(ctx context.Context, exec racefree.Executor, ev Event, observer string, window time.Duration) (*Observation, bool, error) {
+	if !l.db.Combining() {
+		return nil, false, nil
+	}
+	a, err := l.claims.Acquisition(ctx, ev.Fingerprint, observer, window)
+	if err != nil {
+		return nil, true, err
+	}
+	insert := &racefree.Statement{Query: l.q.Get("insert_event"),
+		Args: []any{tenant.From(ctx), ev.Fingerprint, ev.Source, ev.Level, ev.Message}}
+	if l.db.CanPipeline() {
+		insert.Many = l.q.Get("insert_event_many")
+	}
+	ran, err := tenant.Combined(ctx, l.db, exec, a.Key, append(a.Stmts, insert)...)
+	if !ran || err != nil {
+		return nil, ran, err
+	}
+	c, err := a.Result()
+	var held *claim.HeldError
+	if errors.As(err, &held) {
+		c = &held.Claim
+	}
+	return observation(ev.Fingerprint, observer, c), true, nil
+}
+
+// observation is what Observe tells observer, from the claim its acquire
+// returned: it processes when the claim is its own.
+func observation(fingerprint, observer string, c *claim.Claim) *Observation {
+	return &Observation{Fingerprint: fingerprint, Process: c.Holder == observer, Fence: c.Fence,
+		Count: c.Count, FirstSeen: c.FirstSeen, LastSeen: c.LastSeen}
 }
 
 // inTx runs fn in exec when exec is the caller's transaction or

@@ -18,10 +18,13 @@
 // Dedup is built on package claim (namespace "dedup"): counting and
 // election are one atomic upsert. Observe, Record and Get take an
 // executor: pass the caller's *sql.Tx to commit an observation or a result
-// with the caller's own writes, or the *racefree.DB. Reap forgets a
-// fingerprint (its counts, its event row and its result) once its window
-// lapsed at least a grace period ago; one observed again later starts a new
-// window with a fence above every fence it had.
+// with the caller's own writes, or the *racefree.DB. With
+// racefree.Config.Combine on, Observe on the pool commits in batches with
+// concurrent observes of other fingerprints (on SQLite also claim calls on
+// other keys), each with the outcome it has alone (Log.Observe). Reap
+// forgets a fingerprint (its counts, its event row and its result) once its
+// window lapsed at least a grace period ago; one observed again later
+// starts a new window with a fence above every fence it had.
 //
 // Tenants: every fingerprint's counts, election, event row and result
 // belong to the tenant the call's context names (tenant.With;
