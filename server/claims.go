@@ -27,7 +27,7 @@ func (s *Server) claimRoutes() {
 	s.handle("POST /v1/claims/{key}/renew", s.oneCall(s.renewClaim))
 	s.handle("DELETE /v1/claims/{key}", http.HandlerFunc(s.releaseClaim))
 	s.handle("GET /v1/claims/{key}", http.HandlerFunc(s.getClaim))
-	s.handle("POST /v1/events", s.transactional(s.observeEvent))
+	s.handle("POST /v1/events", s.oneCall(s.observeEvent))
 	s.handle("POST /v1/events/{fingerprint}/result", s.transactional(s.recordEvent))
 }
 

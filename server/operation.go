@@ -91,7 +91,8 @@ func executed(err error) bool {
 func (s *Server) transactional(op operation) http.Handler { return s.serveOperation(op, false) }
 
 // oneCall serves op, which is one call of a primitive whose decision
-// commits on its own (a claim's acquire or renew), as transactional does
+// commits on its own (a claim's acquire or renew, an event's observation),
+// as transactional does
 // with an Idempotency-Key; without one, on the pool: one round trip on
 // PostgreSQL (the tenant's setting travels with the statement), a
 // prepared statement on SQLite, and, with Config.Combine, a batch with
