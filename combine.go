@@ -36,6 +36,13 @@ type Op struct {
 	// each form once for all of them (one statement over arrays, not one
 	// per operation).
 	Stmts []*Statement
+	// Deadline, when not zero, bounds the batch that holds op: a batch
+	// gives up at the earliest Deadline of its operations, commits
+	// nothing, and its operations run alone (Combine reports false), so
+	// that an operation bounded in time waits for the database no longer
+	// in a batch than alone. Zero leaves op's batch unbounded by op, as
+	// Combine says.
+	Deadline time.Time
 }
 
 // many reports whether every statement of op has a Many form.
@@ -115,9 +122,11 @@ type pending struct {
 // runs the batch again first, as InTx does. True with ctx's error when ctx
 // ended while op waited for a batch: op never ran. Once op's batch began,
 // it runs to its end on a context of its own, and Combine returns its
-// outcome. op's statements must therefore be safe to run again: a batch
-// that failed in its commit may have committed, and running op alone
-// repeats it, like a caller's retry after a lost reply.
+// outcome, unless the Deadline of an operation in it (Op.Deadline) ended
+// it first: then it failed as a whole. op's statements must therefore be
+// safe to run again: a batch that failed in its commit may have
+// committed, and running op alone repeats it, like a caller's retry after
+// a lost reply.
 func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
 	if !db.Combining() {
 		return false, nil
@@ -171,6 +180,17 @@ func (db *DB) CombineStats() CombineStats {
 // hands the lead to the first operation still queued.
 func (db *DB) lead(ctx context.Context, batch []*pending) {
 	c := &db.comb
+	var deadline time.Time
+	for _, p := range batch {
+		if d := p.op.Deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	err := db.runBatch(ctx, batch)
 
 	c.mu.Lock()
