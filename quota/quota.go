@@ -274,6 +274,22 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // (SQLite) until then. When the database does not answer within p.Wait, or
 // is unavailable, the decision is p.OnUnavailable's, marked Degraded (on
 // PostgreSQL a timeout also aborts the caller's transaction).
+//
+// With racefree.Config.Combine on, a GCRA or FixedWindow charge on the
+// pool goes in a batch with the concurrent charges of the same tenant on
+// other keys (tenant.CombinedWithin): one transaction and one commit for
+// the batch, and the same decision as alone. On PostgreSQL a batch of two
+// or more charges of one kind runs as one statement over arrays
+// (consume_gcra_many.sql, consume_window_many.sql) that locks the
+// counters in the batch's order and hands each caller the row of its own
+// place; on SQLite a refusal reads its counter after the batch. Each call
+// returns after its batch committed. p.Wait (or, with NoWait, ctx's
+// deadline) bounds the call as it does alone: a call whose context ends
+// while it waits for a batch charges nothing, and a batch that has not
+// committed by the earliest deadline of its charges gives up, commits
+// nothing, and each of its charges runs alone, so that a charge past its
+// deadline gets p.OnUnavailable's degraded decision. A SlidingWindow
+// charge is not combined: it always charges alone.
 func (l *Limiter) Consume(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
 	if err := l.check(key, n, p); err != nil {
 		return Decision{}, err
