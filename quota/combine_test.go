@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/internal/testdb"
 	"github.com/racefree/racefree/quota"
+	"github.com/racefree/racefree/tenant"
 )
 
 // expect returns the decision of charging n units at t0 to a fresh key
@@ -37,54 +39,78 @@ func expect(p quota.Policy, u, n int64) quota.Decision {
 // every decision differs: on PostgreSQL one statement over arrays
 // (consume_gcra_many, consume_window_many), on SQLite the statements one
 // by one in one transaction. Each caller gets the decision it would get
-// alone, to the millisecond.
+// alone, to the millisecond. On PostgreSQL it runs again as the
+// application role, which row-level security binds, for another tenant:
+// the batch sets the tenant first.
 func TestABatchOfConsumesGivesEachCallerItsOwnDecision(t *testing.T) {
 	t.Parallel()
-	_, cfg := manual(t0)
+	clock, cfg := manual(t0)
 	cfg.Combine, cfg.CombineBatches = true, 1
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		db := testdb.Open(t, d, cfg)
+		batchOfConsumes(t, db, context.Background())
+		if db.Engine() != racefree.Postgres {
+			return
+		}
+		app, err := dsn.Open(context.Background(), testdb.AppDSN(t, db, d), &racefree.Config{Clock: clock, Combine: true, CombineBatches: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer app.Close()
+		acme, err := tenant.With(context.Background(), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		batchOfConsumes(t, app, acme)
+	})
+}
+
+// batchOfConsumes is TestABatchOfConsumesGivesEachCallerItsOwnDecision on
+// db, for the tenant ctx names.
+func batchOfConsumes(t *testing.T, db *racefree.DB, ctx context.Context) {
+	t.Helper()
 	policies := []quota.Policy{
 		{Kind: quota.GCRA, Rate: 10, Per: time.Second, Burst: 10, Wait: time.Minute},
 		{Kind: quota.FixedWindow, Rate: 10, Per: time.Second, Wait: time.Minute},
 	}
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		l := setup(t, db)
-		ctx := context.Background()
-		const keys, n = 11, 3
-		before := func(i int) int64 { return int64(i*7) % keys } // 0 to 10, each once
-		for _, p := range policies {
-			key := func(i int) string { return fmt.Sprintf("%s-%02d", p.Kind, i) }
-			for i := range keys {
-				if u := before(i); u > 0 {
-					consume(t, l, db, key(i), u, p)
+	l := setup(t, db)
+	const keys, n = 11, 3
+	before := func(i int) int64 { return int64(i*7) % keys } // 0 to 10, each once
+	for _, p := range policies {
+		key := func(i int) string { return fmt.Sprintf("%s-%02d", p.Kind, i) }
+		for i := range keys {
+			if u := before(i); u > 0 {
+				if _, err := l.Consume(ctx, db, key(i), u, p); err != nil {
+					t.Fatal(err)
 				}
-			}
-			got := make([]quota.Decision, keys)
-			calls := make([]func(), keys)
-			for i := range calls {
-				calls[i] = func() {
-					d, err := l.Consume(ctx, db, key(i), n, p)
-					if err != nil {
-						t.Errorf("%s: %v", key(i), err)
-					}
-					got[i] = d
-				}
-			}
-			gated(t, l, db, calls)
-			refused := 0
-			for i := range keys {
-				want := expect(p, before(i), n)
-				if got[i] != want {
-					t.Errorf("%s, charged %d before: %+v, want %+v", key(i), before(i), got[i], want)
-				}
-				if !want.Allowed {
-					refused++
-				}
-			}
-			if refused == 0 || refused == keys {
-				t.Fatalf("%s: %d of %d refused: the batch must hold both", p.Kind, refused, keys)
 			}
 		}
-	})
+		got := make([]quota.Decision, keys)
+		calls := make([]func(), keys)
+		for i := range calls {
+			calls[i] = func() {
+				d, err := l.Consume(ctx, db, key(i), n, p)
+				if err != nil {
+					t.Errorf("%s: %v", key(i), err)
+				}
+				got[i] = d
+			}
+		}
+		gated(t, ctx, l, db, calls)
+		refused := 0
+		for i := range keys {
+			want := expect(p, before(i), n)
+			if got[i] != want {
+				t.Errorf("%s, charged %d before: %+v, want %+v", key(i), before(i), got[i], want)
+			}
+			if !want.Allowed {
+				refused++
+			}
+		}
+		if refused == 0 || refused == keys {
+			t.Fatalf("%s: %d of %d refused: the batch must hold both", p.Kind, refused, keys)
+		}
+	}
 }
 
 // TestABatchDecidesOnTheCountersItLocked has a batch of charges wait for
@@ -128,7 +154,7 @@ func TestABatchDecidesOnTheCountersItLocked(t *testing.T) {
 				}
 			}
 		}
-		wait := together(t, l, db, call(&da, a, 1), call(&db2, b, 2), call(&dc, c, 1))
+		wait := together(t, ctx, l, db, call(&da, a, 1), call(&db2, b, 2), call(&dc, c, 1))
 		waitBlocked(t, db, pid)
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
@@ -272,10 +298,10 @@ func TestACombinedChargeGivesUpAtItsWait(t *testing.T) {
 
 // gated runs calls in one batch of db's combiner (together) and waits
 // for them; it fails unless they shared one batch.
-func gated(t *testing.T, l *quota.Limiter, db *racefree.DB, calls []func()) {
+func gated(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB, calls []func()) {
 	t.Helper()
 	before := db.CombineStats()
-	together(t, l, db, calls...)()
+	together(t, ctx, l, db, calls...)()
 	// The gate's batch of one, and one batch of the calls.
 	if s := db.CombineStats(); s.Batches != before.Batches+2 || s.Ops != before.Ops+1+int64(len(calls)) {
 		t.Fatalf("combiner %+v after %+v: want the gate's batch of one and one of %d", s, before, len(calls))
@@ -287,17 +313,19 @@ func gated(t *testing.T, l *quota.Limiter, db *racefree.DB, calls []func()) {
 // behind the lock of a transaction (a row lock on PostgreSQL, the write
 // lock on SQLite), keeps them queued until all are, then the transaction
 // rolls back and the next batch takes them all. It returns once the
-// gate's batch is done; wait waits for the calls.
-func together(t *testing.T, l *quota.Limiter, db *racefree.DB, calls ...func()) (wait func()) {
+// gate's batch is done; wait waits for the calls. The gate charges the
+// tenant ctx names.
+func together(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB, calls ...func()) (wait func()) {
 	t.Helper()
-	ctx := context.Background()
 	gate := quota.Policy{Kind: quota.GCRA, Rate: 1, Per: time.Second, Burst: 1000, Wait: time.Minute}
 	tx, err := db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	consume(t, l, tx, "gate", 1, gate)
+	if _, err := l.Consume(ctx, tx, "gate", 1, gate); err != nil {
+		t.Fatal(err)
+	}
 	running := db.CombineStats().Running
 	done := make(chan struct{})
 	var gateErr error
