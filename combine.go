@@ -180,17 +180,6 @@ func (db *DB) CombineStats() CombineStats {
 // hands the lead to the first operation still queued.
 func (db *DB) lead(ctx context.Context, batch []*pending) {
 	c := &db.comb
-	var deadline time.Time
-	for _, p := range batch {
-		if d := p.op.Deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
-			deadline = d
-		}
-	}
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
 	err := db.runBatch(ctx, batch)
 
 	c.mu.Lock()
@@ -253,15 +242,36 @@ func (c *combiner) take(n int) []*pending {
 // runBatch runs the operations of batch in one transaction, in the order
 // of their keys (batch[0] stays the leader's in batch), and sets each
 // one's err to its own outcome. Its error means the batch committed
-// nothing (or, after a failed commit, that nobody knows).
+// nothing (or, after a failed commit, that nobody knows). The earliest
+// Op.Deadline of batch ends it; on an engine that can bound a pipeline on
+// the server (ServerBound), the server ends it then too, so that a batch
+// whose statements were all sent does not commit after its callers gave
+// up.
 func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 	ops := make([]*pending, len(batch))
 	copy(ops, batch)
 	slices.SortFunc(ops, func(a, b *pending) int { return strings.Compare(a.op.Key, b.op.Key) })
+	var deadline time.Time
+	for _, p := range ops {
+		if d := p.op.Deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	if p, ok := db.engine.(Pipeliner); ok {
 		ctx, cancel := context.WithTimeout(ctx, combineTimeout)
 		defer cancel()
-		return db.retry(ctx, func() error { return db.pipelineBatch(ctx, p, ops) })
+		return db.retry(ctx, func() error {
+			var bound []*Statement
+			if b, ok := p.(ServerBound); ok && !deadline.IsZero() {
+				bound = append(bound, b.Bound(max(time.Until(deadline), time.Millisecond)))
+			}
+			return db.pipelineBatch(ctx, p, bound, ops)
+		})
 	}
 	// No timeout on SQLite, whose busy timeout bounds every wait: the
 	// driver watches a context that can end with a goroutine per
@@ -321,16 +331,18 @@ func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *St
 }
 
 // pipelineBatch sends ops as one pipelined transaction (Pipeliner): the
-// first operation's Begin, then every operation's statements. A Dest
+// first operation's Begin, then bound (runBatch's server-side bound, if
+// any), then every operation's statements. A Dest
 // statement that finds no row is an outcome of its operation, not an error
 // of the batch.
-func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, ops []*pending) error {
+func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, bound []*Statement, ops []*pending) error {
 	if len(ops) > 1 && ops[0].op.many() {
 		// One operation alone runs its own statements: a statement over
 		// arrays of one element costs more than the statement it stands for.
-		return db.manyBatch(ctx, p, ops)
+		return db.manyBatch(ctx, p, bound, ops)
 	}
-	stmts := append([]*Statement(nil), ops[0].op.Begin...)
+	stmts := append(append([]*Statement(nil), ops[0].op.Begin...), bound...)
+	off := len(stmts)
 	type sent struct {
 		op    *pending
 		st    *Statement
@@ -358,7 +370,6 @@ func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, ops []*pending) er
 	if err := db.pipelineFresh(ctx, p, stmts); err != nil {
 		return err
 	}
-	off := len(ops[0].op.Begin)
 	for i, s := range all {
 		s.st.RowsAffected = stmts[off+i].RowsAffected
 		if !s.found && s.op.err == nil {
@@ -373,9 +384,10 @@ func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, ops []*pending) er
 // over arrays of every operation's arguments in the order of ops (the
 // order of their keys). It hands each returned row to the operation whose
 // place in the arrays leads the row, so that every caller reads its own
-// row whatever order the rows come back in.
-func (db *DB) manyBatch(ctx context.Context, p Pipeliner, ops []*pending) error {
-	stmts := append([]*Statement(nil), ops[0].op.Begin...)
+// row whatever order the rows come back in. bound, sent after Begin, is
+// runBatch's server-side bound (ServerBound), if any.
+func (db *DB) manyBatch(ctx context.Context, p Pipeliner, bound []*Statement, ops []*pending) error {
+	stmts := append(append([]*Statement(nil), ops[0].op.Begin...), bound...)
 	forms := ops[0].op.Stmts
 	found := make([][]bool, len(forms))
 	for j, form := range forms {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"time"
 )
 
 // Statement is one statement of a Pipeline: Query with Args. When Rows is
@@ -59,6 +60,20 @@ type Pipeliner interface {
 	// Statement's Rows skip a nil destination in Scan, and may be scanned
 	// again (DB.Combine reads the place of a Many form's row first).
 	Pipeline(ctx context.Context, conn *sql.Conn, stmts []*Statement) error
+}
+
+// ServerBound is a Pipeliner that can make the server end a pipelined
+// transaction's statements at a deadline (PostgreSQL). A pipeline's
+// statements are all sent before any result comes back, so a server that
+// runs them after its client gave up (a lock wait that outlived the
+// client's deadline) commits them all the same: DB.Combine sends Bound
+// first in a batch whose operations have a deadline (Op.Deadline).
+type ServerBound interface {
+	// Bound returns a statement that, sent in a pipeline, makes the
+	// server end each later statement of its transaction that runs longer
+	// than d, failing the transaction. Its setting ends with the
+	// transaction.
+	Bound(d time.Duration) *Statement
 }
 
 // CanPipeline reports whether the engine implements Pipeliner.

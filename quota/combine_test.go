@@ -239,7 +239,10 @@ func TestCombinedChargesOfOneKeyAdmitExactlyTheLimit(t *testing.T) {
 // counter's row lock (PostgreSQL) in an open transaction with the combiner
 // on: a charge whose batch cannot be answered within Policy.Wait (or, with
 // NoWait, the caller's deadline) gives up then, as alone, with the
-// policy's degraded decision, and charges nothing.
+// policy's degraded decision, and charges nothing. On PostgreSQL, which
+// got the batch's statements and its commit in one pipeline, the server
+// ends the batch at that deadline too (racefree.ServerBound): no session
+// is left waiting for the lock, to commit the charge once it is free.
 func TestACombinedChargeGivesUpAtItsWait(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, &racefree.Config{Combine: true}, func(t *testing.T, db *racefree.DB) {
@@ -283,6 +286,13 @@ func TestACombinedChargeGivesUpAtItsWait(t *testing.T) {
 		d, err = bounded("the caller's deadline", cctx, open)
 		if err != nil || !d.Allowed || !d.Degraded {
 			t.Fatalf("fail open on the caller's deadline: %+v, %v; want allowed, Degraded", d, err)
+		}
+		if db.Engine() == racefree.Postgres {
+			var pid int
+			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			waitUnblocked(t, db, pid)
 		}
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
@@ -363,6 +373,30 @@ func waitStats(t *testing.T, db *racefree.DB, what string, ok func(racefree.Comb
 		select {
 		case <-deadline:
 			t.Fatalf("waiting for %s: %+v after 30s", what, db.CombineStats())
+		case <-tick.C:
+		}
+	}
+}
+
+// waitUnblocked polls until no session of PostgreSQL waits for a lock of
+// the backend pid.
+func waitUnblocked(t *testing.T, db *racefree.DB, pid int) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(5 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRowContext(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("%d sessions still wait for the transaction's locks 5s after their callers gave up", n)
 		case <-tick.C:
 		}
 	}
