@@ -243,10 +243,11 @@ func (c *combiner) take(n int) []*pending {
 // of their keys (batch[0] stays the leader's in batch), and sets each
 // one's err to its own outcome. Its error means the batch committed
 // nothing (or, after a failed commit, that nobody knows). The earliest
-// Op.Deadline of batch ends it; on an engine that can bound a pipeline on
-// the server (ServerBound), the server ends it then too, so that a batch
-// whose statements were all sent does not commit after its callers gave
-// up.
+// Op.Deadline of batch ends it: on an engine that can bound a pipeline on
+// the server (ServerBound), the server ends it, and answers so; on the
+// others, the batch's context. A pipeline's statements and its commit are
+// all sent at once, so a client that gave up on it could not stop the
+// server from committing it later (once a lock it waited for is free).
 func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 	ops := make([]*pending, len(batch))
 	copy(ops, batch)
@@ -257,18 +258,20 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 			deadline = d
 		}
 	}
-	if !deadline.IsZero() {
+	p, pipelines := db.engine.(Pipeliner)
+	sb, serverBound := db.engine.(ServerBound)
+	if !deadline.IsZero() && !(pipelines && serverBound) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	if p, ok := db.engine.(Pipeliner); ok {
+	if pipelines {
 		ctx, cancel := context.WithTimeout(ctx, combineTimeout)
 		defer cancel()
 		return db.retry(ctx, func() error {
 			var bound []*Statement
-			if b, ok := p.(ServerBound); ok && !deadline.IsZero() {
-				bound = append(bound, b.Bound(max(time.Until(deadline), time.Millisecond)))
+			if serverBound && !deadline.IsZero() {
+				bound = append(bound, sb.Bound(max(time.Until(deadline), time.Millisecond)))
 			}
 			return db.pipelineBatch(ctx, p, bound, ops)
 		})

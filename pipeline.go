@@ -64,10 +64,11 @@ type Pipeliner interface {
 
 // ServerBound is a Pipeliner that can make the server end a pipelined
 // transaction's statements at a deadline (PostgreSQL). A pipeline's
-// statements are all sent before any result comes back, so a server that
-// runs them after its client gave up (a lock wait that outlived the
-// client's deadline) commits them all the same: DB.Combine sends Bound
-// first in a batch whose operations have a deadline (Op.Deadline).
+// statements and its commit are all sent before any result comes back, so
+// a client that gives up on it (a lock wait that outlived its deadline)
+// cannot stop the server from committing it once the lock is free: a
+// batch of DB.Combine whose operations have a deadline (Op.Deadline)
+// sends Bound after its Begin instead, and waits for the server's answer.
 type ServerBound interface {
 	// Bound returns a statement that, sent in a pipeline, makes the
 	// server end each later statement of its transaction that runs longer
