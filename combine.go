@@ -40,8 +40,10 @@ type Op struct {
 	// gives up at the earliest Deadline of its operations, commits
 	// nothing, and its operations run alone (Combine reports false), so
 	// that an operation bounded in time waits for the database no longer
-	// in a batch than alone. Zero leaves op's batch unbounded by op, as
-	// Combine says.
+	// in a batch than alone. On PostgreSQL the server ends the batch
+	// (ServerBound), which may answer a few milliseconds late but never
+	// commits after its callers were told it failed. Zero leaves op's
+	// batch unbounded by op, as Combine says.
 	Deadline time.Time
 }
 
