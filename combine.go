@@ -36,6 +36,15 @@ type Op struct {
 	// each form once for all of them (one statement over arrays, not one
 	// per operation).
 	Stmts []*Statement
+	// Deadline, when not zero, bounds the batch that holds op: a batch
+	// gives up at the earliest Deadline of its operations, commits
+	// nothing, and its operations run alone (Combine reports false), so
+	// that an operation bounded in time waits for the database no longer
+	// in a batch than alone. On PostgreSQL the server ends the batch
+	// (ServerBound), which may answer a few milliseconds late but never
+	// commits after its callers were told it failed. Zero leaves op's
+	// batch unbounded by op, as Combine says.
+	Deadline time.Time
 }
 
 // many reports whether every statement of op has a Many form.
@@ -119,9 +128,11 @@ type pending struct {
 // runs the batch again first, as InTx does. True with ctx's error when ctx
 // ended while op waited for a batch: op never ran. Once op's batch began,
 // it runs to its end on a context of its own, and Combine returns its
-// outcome. op's statements must therefore be safe to run again: a batch
-// that failed in its commit may have committed, and running op alone
-// repeats it, like a caller's retry after a lost reply.
+// outcome, unless the Deadline of an operation in it (Op.Deadline) ended
+// it first: then it failed as a whole. op's statements must therefore be
+// safe to run again: a batch that failed in its commit may have
+// committed, and running op alone repeats it, like a caller's retry after
+// a lost reply.
 func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
 	if !db.Combining() {
 		return false, nil
@@ -253,15 +264,39 @@ func (c *combiner) take(lead *pending, n int) []*pending {
 // runBatch runs the operations of batch in one transaction, in the order
 // of their keys (batch[0] stays the leader's in batch), and sets each
 // one's err to its own outcome. Its error means the batch committed
-// nothing (or, after a failed commit, that nobody knows).
+// nothing (or, after a failed commit, that nobody knows). The earliest
+// Op.Deadline of batch ends it: on an engine that can bound a pipeline on
+// the server (ServerBound), the server ends it, and answers so; on the
+// others, the batch's context. A pipeline's statements and its commit are
+// all sent at once, so a client that gave up on it could not stop the
+// server from committing it later (once a lock it waited for is free).
 func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 	ops := make([]*pending, len(batch))
 	copy(ops, batch)
 	slices.SortFunc(ops, func(a, b *pending) int { return strings.Compare(a.op.Key, b.op.Key) })
-	if p, ok := db.engine.(Pipeliner); ok {
+	var deadline time.Time
+	for _, p := range ops {
+		if d := p.op.Deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	p, pipelines := db.engine.(Pipeliner)
+	sb, serverBound := db.engine.(ServerBound)
+	if !deadline.IsZero() && !(pipelines && serverBound) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	if pipelines {
 		ctx, cancel := context.WithTimeout(ctx, combineTimeout)
 		defer cancel()
-		return db.retry(ctx, func() error { return db.pipelineBatch(ctx, p, ops) })
+		return db.retry(ctx, func() error {
+			var bound []*Statement
+			if serverBound && !deadline.IsZero() {
+				bound = append(bound, sb.Bound(max(time.Until(deadline), time.Millisecond)))
+			}
+			return db.pipelineBatch(ctx, p, bound, ops)
+		})
 	}
 	// No timeout on SQLite, whose busy timeout bounds every wait: the
 	// driver watches a context that can end with a goroutine per
@@ -321,16 +356,18 @@ func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *St
 }
 
 // pipelineBatch sends ops as one pipelined transaction (Pipeliner): the
-// first operation's Begin, then every operation's statements. A Dest
+// first operation's Begin, then bound (runBatch's server-side bound, if
+// any), then every operation's statements. A Dest
 // statement that finds no row is an outcome of its operation, not an error
 // of the batch.
-func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, ops []*pending) error {
+func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, bound []*Statement, ops []*pending) error {
 	if len(ops) > 1 && ops[0].op.many() {
 		// One operation alone runs its own statements: a statement over
 		// arrays of one element costs more than the statement it stands for.
-		return db.manyBatch(ctx, p, ops)
+		return db.manyBatch(ctx, p, bound, ops)
 	}
-	stmts := append([]*Statement(nil), ops[0].op.Begin...)
+	stmts := append(append([]*Statement(nil), ops[0].op.Begin...), bound...)
+	off := len(stmts)
 	type sent struct {
 		op    *pending
 		st    *Statement
@@ -358,7 +395,6 @@ func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, ops []*pending) er
 	if err := db.pipelineFresh(ctx, p, stmts); err != nil {
 		return err
 	}
-	off := len(ops[0].op.Begin)
 	for i, s := range all {
 		s.st.RowsAffected = stmts[off+i].RowsAffected
 		if !s.found && s.op.err == nil {
@@ -373,9 +409,10 @@ func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, ops []*pending) er
 // over arrays of every operation's arguments in the order of ops (the
 // order of their keys). It hands each returned row to the operation whose
 // place in the arrays leads the row, so that every caller reads its own
-// row whatever order the rows come back in.
-func (db *DB) manyBatch(ctx context.Context, p Pipeliner, ops []*pending) error {
-	stmts := append([]*Statement(nil), ops[0].op.Begin...)
+// row whatever order the rows come back in. bound, sent after Begin, is
+// runBatch's server-side bound (ServerBound), if any.
+func (db *DB) manyBatch(ctx context.Context, p Pipeliner, bound []*Statement, ops []*pending) error {
+	stmts := append(append([]*Statement(nil), ops[0].op.Begin...), bound...)
 	forms := ops[0].op.Stmts
 	found := make([][]bool, len(forms))
 	for j, form := range forms {

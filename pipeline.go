@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"time"
 )
 
 // Statement is one statement of a Pipeline: Query with Args. When Rows is
@@ -59,6 +60,21 @@ type Pipeliner interface {
 	// Statement's Rows skip a nil destination in Scan, and may be scanned
 	// again (DB.Combine reads the place of a Many form's row first).
 	Pipeline(ctx context.Context, conn *sql.Conn, stmts []*Statement) error
+}
+
+// ServerBound is a Pipeliner that can make the server end a pipelined
+// transaction's statements at a deadline (PostgreSQL). A pipeline's
+// statements and its commit are all sent before any result comes back, so
+// a client that gives up on it (a lock wait that outlived its deadline)
+// cannot stop the server from committing it once the lock is free: a
+// batch of DB.Combine whose operations have a deadline (Op.Deadline)
+// sends Bound after its Begin instead, and waits for the server's answer.
+type ServerBound interface {
+	// Bound returns a statement that, sent in a pipeline, makes the
+	// server end each later statement of its transaction that runs longer
+	// than d, failing the transaction. Its setting ends with the
+	// transaction.
+	Bound(d time.Duration) *Statement
 }
 
 // CanPipeline reports whether the engine implements Pipeliner.

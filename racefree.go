@@ -75,10 +75,11 @@ type Config struct {
 	// jitter, up to one second. Defaults to 5ms.
 	TxBackoff time.Duration
 	// Combine gathers the concurrent calls that claim Acquire, Renew and
-	// Release make on the pool (not in a caller's transaction), and inbox
-	// Receive without a processing function, into batches, each one
-	// transaction and one commit (DB.Combine). Defaults to false: each
-	// call commits alone.
+	// Release, dedup Observe, inbox Receive without a processing
+	// function and quota Consume (GCRA and FixedWindow) make on the pool
+	// (not in a caller's transaction) into batches, each one transaction
+	// and one commit (DB.Combine). Defaults to false: each call commits
+	// alone.
 	Combine bool
 	// CombineMax bounds the operations of one batch. Defaults to 64.
 	CombineMax int

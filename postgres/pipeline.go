@@ -5,12 +5,25 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
 )
+
+// Bound returns set_config('statement_timeout', d, true) (racefree.ServerBound):
+// the statements after it in its transaction end, failing it, when they
+// run longer than d, and the setting ends with the transaction, so that
+// nothing of it outlives the transaction in a pooled session. In the
+// simple_protocol mode, where the batch travels as one query, the setting
+// comes too late for that query and bounds nothing.
+func (e *Engine) Bound(d time.Duration) *racefree.Statement {
+	return &racefree.Statement{Query: `SELECT set_config('statement_timeout', $1, true)`,
+		Args: []any{strconv.FormatInt(max(d.Milliseconds(), 1), 10)}}
+}
 
 // Pipeline sends stmts as one pgx batch: the statements, then a single
 // Sync. Without a BEGIN, PostgreSQL runs everything up to a Sync as one

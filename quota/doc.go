@@ -47,8 +47,9 @@
 // consumption-key ledger and Middleware (which charges the tenant of the
 // request's context) never touch another tenant's rows. On PostgreSQL
 // each call runs in a transaction that sets the tenant for row-level
-// security (the caller's *sql.Tx, or a short one of its own; see
-// tenant.Run). Reap visits every tenant, one at a time. Every operation
+// security (the caller's *sql.Tx, a short one of its own, see
+// tenant.Run, or a combined charge's batch, which holds one tenant's
+// charges only). Reap visits every tenant, one at a time. Every operation
 // needs migration 011 (ErrSchemaOutdated before, nothing written), and a
 // tenant other than the default needs 012; the previous release's
 // statements keep working against 011 during a rollout, on the default
@@ -63,6 +64,11 @@
 // Retry-After and a problem+json quota-exceeded body, and the RateLimit
 // headers of draft-ietf-httpapi-ratelimit-headers; Policy.RateLimitPolicy
 // and Policy.RateLimit format those fields for a handler of your own.
+//
+// With racefree.Config.Combine on, Consume on the pool (GCRA and
+// FixedWindow; a SlidingWindow charges alone) shares a transaction and a
+// commit with the tenant's concurrent charges on other keys
+// (racefree.DB.Combine), with the decisions it has alone.
 //
 // Every operation takes an executor: the *racefree.DB, or the caller's
 // *sql.Tx, with which the charge then commits or rolls back (on

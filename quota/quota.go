@@ -274,17 +274,35 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // (SQLite) until then. When the database does not answer within p.Wait, or
 // is unavailable, the decision is p.OnUnavailable's, marked Degraded (on
 // PostgreSQL a timeout also aborts the caller's transaction).
+//
+// With racefree.Config.Combine on, a GCRA or FixedWindow charge on the
+// pool goes in a batch with the concurrent charges of the same tenant on
+// other keys (tenant.CombinedWithin): one transaction and one commit for
+// the batch, and the same decision as alone. On PostgreSQL a batch of two
+// or more charges of one kind runs as one statement over arrays
+// (consume_gcra_many.sql, consume_window_many.sql) that locks the
+// counters in the batch's order and hands each caller the row of its own
+// place; on SQLite a refusal reads its counter after the batch. Each call
+// returns after its batch committed. p.Wait (or, with NoWait, ctx's
+// deadline) bounds the call as it does alone: a call whose context ends
+// while it waits for a batch charges nothing, and a batch that has not
+// committed by the earliest deadline of its charges gives up, commits
+// nothing, and each of its charges runs alone, so that a charge past its
+// deadline gets p.OnUnavailable's degraded decision. A SlidingWindow
+// charge is not combined: it always charges alone.
 func (l *Limiter) Consume(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
 	if err := l.check(key, n, p); err != nil {
 		return Decision{}, err
 	}
 	ctx, cancel := l.bound(ctx, p)
 	defer cancel()
-	var d Decision
-	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) (err error) {
-		d, err = l.consume(ctx, exec, key, n, p)
-		return err
-	})
+	d, combined, err := l.consumeCombined(ctx, exec, key, n, p)
+	if !combined {
+		err = tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) (err error) {
+			d, err = l.consume(ctx, exec, key, n, p)
+			return err
+		})
+	}
 	if err != nil {
 		return degraded(p, fmt.Errorf("quota: consume %s: %w", key, err))
 	}
@@ -330,6 +348,75 @@ func shadow(p Policy, d Decision) Decision {
 	return d
 }
 
+// charge returns the name of the charge statement of a GCRA or
+// FixedWindow policy, and the argument that is the policy's step: the
+// emission interval T, or the window's length, in ms.
+func charge(p Policy) (string, int64) {
+	if p.Kind == FixedWindow {
+		return "consume_window", p.Per.Milliseconds()
+	}
+	return "consume_gcra", p.interval()
+}
+
+// combineKey names key's counter to the combiner (tenant.CombinedWithin):
+// the tenant is its group, so the scope and the key.
+func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope + "\x00" + key }
+
+// consumeCombined charges as consume does, through the combiner
+// (tenant.CombinedWithin: a batch of the tenant's concurrent charges on
+// other keys, one transaction and one commit, bounded by ctx's deadline,
+// the policy's Wait). On PostgreSQL a batch of two or more charges of one
+// kind runs as one statement over arrays (consume_gcra_many,
+// consume_window_many). A refusal that returns no row (SQLite, or a
+// counter inserted after the statement's snapshot) reads the counter in a
+// statement of its own, after the batch. It reports false, having charged
+// nothing, for a SlidingWindow policy, when exec is not the pool, when
+// the combiner is off, and when the batch failed as a whole: the caller
+// then charges alone.
+func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, bool, error) {
+	if p.Kind == SlidingWindow || !l.db.Combining() {
+		return Decision{}, false, nil
+	}
+	name, arg := charge(p)
+	id := tenant.From(ctx)
+	for attempt := 0; ; attempt++ {
+		var (
+			allowed        bool
+			tat, used, now int64
+		)
+		st := &racefree.Statement{Query: l.q.Get(name), Args: []any{id, l.scope, key, n, arg, p.limit(), l.db.ClockArg()},
+			Dest: []any{&allowed, &tat, &used, &now}}
+		if l.db.CanPipeline() {
+			st.Many = l.q.Get(name + "_many")
+		}
+		combined, err := tenant.CombinedWithin(ctx, l.db, exec, l.combineKey(key), st)
+		switch {
+		case !combined:
+			return Decision{}, false, nil
+		case err == nil && allowed:
+			return decide(p, n, now, tat, used, true), true, nil
+		case err == nil:
+			// Refused; the statement read the counter it refused on.
+		case errors.Is(err, racefree.ErrNotFound):
+			// Refused, and the counter is still to be read.
+			var t, u sql.NullInt64
+			err = tenant.QueryRow(ctx, l.db, exec, l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), l.db.ClockArg()}, &now, &t, &u)
+			if err != nil {
+				return Decision{}, true, err
+			}
+			tat, used = t.Int64, u.Int64
+		default:
+			return Decision{}, true, err
+		}
+		if d := decide(p, n, now, tat, used, false); !d.Allowed {
+			return d, true, nil
+		}
+		if attempt == 2 {
+			return Decision{}, true, fmt.Errorf("counter keeps moving: %w", racefree.ErrRetryable)
+		}
+	}
+}
+
 // consume runs the charge statement. On a denial, the counter it refused
 // on says how long to wait: PostgreSQL's statement returns it, SQLite's
 // returns no row and the counter is read in a second statement. When that
@@ -338,10 +425,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 	if p.Kind == SlidingWindow {
 		return l.consumeSliding(ctx, exec, key, n, p)
 	}
-	name, arg := "consume_gcra", p.interval()
-	if p.Kind == FixedWindow {
-		name, arg = "consume_window", p.Per.Milliseconds()
-	}
+	name, arg := charge(p)
 	for attempt := 0; ; attempt++ {
 		var (
 			allowed        bool

@@ -277,6 +277,19 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 // it does on every other executor. Errors are returned after
 // InterpretError.
 func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*racefree.Statement) (bool, error) {
+	return combined(ctx, db, exec, key, time.Time{}, stmts)
+}
+
+// CombinedWithin is Combined for an operation that ctx's deadline bounds
+// (racefree.Op.Deadline): its batch gives up at the earliest deadline of
+// its operations and commits nothing, and then it reports false like any
+// batch that failed as a whole. Without a deadline it is Combined.
+func CombinedWithin(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*racefree.Statement) (bool, error) {
+	deadline, _ := ctx.Deadline()
+	return combined(ctx, db, exec, key, deadline, stmts)
+}
+
+func combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, deadline time.Time, stmts []*racefree.Statement) (bool, error) {
 	if !db.Combining() || !pooled(db, exec) {
 		return false, nil
 	}
@@ -291,7 +304,7 @@ func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key 
 	if db.Engine() == racefree.Postgres && !bypasses(ctx, db, exec) {
 		begin = []*racefree.Statement{{Query: q(db, "set"), Args: []any{id}}}
 	}
-	ran, err := db.Combine(ctx, &racefree.Op{Group: id, Key: key, Begin: begin, Stmts: stmts})
+	ran, err := db.Combine(ctx, &racefree.Op{Group: id, Key: key, Begin: begin, Stmts: stmts, Deadline: deadline})
 	return ran, db.InterpretError(err)
 }
 

@@ -1,0 +1,427 @@
+package quota_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/quota"
+	"github.com/racefree/racefree/tenant"
+)
+
+// expect returns the decision of charging n units at t0 to a fresh key
+// of p that u units were charged to at t0.
+func expect(p quota.Policy, u, n int64) quota.Decision {
+	if p.Kind == quota.FixedWindow {
+		if u+n <= p.Rate {
+			return quota.Decision{Allowed: true, Remaining: p.Rate - u - n, ResetAt: t0.Add(p.Per), ResetAfter: p.Per}
+		}
+		return quota.Decision{Remaining: p.Rate - u, ResetAt: t0.Add(p.Per), ResetAfter: p.Per, RetryAfter: p.Per}
+	}
+	step := p.Per / time.Duration(p.Rate)
+	if u+n <= p.Burst {
+		return quota.Decision{Allowed: true, Remaining: p.Burst - u - n, ResetAt: t0.Add(time.Duration(u+n) * step),
+			ResetAfter: time.Duration(u+n) * step}
+	}
+	return quota.Decision{Remaining: p.Burst - u, ResetAt: t0.Add(time.Duration(u) * step),
+		ResetAfter: time.Duration(u) * step, RetryAfter: time.Duration(u+n-p.Burst) * step}
+}
+
+// TestABatchOfConsumesGivesEachCallerItsOwnDecision sends a batch of
+// charges on distinct keys (racefree.Config.Combine), each key charged a
+// different number of units before, so that some charges are refused and
+// every decision differs: on PostgreSQL one statement over arrays
+// (consume_gcra_many, consume_window_many), on SQLite the statements one
+// by one in one transaction. Each caller gets the decision it would get
+// alone, to the millisecond. On PostgreSQL it runs again as the
+// application role, which row-level security binds, for another tenant:
+// the batch sets the tenant first.
+func TestABatchOfConsumesGivesEachCallerItsOwnDecision(t *testing.T) {
+	t.Parallel()
+	clock, cfg := manual(t0)
+	cfg.Combine, cfg.CombineBatches = true, 1
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		db := testdb.Open(t, d, cfg)
+		batchOfConsumes(t, db, context.Background())
+		if db.Engine() != racefree.Postgres {
+			return
+		}
+		app, err := dsn.Open(context.Background(), testdb.AppDSN(t, db, d), &racefree.Config{Clock: clock, Combine: true, CombineBatches: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer app.Close()
+		acme, err := tenant.With(context.Background(), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		batchOfConsumes(t, app, acme)
+	})
+}
+
+// batchOfConsumes is TestABatchOfConsumesGivesEachCallerItsOwnDecision on
+// db, for the tenant ctx names.
+func batchOfConsumes(t *testing.T, db *racefree.DB, ctx context.Context) {
+	t.Helper()
+	policies := []quota.Policy{
+		{Kind: quota.GCRA, Rate: 10, Per: time.Second, Burst: 10, Wait: time.Minute},
+		{Kind: quota.FixedWindow, Rate: 10, Per: time.Second, Wait: time.Minute},
+	}
+	l := setup(t, db)
+	const keys, n = 11, 3
+	before := func(i int) int64 { return int64(i*7) % keys } // 0 to 10, each once
+	for _, p := range policies {
+		key := func(i int) string { return fmt.Sprintf("%s-%02d", p.Kind, i) }
+		for i := range keys {
+			if u := before(i); u > 0 {
+				if _, err := l.Consume(ctx, db, key(i), u, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got := make([]quota.Decision, keys)
+		calls := make([]func(), keys)
+		for i := range calls {
+			calls[i] = func() {
+				d, err := l.Consume(ctx, db, key(i), n, p)
+				if err != nil {
+					t.Errorf("%s: %v", key(i), err)
+				}
+				got[i] = d
+			}
+		}
+		gated(t, ctx, l, db, calls)
+		refused := 0
+		for i := range keys {
+			want := expect(p, before(i), n)
+			if got[i] != want {
+				t.Errorf("%s, charged %d before: %+v, want %+v", key(i), before(i), got[i], want)
+			}
+			if !want.Allowed {
+				refused++
+			}
+		}
+		if refused == 0 || refused == keys {
+			t.Fatalf("%s: %d of %d refused: the batch must hold both", p.Kind, refused, keys)
+		}
+	}
+}
+
+// TestABatchDecidesOnTheCountersItLocked has a batch of charges wait for
+// the row locks of a caller's transaction that charged two of its keys,
+// then commits that transaction (PostgreSQL: SQLite has one writer and no
+// snapshot older than the write lock). The batch's statement over arrays
+// decides and explains each refusal from the committed counters, not from
+// the older versions of its snapshot: a charge that fitted the snapshot's
+// counter is refused, and a refusal's RetryAfter and Remaining are the
+// committed counter's.
+func TestABatchDecidesOnTheCountersItLocked(t *testing.T) {
+	t.Parallel()
+	_, cfg := manual(t0)
+	cfg.Combine, cfg.CombineBatches = true, 1
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), cfg)
+	l := setup(t, db)
+	ctx := context.Background()
+	for _, p := range []quota.Policy{
+		{Kind: quota.GCRA, Rate: 1, Per: time.Second, Burst: 2, Wait: time.Minute},
+		{Kind: quota.FixedWindow, Rate: 2, Per: time.Second, Wait: time.Minute},
+	} {
+		a, b, c := string(p.Kind)+"-a", string(p.Kind)+"-b", string(p.Kind)+"-c"
+		consume(t, l, db, a, 1, p)
+		consume(t, l, db, b, 1, p)
+		tx, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		consume(t, l, tx, a, 1, p) // full once tx commits
+		consume(t, l, tx, b, 1, p)
+		var pid int
+		if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		var da, db2, dc quota.Decision
+		call := func(d *quota.Decision, key string, n int64) func() {
+			return func() {
+				var err error
+				if *d, err = l.Consume(ctx, db, key, n, p); err != nil {
+					t.Errorf("%s: %v", key, err)
+				}
+			}
+		}
+		wait := together(t, ctx, l, db, call(&da, a, 1), call(&db2, b, 2), call(&dc, c, 1))
+		waitBlocked(t, db, pid)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		wait()
+		// From the committed counters (2 units used): a's 1 unit does not
+		// fit (it fits the snapshot's 1), b's 2 units are refused for as
+		// long as 2 units take to come back, and c is a fresh key.
+		if want := expect(p, 2, 1); da != want {
+			t.Errorf("%s after the lock wait: %+v, want %+v", a, da, want)
+		}
+		if want := expect(p, 2, 2); db2 != want {
+			t.Errorf("%s after the lock wait: %+v, want %+v", b, db2, want)
+		}
+		if want := expect(p, 0, 1); dc != want {
+			t.Errorf("%s: %+v, want %+v", c, dc, want)
+		}
+	}
+}
+
+// TestCombinedChargesOfOneKeyAdmitExactlyTheLimit charges one hot key from
+// 200 goroutines with the combiner on, beside 100 charges of keys of their
+// own, so that batches hold several keys (on PostgreSQL statements over
+// arrays, and several batches at once, each waiting for the hot key's
+// lock): exactly the limit is admitted on the hot key, every other charge
+// is admitted, and every refusal says when to retry.
+func TestCombinedChargesOfOneKeyAdmitExactlyTheLimit(t *testing.T) {
+	t.Parallel()
+	_, cfg := manual(t0)
+	cfg.Combine = true
+	limits := []quota.Policy{
+		{Kind: quota.GCRA, Rate: 1, Per: time.Hour, Burst: 50, Wait: 2 * time.Minute},
+		{Kind: quota.FixedWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
+	}
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		l := setup(t, db)
+		consume(t, l, db, "warm", 1, limits[0]) // registers the tenant
+		for _, p := range limits {
+			var (
+				wg            sync.WaitGroup
+				mu            sync.Mutex
+				allowed, cold int
+			)
+			charge := func(key string) {
+				defer wg.Done()
+				d, err := l.Consume(context.Background(), db, key, 1, p)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					t.Errorf("%s %s: %v", p.Kind, key, err)
+				case d.Allowed && key == "hot":
+					allowed++
+				case d.Allowed:
+					cold++
+				case key != "hot":
+					t.Errorf("%s %s: a fresh key refused: %+v", p.Kind, key, d)
+				case d.RetryAfter <= 0:
+					t.Errorf("%s: denied with RetryAfter %s", p.Kind, d.RetryAfter)
+				}
+			}
+			for i := range 300 {
+				wg.Add(1)
+				if i%3 == 2 {
+					go charge(fmt.Sprintf("cold-%d", i))
+				} else {
+					go charge("hot")
+				}
+			}
+			wg.Wait()
+			if allowed != 50 || cold != 100 {
+				t.Fatalf("%s: %d of 200 charges of the hot key allowed, %d of 100 fresh keys; want 50 and 100", p.Kind, allowed, cold)
+			}
+		}
+		if s := db.CombineStats(); s.MaxBatch < 2 {
+			t.Errorf("no batch held two charges: %+v", s)
+		}
+	})
+}
+
+// TestACombinedChargeGivesUpAtItsWait holds the write lock (SQLite) or the
+// counter's row lock (PostgreSQL) in an open transaction with the combiner
+// on: a charge whose batch cannot be answered within Policy.Wait (or, with
+// NoWait, the caller's deadline) gives up then, as alone, with the
+// policy's degraded decision, and charges nothing. On PostgreSQL, which
+// got the batch's statements and its commit in one pipeline, the server
+// ends the batch at that deadline too (racefree.ServerBound): no session
+// is left waiting for the lock, to commit the charge once it is free.
+func TestACombinedChargeGivesUpAtItsWait(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, &racefree.Config{Combine: true}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := setup(t, db)
+		consume(t, l, db, "k", 1, gcra)
+		tat0, _ := row(t, db, "k", quota.GCRA)
+		tx, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		consume(t, l, tx, "k", 1, gcra) // the lock, until tx ends
+		closed, open := gcra, gcra
+		closed.Wait = 200 * time.Millisecond
+		open.Wait, open.OnUnavailable = quota.NoWait, quota.FailOpen
+		bounded := func(what string, ctx context.Context, p quota.Policy) (quota.Decision, error) {
+			type result struct {
+				d   quota.Decision
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				d, err := l.Consume(ctx, db, "k", 1, p)
+				done <- result{d, err}
+			}()
+			select {
+			case r := <-done:
+				return r.d, r.err
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s: a charge bounded by 200ms still waits after 5s", what)
+			}
+			return quota.Decision{}, nil
+		}
+		d, err := bounded("fail closed", ctx, closed)
+		if !errors.Is(err, racefree.ErrUnavailable) || d.Allowed || !d.Degraded {
+			t.Fatalf("fail closed: %+v, %v; want denied, Degraded, ErrUnavailable", d, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		d, err = bounded("the caller's deadline", cctx, open)
+		if err != nil || !d.Allowed || !d.Degraded {
+			t.Fatalf("fail open on the caller's deadline: %+v, %v; want allowed, Degraded", d, err)
+		}
+		if db.Engine() == racefree.Postgres {
+			var pid int
+			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			waitUnblocked(t, db, pid)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if tat, _ := row(t, db, "k", quota.GCRA); tat != tat0 {
+			t.Errorf("the counter after the charges that gave up: tat %d, want %d as before them", tat, tat0)
+		}
+		if s := db.CombineStats(); s.Failed < 2 {
+			t.Errorf("combiner %+v: want the two batches that gave up", s)
+		}
+	})
+}
+
+// gated runs calls in one batch of db's combiner (together) and waits
+// for them; it fails unless they shared one batch.
+func gated(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB, calls []func()) {
+	t.Helper()
+	before := db.CombineStats()
+	together(t, ctx, l, db, calls...)()
+	// The gate's batch of one, and one batch of the calls.
+	if s := db.CombineStats(); s.Batches != before.Batches+2 || s.Ops != before.Ops+1+int64(len(calls)) {
+		t.Fatalf("combiner %+v after %+v: want the gate's batch of one and one of %d", s, before, len(calls))
+	}
+}
+
+// together starts calls at once so that they share one batch of db's
+// combiner (Config.CombineBatches 1): a gate's charge, held in flight
+// behind the lock of a transaction (a row lock on PostgreSQL, the write
+// lock on SQLite), keeps them queued until all are, then the transaction
+// rolls back and the next batch takes them all. It returns once the
+// gate's batch is done; wait waits for the calls. The gate charges the
+// tenant ctx names.
+func together(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB, calls ...func()) (wait func()) {
+	t.Helper()
+	gate := quota.Policy{Kind: quota.GCRA, Rate: 1, Per: time.Second, Burst: 1000, Wait: time.Minute}
+	tx, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := l.Consume(ctx, tx, "gate", 1, gate); err != nil {
+		t.Fatal(err)
+	}
+	running := db.CombineStats().Running
+	done := make(chan struct{})
+	var gateErr error
+	go func() {
+		defer close(done)
+		_, gateErr = l.Consume(ctx, db, "gate", 1, gate)
+	}()
+	waitStats(t, db, "the gate's batch in flight", func(s racefree.CombineStats) bool { return s.Running == running+1 })
+	var wg sync.WaitGroup
+	for _, call := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			call()
+		}()
+	}
+	waitStats(t, db, fmt.Sprintf("%d calls queued", len(calls)), func(s racefree.CombineStats) bool { return s.Queued == len(calls) })
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if gateErr != nil {
+		t.Fatal(gateErr)
+	}
+	return wg.Wait
+}
+
+// waitStats polls db's combiner figures until ok holds.
+func waitStats(t *testing.T, db *racefree.DB, what string, ok func(racefree.CombineStats) bool) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for !ok(db.CombineStats()) {
+		select {
+		case <-deadline:
+			t.Fatalf("waiting for %s: %+v after 30s", what, db.CombineStats())
+		case <-tick.C:
+		}
+	}
+}
+
+// waitUnblocked polls until no session of PostgreSQL waits for a lock of
+// the backend pid.
+func waitUnblocked(t *testing.T, db *racefree.DB, pid int) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(5 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRowContext(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("%d sessions still wait for the transaction's locks 5s after their callers gave up", n)
+		case <-tick.C:
+		}
+	}
+}
+
+// waitBlocked polls until a session of PostgreSQL waits for a lock of the
+// backend pid.
+func waitBlocked(t *testing.T, db *racefree.DB, pid int) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRowContext(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatal("nothing waited for the transaction's locks after 30s")
+		case <-tick.C:
+		}
+	}
+}
