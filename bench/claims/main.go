@@ -94,8 +94,8 @@ func bench() error {
 	}
 
 	fmt.Printf("Claim Acquire then Release on distinct keys, pairs per second (higher is better) and p99 latency of a pair, %s a cell.\n\n", *cellTime)
-	fmt.Println("| engine | clients | racefree | racefree, combiner | combiner / off | redislock | racefree / redislock (off / combiner) |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Println("| engine | clients | racefree | racefree, combiner | combiner / off | two bare statements | combiner / bare | redislock | racefree / redislock (off / combiner) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, e := range engines {
 		off, err := dsn.Open(ctx, e.DSN, &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16})
 		if err != nil {
@@ -119,11 +119,18 @@ func bench() error {
 			on.Close()
 			return err
 		}
-		run.Alternately(ctx, 16, 500*time.Millisecond, pair(off, "warm-off"), pair(on, "warm-on"))
+		warmBare, err := bare(ctx, off, "warm-bare")
+		if err != nil {
+			off.Close()
+			on.Close()
+			return err
+		}
+		run.Alternately(ctx, 16, 500*time.Millisecond, pair(off, "warm-off"), pair(on, "warm-on"), warmBare)
 		goAPI := panel(e.Name + ", Go API")
 		for _, n := range clients {
 			cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
-			r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell))
+			b, _ := bare(ctx, off, "bare-"+cell)
+			r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell), b)
 			row(e.Name, n, r, redisCells, &goAPI)
 		}
 		panels = append(panels, goAPI)
@@ -159,14 +166,19 @@ func panel(title string) chart.Panel {
 }
 
 // row prints one row of the table, the cell r of n clients (off, then the
-// combiner) beside redislock's cell, and adds it to p.
+// combiner, then, through the Go API, the two bare statements) beside
+// redislock's cell, and adds it to p.
 func row(name string, n int, r []run.Result, redisCells map[int]run.Result, p *chart.Panel) {
 	redisCell, ratio, redisRate := "—", "—", math.NaN()
 	if rl, ok := redisCells[n]; ok {
 		redisCell, redisRate = rl.String(), rl.Rate
 		ratio = fmt.Sprintf("%.2f× / %.2f×", r[0].Rate/rl.Rate, r[1].Rate/rl.Rate)
 	}
-	fmt.Printf("| %s | %d | %s | %s | %.2f× | %s | %s |\n", name, n, r[0], r[1], r[1].Rate/r[0].Rate, redisCell, ratio)
+	bareCell, bareRatio := "—", "—"
+	if len(r) > 2 {
+		bareCell, bareRatio = r[2].String(), fmt.Sprintf("%.2f×", r[1].Rate/r[2].Rate)
+	}
+	fmt.Printf("| %s | %d | %s | %s | %.2f× | %s | %s | %s | %s |\n", name, n, r[0], r[1], r[1].Rate/r[0].Rate, bareCell, bareRatio, redisCell, ratio)
 	p.X = append(p.X, fmt.Sprint(n))
 	for i, v := range []float64{r[0].Rate, r[1].Rate, redisRate} {
 		p.Series[i].Values = append(p.Series[i].Values, v)
