@@ -161,7 +161,7 @@ func bench() error {
 
 // panel starts a chart panel for a group of rows.
 func panel(title string) chart.Panel {
-	p := chart.Panel{Title: title, Series: []chart.Series{{Name: "racefree"}, {Name: "racefree, combiner"}, {Name: "redislock"}}}
+	p := chart.Panel{Title: title, Series: []chart.Series{{Name: "racefree"}, {Name: "racefree, combiner"}, {Name: "redislock"}, {Name: "two bare statements"}}}
 	return p
 }
 
@@ -174,13 +174,13 @@ func row(name string, n int, r []run.Result, redisCells map[int]run.Result, p *c
 		redisCell, redisRate = rl.String(), rl.Rate
 		ratio = fmt.Sprintf("%.2f× / %.2f×", r[0].Rate/rl.Rate, r[1].Rate/rl.Rate)
 	}
-	bareCell, bareRatio := "—", "—"
+	bareCell, bareRatio, bareRate := "—", "—", math.NaN()
 	if len(r) > 2 {
-		bareCell, bareRatio = r[2].String(), fmt.Sprintf("%.2f×", r[1].Rate/r[2].Rate)
+		bareCell, bareRatio, bareRate = r[2].String(), fmt.Sprintf("%.2f×", r[1].Rate/r[2].Rate), r[2].Rate
 	}
 	fmt.Printf("| %s | %d | %s | %s | %.2f× | %s | %s | %s | %s |\n", name, n, r[0], r[1], r[1].Rate/r[0].Rate, bareCell, bareRatio, redisCell, ratio)
 	p.X = append(p.X, fmt.Sprint(n))
-	for i, v := range []float64{r[0].Rate, r[1].Rate, redisRate} {
+	for i, v := range []float64{r[0].Rate, r[1].Rate, redisRate, bareRate} {
 		p.Series[i].Values = append(p.Series[i].Values, v)
 	}
 }
