@@ -305,6 +305,7 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 		// One statement alone commits by itself: no BEGIN and COMMIT.
 		return db.retry(ctx, func() error { return db.runOp(ctx, db.sql, nil, ops[0]) })
 	}
+	defer db.prepareOps(ctx, ops)
 	return db.InTx(ctx, func(tx *sql.Tx) error {
 		for _, st := range ops[0].op.Begin {
 			if _, err := runStatement(ctx, db, tx, tx, st); err != nil {
@@ -318,6 +319,19 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 		}
 		return nil
 	})
+}
+
+// prepareOps prepares on the pool (DB.Prepared) the statements of ops
+// that a batch's transaction ran unprepared, once the transaction no
+// longer holds its connection, so that the next batches run them prepared.
+func (db *DB) prepareOps(ctx context.Context, ops []*pending) {
+	for _, p := range ops {
+		for _, st := range slices.Concat(p.op.Begin, p.op.Stmts) {
+			if db.preparedAlready(st.Query) == nil {
+				db.Prepared(ctx, st.Query)
+			}
+		}
+	}
 }
 
 // runOp runs p's statements on exec (tx, when not nil, is exec) and sets
@@ -342,11 +356,14 @@ func (db *DB) runOp(ctx context.Context, exec Executor, tx *sql.Tx, p *pending) 
 // (true for the others).
 func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *Statement) (bool, error) {
 	var ps *sql.Stmt
-	if p := db.Prepared(ctx, st.Query); p != nil {
-		ps = p
-		if tx != nil {
-			ps = tx.StmtContext(ctx, p)
-		}
+	if tx == nil {
+		ps = db.Prepared(ctx, st.Query)
+	} else if p := db.preparedAlready(st.Query); p != nil {
+		// In a transaction only a preparation the pool already holds:
+		// making one takes a connection of the pool, and the transaction
+		// may hold its last (a pool of one waited for itself for ever).
+		// The batch prepares its statements once it committed.
+		ps = tx.StmtContext(ctx, p)
 	}
 	var rows func(*sql.Rows) error
 	if st.Rows != nil {

@@ -232,6 +232,15 @@ func (db *DB) Prepared(ctx context.Context, query string) *sql.Stmt {
 	return st
 }
 
+// preparedAlready returns query's preparation (Prepared) when the DB
+// holds one, without making one.
+func (db *DB) preparedAlready(query string) *sql.Stmt {
+	if st, ok := db.stmts.Load(query); ok {
+		return st.(*sql.Stmt)
+	}
+	return nil
+}
+
 // QueryRowContext runs query on the pool.
 func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	return db.sql.QueryRowContext(ctx, query, args...)

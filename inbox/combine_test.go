@@ -270,3 +270,42 @@ func TestCombinedDeliveriesOfOneSource(t *testing.T) {
 		}
 	})
 }
+
+// TestACombinedDeliveryOnAPoolOfOneConnection delivers events through the
+// combiner on a pool of one connection, where a batch's transaction holds
+// the only connection: a batch that needed a second one (to prepare a
+// statement for the pool) would wait for itself for ever.
+func TestACombinedDeliveryOnAPoolOfOneConnection(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, &racefree.Config{Combine: true, MaxOpenConns: 1}, func(t *testing.T, db *racefree.DB) {
+		in, err := inbox.New(db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			for i := range 3 {
+				res, err := in.Receive(context.Background(), "src", fmt.Sprint("e", i), nil, nil)
+				if err == nil && res.Seq != int64(i+1) {
+					err = fmt.Errorf("delivery %d numbered %d", i, res.Seq)
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("three deliveries through the combiner did not finish in 30 s on a pool of one connection: the batch waits for a connection its own transaction holds")
+		}
+		if s := db.CombineStats(); s.Batches == 0 {
+			t.Fatal("no delivery went through the combiner")
+		}
+	})
+}
