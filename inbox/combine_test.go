@@ -206,34 +206,7 @@ func TestCombinedDeliveriesOfOneSource(t *testing.T) {
 			wg.Wait()
 			close(done)
 		}()
-		listed := map[string]int64{}
-		after, finished := int64(0), false
-		for !finished {
-			select {
-			case <-done:
-				finished = true // one last pass after every delivery returned
-			default:
-			}
-			for {
-				page, err := b.in.List(ctx, "s", after, 7)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(page) == 0 {
-					break
-				}
-				for _, e := range page {
-					if e.Seq != after+1 {
-						t.Fatalf("after %d the reader got seq %d (%s): a gap, or an event it will never see", after, e.Seq, e.ID)
-					}
-					if s, dup := listed[e.ID]; dup {
-						t.Fatalf("%s listed twice, at seq %d and %d", e.ID, s, e.Seq)
-					}
-					listed[e.ID] = e.Seq
-					after = e.Seq
-				}
-			}
-		}
+		listed := readInOrder(t, b.in, "s", done)
 		close(out)
 		if t.Failed() {
 			return

@@ -116,34 +116,7 @@ func TestSeqCursorNeverSkipsAnEvent(t *testing.T) {
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
 		close(start)
-		seen := map[string]int64{}
-		after, finished := int64(0), false
-		for !finished {
-			select {
-			case <-done:
-				finished = true // one last pass after every writer returned
-			default:
-			}
-			for {
-				evs, err := b.in.List(ctx, "s", after, 7)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(evs) == 0 {
-					break
-				}
-				for _, e := range evs {
-					if e.Seq != after+1 {
-						t.Fatalf("after %d the reader got seq %d (%s): a gap, or an event it will never see", after, e.Seq, e.ID)
-					}
-					if s, dup := seen[e.ID]; dup {
-						t.Fatalf("%s seen twice, at seq %d and %d", e.ID, s, e.Seq)
-					}
-					seen[e.ID] = e.Seq
-					after = e.Seq
-				}
-			}
-		}
+		seen := readInOrder(t, b.in, "s", done)
 		if got, want := len(seen), writers*each; got != want {
 			t.Fatalf("the reader saw %d events, want %d", got, want)
 		}
@@ -308,4 +281,42 @@ func TestDefaultRetentionIsSevenDays(t *testing.T) {
 			t.Fatalf("reap at seven days: %d, %v; want 1", n, err)
 		}
 	})
+}
+
+// readInOrder pages through source's events with List, 7 at a time, until
+// done is closed and one last pass finds nothing new, and fails the test
+// when an arrival number skips one (an event the reader would never see)
+// or an event comes twice. It returns each event's arrival number by ID.
+func readInOrder(t *testing.T, in *inbox.Inbox, source string, done <-chan struct{}) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	seen := map[string]int64{}
+	after, finished := int64(0), false
+	for !finished {
+		select {
+		case <-done:
+			finished = true // one last pass after every writer returned
+		default:
+		}
+		for {
+			evs, err := in.List(ctx, source, after, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) == 0 {
+				break
+			}
+			for _, e := range evs {
+				if e.Seq != after+1 {
+					t.Fatalf("after %d the reader got seq %d (%s): a gap, or an event it will never see", after, e.Seq, e.ID)
+				}
+				if s, dup := seen[e.ID]; dup {
+					t.Fatalf("%s seen twice, at seq %d and %d", e.ID, s, e.Seq)
+				}
+				seen[e.ID] = e.Seq
+				after = e.Seq
+			}
+		}
+	}
+	return seen
 }
