@@ -241,7 +241,7 @@ func TestGuardMakesWritesExclusive(t *testing.T) {
 			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 				t.Fatal(err)
 			}
-			if !blockedBy(t, b.db, pid, done) {
+			if !testdb.BlockedBy(t, b.db, pid, done) {
 				t.Fatalf("takeover completed while the guarded transaction was open: %v", takeover)
 			}
 		}

@@ -93,7 +93,7 @@ func TestADecisionReadsTheClockAfterItsLockWait(t *testing.T) {
 					call()
 				}()
 			}
-			if !blockedBy(t, db, pid, done) {
+			if !testdb.BlockedBy(t, db, pid, done) {
 				t.Fatalf("the %s did not wait for the open renew: %+v, %v", op, got, opErr)
 			}
 			// Whatever the waiting statement read of the clock, it read it

@@ -123,7 +123,7 @@ func together(t *testing.T, db *racefree.DB, claims *claim.Store, calls ...func(
 		defer close(done)
 		_, gateErr = claims.Acquire(ctx, db, "gate", "g", time.Minute)
 	}()
-	if !blockedBy(t, db, pid, done) {
+	if !testdb.BlockedBy(t, db, pid, done) {
 		t.Fatalf("the gate's batch did not wait for the lock: %v", gateErr)
 	}
 	var wg sync.WaitGroup

@@ -15,33 +15,6 @@ import (
 	"github.com/racefree/racefree/internal/testdb"
 )
 
-// blockedBy polls until a backend waits on a lock held by the backend pid
-// (true) or done is closed first (false): it observes the wait state, so
-// the test neither sleeps nor guesses.
-func blockedBy(t *testing.T, db *racefree.DB, pid int, done <-chan struct{}) bool {
-	t.Helper()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		var n int
-		if err := db.QueryRowContext(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return true
-		}
-		select {
-		case <-done:
-			return false
-		case <-deadline:
-			t.Fatal("neither blocked nor done after 30s")
-		case <-tick.C:
-		}
-	}
-}
-
 // TestReapKeepsAClaimReacquiredInAnOpenTransaction is the reaper race of
 // READ COMMITTED: a long-lapsed key re-acquired inside a caller's open
 // transaction must survive a reap that runs meanwhile, and the reaper must
@@ -76,7 +49,7 @@ func TestReapKeepsAClaimReacquiredInAnOpenTransaction(t *testing.T) {
 			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 				t.Fatal(err)
 			}
-			if blockedBy(t, b.db, pid, done) {
+			if testdb.BlockedBy(t, b.db, pid, done) {
 				t.Error("the reaper waited for the caller's transaction instead of skipping its row")
 			}
 		}
@@ -434,7 +407,7 @@ func TestAReapDuringAnAcquireDoesNotRepeatAFence(t *testing.T) {
 					if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 						t.Fatal(err)
 					}
-					if !blockedBy(t, b.db, pid, done) {
+					if !testdb.BlockedBy(t, b.db, pid, done) {
 						t.Fatalf("the acquire did not wait for the open insert: %+v, %v", second, acquireErr)
 					}
 				}

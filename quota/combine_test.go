@@ -155,7 +155,7 @@ func TestABatchDecidesOnTheCountersItLocked(t *testing.T) {
 			}
 		}
 		wait := together(t, ctx, l, db, call(&da, a, 1), call(&db2, b, 2), call(&dc, c, 1))
-		waitBlocked(t, db, pid)
+		testdb.BlockedBy(t, db, pid, nil)
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +292,7 @@ func TestACombinedChargeGivesUpAtItsWait(t *testing.T) {
 			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 				t.Fatal(err)
 			}
-			waitUnblocked(t, db, pid)
+			testdb.Unblocked(t, db, pid, 5*time.Second)
 		}
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
@@ -373,54 +373,6 @@ func waitStats(t *testing.T, db *racefree.DB, what string, ok func(racefree.Comb
 		select {
 		case <-deadline:
 			t.Fatalf("waiting for %s: %+v after 30s", what, db.CombineStats())
-		case <-tick.C:
-		}
-	}
-}
-
-// waitUnblocked polls until no session of PostgreSQL waits for a lock of
-// the backend pid.
-func waitUnblocked(t *testing.T, db *racefree.DB, pid int) {
-	t.Helper()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(5 * time.Second)
-	for {
-		var n int
-		if err := db.QueryRowContext(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			return
-		}
-		select {
-		case <-deadline:
-			t.Fatalf("%d sessions still wait for the transaction's locks 5s after their callers gave up", n)
-		case <-tick.C:
-		}
-	}
-}
-
-// waitBlocked polls until a session of PostgreSQL waits for a lock of the
-// backend pid.
-func waitBlocked(t *testing.T, db *racefree.DB, pid int) {
-	t.Helper()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		var n int
-		if err := db.QueryRowContext(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		select {
-		case <-deadline:
-			t.Fatal("nothing waited for the transaction's locks after 30s")
 		case <-tick.C:
 		}
 	}

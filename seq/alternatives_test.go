@@ -81,7 +81,7 @@ func TestMaxPlusOneHandsOutANumberTwice(t *testing.T) {
 		defer close(done)
 		nb, err = c.Next(ctx, b, "acme", "invoice")
 	}()
-	if !blockedBy(t, db, backendPID(t, a), done) {
+	if !testdb.BlockedBy(t, db, backendPID(t, a), done) {
 		t.Fatalf("b's Next did not wait for a's uncommitted increment: %d, %v", nb, err)
 	}
 	if err := a.Commit(); err != nil {

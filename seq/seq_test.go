@@ -32,32 +32,6 @@ func checkGapless(t *testing.T, got [][2]int64) int64 {
 	return want - 1
 }
 
-// blockedBy polls until a backend waits on a lock held by the PostgreSQL
-// backend pid (true) or done is closed first (false).
-func blockedBy(t *testing.T, db *racefree.DB, pid int, done <-chan struct{}) bool {
-	t.Helper()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		var n int
-		if err := db.QueryRowContext(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return true
-		}
-		select {
-		case <-done:
-			return false
-		case <-deadline:
-			t.Fatal("neither blocked nor done after 30s")
-		case <-tick.C:
-		}
-	}
-}
-
 func backendPID(t *testing.T, tx *sql.Tx) int {
 	t.Helper()
 	var pid int
@@ -208,7 +182,7 @@ func TestRollbackConsumesNothing(t *testing.T) {
 		<-started
 		if db.Engine() == racefree.Postgres {
 			pid := backendPID(t, tx)
-			if !blockedBy(t, db, pid, nil) {
+			if !testdb.BlockedBy(t, db, pid, nil) {
 				t.Fatal("Next did not wait for the open transaction")
 			}
 		}
