@@ -180,7 +180,8 @@ func TestABatchDecidesOnTheCountersItLocked(t *testing.T) {
 // own, so that batches hold several keys (on PostgreSQL statements over
 // arrays, and several batches at once, each waiting for the hot key's
 // lock): exactly the limit is admitted on the hot key, every other charge
-// is admitted, and every refusal says when to retry.
+// is admitted, every refusal says when to retry, and every charge, of each
+// kind (GCRA, fixed and sliding window), ran in a batch.
 func TestCombinedChargesOfOneKeyAdmitExactlyTheLimit(t *testing.T) {
 	t.Parallel()
 	_, cfg := manual(t0)
@@ -188,6 +189,7 @@ func TestCombinedChargesOfOneKeyAdmitExactlyTheLimit(t *testing.T) {
 	limits := []quota.Policy{
 		{Kind: quota.GCRA, Rate: 1, Per: time.Hour, Burst: 50, Wait: 2 * time.Minute},
 		{Kind: quota.FixedWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
+		{Kind: quota.SlidingWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
 	}
 	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
 		l := setup(t, db)
@@ -216,6 +218,7 @@ func TestCombinedChargesOfOneKeyAdmitExactlyTheLimit(t *testing.T) {
 					t.Errorf("%s: denied with RetryAfter %s", p.Kind, d.RetryAfter)
 				}
 			}
+			before := db.CombineStats().Ops
 			for i := range 300 {
 				wg.Add(1)
 				if i%3 == 2 {
@@ -227,6 +230,9 @@ func TestCombinedChargesOfOneKeyAdmitExactlyTheLimit(t *testing.T) {
 			wg.Wait()
 			if allowed != 50 || cold != 100 {
 				t.Fatalf("%s: %d of 200 charges of the hot key allowed, %d of 100 fresh keys; want 50 and 100", p.Kind, allowed, cold)
+			}
+			if ran := db.CombineStats().Ops - before; ran < 300 {
+				t.Errorf("%s: %d of 300 charges ran in a batch of the combiner", p.Kind, ran)
 			}
 		}
 		if s := db.CombineStats(); s.MaxBatch < 2 {

@@ -289,7 +289,8 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // committed by the earliest deadline of its charges gives up, commits
 // nothing, and each of its charges runs alone, so that a charge past its
 // deadline gets p.OnUnavailable's degraded decision. A SlidingWindow
-// charge is not combined: it always charges alone.
+// charge is combined too, as its statement alone in the batch's pipeline
+// on PostgreSQL (it has no form over arrays).
 func (l *Limiter) Consume(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
 	if err := l.check(key, n, p); err != nil {
 		return Decision{}, err
@@ -374,8 +375,11 @@ func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope +
 // the combiner is off, and when the batch failed as a whole: the caller
 // then charges alone.
 func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, bool, error) {
-	if p.Kind == SlidingWindow || !l.db.Combining() {
+	if !l.db.Combining() {
 		return Decision{}, false, nil
+	}
+	if p.Kind == SlidingWindow {
+		return l.consumeSlidingCombined(ctx, exec, key, n, p)
 	}
 	name, arg := charge(p)
 	id := tenant.From(ctx)

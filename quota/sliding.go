@@ -70,6 +70,52 @@ func (l *Limiter) consumeSliding(ctx context.Context, exec racefree.Executor, ke
 	}
 }
 
+// consumeSlidingCombined charges as consumeSliding does, through the
+// combiner (consumeCombined): on SQLite in the batch's transaction, on
+// PostgreSQL as its own statement in the batch's pipeline, which shares
+// the batch's round trip and commit. A refusal that returns no row reads
+// the counter after the batch, in a statement of its own for ctx's
+// tenant.
+func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, bool, error) {
+	if err := l.needSliding(ctx, exec); err != nil {
+		return Decision{}, true, err
+	}
+	id := tenant.From(ctx)
+	for attempt := 0; ; attempt++ {
+		var (
+			allowed              bool
+			tat, used, prev, now int64
+		)
+		st := &racefree.Statement{Query: l.q.Get("consume_sliding"), Args: []any{id, l.scope, key, n, p.Per.Milliseconds(), p.Rate, l.db.ClockArg()},
+			Dest: []any{&allowed, &tat, &used, &prev, &now}}
+		combined, err := tenant.CombinedWithin(ctx, l.db, exec, l.combineKey(key), st)
+		switch {
+		case !combined:
+			return Decision{}, false, nil
+		case err == nil && allowed:
+			return decideSliding(p, n, now, tat, used, prev, true), true, nil
+		case err == nil:
+			// Refused; the statement read the counter it refused on.
+		case errors.Is(err, racefree.ErrNotFound):
+			// Refused, and the counter is still to be read.
+			var t, u, pr sql.NullInt64
+			err = tenant.QueryRow(ctx, l.db, exec, l.q.Get("state_sliding"), []any{id, l.scope, key, l.db.ClockArg()}, &now, &t, &u, &pr)
+			if err != nil {
+				return Decision{}, true, err
+			}
+			tat, used, prev = t.Int64, u.Int64, pr.Int64
+		default:
+			return Decision{}, true, err
+		}
+		if d := decideSliding(p, n, now, tat, used, prev, false); !d.Allowed {
+			return d, true, nil
+		}
+		if attempt == 2 {
+			return Decision{}, true, fmt.Errorf("counter keeps moving: %w", racefree.ErrRetryable)
+		}
+	}
+}
+
 // stateSliding reads key's sliding-window counter and the clock. A missing
 // row reads as nothing counted.
 func (l *Limiter) stateSliding(ctx context.Context, exec racefree.Executor, key string) (now, tat, used, prev int64, err error) {
