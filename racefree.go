@@ -76,7 +76,7 @@ type Config struct {
 	TxBackoff time.Duration
 	// Combine gathers the concurrent calls that claim Acquire, Renew and
 	// Release, dedup Observe, inbox Receive without a processing
-	// function and quota Consume (GCRA and FixedWindow) make on the pool
+	// function and quota Consume make on the pool
 	// (not in a caller's transaction) into batches, each one transaction
 	// and one commit (DB.Combine). Defaults to false: each call commits
 	// alone.

@@ -65,10 +65,9 @@
 // headers of draft-ietf-httpapi-ratelimit-headers; Policy.RateLimitPolicy
 // and Policy.RateLimit format those fields for a handler of your own.
 //
-// With racefree.Config.Combine on, Consume on the pool (GCRA and
-// FixedWindow; a SlidingWindow charges alone) shares a transaction and a
-// commit with the tenant's concurrent charges on other keys
-// (racefree.DB.Combine), with the decisions it has alone.
+// With racefree.Config.Combine on, Consume on the pool shares a
+// transaction and a commit with the tenant's concurrent charges on other
+// keys (racefree.DB.Combine), with the decisions it has alone.
 //
 // Every operation takes an executor: the *racefree.DB, or the caller's
 // *sql.Tx, with which the charge then commits or rolls back (on
