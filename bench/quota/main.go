@@ -2,13 +2,14 @@
 // (racefree.Config.Combine), beside the bare statement it runs and beside
 // github.com/go-redis/redis_rate on a local Redis, on SQLite and
 // PostgreSQL, at 1 and 16 clients, on distinct keys and on one hot key, and
-// prints a Markdown table of the figures and their ratios. The racefree
+// prints a Markdown table of the figures and their ratios, and draws them
+// as a PNG chart (-chart, quota.png). The racefree
 // sides of a cell run alternately, slice by slice, so that a shared
 // machine's load falls on all alike; read the ratios, not the absolute
 // figures.
 //
 //	go run ./quota            # 3 s a cell
-//	go run ./quota -short     # 200 ms a cell, for CI: checks that it runs
+//	go run ./quota -short -chart ''   # 200 ms a cell, no chart: checks that it runs
 //
 // PostgreSQL comes from TEST_DATABASE_URL (a schema of its own, dropped at
 // the end), Redis from -redis (127.0.0.1:6379); a missing one is left out
@@ -21,12 +22,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/bench/internal/chart"
 	"github.com/racefree/racefree/bench/internal/run"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/quota"
@@ -39,6 +42,7 @@ var (
 	cellTime  = flag.Duration("time", 3*time.Second, "how long each cell runs")
 	redisAddr = flag.String("redis", "127.0.0.1:6379", "Redis address for redis_rate")
 	denyOnly  = flag.Bool("deny", false, "measure only the denial path (PostgreSQL)")
+	chartPath = flag.String("chart", "quota.png", "write the admitted charges as a PNG chart to this file (empty: none)")
 )
 
 // The policy every cell charges: 1000 a second with a burst large enough
@@ -91,7 +95,10 @@ func bench() error {
 	fmt.Println()
 	fmt.Println("| engine | clients | keys | racefree | racefree NoWait | racefree, combiner | combiner / off | bare statement | racefree / bare (default / NoWait) | redis_rate | racefree / redis_rate (default / NoWait / combiner) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
-	var redisRate = map[string]float64{}
+	var (
+		redisRate = map[string]float64{}
+		allPanels []chart.Panel
+	)
 	for _, engine := range []string{racefree.SQLite, racefree.Postgres} {
 		db := dbs[engine]
 		if db == nil || *denyOnly {
@@ -129,6 +136,15 @@ func bench() error {
 		// statement; on PostgreSQL both send its text.
 		bareStmt := db.Prepared(ctx, string(bare))
 		interval := (policy.Per.Milliseconds() + policy.Rate - 1) / policy.Rate
+		panels := map[bool]*chart.Panel{}
+		for _, hot := range []bool{false, true} {
+			title := engine + ", distinct keys"
+			if hot {
+				title = engine + ", one hot key"
+			}
+			panels[hot] = &chart.Panel{Title: title, Series: []chart.Series{{Name: "racefree"}, {Name: "racefree NoWait"},
+				{Name: "racefree, combiner"}, {Name: "bare statement"}, {Name: "redis_rate"}}}
+		}
 		for _, clients := range []int{1, 16} {
 			for _, hot := range []bool{false, true} {
 				cellRun := fmt.Sprintf("%s-%d-%t-%d", engine, clients, hot, time.Now().UnixNano())
@@ -171,7 +187,7 @@ func bench() error {
 				if hot {
 					keys = "one hot key"
 				}
-				redisCell, ratio := "—", "—"
+				redisCell, ratio, rr := "—", "—", math.NaN()
 				if limiter != nil {
 					cell := fmt.Sprintf("%d-%t", clients, hot)
 					if _, done := redisRate[cell]; !done {
@@ -185,13 +201,19 @@ func bench() error {
 							return err
 						}).Rate
 					}
-					redisCell = fmt.Sprintf("%.0f", redisRate[cell])
+					redisCell, rr = fmt.Sprintf("%.0f", redisRate[cell]), redisRate[cell]
 					ratio = fmt.Sprintf("%.2f× / %.2f× / %.2f×", lib/redisRate[cell], libNoWait/redisRate[cell], libOn/redisRate[cell])
 				}
 				fmt.Printf("| %s | %d | %s | %.0f | %.0f | %.0f | %.2f× | %.0f | %.2f / %.2f | %s | %s |\n", engine, clients, keys, lib, libNoWait, libOn, libOn/lib,
 					bareOps, lib/bareOps, libNoWait/bareOps, redisCell, ratio)
+				p := panels[hot]
+				p.X = append(p.X, fmt.Sprint(clients))
+				for i, v := range []float64{lib, libNoWait, libOn, bareOps, rr} {
+					p.Series[i].Values = append(p.Series[i].Values, v)
+				}
 			}
 		}
+		allPanels = append(allPanels, *panels[false], *panels[true])
 		if s := on.CombineStats(); s.Batches > 0 {
 			notes = append(notes, fmt.Sprintf("%s combiner: %d batches of %.1f charges on average (largest %d), mean queue wait %s, %d failed batches.",
 				engine, s.Batches, float64(s.Ops)/float64(s.Batches), s.MaxBatch, (s.QueueWait/time.Duration(max(s.Ops, 1))).Round(time.Microsecond), s.Failed))
@@ -236,6 +258,12 @@ func bench() error {
 		fmt.Printf("| %s | %.0f | %.0f | %.2f |\n", engine, denials[0].Rate, denials[1].Rate, denials[0].Rate/denials[1].Rate)
 	}
 	run.PrintNotes(notes)
+	if *chartPath != "" && len(allPanels) > 0 {
+		if err := chart.Write(*chartPath, "quota.Consume, admitted charges per second", "charges/s", allPanels, 2); err != nil {
+			return err
+		}
+		fmt.Printf("\nChart: %s\n", *chartPath)
+	}
 	return nil
 }
 
