@@ -22,8 +22,9 @@ import (
 // source are counted apart (one with no payload, which stays none), a
 // redelivery of a committed event is a duplicate, and a second delivery
 // of an event queued in the same batch's wait runs in a batch of its own
-// after it, as its duplicate. No batch fails, so every caller's outcome
-// is the batch's, not one it got alone.
+// after it, as its duplicate; the duplicate in the batch moves no counter,
+// so the next event is numbered on without a gap. No batch fails, so every
+// caller's outcome is the batch's, not one it got alone.
 // On PostgreSQL the batch of six runs as one statement over arrays per
 // form (receive_many, number_many); on SQLite as its statements one after
 // the other.
@@ -136,6 +137,11 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 			if !equal(got, want) {
 				t.Errorf("List(%s): %q, want %q", source, got, want)
 			}
+		}
+		// The batch's duplicate (d0 again) moved no counter: the next event
+		// of s is number 6, with no gap after the batch's five.
+		if res := receive("s", "e4", "s/e4"); res.Duplicate || res.Seq != 6 {
+			t.Errorf("s/e4 after the batch: %+v, want new with seq 6 (a gap: the batch advanced the counter by a duplicate)", res)
 		}
 	})
 }
