@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
@@ -51,15 +49,6 @@ func TestCombinerBatches(t *testing.T) {
 				return nil
 			})
 		}
-		waitFor := func(what string, ok func(racefree.CombineStats) bool) {
-			t.Helper()
-			for deadline := time.Now().Add(10 * time.Second); !ok(db.CombineStats()); {
-				if time.Now().After(deadline) {
-					t.Fatalf("waiting for %s: %+v", what, db.CombineStats())
-				}
-				runtime.Gosched()
-			}
-		}
 		// hold puts a batch in flight and holds it there with a row lock:
 		// with CombineBatches 1, the next operations queue behind it.
 		// release lets it commit and waits for it.
@@ -74,7 +63,7 @@ func TestCombinerBatches(t *testing.T) {
 			}
 			held := make(chan error, 1)
 			go func() { held <- run(ctx, op("g", "z", `UPDATE combine_t SET v = v + 1 WHERE k = 'z'`)) }()
-			waitFor("the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+			testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
 			return func() {
 				t.Helper()
 				if err := lock.Commit(); err != nil {
@@ -94,7 +83,7 @@ func TestCombinerBatches(t *testing.T) {
 			done := make(chan int, len(ops))
 			for i, o := range ops {
 				go func() { errs[i] = run(ctx, o); done <- i }()
-				waitFor("the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+				testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
 			}
 			release()
 			for range ops {
@@ -177,7 +166,7 @@ func TestCombinerBatches(t *testing.T) {
 			}
 			gave <- err
 		}()
-		waitFor("the queue", func(s racefree.CombineStats) bool { return s.Queued == 1 })
+		testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == 1 })
 		cancel()
 		if err := <-gave; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled op: got %v, want context.Canceled", err)

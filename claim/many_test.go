@@ -134,16 +134,7 @@ func together(t *testing.T, db *racefree.DB, claims *claim.Store, calls ...func(
 			call()
 		}()
 	}
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for db.CombineStats().Queued < len(calls) {
-		select {
-		case <-deadline:
-			t.Fatalf("%d calls queued after 30s, want %d", db.CombineStats().Queued, len(calls))
-		case <-tick.C:
-		}
-	}
+	testdb.WaitCombiner(t, db, fmt.Sprintf("%d calls queued", len(calls)), func(s racefree.CombineStats) bool { return s.Queued >= len(calls) })
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}

@@ -30,17 +30,6 @@ func combined(t *testing.T, body func(t *testing.T, log *dedup.Log, clock *racef
 	})
 }
 
-// waitFor waits until ok holds of db's combiner.
-func waitFor(t *testing.T, db *racefree.DB, what string, ok func(racefree.CombineStats) bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !ok(db.CombineStats()); {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %+v", what, db.CombineStats())
-		}
-		runtime.Gosched()
-	}
-}
-
 // behind runs calls behind a batch that a claim's row lock holds in
 // flight: each call starts once the previous one queued, so the queue
 // holds them in the order given, and all are queued when the held batch
@@ -70,7 +59,7 @@ func behind(t *testing.T, db *racefree.DB, calls ...func()) (before racefree.Com
 		_, err := claims.Acquire(ctx, db, "gate", "g", time.Hour)
 		held <- err
 	}()
-	waitFor(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+	testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
 	var wg sync.WaitGroup
 	for i, call := range calls {
 		wg.Add(1)
@@ -78,7 +67,7 @@ func behind(t *testing.T, db *racefree.DB, calls ...func()) (before racefree.Com
 			defer wg.Done()
 			call()
 		}()
-		waitFor(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+		testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
 	}
 	if err := lock.Rollback(); err != nil {
 		t.Fatal(err)

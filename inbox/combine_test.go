@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -56,15 +55,6 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 				t.Fatalf("%s/%s: %+v, want new with seq 1", d[0], d[1], res)
 			}
 		}
-		waitFor := func(what string, ok func(racefree.CombineStats) bool) {
-			t.Helper()
-			for deadline := time.Now().Add(30 * time.Second); !ok(db.CombineStats()); {
-				if time.Now().After(deadline) {
-					t.Fatalf("waiting for %s: %+v", what, db.CombineStats())
-				}
-				runtime.Gosched()
-			}
-		}
 
 		// The gate: a delivery whose batch waits for a transaction that
 		// holds the gate source's counter row (and, on SQLite, the write
@@ -80,7 +70,7 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 		before := db.CombineStats()
 		gate := make(chan inbox.Result, 1)
 		go func() { gate <- receive("gate", "g1", "gate/g1") }()
-		waitFor("the gate's batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+		testdb.WaitCombiner(t, db, "the gate's batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
 
 		// The second delivery of e1 comes with another body, as from a
 		// sender that stamps each attempt: it is the same event.
@@ -96,7 +86,7 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 				defer wg.Done()
 				results[i] = receive(d[0], d[1], d[2])
 			}()
-			waitFor("the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+			testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
 		}
 		if err := lock.Rollback(); err != nil {
 			t.Fatal(err)

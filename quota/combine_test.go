@@ -349,7 +349,7 @@ func together(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.
 		defer close(done)
 		_, gateErr = l.Consume(ctx, db, "gate", 1, gate)
 	}()
-	waitStats(t, db, "the gate's batch in flight", func(s racefree.CombineStats) bool { return s.Running == running+1 })
+	testdb.WaitCombiner(t, db, "the gate's batch in flight", func(s racefree.CombineStats) bool { return s.Running == running+1 })
 	var wg sync.WaitGroup
 	for _, call := range calls {
 		wg.Add(1)
@@ -358,7 +358,7 @@ func together(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.
 			call()
 		}()
 	}
-	waitStats(t, db, fmt.Sprintf("%d calls queued", len(calls)), func(s racefree.CombineStats) bool { return s.Queued == len(calls) })
+	testdb.WaitCombiner(t, db, fmt.Sprintf("%d calls queued", len(calls)), func(s racefree.CombineStats) bool { return s.Queued == len(calls) })
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
@@ -367,19 +367,4 @@ func together(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.
 		t.Fatal(gateErr)
 	}
 	return wg.Wait
-}
-
-// waitStats polls db's combiner figures until ok holds.
-func waitStats(t *testing.T, db *racefree.DB, what string, ok func(racefree.CombineStats) bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for !ok(db.CombineStats()) {
-		select {
-		case <-deadline:
-			t.Fatalf("waiting for %s: %+v after 30s", what, db.CombineStats())
-		case <-tick.C:
-		}
-	}
 }
