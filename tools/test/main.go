@@ -1,0 +1,135 @@
+// Command test runs racefree's tests and says, before and after, which
+// engines they ran on: SQLite always, PostgreSQL only when one answers.
+//
+//	go run ./tools/test                 # go test ./...
+//	go run ./tools/test -race ./claim   # flags and packages go to go test
+//
+// The PostgreSQL half of every test connects to TEST_DATABASE_URL. When it
+// is unset, this command tries postgres://postgres@127.0.0.1:5432/postgres
+// (a local server with trust authentication, as on a developer's machine
+// or in CI) and uses it when it answers; otherwise the PostgreSQL half is
+// skipped, and the command says so at the start and at the end, where a
+// plain `go test ./...` would say it only under -v.
+// RACEFREE_REQUIRE_POSTGRES=1 (set by CI) makes an unreachable PostgreSQL
+// an error instead: exit 1 before any test runs.
+//
+// Its own lines go to standard error, so that `-json` output on standard
+// output stays a clean stream. The exit code is go test's.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const localURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	dbURL, fromEnv := os.Getenv("TEST_DATABASE_URL"), true
+	if dbURL == "" {
+		dbURL, fromEnv = localURL, false
+	}
+	engines := "SQLite and PostgreSQL (" + redact(dbURL) + ")"
+	if err := reachable(dbURL); err != nil {
+		why := fmt.Sprintf("PostgreSQL at %s does not answer (%s)", redact(dbURL), strings.Join(strings.Fields(err.Error()), " "))
+		if os.Getenv("RACEFREE_REQUIRE_POSTGRES") == "1" {
+			fmt.Fprintf(os.Stderr, "test: %s, and RACEFREE_REQUIRE_POSTGRES=1 requires it\n", why)
+			return 1
+		}
+		if !fromEnv {
+			why = "no TEST_DATABASE_URL, and " + why
+		}
+		engines = "SQLite only: the PostgreSQL half is SKIPPED; " + why + ". Set TEST_DATABASE_URL to run it"
+		dbURL = ""
+	}
+	fmt.Fprintf(os.Stderr, "test: engines: %s\n", engines)
+
+	if len(args) == 0 || !hasPackage(args) {
+		args = append(args, "./...")
+	}
+	cmd := exec.Command("go", append([]string{"test"}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "TEST_DATABASE_URL="+dbURL)
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "test: %v\n", err)
+		return 1
+	}
+	verdict := "passed"
+	if code != 0 {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(os.Stderr, "test: %s; engines: %s\n", verdict, engines)
+	return code
+}
+
+// reachable reports whether a PostgreSQL session opens at u and answers.
+func reachable(u string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.Ping(ctx)
+}
+
+// hasPackage reports whether args name a package (an argument that is not
+// a flag and not a flag's value). Only the common forms are recognised:
+// a package starts with "." or contains no "=" and follows a flag that
+// takes no value.
+func hasPackage(args []string) bool {
+	for i, a := range args {
+		if a == "" || a[0] == '-' {
+			continue
+		}
+		if i > 0 && takesValue(args[i-1]) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// takesValue reports whether flag, written without "=", consumes the next
+// argument as its value.
+func takesValue(flag string) bool {
+	switch flag {
+	case "-run", "-skip", "-timeout", "-count", "-p", "-parallel", "-bench", "-benchtime",
+		"-coverprofile", "-cpuprofile", "-memprofile", "-o", "-tags", "-exec", "-cpu",
+		"-blockprofile", "-mutexprofile", "-outputdir", "-shuffle", "-fuzz", "-fuzztime",
+		"--run", "--timeout", "--count", "--tags":
+		return true
+	}
+	return false
+}
+
+// redact drops a password from u for printing.
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	if _, ok := p.User.Password(); ok {
+		p.User = url.UserPassword(p.User.Username(), "xxxxx")
+	}
+	return p.String()
+}
