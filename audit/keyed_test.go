@@ -194,6 +194,16 @@ func TestAppendKeyedRetryGetsTheSameEntry(t *testing.T) {
 		}
 		length("s", 3)
 
+		// A key is the tenant's: another tenant's same key is its own request.
+		acme, err := tenant.With(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, replayed, err := l.AppendKeyed(acme, db, keys, "s", e, "k1"); err != nil || replayed || r.Seq != 1 || r.Tenant != "acme" {
+			t.Fatalf("another tenant's AppendKeyed with k1: %+v, replayed %v, %v; want its own entry 1", r, replayed, err)
+		}
+		length("s", 3)
+
 		// Bad input changes nothing.
 		if _, _, err := l.AppendKeyed(ctx, db, keys, "s", e, ""); !errors.Is(err, racefree.ErrInvalidInput) {
 			t.Errorf("empty key: %v; want an InputError", err)

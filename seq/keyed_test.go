@@ -168,6 +168,16 @@ func TestKeyedRetryGetsTheSameNumbers(t *testing.T) {
 		}
 		current("acme", "invoice", 7)
 
+		// A key is the tenant's: another tenant's same key is its own request.
+		acme, err := tenant.With(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first, replayed, err := c.NextKeyed(acme, db, keys, "acme", "invoice", 3, "k1"); err != nil || first != 1 || replayed {
+			t.Fatalf("another tenant's NextKeyed with k1 = %d, replayed %v, %v; want its own 1, not replayed", first, replayed, err)
+		}
+		current("acme", "invoice", 7)
+
 		// Bad input changes nothing.
 		for _, bad := range []struct {
 			scope string
@@ -182,5 +192,34 @@ func TestKeyedRetryGetsTheSameNumbers(t *testing.T) {
 			t.Errorf("NextKeyed without keys: %v; want an InputError", err)
 		}
 		current("acme", "invoice", 7)
+	})
+}
+
+// TestKeyedRetryAfterRetention: a key is kept for the idempotency store's
+// Retention; once keys.Reap deleted it, a retry with the same key hands
+// out new numbers, as NextKeyed's comment says.
+func TestKeyedRetryAfterRetention(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		c, keys := seq.New(db), idempotency.New(db, &idempotency.Options{Retention: time.Hour})
+		if first, _, err := c.NextKeyed(ctx, db, keys, "acme", "invoice", 1, "k1"); err != nil || first != 1 {
+			t.Fatalf("NextKeyed = %d, %v; want 1", first, err)
+		}
+		clock.Advance(59 * time.Minute)
+		if _, err := keys.Reap(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		if first, replayed, err := c.NextKeyed(ctx, db, keys, "acme", "invoice", 1, "k1"); err != nil || first != 1 || !replayed {
+			t.Fatalf("within the retention: %d, replayed %v, %v; want 1, replayed", first, replayed, err)
+		}
+		clock.Advance(2 * time.Hour)
+		if _, err := keys.Reap(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		if first, replayed, err := c.NextKeyed(ctx, db, keys, "acme", "invoice", 1, "k1"); err != nil || first != 2 || replayed {
+			t.Fatalf("after the retention and a reap: %d, replayed %v, %v; want a new number 2", first, replayed, err)
+		}
 	})
 }
