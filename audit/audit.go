@@ -121,6 +121,11 @@ func (e *Entry) validate() error {
 // append to the scope committed since it began: roll back and run it
 // again.
 //
+// On PostgreSQL, an error matching racefree.ErrUnavailable from Append's
+// own transaction may come after its commit (the reply was lost): the
+// entry may be committed, and calling Append again appends it a second
+// time. Use AppendKeyed where that matters.
+//
 // When the scope's key epoch is not the keyring's current mac key, Append
 // first appends an ActionKeyRotated entry under the old key, then e under
 // the new one. It fails with ErrUnknownKey when the keyring lacks the

@@ -34,6 +34,20 @@
 // lock as the number: a counter row that holds only a number would need a
 // second row, and a second lock, for the chain.
 //
+// # A lost reply
+//
+// When the connection to PostgreSQL breaks after COMMIT was sent and
+// before its reply arrived, the commit may have happened and nobody can
+// tell. Append on the pool, which commits by itself, then returns an
+// error matching racefree.ErrUnavailable with its entry committed, and
+// Append called again appends the same entry a second time under the next
+// number. racefree never appends it again by itself. In the caller's
+// transaction the entry commits or not with the caller's writes, and
+// re-reading those settles it. Log.AppendKeyed settles it wherever
+// nothing else does: it records a request key with the entry in the same
+// transaction (an idempotency record), and the retry with the same key
+// gets the stored record back and appends nothing.
+//
 // # Keys
 //
 // A Keyring holds mac keys by id (the last listed is current) and Ed25519

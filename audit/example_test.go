@@ -10,6 +10,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/audit"
+	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/sqlite"
 )
 
@@ -50,4 +51,35 @@ func Example() {
 	// entry 1
 	// entry 2
 	// rows=2 intact=true anchored=true
+}
+
+func ExampleLog_AppendKeyed() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "audit-example")
+	defer os.RemoveAll(dir)
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), &racefree.Config{Schema: racefree.SchemaMigrate})
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	var ring bytes.Buffer
+	_ = audit.Keygen(&ring, "mac-2026", "sign-2026")
+	keyring, _ := audit.ParseKeyring(ring.String())
+	trail, _ := audit.New(db, keyring)
+	keys := idempotency.New(db, nil)
+
+	// The request's own key travels with every retry: the retry gets the
+	// entry the first attempt committed, even when its reply was lost,
+	// and the chain holds the entry once.
+	paid := audit.Entry{Actor: "alice", Action: "invoice.paid", Subject: "invoice/7"}
+	for range 2 {
+		r, replayed, err := trail.AppendKeyed(ctx, db, keys, "billing", paid, "payment-42")
+		fmt.Println("entry", r.Seq, "replayed", replayed, err)
+	}
+	n, _ := trail.Length(ctx, "billing")
+	fmt.Println("entries", n)
+	// Output:
+	// entry 1 replayed false <nil>
+	// entry 1 replayed true <nil>
+	// entries 1
 }

@@ -26,6 +26,22 @@
 // with the row that carries it, and keep that transaction short: the next
 // caller of the same counter waits for it.
 //
+// # A lost reply
+//
+// "No gap" is what the database committed. What a caller learns can have
+// one: when the connection to PostgreSQL breaks after COMMIT was sent and
+// before its reply arrived, the commit may have happened and nobody can
+// tell. NextN on the pool, which commits by itself, then returns an error
+// matching racefree.ErrUnavailable with its numbers committed and handed
+// to nobody; NextN called again hands out the next ones. racefree never
+// runs the increment again by itself (an unknown outcome is not a
+// failure). In the caller's transaction the numbers commit or not with the
+// row that carries them, and re-reading that row settles it. NextKeyed
+// settles it wherever nothing else records the numbers: it records a
+// request key with them in the same transaction (an idempotency record),
+// and the retry with the same key gets the same numbers back and consumes
+// none.
+//
 // # Isolation
 //
 // At PostgreSQL's READ COMMITTED (racefree's default) a caller that waited

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/seq"
 	"github.com/racefree/racefree/sqlite"
 	"github.com/racefree/racefree/tenant"
@@ -57,4 +58,28 @@ func Example() {
 	// 2 <nil>
 	// 1 <nil>
 	// 3 <nil>
+}
+
+func ExampleCounters_NextKeyed() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir, _ := os.MkdirTemp("", "seq-example")
+	defer os.RemoveAll(dir)
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), &racefree.Config{Schema: racefree.SchemaMigrate})
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	numbers, keys := seq.New(db), idempotency.New(db, nil)
+
+	// The request's own key (an order id, a message id) travels with every
+	// retry: the retry gets the numbers the first attempt committed, even
+	// when that attempt's reply was lost.
+	fmt.Println(numbers.NextKeyed(ctx, db, keys, "2026", "invoice", 1, "order-7"))
+	fmt.Println(numbers.NextKeyed(ctx, db, keys, "2026", "invoice", 1, "order-7")) // a retry
+	fmt.Println(numbers.NextKeyed(ctx, db, keys, "2026", "invoice", 1, "order-8"))
+	// Output:
+	// 1 false <nil>
+	// 1 true <nil>
+	// 2 false <nil>
 }

@@ -68,6 +68,11 @@ func (c *Counters) Next(ctx context.Context, exec racefree.Executor, scope, name
 // round trip with the setting of its tenant (tenant.QueryRow). A caller's transaction
 // set to another tenant (tenant.InTx) is a *tenant.MismatchError.
 //
+// On the pool of PostgreSQL, an error matching racefree.ErrUnavailable
+// may come after the commit (its reply was lost): the numbers may be
+// committed and then belong to nobody, and calling NextN again hands out
+// the next ones. Use NextKeyed where that gap matters.
+//
 // On PostgreSQL at REPEATABLE READ or SERIALIZABLE, an increment of the
 // same counter committed after the transaction's snapshot makes NextN fail
 // with an error matching racefree.ErrRetryable (SQLSTATE 40001): roll the

@@ -50,10 +50,16 @@ func auditCmd() *cobra.Command {
 		Short: "Verify the audit chains (exit 0 intact, 1 broken, 2 error)",
 		Long: `verify streams each scope's chain of one tenant (--tenant; every scope, or
 those given with --scope) and prints one line per scope: intact, or the
-first break and its kind. Checkpoints exported by "racefree audit
-checkpoint" (--checkpoint FILE) also reveal a cut tail or a restored older
-copy, which a bare chain cannot; those of other tenants in the file are
-left out (a checkpoint without a tenant is the default tenant's).
+first break and its kind. It verifies against the checkpoints stored in
+the database (those "racefree audit checkpoint", prune and the server
+signed), as the server's verify does: they reveal a cut tail or a restored
+older copy, which a bare chain cannot, as long as they were left alone.
+A scope with none is reported intact with "no stored checkpoints: a chain
+cut short cannot be detected". With --checkpoint FILE it verifies against
+the checkpoints exported to FILE instead, the stronger check for a
+database that may have been tampered with as a whole; those of other
+tenants in the file are left out (a checkpoint without a tenant is the
+default tenant's).
 On a terminal it shows progress on stderr; piped, it prints only the result.
 With --server URL (or RACEFREE_SERVER) it asks a running server instead,
 for the tenant of the key in RACEFREE_KEY, to verify each --scope against
@@ -74,7 +80,7 @@ Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
 	verify.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{exitAuditFailed, err} })
 	vf := verify.Flags()
 	vf.StringArrayVar(&scopes, "scope", nil, "scope to verify (repeat; default: every scope)")
-	vf.StringVar(&checkpoint, "checkpoint", "", "file of exported checkpoints (JSON lines) to verify against")
+	vf.StringVar(&checkpoint, "checkpoint", "", "file of exported checkpoints (JSON lines) to verify against (default: the checkpoints stored in the database)")
 	vf.StringVar(&format, "format", "text", "output: text or json (one JSON object per scope and line)")
 	vf.IntVar(&parallel, "parallel", 4, "scopes verified at once")
 	vf.StringVar(&verifyFor, "tenant", tenant.Default, "tenant whose chains to verify")
@@ -111,8 +117,9 @@ through --through and re-anchors the chain at entry --through: in one
 transaction it appends a racefree.audit.pruned entry by --actor that records
 the anchor, deletes the entries and signs a checkpoint of the new head,
 which it prints (a JSON line: append it to your exported checkpoints).
-It first verifies the scope (against --checkpoint FILE, when given) and
-deletes nothing from a broken chain. On PostgreSQL run it as the tables'
+It first verifies the scope (against the checkpoints stored in the
+database, or those in --checkpoint FILE) and deletes nothing from a broken
+chain. On PostgreSQL run it as the tables'
 owner: the application role cannot delete audit entries.
 Exit status: 0 pruned, 1 the chain is broken, 2 error.`,
 		Args: cobra.NoArgs,
@@ -129,7 +136,7 @@ Exit status: 0 pruned, 1 the chain is broken, 2 error.`,
 	pr.StringVar(&pruneScope, "scope", "", "scope to prune (required)")
 	pr.Int64Var(&pruneThrough, "through", 0, "delete entries 1 through this number (required)")
 	pr.StringVar(&pruneActor, "actor", "", "who prunes, recorded in the chain (required)")
-	pr.StringVar(&pruneCheckpoint, "checkpoint", "", "file of exported checkpoints (JSON lines) to verify against first")
+	pr.StringVar(&pruneCheckpoint, "checkpoint", "", "file of exported checkpoints (JSON lines) to verify against first (default: the checkpoints stored in the database)")
 	pr.StringVar(&pruneFor, "tenant", tenant.Default, "tenant whose scope to prune")
 
 	var macID, signID string
@@ -204,6 +211,7 @@ func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, ke
 	if err != nil {
 		return err
 	}
+	stored := checkpoint == "" // verify against the database's own checkpoints
 	h, l, err := openAudit(ctx, db, keys)
 	if err != nil {
 		return err
@@ -242,6 +250,11 @@ func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, ke
 			defer func() { <-sem; done <- struct{}{} }()
 			var last int64
 			opts := &audit.VerifyOptions{Checkpoints: cps[s]}
+			if stored {
+				if opts.Checkpoints, errs[i] = l.Checkpoints(ctx, s, 0); errs[i] != nil {
+					return
+				}
+			}
 			if prog != nil {
 				opts.Progress = func(n int64) { prog.add(n - last); last = n }
 			}
@@ -255,12 +268,14 @@ func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, ke
 		return err
 	}
 	prog.finish()
-	return printVerified(stdout, format, results)
+	return printVerified(stdout, format, results, stored)
 }
 
 // printVerified prints each scope's result (a line, or a JSON object with
 // --format json) and returns an exit status 1 error when a chain is broken.
-func printVerified(stdout io.Writer, format string, results []audit.Result) error {
+// stored says the results were verified against the checkpoints stored in
+// the database, so an intact chain that none anchored has none stored.
+func printVerified(stdout io.Writer, format string, results []audit.Result, stored bool) error {
 	broken := 0
 	enc := json.NewEncoder(stdout)
 	for _, r := range results {
@@ -278,6 +293,8 @@ func printVerified(stdout io.Writer, format string, results []audit.Result) erro
 			fmt.Fprintf(stdout, "%s: BROKEN at %d: %s: %s\n", r.Scope, r.Break.Seq, r.Break.Kind, r.Break.Detail)
 		case r.Anchored:
 			fmt.Fprintf(stdout, "%s: intact, %d entries, anchored by a checkpoint\n", r.Scope, r.Rows)
+		case stored:
+			fmt.Fprintf(stdout, "%s: intact, %d entries, no stored checkpoints: a chain cut short cannot be detected\n", r.Scope, r.Rows)
 		default:
 			fmt.Fprintf(stdout, "%s: intact, %d entries, no checkpoint (a cut tail or a restored older copy would go unnoticed)\n", r.Scope, r.Rows)
 		}
@@ -314,7 +331,7 @@ func auditVerifyServer(cmd *cobra.Command, srv *serverFlags, scopes []string, fo
 			return err
 		}
 	}
-	return printVerified(cmd.OutOrStdout(), format, results)
+	return printVerified(cmd.OutOrStdout(), format, results, true)
 }
 
 func contains(list []string, s string) bool {
@@ -394,12 +411,19 @@ func auditPrune(ctx context.Context, stdout, stderr io.Writer, db, keys, scope s
 	if err != nil {
 		return err
 	}
+	stored := checkpoint == "" // verify against the database's own checkpoints
 	h, l, err := openAudit(ctx, db, keys)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	res, err := l.Verify(ctx, scope, &audit.VerifyOptions{Checkpoints: cps[scope]})
+	opts := &audit.VerifyOptions{Checkpoints: cps[scope]}
+	if stored {
+		if opts.Checkpoints, err = l.Checkpoints(ctx, scope, 0); err != nil {
+			return err
+		}
+	}
+	res, err := l.Verify(ctx, scope, opts)
 	if err != nil {
 		return err
 	}

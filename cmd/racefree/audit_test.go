@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -41,7 +42,7 @@ func TestAuditVerify(t *testing.T) {
 			}
 		}
 		r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
-		if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "acme: intact, 2 entries, no checkpoint") || !strings.Contains(r.stdout, "\nglobex: intact, 1 entries") {
+		if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "acme: intact, 2 entries, no stored checkpoints") || !strings.Contains(r.stdout, "\nglobex: intact, 1 entries") {
 			t.Fatalf("verify: %+v", r)
 		}
 		r = runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys)
@@ -119,7 +120,7 @@ func TestAuditPerTenant(t *testing.T) {
 			}
 		}
 		r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
-		if r.code != 0 || r.stdout != "orders: intact, 1 entries, no checkpoint (a cut tail or a restored older copy would go unnoticed)\n" {
+		if r.code != 0 || r.stdout != "orders: intact, 1 entries, no stored checkpoints: a chain cut short cannot be detected\n" {
 			t.Fatalf("verify of the default tenant: %+v", r)
 		}
 		r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--tenant", "acme")
@@ -308,6 +309,79 @@ func TestAuditPrune(t *testing.T) {
 			if r := runCLI(t, append([]string{"audit", "prune", "--db", d, "--keys", keys}, args...)...); r.code != 2 || strings.Count(r.stderr, "\n") != 1 {
 				t.Errorf("prune %v: %+v; want exit 2 and one line", args, r)
 			}
+		}
+	})
+}
+
+// TestAuditVerifyUsesStoredCheckpoints: without --checkpoint, audit verify
+// verifies against the checkpoints stored in the database, as the server
+// does: a tail cut off with the head row cut to match (a valid chain) is
+// exit 1, truncated, once a checkpoint was stored before the cut, and a
+// prune refuses that chain; a scope with no stored checkpoint is intact,
+// exit 0, with a line saying that a chain cut short cannot be detected.
+func TestAuditVerifyUsesStoredCheckpoints(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		var keyring bytes.Buffer
+		_ = audit.Keygen(&keyring, "m1", "s1")
+		keys := filepath.Join(dir, "audit.keys")
+		if err := os.WriteFile(keys, keyring.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db := testdb.Open(t, d, nil)
+		ring, _ := audit.ParseKeyring(keyring.String())
+		l, _ := audit.New(db, ring)
+		for _, s := range []string{"acme", "acme", "acme", "acme", "acme", "globex"} {
+			if _, err := l.Append(ctx, db, s, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const none = "no stored checkpoints: a chain cut short cannot be detected"
+		r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
+		if r.code != 0 || r.stdout != "acme: intact, 5 entries, "+none+"\nglobex: intact, 1 entries, "+none+"\n" {
+			t.Fatalf("verify with no stored checkpoints: %+v", r)
+		}
+		if _, err := l.Checkpoint(ctx, db, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
+		if r.code != 0 || r.stdout != "acme: intact, 5 entries, anchored by a checkpoint\nglobex: intact, 1 entries, "+none+"\n" {
+			t.Fatalf("verify with a stored checkpoint of acme: %+v", r)
+		}
+
+		// Cut acme's tail, entries 4 and 5, and its head row to match.
+		rs, err := l.List(ctx, "acme", 2, 1)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("entry 3: %v, %v", rs, err)
+		}
+		stmts := []string{`DROP TRIGGER racefree_audit_no_delete`, `DELETE FROM racefree_audit WHERE scope = 'acme' AND seq > 3`,
+			`UPDATE racefree_audit_heads SET last_seq = 3, last_mac = X'` + hex.EncodeToString(rs[0].MAC) + `' WHERE scope = 'acme'`}
+		if db.Engine() == racefree.Postgres {
+			stmts[0] = `ALTER TABLE racefree_audit DISABLE TRIGGER USER`
+			stmts[2] = `UPDATE racefree_audit_heads SET last_seq = 3, last_mac = '\x` + hex.EncodeToString(rs[0].MAC) + `'::bytea WHERE scope = 'acme'`
+		}
+		for _, s := range stmts {
+			if _, err := db.ExecContext(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+		r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
+		if r.code != 1 || !strings.HasPrefix(r.stdout, "acme: BROKEN at 4: truncated") || !strings.Contains(r.stdout, "\nglobex: intact, 1 entries, "+none+"\n") {
+			t.Fatalf("verify of a chain cut short: %+v; want exit 1, acme truncated at 4", r)
+		}
+		r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--scope", "acme", "--format", "json")
+		var res audit.Result
+		if r.code != 1 || json.Unmarshal([]byte(r.stdout), &res) != nil || res.Break == nil || res.Break.Kind != audit.Truncated {
+			t.Fatalf("verify --format json of a chain cut short: %+v (%+v)", r, res)
+		}
+		r = runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "acme", "--through", "2", "--actor", "ops")
+		if r.code != 1 || !strings.Contains(r.stderr, "truncated") {
+			t.Fatalf("prune of a chain cut short: %+v; want exit 1, nothing pruned", r)
+		}
+		if n, err := l.Length(ctx, "acme"); err != nil || n != 3 {
+			t.Fatalf("acme after the refused prune: %d entries, %v; want 3", n, err)
 		}
 	})
 }
