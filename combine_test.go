@@ -183,7 +183,8 @@ func TestCombinerBatches(t *testing.T) {
 // committed it, before its answer reaches the client (testdb.Cutter): the
 // outcome is unknown to the callers, so each gets the error a call alone
 // gets when its commit's answer is lost (ErrUnavailable), and none of
-// them runs alone or again: each row was added to once, by the batch.
+// them runs alone or again: each row was added to once, by the batch. A
+// pipeline alone, cut the same way, gets the same error.
 func TestCombinerUnknownOutcome(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
@@ -226,6 +227,18 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 		if v != 1 {
 			t.Errorf("%s: added to %d times, want once (the batch, which committed)", k, v)
 		}
+	}
+	// The answer is the one a pipeline alone gets when its commit's
+	// answer is lost, and it is not run again either.
+	cutter.Arm()
+	err := db.Pipeline(ctx, &racefree.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = 'k1'`})
+	cutter.Wait(t)
+	if !errors.Is(err, racefree.ErrUnavailable) || errors.Is(err, racefree.ErrNotCommitted) {
+		t.Errorf("a pipeline alone, cut: got %v, want ErrUnavailable, not ErrNotCommitted", err)
+	}
+	var v int64
+	if err := direct.QueryRowContext(ctx, `SELECT v FROM combine_u WHERE k = 'k1'`).Scan(&v); err != nil || v != 2 {
+		t.Errorf("k1 after a pipeline alone, cut: %d (%v), want 2", v, err)
 	}
 	s := db.CombineStats()
 	if got := s.Unknown - before.Unknown; got != 1 {
