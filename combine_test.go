@@ -184,7 +184,8 @@ func TestCombinerBatches(t *testing.T) {
 // outcome is unknown to the callers, so each gets the error a call alone
 // gets when its commit's answer is lost (ErrUnavailable), and none of
 // them runs alone or again: each row was added to once, by the batch. A
-// pipeline alone, cut the same way, gets the same error.
+// pipeline alone, cut the same way, gets the same error, and one the
+// server refused matches ErrNotCommitted.
 func TestCombinerUnknownOutcome(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
@@ -235,6 +236,12 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 	cutter.Wait(t)
 	if !errors.Is(err, racefree.ErrUnavailable) || errors.Is(err, racefree.ErrNotCommitted) {
 		t.Errorf("a pipeline alone, cut: got %v, want ErrUnavailable, not ErrNotCommitted", err)
+	}
+	// The server's refusal is known to have committed nothing.
+	err = db.Pipeline(ctx, &racefree.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = 'k1'`},
+		&racefree.Statement{Query: `INSERT INTO combine_u (k, v) VALUES ('k1', 0)`})
+	if !errors.Is(err, racefree.ErrConflict) || !errors.Is(err, racefree.ErrNotCommitted) {
+		t.Errorf("a pipeline the server refused: got %v, want ErrConflict and ErrNotCommitted", err)
 	}
 	var v int64
 	if err := direct.QueryRowContext(ctx, `SELECT v FROM combine_u WHERE k = 'k1'`).Scan(&v); err != nil || v != 2 {
