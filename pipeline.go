@@ -128,7 +128,10 @@ func (db *DB) CanPipeline() bool {
 // one transaction (Pipeliner), and costs what a single autocommit
 // statement costs. A transient conflict (ErrRetryable) runs them again, as
 // InTx does, and a pooled connection found broken before anything was sent
-// is replaced. Errors are returned after InterpretError; ctx governs the
+// is replaced. Errors are returned after InterpretError; one known to
+// have committed nothing matches ErrNotCommitted, and any other (such as
+// ErrUnavailable after the answer to the commit was lost) may have
+// committed, and is never run again here. ctx governs the
 // wait for a connection and the round trip. On an engine that cannot
 // pipeline it returns errors.ErrUnsupported and runs nothing.
 func (db *DB) Pipeline(ctx context.Context, stmts ...*Statement) error {
