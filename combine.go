@@ -3,6 +3,7 @@ package racefree
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -75,7 +76,8 @@ type CombineStats struct {
 	Ops       int64         // operations in those batches
 	MaxBatch  int           // the largest batch
 	QueueWait time.Duration // summed over the operations: from Combine to their batch's start
-	Failed    int64         // batches that failed whole and whose operations ran alone
+	Failed    int64         // batches that failed whole, committed nothing, and whose operations ran alone
+	Unknown   int64         // batches whose outcome is unknown (the commit got no answer): each operation was answered the batch's error, none ran alone
 	Queued    int           // operations waiting now
 	Running   int           // operations of the batch in flight now
 }
@@ -122,17 +124,27 @@ type pending struct {
 // so that two processes' batches take row locks in the same order.
 //
 // It reports whether op ran. False, with a nil error, when Config.Combine
-// is off, or when op's batch failed as a whole (a statement's error, a
-// failed commit): nothing of it committed, and the caller runs op alone,
+// is off, or when op's batch failed as a whole and the database is known
+// to have committed nothing of it (ErrNotCommitted: a statement's error,
+// a commit the database refused, nothing sent): the caller runs op alone,
 // so one operation's failure never fails the others. A transient conflict
-// runs the batch again first, as InTx does. True with ctx's error when ctx
-// ended while op waited for a batch: op never ran. Once op's batch began,
-// it runs to its end on a context of its own, and Combine returns its
-// outcome, unless the Deadline of an operation in it (Op.Deadline) ended
-// it first: then it failed as a whole. op's statements must therefore be
-// safe to run again: a batch that failed in its commit may have
-// committed, and running op alone repeats it, like a caller's retry after
-// a lost reply.
+// (ErrRetryable, which is known to have committed nothing) runs the batch
+// again first, as InTx does. True with ctx's error when ctx ended while op
+// waited for a batch: op never ran. Once op's batch began, it runs to its
+// end on a context of its own, and Combine returns its outcome, unless
+// the Deadline of an operation in it (Op.Deadline) ended it first: then
+// it failed as a whole, and the server's answer says it committed nothing.
+//
+// A batch whose outcome is unknown (the statements and the commit were
+// sent and no answer came: a connection lost, a timeout) may have
+// committed: Combine never runs it again, nor any op of it alone, and
+// reports true with the batch's error to each of its callers, after
+// InterpretError: on PostgreSQL, ErrUnavailable for a lost connection,
+// what one call alone returns when its own commit's answer is lost. The
+// caller settles it as it would alone: re-read, or retry with what makes
+// the retry safe (an idempotency key, a fence). On SQLite, which commits
+// in the process, only an I/O error at the commit leaves the outcome
+// unknown (CommitJudge).
 func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
 	if !db.Combining() {
 		return false, nil
@@ -201,22 +213,32 @@ func (db *DB) CombineStats() CombineStats {
 func (db *DB) lead(ctx context.Context, batch []*pending) {
 	c := &db.comb
 	err := db.runBatch(ctx, batch)
+	// Only a batch known to have committed nothing lets its operations
+	// run alone; one that may have committed answers each of them with
+	// its error, as a call alone whose commit got no answer.
+	alone := err != nil && errors.Is(err, ErrNotCommitted)
 
 	c.mu.Lock()
 	c.stats.Running -= len(batch)
-	if err == nil {
+	switch {
+	case err == nil:
 		c.stats.Batches++
 		c.stats.Ops += int64(len(batch))
 		c.stats.MaxBatch = max(c.stats.MaxBatch, len(batch))
-	} else {
+	case alone:
 		c.stats.Failed++
+	default:
+		c.stats.Unknown++
 	}
 	for i, p := range batch {
 		// Only now, after the commit: each caller returns only after its
-		// batch committed.
-		p.ran = err == nil
-		if !p.ran {
+		// batch committed, or after its outcome became unknown.
+		p.ran = !alone
+		switch {
+		case alone:
 			p.err = nil
+		case err != nil:
+			p.err = err
 		}
 		if i > 0 {
 			p.wake <- struct{}{}
@@ -263,8 +285,9 @@ func (c *combiner) take(lead *pending, n int) []*pending {
 
 // runBatch runs the operations of batch in one transaction, in the order
 // of their keys (batch[0] stays the leader's in batch), and sets each
-// one's err to its own outcome. Its error means the batch committed
-// nothing (or, after a failed commit, that nobody knows). The earliest
+// one's err to its own outcome. Its error matches ErrNotCommitted when
+// the batch is known to have committed nothing; any other error leaves
+// the outcome unknown, and is never retried. The earliest
 // Op.Deadline of batch ends it: on an engine that can bound a pipeline on
 // the server (ServerBound), the server ends it, and answers so; on the
 // others, the batch's context. A pipeline's statements and its commit are
@@ -290,7 +313,7 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 	if pipelines {
 		ctx, cancel := context.WithTimeout(ctx, combineTimeout)
 		defer cancel()
-		return db.retry(ctx, func() error {
+		return db.retryBatch(ctx, func() error {
 			var bound []*Statement
 			if serverBound && !deadline.IsZero() {
 				bound = append(bound, sb.Bound(max(time.Until(deadline), time.Millisecond)))
@@ -303,21 +326,61 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 	// statement, which cost a fifth of a claim at one client.
 	if len(ops) == 1 && len(ops[0].op.Stmts) == 1 && len(ops[0].op.Begin) == 0 {
 		// One statement alone commits by itself: no BEGIN and COMMIT.
-		return db.retry(ctx, func() error { return db.runOp(ctx, db.sql, nil, ops[0]) })
+		return db.retryBatch(ctx, func() error { return db.judgeCommit(db.runOp(ctx, db.sql, nil, ops[0])) })
 	}
 	defer db.prepareOps(ctx, ops)
-	return db.InTx(ctx, func(tx *sql.Tx) error {
-		for _, st := range ops[0].op.Begin {
-			if _, err := runStatement(ctx, db, tx, tx, st); err != nil {
-				return err
-			}
+	return db.retryBatch(ctx, func() error {
+		tx, err := db.sql.BeginTx(ctx, nil)
+		if err != nil {
+			return NotCommitted(fmt.Errorf("begin: %w", err))
 		}
-		for _, p := range ops {
-			if err := db.runOp(ctx, tx, tx, p); err != nil {
-				return err
-			}
+		if err := db.runTx(ctx, tx, ops); err != nil {
+			_ = tx.Rollback()
+			return NotCommitted(err) // no COMMIT was sent
+		}
+		if err := tx.Commit(); err != nil {
+			return db.judgeCommit(fmt.Errorf("commit: %w", err))
 		}
 		return nil
+	})
+}
+
+// runTx runs the first operation's Begin, then every operation of ops, in
+// tx.
+func (db *DB) runTx(ctx context.Context, tx *sql.Tx, ops []*pending) error {
+	for _, st := range ops[0].op.Begin {
+		if _, err := runStatement(ctx, db, tx, tx, st); err != nil {
+			return err
+		}
+	}
+	for _, p := range ops {
+		if err := db.runOp(ctx, tx, tx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// judgeCommit marks err, returned by a COMMIT or by a statement that
+// commits by itself, ErrNotCommitted unless the engine says it may have
+// committed (CommitJudge); an engine that cannot tell leaves every such
+// error unknown.
+func (db *DB) judgeCommit(err error) error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := db.engine.(CommitJudge); ok && !j.MayHaveCommitted(err) {
+		return NotCommitted(err)
+	}
+	return err
+}
+
+// retryBatch is retry for a batch: it runs op again only after a transient
+// conflict known to have committed nothing (ErrRetryable and
+// ErrNotCommitted). A batch that may have committed is never run again.
+func (db *DB) retryBatch(ctx context.Context, op func() error) error {
+	return db.retryIf(ctx, op, func(err error) bool {
+		return errors.Is(err, ErrRetryable) && errors.Is(err, ErrNotCommitted)
 	})
 }
 

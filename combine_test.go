@@ -178,3 +178,80 @@ func TestCombinerBatches(t *testing.T) {
 		}
 	})
 }
+
+// TestCombinerUnknownOutcome cuts a batch's connection once the server
+// committed it, before its answer reaches the client (testdb.Cutter): the
+// outcome is unknown to the callers, so each gets the error a call alone
+// gets when its commit's answer is lost (ErrUnavailable), and none of
+// them runs alone or again: each row was added to once, by the batch. A
+// pipeline alone, cut the same way, gets the same error, and one the
+// server refused matches ErrNotCommitted.
+func TestCombinerUnknownOutcome(t *testing.T) {
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	direct := testdb.Open(t, dsn, nil)
+	cutter, cut := testdb.NewCutter(t, dsn)
+	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
+	ctx := context.Background()
+	keys := []string{"k1", "k2", "k3", "k4"}
+	if _, err := direct.ExecContext(ctx, `CREATE TABLE combine_u (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, err := direct.ExecContext(ctx, `INSERT INTO combine_u (k, v) VALUES ($1, 0)`, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := db.CombineStats()
+	var calls []func() error
+	for _, k := range keys {
+		calls = append(calls, func() error {
+			st := &racefree.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = $1`, Args: []any{k}}
+			ran, err := db.Combine(ctx, &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{st}})
+			if ran {
+				return err
+			}
+			// A primitive's fallback: the op alone.
+			_, err = db.ExecContext(ctx, st.Query, st.Args...)
+			return err
+		})
+	}
+	for i, err := range testdb.CutBatch(t, db, direct, cutter, calls...) {
+		if !errors.Is(err, racefree.ErrUnavailable) {
+			t.Errorf("call %d: got %v, want ErrUnavailable: the batch may have committed", i, err)
+		}
+	}
+	for _, k := range keys {
+		var v int64
+		if err := direct.QueryRowContext(ctx, `SELECT v FROM combine_u WHERE k = $1`, k).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v != 1 {
+			t.Errorf("%s: added to %d times, want once (the batch, which committed)", k, v)
+		}
+	}
+	// The answer is the one a pipeline alone gets when its commit's
+	// answer is lost, and it is not run again either.
+	cutter.Arm()
+	err := db.Pipeline(ctx, &racefree.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = 'k1'`})
+	cutter.Wait(t)
+	if !errors.Is(err, racefree.ErrUnavailable) || errors.Is(err, racefree.ErrNotCommitted) {
+		t.Errorf("a pipeline alone, cut: got %v, want ErrUnavailable, not ErrNotCommitted", err)
+	}
+	// The server's refusal is known to have committed nothing.
+	err = db.Pipeline(ctx, &racefree.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = 'k1'`},
+		&racefree.Statement{Query: `INSERT INTO combine_u (k, v) VALUES ('k1', 0)`})
+	if !errors.Is(err, racefree.ErrConflict) || !errors.Is(err, racefree.ErrNotCommitted) {
+		t.Errorf("a pipeline the server refused: got %v, want ErrConflict and ErrNotCommitted", err)
+	}
+	var v int64
+	if err := direct.QueryRowContext(ctx, `SELECT v FROM combine_u WHERE k = 'k1'`).Scan(&v); err != nil || v != 2 {
+		t.Errorf("k1 after a pipeline alone, cut: %d (%v), want 2", v, err)
+	}
+	s := db.CombineStats()
+	if got := s.Unknown - before.Unknown; got != 1 {
+		t.Errorf("unknown outcomes: got %d, want 1 (%+v)", got, s)
+	}
+	if s.Failed != before.Failed {
+		t.Errorf("failed batches: %d, want none: the cut batch is no failure (%+v)", s.Failed-before.Failed, s)
+	}
+}

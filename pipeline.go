@@ -56,10 +56,51 @@ type Pipeliner interface {
 	// and a failing statement rolls back every one. A setting made with
 	// set_config(…, true) holds for the statements after it and ends
 	// with them. An error that wraps driver.ErrBadConn means that nothing
-	// reached the server and conn is unusable. The Rows it hands to a
+	// reached the server and conn is unusable. An error that the engine
+	// knows committed nothing (nothing reached the server, or the server
+	// answered that a statement or the commit failed, and rolled back)
+	// matches ErrNotCommitted; any other error, such as a connection lost
+	// after the statements were sent, may have committed. The Rows it hands to a
 	// Statement's Rows skip a nil destination in Scan, and may be scanned
 	// again (DB.Combine reads the place of a Many form's row first).
 	Pipeline(ctx context.Context, conn *sql.Conn, stmts []*Statement) error
+}
+
+// ErrNotCommitted matches an error after which the database is known to
+// have committed nothing of the transaction that returned it: nothing
+// reached the server, or the server answered that a statement or the
+// commit failed and rolled the transaction back. A Pipeliner marks such
+// errors (NotCommitted), keeping their message; an error that does not
+// match it may have committed (a connection lost once the commit was
+// sent, a timeout after it). DB.Combine runs a failed batch's operations
+// alone only after an error that matches it.
+var ErrNotCommitted = errors.New("racefree: not committed")
+
+// NotCommitted marks err as ErrNotCommitted, keeping its message and its
+// chain. Only an engine that knows nothing of the transaction committed
+// marks an error so.
+func NotCommitted(err error) error {
+	if err == nil {
+		return nil
+	}
+	return notCommitted{err}
+}
+
+type notCommitted struct{ err error }
+
+func (e notCommitted) Error() string        { return e.err.Error() }
+func (e notCommitted) Unwrap() error        { return e.err }
+func (e notCommitted) Is(target error) bool { return target == ErrNotCommitted }
+
+// CommitJudge is an Engine that can tell whether a transaction whose
+// COMMIT (or whose statement in autocommit) returned an error may have
+// committed all the same (SQLite). DB.Combine takes a failed commit of an
+// engine that is not one as an outcome it does not know.
+type CommitJudge interface {
+	// MayHaveCommitted reports whether err, returned by COMMIT or by a
+	// statement that commits by itself, leaves open that the transaction
+	// committed.
+	MayHaveCommitted(err error) bool
 }
 
 // ServerBound is a Pipeliner that can make the server end a pipelined
@@ -87,7 +128,10 @@ func (db *DB) CanPipeline() bool {
 // one transaction (Pipeliner), and costs what a single autocommit
 // statement costs. A transient conflict (ErrRetryable) runs them again, as
 // InTx does, and a pooled connection found broken before anything was sent
-// is replaced. Errors are returned after InterpretError; ctx governs the
+// is replaced. Errors are returned after InterpretError; one known to
+// have committed nothing matches ErrNotCommitted, and any other (such as
+// ErrUnavailable after the answer to the commit was lost) may have
+// committed, and is never run again here. ctx governs the
 // wait for a connection and the round trip. On an engine that cannot
 // pipeline it returns errors.ErrUnsupported and runs nothing.
 func (db *DB) Pipeline(ctx context.Context, stmts ...*Statement) error {
@@ -114,7 +158,7 @@ func (db *DB) pipelineFresh(ctx context.Context, p Pipeliner, stmts []*Statement
 func (db *DB) pipelineOnce(ctx context.Context, p Pipeliner, stmts []*Statement) error {
 	conn, err := db.sql.Conn(ctx)
 	if err != nil {
-		return err
+		return NotCommitted(err) // nothing was sent
 	}
 	defer conn.Close()
 	return p.Pipeline(ctx, conn, stmts)

@@ -31,14 +31,22 @@ func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // doubling backoff (from Config.TxBackoff, at most one second) in between.
 // op's error is returned after InterpretError.
 func (db *DB) retry(ctx context.Context, op func() error) error {
+	return db.retryIf(ctx, op, func(err error) bool { return errors.Is(err, ErrRetryable) })
+}
+
+// retryIf is retry for the errors again says.
+func (db *DB) retryIf(ctx context.Context, op func() error, again func(error) bool) error {
 	backoff := db.cfg.TxBackoff
 	for attempt := 1; ; attempt++ {
 		err := db.InterpretError(op())
-		if err == nil || !errors.Is(err, ErrRetryable) || attempt >= db.cfg.TxAttempts {
+		if err == nil || !again(err) || attempt >= db.cfg.TxAttempts {
 			return err
 		}
-		if err := sleepJitter(ctx, backoff); err != nil {
-			return fmt.Errorf("retry: %w", err)
+		if serr := sleepJitter(ctx, backoff); serr != nil {
+			if errors.Is(err, ErrNotCommitted) {
+				return NotCommitted(fmt.Errorf("retry: %w", serr))
+			}
+			return fmt.Errorf("retry: %w", serr)
 		}
 		backoff = min(2*backoff, time.Second)
 	}

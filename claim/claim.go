@@ -120,7 +120,11 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // raises new fences above the floor (acquire_many.sql, raise_new_many.sql).
 // Each call returns after its batch committed. A call whose context ends while it waits for a
 // batch returns the context's error and never ran; once its batch began,
-// it returns the batch's outcome.
+// it returns the batch's outcome. A call whose batch's commit got no
+// answer (a connection lost once it was sent) may have taken effect: it
+// returns an error matching racefree.ErrUnavailable, as a call alone does
+// then, and never runs again by itself; Get, or a retry by the same
+// holder, settles it.
 //
 // The claim belongs to the tenant ctx names (tenant.From): another
 // tenant's claim on the same key is another claim. exec may be the

@@ -102,7 +102,11 @@ func New(db *racefree.DB) *Log {
 // fingerprint, nor with another Observe of it. Observe returns after its
 // batch committed; a call whose context ends while it waits for a batch
 // returns the context's error and never ran, and one whose batch failed as
-// a whole runs alone, as with the combiner off.
+// a whole, known to have committed nothing, runs alone, as with the
+// combiner off. One whose batch's commit got no answer (a connection lost
+// once it was sent) may have been counted: it returns an error matching
+// racefree.ErrUnavailable, as an Observe alone does then, and never runs
+// again by itself.
 func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, window time.Duration) (*Observation, error) {
 	if window == 0 {
 		window = DefaultWindow
@@ -149,7 +153,8 @@ func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, win
 // combiner (tenant.Combined): the claim's Acquisition, then insert_event,
 // under the claim's key. It reports false, having run nothing, when the
 // combiner is off, exec is not the pool, the tenant is not yet registered,
-// or the batch failed as a whole: Observe then runs as it does alone.
+// or the batch failed as a whole and committed nothing: Observe then runs
+// as it does alone.
 func (l *Log) observeCombined(ctx context.Context, exec racefree.Executor, ev Event, observer string, window time.Duration) (*Observation, bool, error) {
 	if !l.db.Combining() {
 		return nil, false, nil

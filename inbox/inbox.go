@@ -127,9 +127,13 @@ type Result struct {
 // committed, as its duplicate. A delivery whose context ends while it
 // waits for a batch returns the context's error and recorded nothing;
 // once its batch began, it returns the batch's outcome. A batch that
-// failed as a whole runs each delivery alone; if its commit failed after
-// taking effect, the delivery then finds its own event, a duplicate, as
-// after a lost reply. A delivery with fn never goes through the combiner.
+// failed as a whole, known to have committed nothing, runs each delivery
+// alone. A batch whose commit got no answer (a connection lost once it was
+// sent) may have recorded its events: each of its deliveries returns an
+// error matching racefree.ErrUnavailable, as a delivery alone does then,
+// and none runs again by itself; the sender's redelivery settles it (a
+// duplicate if it was recorded). A delivery with fn never goes through
+// the combiner.
 func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []byte, fn func(tx *sql.Tx) error) (Result, error) {
 	if err := validate(source, eventID); err != nil {
 		return Result{}, err

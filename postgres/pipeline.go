@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -38,7 +39,9 @@ func (e *Engine) Bound(d time.Duration) *racefree.Statement {
 //
 // conn must belong to a pool of this engine and be in no transaction. A
 // connection that failed before anything was sent is returned as an error
-// wrapping driver.ErrBadConn, and discarded.
+// wrapping driver.ErrBadConn, and discarded. That error, and the server's
+// answer that a statement or the commit failed (rolledBack), match
+// racefree.ErrNotCommitted; any other error may have committed.
 func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*racefree.Statement) error {
 	return conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
@@ -69,11 +72,38 @@ func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*racefree
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
-		if err != nil && pgconn.SafeToRetry(err) {
-			return fmt.Errorf("%w: %w", driver.ErrBadConn, err)
+		switch {
+		case err == nil:
+			return nil
+		case pgconn.SafeToRetry(err):
+			return racefree.NotCommitted(fmt.Errorf("%w: %w", driver.ErrBadConn, err))
+		case rolledBack(err):
+			return racefree.NotCommitted(err)
 		}
 		return err
 	})
+}
+
+// rolledBack reports whether err is the server's answer that a statement
+// of a pipeline, or its commit, failed: an ErrorResponse of severity
+// ERROR, after which the server skips to the Sync and rolls the implicit
+// transaction back, and the session lives on. An error at COMMIT after
+// its record is written is a PANIC, never an ERROR. A FATAL answer ends
+// the session and may come after the commit (a backend terminated while
+// it waited for a synchronous standby had committed locally), and an
+// error that is not the server's (a connection lost once the pipeline was
+// sent, a timeout, a row that failed to scan while the transaction went
+// on) leaves the outcome unknown.
+func rolledBack(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	sev := pe.SeverityUnlocalized
+	if sev == "" {
+		sev = pe.Severity
+	}
+	return sev == "ERROR"
 }
 
 // readRows hands the next result of a batch to s.Rows and reads what it

@@ -178,7 +178,9 @@ type Decision struct {
 	// refused. Nothing was charged.
 	ShadowDenied bool
 	// Degraded reports that the database did not answer: the decision is
-	// the policy's OnUnavailable, nothing was charged.
+	// the policy's OnUnavailable. Nothing was charged, unless the charge
+	// reached the database and only its answer was lost (ErrUnavailable
+	// after the commit was sent): then it may have been.
 	Degraded bool
 	// Replayed reports that the consumption key was charged before: the
 	// figures are the first charge's, nothing was charged again.
@@ -288,7 +290,11 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // while it waits for a batch charges nothing, and a batch that has not
 // committed by the earliest deadline of its charges gives up, commits
 // nothing, and each of its charges runs alone, so that a charge past its
-// deadline gets p.OnUnavailable's degraded decision. A SlidingWindow
+// deadline gets p.OnUnavailable's degraded decision. A batch whose commit
+// got no answer (a connection lost once it was sent) may have charged:
+// each of its charges gets p.OnUnavailable's degraded decision, with
+// racefree.ErrUnavailable under FailClosed, as a charge alone whose answer
+// is lost, and is never charged again by itself. A SlidingWindow
 // charge is combined too, as its statement alone in the batch's pipeline
 // on PostgreSQL (it has no form over arrays).
 func (l *Limiter) Consume(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
@@ -372,8 +378,8 @@ func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope +
 // counter inserted after the statement's snapshot) reads the counter in a
 // statement of its own, after the batch. It reports false, having charged
 // nothing, for a SlidingWindow policy, when exec is not the pool, when
-// the combiner is off, and when the batch failed as a whole: the caller
-// then charges alone.
+// the combiner is off, and when the batch failed as a whole and committed
+// nothing: the caller then charges alone.
 func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, bool, error) {
 	if !l.db.Combining() {
 		return Decision{}, false, nil

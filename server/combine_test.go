@@ -114,9 +114,13 @@ func TestCombinedHTTPClaimsAreLinearizable(t *testing.T) {
 		req := httptest.NewRequest("GET", "/metrics", nil)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		want := fmt.Sprintf("racefree_combine_operations_total %d\n", before.Ops+int64(calls))
-		if !strings.Contains(rec.Body.String(), want) {
-			t.Fatalf("/metrics has no %q", want)
+		for _, want := range []string{
+			fmt.Sprintf("racefree_combine_operations_total %d\n", before.Ops+int64(calls)),
+			fmt.Sprintf("racefree_combine_unknown_batches_total %d\n", db.CombineStats().Unknown),
+		} {
+			if !strings.Contains(rec.Body.String(), want) {
+				t.Fatalf("/metrics has no %q", want)
+			}
 		}
 	})
 }

@@ -65,6 +65,8 @@ func registerCombineMetrics(reg prometheus.Registerer, db *racefree.DB) {
 			stat(func(s racefree.CombineStats) float64 { return float64(s.Ops) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "racefree_combine_failed_batches_total", Help: "Batches that failed whole, whose operations then ran alone."},
 			stat(func(s racefree.CombineStats) float64 { return float64(s.Failed) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "racefree_combine_unknown_batches_total", Help: "Batches whose commit got no answer: each operation was answered unavailable, none ran alone."},
+			stat(func(s racefree.CombineStats) float64 { return float64(s.Unknown) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "racefree_combine_queue_wait_seconds_total", Help: "Time operations waited for their batch, summed."},
 			stat(func(s racefree.CombineStats) float64 { return s.QueueWait.Seconds() })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "racefree_combine_largest_batch", Help: "The largest batch so far, in operations."},

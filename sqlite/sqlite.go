@@ -91,6 +91,20 @@ func (e *Engine) Migrations() fs.FS {
 // database's write lock, which excludes every other migrator.
 func (e *Engine) LockMigrations(context.Context, *sql.Tx) error { return nil }
 
+// MayHaveCommitted reports whether err, returned by COMMIT or by a
+// statement that commits by itself, leaves open that the transaction
+// committed (racefree.CommitJudge): an I/O error only. SQLite commits in
+// the process, and in WAL mode a transaction commits once its commit
+// frame is in the WAL: a busy or locked database, a constraint checked at
+// commit, a full disk or an interrupt fails before that frame is written,
+// and the driver rolls back what is left open, so nothing committed. An
+// I/O error may come after the frame is written (with synchronous=FULL,
+// its fsync), and recovery then finds the transaction committed.
+func (e *Engine) MayHaveCommitted(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_IOERR
+}
+
 // InterpretError maps SQLite result codes onto racefree's sentinels:
 // SQLITE_BUSY and SQLITE_LOCKED are ErrRetryable, a UNIQUE or PRIMARY KEY
 // violation is ErrConflict, SQLITE_FULL (the disk or filesystem is full:

@@ -273,9 +273,12 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 //
 // It reports false, and runs nothing, unless exec is the pool,
 // racefree.Config.Combine is on and the tenant is already registered, or
-// when the batch failed as a whole: the caller then runs its statements as
-// it does on every other executor. Errors are returned after
-// InterpretError.
+// when the batch failed as a whole and committed nothing
+// (racefree.ErrNotCommitted): the caller then runs its statements as it
+// does on every other executor. A batch whose commit got no answer may
+// have committed: it reports true with the batch's error (on PostgreSQL
+// racefree.ErrUnavailable), and the caller must not run its statements
+// again. Errors are returned after InterpretError.
 func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*racefree.Statement) (bool, error) {
 	return combined(ctx, db, exec, key, time.Time{}, stmts)
 }
@@ -283,7 +286,8 @@ func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key 
 // CombinedWithin is Combined for an operation that ctx's deadline bounds
 // (racefree.Op.Deadline): its batch gives up at the earliest deadline of
 // its operations and commits nothing, and then it reports false like any
-// batch that failed as a whole. Without a deadline it is Combined.
+// batch that failed as a whole (the server ends it at the deadline and
+// answers so). Without a deadline it is Combined.
 func CombinedWithin(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*racefree.Statement) (bool, error) {
 	deadline, _ := ctx.Deadline()
 	return combined(ctx, db, exec, key, deadline, stmts)
