@@ -22,7 +22,9 @@ import (
 // (the timeline's floor, (timeline - 1) * 2^40 + 1), so the worker of a
 // lost lease cannot complete the new tenure (*StaleFenceError); the lapse
 // it takes over is recorded with the fence that lapsed (2, not the new
-// fence minus one) and the history keeps its older entry. A message
+// fence minus one), the history keeps its older entries when the new
+// tenure's failure is recorded (it is kept by rank, not by fence
+// arithmetic, which the jump would empty). A message
 // enqueued already leased (Ancillary) gets the floor as its first fence.
 func TestLeaseFencesJumpPastAFailoverThatLostCommits(t *testing.T) {
 	t.Parallel()
@@ -78,8 +80,13 @@ func TestLeaseFencesJumpPastAFailoverThatLostCommits(t *testing.T) {
 	if len(r.History) != 2 || r.History[0].Fence != 1 || r.History[1].Fence != 2 || r.History[1].Outcome != "lapsed" {
 		t.Errorf("history on the new primary: %+v, want the lapses of fences 1 and 2", r.History)
 	}
-	if err := o.Complete(ctx, o.DB(), ds[0]); err != nil {
-		t.Fatalf("complete the new tenure: %v", err)
+	// A failure of the new tenure is recorded with its own fence, and the
+	// history, kept by rank, still holds the three latest entries.
+	if _, err := o.Fail(ctx, ds[0], errors.New("boom")); err != nil {
+		t.Fatalf("fail the new tenure: %v", err)
+	}
+	if r := get(t, ctx, o, id); len(r.History) != 3 || r.History[0].Fence != 1 || r.History[1].Fence != 2 || r.History[2].Fence != ds[0].Fence {
+		t.Errorf("history after a failure on the new primary: %+v, want fences 1, 2 and %d", r.History, ds[0].Fence)
 	}
 
 	var fence int64
