@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dsn"
@@ -71,6 +73,19 @@ func TestFencesJumpPastAFailoverThatLostCommits(t *testing.T) {
 	}
 	if got, want := highest["k"], int64(3); got != want {
 		t.Fatalf("fence on timeline 1 = %d, want %d (unchanged by the timeline's floor)", got, want)
+	}
+	// On the standby (read-only) the statement fails as any write does, not
+	// on the WAL functions it reads the timeline with.
+	c.WaitStreaming(t)
+	sdb, err := dsn.Open(ctx, c.Standby.URLAs(role), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = claim.New(sdb).Acquire(ctx, sdb, "k", "on-the-standby", time.Minute)
+	_ = sdb.Close()
+	var pgErr *pgconn.PgError
+	if err == nil || !(errors.As(err, &pgErr) && pgErr.Code == "25006" || strings.Contains(err.Error(), "read-only")) {
+		t.Fatalf("acquire on the standby: %v, want the read-only transaction error (SQLSTATE 25006)", err)
 	}
 	before := c.Primary.Timeline(t)
 	c.FailOverLosing(t, func() {

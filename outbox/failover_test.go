@@ -22,10 +22,10 @@ import (
 // (the timeline's floor, (timeline - 1) * 2^40 + 1), so the worker of a
 // lost lease cannot complete the new tenure (*StaleFenceError); the lapse
 // it takes over is recorded with the fence that lapsed (2, not the new
-// fence minus one), the history keeps its older entries when the new
-// tenure's failure is recorded (it is kept by rank, not by fence
-// arithmetic, which the jump would empty). A message
-// enqueued already leased (Ancillary) gets the floor as its first fence.
+// fence minus one), and the history keeps its older entries when the new
+// tenure's failure is recorded (it is kept by rank, not cut by fence
+// arithmetic, which the jump would empty). A message enqueued already
+// leased (Ancillary) gets the floor as its first fence.
 func TestLeaseFencesJumpPastAFailoverThatLostCommits(t *testing.T) {
 	t.Parallel()
 	c := testdb.NewCluster(t)
