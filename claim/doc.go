@@ -37,7 +37,8 @@
 // failover that then loses commits could repeat one. A cluster restored
 // from pg_dump restarts at timeline 1 and keeps its rows and floors, so its
 // fences keep growing from them. Timelines past 2^23 would overflow the
-// floor, which then no longer counts. The same floor applies to outbox
+// floor, which then no longer counts. During a rolling upgrade, instances
+// of a release before this one issue fences without the floor. The same floor applies to outbox
 // leases, and to idempotency keys, whose lease is a claim.
 //
 // Boundaries and clocks: a claim is live while now < expires_at, and free
