@@ -32,7 +32,7 @@ const (
 type Claim struct {
 	Key       string
 	Holder    string    // the holder of the current (or last) tenure
-	Fence     int64     // grows by one with each new tenure
+	Fence     int64     // grows by one with each new tenure (jumps past a failover on PostgreSQL: see the package doc)
 	ClaimedAt time.Time // when the current tenure began
 	ExpiresAt time.Time // the claim is live while now < ExpiresAt
 	Live      bool      // whether it was live at the moment it was read
@@ -93,7 +93,8 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // Acquire takes the claim on key for holder until now + ttl and returns it.
 //
 // It wins when the key was never claimed, or its claim lapsed or was
-// released: the fence then grows by one. It also wins, keeping the fence
+// released: the fence then grows by one (or, on PostgreSQL after a
+// failover, jumps to the new timeline's floor). It also wins, keeping the fence
 // and extending the expiry, when holder already holds the live claim, so a
 // retry after a lost reply gets the caller's own claim back. Otherwise it
 // returns a *HeldError (racefree.ErrHeld) carrying the live claim. Every

@@ -17,6 +17,30 @@
 // lapsed) and never a silent success. Guard, called inside the caller's
 // transaction, makes writes to the same database truly exclusive.
 //
+// Fences across a failover (PostgreSQL): a promoted asynchronous standby
+// may lack the last commits of the primary it replaces, and with them
+// fences the old primary acknowledged. So every new tenure's fence is at
+// least the floor of the timeline the primary writes WAL on,
+// (timeline - 1) * 2^40 + 1, read in the acquiring statement itself
+// (pg_walfile_name(pg_current_wal_lsn())); PostgreSQL's timeline ID goes
+// up at every promotion. On timeline 1 the floor is 1: fences there are
+// unchanged. On timeline t a key's fences start at (t-1)·2^40+1 and then
+// grow by one, so a fence stays an int64 that only ever grows, but it is
+// no count of tenures: an external store that fences writes must only
+// compare fences, never subtract them or expect the next one to be one
+// more. The promise holds under two assumptions. The new primary's
+// timeline is above the old one's: true of a streaming standby promoted
+// (pg_auto_failover, Patroni), not of two standbys promoted to the same
+// timeline without a shared WAL archive. And each timeline issues fewer
+// than 2^40 fences in a namespace: past that, fences keep growing into the
+// next timeline's range (they still never go backwards), and only a
+// failover that then loses commits could repeat one. A cluster restored
+// from pg_dump restarts at timeline 1 and keeps its rows and floors, so its
+// fences keep growing from them. Timelines past 2^23 would overflow the
+// floor, which then no longer counts. During a rolling upgrade, instances
+// of a release before this one issue fences without the floor. The same floor applies to outbox
+// leases, and to idempotency keys, whose lease is a claim.
+//
 // Boundaries and clocks: a claim is live while now < expires_at, and free
 // from the millisecond expires_at is reached. Each row stores its own
 // expires_at from its holder's TTL. "now" is the engine's clock, read inside

@@ -82,7 +82,9 @@ type Call struct {
 	ResumedSteps int     // how many Step calls were answered from saved values
 }
 
-// Fence returns the fencing token of this run's lease.
+// Fence returns the fencing token of this run's lease (a claim's fence:
+// it grows with every run and, on PostgreSQL, jumps past a failover that
+// lost commits, so compare it, never do arithmetic with it; package claim).
 func (c *Call) Fence() int64 { return c.fence }
 
 // StepKey returns a stable key for step, the same in every retry of this

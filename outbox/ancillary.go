@@ -58,14 +58,14 @@ func (o *Outbox) Ancillary(ctx context.Context, m Message, main func(ctx context
 	t := tenant.From(ctx)
 	host, _ := os.Hostname()
 	d := &Delivery{Tenant: t, Topic: m.Topic, Key: m.Key, Payload: in.payload, Headers: decodeHeaders(in.headers),
-		Attempt: 1, MaxAttempts: in.maxAttempts, Fence: 1, Worker: cleanError(fmt.Errorf("ancillary:%s:%d", host, os.Getpid()))}
+		Attempt: 1, MaxAttempts: in.maxAttempts, Worker: cleanError(fmt.Errorf("ancillary:%s:%d", host, os.Getpid()))}
 	err = o.tenantTx(ctx, t, func(ctx context.Context, tx *sql.Tx) error {
 		if err := main(ctx, tx); err != nil {
 			return err
 		}
 		var created, expires int64
 		err := tx.QueryRowContext(ctx, o.q.Get("enqueue_leased"), t, m.Topic, m.Key, false, in.payload, in.headers,
-			in.maxAttempts, d.Worker, o.opts.AncillaryLease.Milliseconds(), o.db.ClockArg()).Scan(&d.ID, &created, &expires)
+			in.maxAttempts, d.Worker, o.opts.AncillaryLease.Milliseconds(), o.db.ClockArg()).Scan(&d.ID, &created, &expires, &d.Fence)
 		d.CreatedAt, d.LeaseExpiresAt = racefree.FromMillis(created), racefree.FromMillis(expires)
 		return err
 	})

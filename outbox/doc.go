@@ -16,6 +16,15 @@
 // claim, one commit for both; on PostgreSQL that claim, with its tenant
 // and the completions, is one round trip.
 //
+// Fences across a failover: on PostgreSQL a claim's fence is at least
+// (timeline - 1) * 2^40 + 1, the floor of the timeline the primary writes
+// WAL on, which goes up at every promotion; so a failover to an
+// asynchronous standby that lost leases the old primary acknowledged never
+// hands out their fences again, and a worker of a lost lease can complete
+// nothing the new primary leased. The shape, the bound and the assumption
+// are claim's (package claim). SQLite has no failover: its fences grow by
+// one.
+//
 // Failures are transient unless marked Permanent or classified so (an HTTP
 // 4xx other than 408 and 429): when in doubt, retry. Transient failures are
 // retried with exponential backoff and jitter, or after RetryAfter. After

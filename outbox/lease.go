@@ -37,8 +37,10 @@ type Delivery struct {
 	// counts.
 	Attempt     int
 	MaxAttempts int
-	// Fence names this tenure: it grows by one with every claim, so the
-	// holder of an older tenure can change nothing.
+	// Fence names this tenure: it grows by one with every claim (on
+	// PostgreSQL it jumps past a failover: the package doc), so the holder
+	// of an older tenure can change nothing. Compare fences, never do
+	// arithmetic with them.
 	Fence int64
 	// Worker holds the lease until LeaseExpiresAt (moved on by heartbeats).
 	Worker         string

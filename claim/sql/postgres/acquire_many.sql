@@ -18,7 +18,10 @@
 -- A new row starts one above the greater of the snapshot's fence for the
 -- key and the namespace's floor; the caller raises it with
 -- raise_new_many, in the same transaction, past a reap this snapshot did
--- not see (acquire.sql). Tenancy and row-level security are acquire's: the
+-- not see (acquire.sql). Every new tenure's fence is at least the
+-- timeline's floor, (timeline - 1) * 2^40 + 1, read once with the clock,
+-- so that fences jump past a failover that lost commits (acquire.sql says
+-- how and under which assumption). Tenancy and row-level security are acquire's: the
 -- batch is one tenant's, set with set_config(…, true) before this
 -- statement, and every read and the conflict target name the tenant.
 -- $1 tenants, $2 ns, $3 keys, $4 holders, $5 ttls ms, $6 clocks (NULL: the database clock)
@@ -30,20 +33,22 @@ WITH input AS (
   JOIN racefree_claims AS l ON l.tenant = u.tenant AND l.ns = u.ns AND l.key = u.key
   ORDER BY u.i FOR UPDATE OF l
 ), clock AS (
-  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now,
+    ((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40) + 1 AS tl_floor
   FROM (SELECT count(*) FROM locked) AS after_the_lock
 ), acquired AS (
   INSERT INTO racefree_claims AS c (tenant, ns, key, holder, fence, claimed_at, expires_at, count, first_seen, last_seen)
   SELECT u.tenant, u.ns, u.key, u.holder,
-    1 + GREATEST(
+    GREATEST(t.tl_floor, 1 + GREATEST(
       COALESCE((SELECT r.fence FROM racefree_claims AS r WHERE r.tenant = u.tenant AND r.ns = u.ns AND r.key = u.key), 0),
-      COALESCE((SELECT f.floor FROM racefree_claim_floors AS f WHERE f.tenant = u.tenant AND f.ns = u.ns), 0)),
+      COALESCE((SELECT f.floor FROM racefree_claim_floors AS f WHERE f.tenant = u.tenant AND f.ns = u.ns), 0))),
     t.now, t.now + u.ttl, 1, t.now, t.now
-  FROM input AS u CROSS JOIN LATERAL (SELECT COALESCE(u.clock, clock.now) AS now FROM clock) AS t
+  FROM input AS u CROSS JOIN LATERAL (SELECT COALESCE(u.clock, clock.now) AS now, clock.tl_floor FROM clock) AS t
   ORDER BY u.i
   ON CONFLICT (tenant, ns, key) DO UPDATE SET
     holder     = CASE WHEN c.expires_at IS NULL OR c.expires_at <= excluded.last_seen THEN excluded.holder ELSE c.holder END,
-    fence      = CASE WHEN c.expires_at IS NULL OR c.expires_at <= excluded.last_seen THEN COALESCE(c.fence, excluded.fence - 1) + 1 ELSE c.fence END,
+    fence      = CASE WHEN c.expires_at IS NULL OR c.expires_at <= excluded.last_seen
+                      THEN GREATEST(COALESCE(c.fence, excluded.fence - 1) + 1, (SELECT tl_floor FROM clock)) ELSE c.fence END,
     claimed_at = CASE WHEN c.expires_at IS NULL OR c.expires_at <= excluded.last_seen THEN excluded.claimed_at ELSE c.claimed_at END,
     expires_at = CASE WHEN c.expires_at IS NULL OR c.expires_at <= excluded.last_seen OR c.holder = excluded.holder THEN excluded.expires_at ELSE c.expires_at END,
     count      = c.count + 1,

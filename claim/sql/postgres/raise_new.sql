@@ -9,6 +9,8 @@
 -- reader ever sees the fence before the raise, and no crash leaves it
 -- unraised. It returns the raised fence, or 0 when there was nothing to
 -- raise.
+-- A raise only moves up a fence that acquire issued at or above the
+-- timeline's floor (acquire.sql), so the raised fence is above it too.
 -- $1 tenant, $2 ns, $3 key, $4 holder
 WITH raised AS (
   UPDATE racefree_claims AS c SET fence = f.floor + 1

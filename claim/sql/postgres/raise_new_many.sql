@@ -6,6 +6,8 @@
 -- and its insert; this statement's own snapshot is fresh and sees it. It
 -- returns one row per call, led by the call's place in the arrays: the
 -- raised fence, or 0 when there was nothing to raise.
+-- A raise only moves up a fence that acquire issued at or above the
+-- timeline's floor (acquire.sql), so the raised fence is above it too.
 -- $1 tenants, $2 ns, $3 keys, $4 holders
 WITH input AS (
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(tenant, ns, key, holder, i)

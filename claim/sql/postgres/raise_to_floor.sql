@@ -7,6 +7,8 @@
 -- and fence match the insert), locked by the insert while the caller's
 -- transaction is open. No row returned: the fence was already above the
 -- floor.
+-- A raise only moves up a fence that acquire issued at or above the
+-- timeline's floor (acquire.sql), so the raised fence is above it too.
 -- $1 tenant, $2 ns, $3 key, $4 holder, $5 fence returned by acquire
 UPDATE racefree_claims AS c SET fence = f.floor + 1
 FROM racefree_claim_floors AS f
