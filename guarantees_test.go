@@ -13,10 +13,12 @@ import (
 	"testing"
 )
 
-// A guarantee is one row of a GUARANTEES.md table.
+// A guarantee is one row of a guarantees table: of GUARANTEES.md, or of
+// the "What is guaranteed" section of a docs/*.md page.
 type guarantee struct {
-	line    int    // 1-based line number in GUARANTEES.md
-	section string // the ## heading above the table
+	file    string // GUARANTEES.md or docs/<page>.md
+	line    int    // 1-based line number in file
+	section string // the ## (or, on a docs page, ###) heading above the table
 	promise string
 	tests   []string // dir:TestName[/subtest], as written
 	mutants []string // three-digit catalogue numbers
@@ -35,10 +37,15 @@ var (
 	patchNumber = regexp.MustCompile(`^([0-9]{3})-.*\.patch$`)
 )
 
+// guaranteedHeading heads the section of a docs page that holds its
+// guarantees tables, up to the next "## " heading.
+const guaranteedHeading = "## What is guaranteed"
+
 // engineValues are the values the engines column may take.
 var engineValues = []string{"both", "sqlite", "postgres", "—"}
 
-// TestGuaranteesAreProven checks GUARANTEES.md against the code: every row
+// TestGuaranteesAreProven checks the guarantees tables (GUARANTEES.md and
+// the "What is guaranteed" sections of docs/*.md) against the code: every row
 // names at least one test, every named test function exists in its
 // directory's _test.go files, every named mutant exists in
 // mutants/catalogue, and every engines value is one of the documented ones.
@@ -47,12 +54,12 @@ var engineValues = []string{"both", "sqlite", "postgres", "—"}
 // breach of.
 func TestGuaranteesAreProven(t *testing.T) {
 	t.Parallel()
-	rows, problems := parseGuarantees("GUARANTEES.md")
+	rows, problems := loadGuarantees(".")
 	for _, p := range problems {
 		t.Error(p)
 	}
 	if len(rows) == 0 {
-		t.Fatal("GUARANTEES.md has no rows")
+		t.Fatal("GUARANTEES.md and docs/*.md have no rows")
 	}
 	patches, err := filepath.Glob(filepath.Join("mutants", "catalogue", "*.patch"))
 	if err != nil {
@@ -87,7 +94,7 @@ func TestGuaranteesAreProven(t *testing.T) {
 		for _, p := range patches {
 			base := filepath.Base(p)
 			if m := patchNumber.FindStringSubmatch(base); m != nil && !listed[m[1]] {
-				t.Errorf("mutants/catalogue/%s is in no row of GUARANTEES.md", base)
+				t.Errorf("mutants/catalogue/%s is in no row of GUARANTEES.md or docs/*.md", base)
 			}
 		}
 	})
@@ -101,7 +108,7 @@ func checkRows(rows []guarantee, catalogue map[string][]string) []string {
 	var problems []string
 	funcs := testFuncs{}
 	for _, g := range rows {
-		at := fmt.Sprintf("GUARANTEES.md:%d (%s)", g.line, g.section)
+		at := fmt.Sprintf("%s:%d (%s)", g.file, g.line, g.section)
 		if len(g.tests) == 0 {
 			problems = append(problems, fmt.Sprintf("%s: %q names no test", at, g.promise))
 		}
@@ -137,9 +144,27 @@ func validEngines(cell string) bool {
 		(note == "" || strings.HasPrefix(note, "(") && strings.HasSuffix(note, ")"))
 }
 
-// parseGuarantees reads the table rows of the GUARANTEES.md at path and
-// returns them with the problems found in their form.
-func parseGuarantees(path string) ([]guarantee, []string) {
+// loadGuarantees reads the rows of root/GUARANTEES.md and of the "What is
+// guaranteed" sections of root/docs/*.md, and returns them with the
+// problems found in their form.
+func loadGuarantees(root string) ([]guarantee, []string) {
+	rows, problems := parseGuarantees(filepath.Join(root, "GUARANTEES.md"), "GUARANTEES.md", false)
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return rows, append(problems, err.Error())
+	}
+	for _, p := range pages {
+		r, pr := parseGuarantees(p, "docs/"+filepath.Base(p), true)
+		rows, problems = append(rows, r...), append(problems, pr...)
+	}
+	return rows, problems
+}
+
+// parseGuarantees reads the table rows of the file at path, named name in
+// the problems, and returns them with the problems found in their form:
+// every table of a GUARANTEES.md, or, of a docs page (page), the tables of
+// its "What is guaranteed" section alone.
+func parseGuarantees(path, name string, page bool) ([]guarantee, []string) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, []string{err.Error()}
@@ -148,17 +173,29 @@ func parseGuarantees(path string) ([]guarantee, []string) {
 		rows     []guarantee
 		problems []string
 		section  string
+		inTables = !page
 	)
+	if page {
+		section = strings.TrimSuffix(filepath.Base(path), ".md")
+	}
 	for i, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
 		if h, ok := strings.CutPrefix(line, "## "); ok {
+			if page {
+				inTables = line == guaranteedHeading
+			} else {
+				section = h
+			}
+			continue
+		}
+		if h, ok := strings.CutPrefix(line, "### "); ok && page && inTables {
 			section = h
 			continue
 		}
-		if !strings.HasPrefix(line, "|") {
+		if !inTables || !strings.HasPrefix(line, "|") {
 			continue
 		}
-		at := fmt.Sprintf("GUARANTEES.md:%d", i+1)
+		at := fmt.Sprintf("%s:%d", name, i+1)
 		cells := splitRow(line)
 		if len(cells) != 4 {
 			problems = append(problems, fmt.Sprintf("%s: %d cells, want 4 (| promise | tests | mutants | engines |)", at, len(cells)))
@@ -167,7 +204,7 @@ func parseGuarantees(path string) ([]guarantee, []string) {
 		if cells[0] == "promise" || isSeparator(cells) {
 			continue
 		}
-		g := guarantee{line: i + 1, section: section, promise: cells[0], engines: cells[3]}
+		g := guarantee{file: name, line: i + 1, section: section, promise: cells[0], engines: cells[3]}
 		for _, m := range backticked.FindAllStringSubmatch(cells[1], -1) {
 			g.tests = append(g.tests, strings.TrimSpace(m[1]))
 		}
@@ -281,7 +318,7 @@ func TestGuaranteesCheckerRejects(t *testing.T) {
 	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rows, problems := parseGuarantees(path)
+	rows, problems := parseGuarantees(path, "GUARANTEES.md", false)
 	problems = append(problems, checkRows(rows, map[string][]string{"010": {"010-claim-do-nothing.patch"}})...)
 	for _, want := range []string{
 		`:6 (claim): "no test" names no test`,
@@ -300,6 +337,58 @@ func TestGuaranteesCheckerRejects(t *testing.T) {
 		}
 	}
 	if got, want := len(problems), 10; got != want {
+		t.Errorf("%d problems, want %d:\n%s", got, want, strings.Join(problems, "\n"))
+	}
+}
+
+// TestGuaranteesOnDocsPages checks that the checker reads a docs page's
+// tables in its "What is guaranteed" section, and only there, and names
+// the page, its line and the package heading of a faulty row.
+func TestGuaranteesOnDocsPages(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for name, text := range map[string]string{
+		"GUARANTEES.md": "# Guarantees\n\nThe tables are on the docs pages.\n",
+		"docs/claims.md": strings.Join([]string{
+			"# Claims",
+			"| figure | SQLite | PostgreSQL |",
+			"|---|---|---|",
+			"| a table of figures, not of guarantees | 1 | 2 |",
+			"## What is guaranteed",
+			"| promise | tests | mutants | engines |",
+			"|---|---|---|---|",
+			"| fine | `.:TestGuaranteesAreProven` | 010 | both |",
+			"| no such mutant | `.:TestGuaranteesAreProven` | 999 | both |",
+			"### server",
+			"| promise | tests | mutants | engines |",
+			"|---|---|---|---|",
+			"| bad engines | `.:TestGuaranteesAreProven` | — | mysql |",
+			"## Afterwards",
+			"| another table | of | three |",
+		}, "\n"),
+	} {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, problems := loadGuarantees(root)
+	if got, want := len(rows), 3; got != want {
+		t.Errorf("%d rows, want %d: %v", got, want, rows)
+	}
+	problems = append(problems, checkRows(rows, map[string][]string{"010": {"010-claim-do-nothing.patch"}})...)
+	for _, want := range []string{
+		`docs/claims.md:9 (claims): mutant 999: no mutants/catalogue/999-*.patch`,
+		`docs/claims.md:13 (server): engines "mysql", want one of`,
+	} {
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, want) }) {
+			t.Errorf("no problem reported containing %q", want)
+		}
+	}
+	if got, want := len(problems), 2; got != want {
 		t.Errorf("%d problems, want %d:\n%s", got, want, strings.Join(problems, "\n"))
 	}
 }

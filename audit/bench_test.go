@@ -130,7 +130,7 @@ func unchained(ctx context.Context, l *Log, tx *sql.Tx, scope string, e Entry) e
 }
 
 // BenchmarkVerify measures Verify's rows per second over one scope of
-// AUDIT_BENCH_ROWS entries (default 100,000; the README's figures use
+// AUDIT_BENCH_ROWS entries (default 100,000; docs/performance.md's figures use
 // 1,000,000), written in bulk once before the timer starts: in one stream
 // ("single", VerifyOptions.Streams 1) and in parallel parts ("parallel",
 // the default: GOMAXPROCS streams), three rounds of each in turn on the

@@ -102,7 +102,7 @@
 // A trigger refuses UPDATE and DELETE of entries and checkpoints on both
 // engines, and TRUNCATE on PostgreSQL. The owner of the tables can still
 // drop the triggers: run the application as a role that owns nothing (see
-// the README) and keep checkpoints elsewhere.
+// docs/audit.md) and keep checkpoints elsewhere.
 //
 // # Retention
 //

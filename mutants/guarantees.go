@@ -11,8 +11,14 @@ import (
 )
 
 // guaranteesFile is the file, relative to the repository root, whose rows
-// name the tests that prove each promise and the mutants that break it.
-const guaranteesFile = "GUARANTEES.md"
+// name the tests that prove each promise and the mutants that break it;
+// the pages under docsDir hold more rows, each in its section headed
+// guaranteedHeading (up to the next "## " heading).
+const (
+	guaranteesFile    = "GUARANTEES.md"
+	docsDir           = "docs"
+	guaranteedHeading = "## What is guaranteed"
+)
 
 var (
 	// listedTest is a test named in a row's tests column: dir:TestName,
@@ -24,32 +30,56 @@ var (
 	catalogueNumber = regexp.MustCompile(`^([0-9]{3})-`)
 )
 
-// A proof is what GUARANTEES.md says proves the promises a mutant breaks:
-// for each directory (as rows name it: "." for the root package), the
-// top-level tests that its rows list. A row that names a subtest
+// A proof is what the guarantees tables say proves the promises a mutant
+// breaks: for each directory (as rows name it: "." for the root package),
+// the top-level tests that its rows list. A row that names a subtest
 // (claim:TestAcquire/postgres) lists its top-level test.
 type proof map[string][]string
 
-// readGuarantees reads root/GUARANTEES.md and returns, for each catalogue
+// readGuarantees reads root/GUARANTEES.md (every table) and the "What is
+// guaranteed" sections of root/docs/*.md, and returns, for each catalogue
 // number that a row names, the tests of all the rows that name it. A
-// missing file names no test.
+// missing file or directory names no test.
 func readGuarantees(root string) (map[string]proof, error) {
+	out := map[string]proof{}
 	data, err := os.ReadFile(filepath.Join(root, guaranteesFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]proof{}, nil
-	} else if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	return parseGuarantees(string(data)), nil
+	addGuarantees(out, string(data), false)
+	pages, err := filepath.Glob(filepath.Join(root, docsDir, "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	for _, page := range pages {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			return nil, err
+		}
+		addGuarantees(out, string(data), true)
+	}
+	return out, nil
 }
 
 // parseGuarantees reads the table rows of a GUARANTEES.md:
 // | promise | `dir:TestName`, … | NNN, … or — | engines |.
 func parseGuarantees(text string) map[string]proof {
 	out := map[string]proof{}
+	addGuarantees(out, text, false)
+	return out
+}
+
+// addGuarantees adds to out the rows of text: every table row of it, or,
+// for a docs page (page), only those of its "What is guaranteed" section.
+func addGuarantees(out map[string]proof, text string, page bool) {
+	inTables := !page
 	for line := range strings.Lines(text) {
 		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "|") {
+		if page && strings.HasPrefix(line, "## ") {
+			inTables = line == guaranteedHeading
+			continue
+		}
+		if !inTables || !strings.HasPrefix(line, "|") {
 			continue
 		}
 		cells := splitRow(line)
@@ -84,7 +114,6 @@ func parseGuarantees(text string) map[string]proof {
 			slices.Sort(names)
 		}
 	}
-	return out
 }
 
 // splitRow splits a Markdown table row into its trimmed cells; a | inside

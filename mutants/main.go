@@ -7,8 +7,9 @@
 // copy of the repository (the baseline) and records which tests pass. Then,
 // for every mutant, it copies the repository's files into a scratch
 // directory, applies the patch there with git apply, and runs go test on the
-// mutant's packages: in each, the tests that the rows of GUARANTEES.md naming
-// the mutant list there, or every test when they list none. The mutant is
+// mutant's packages: in each, the tests that the rows of the guarantees
+// tables (GUARANTEES.md and the "What is guaranteed" sections of docs/*.md)
+// naming the mutant list there, or every test when they list none. The mutant is
 //
 //   - caught when a test that passed on the baseline fails (the first such
 //     test is named); for a mutant of one engine's SQL (…/sql/postgres/…),

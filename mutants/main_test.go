@@ -818,6 +818,67 @@ func TestParseGuarantees(t *testing.T) {
 	}
 }
 
+// TestReadGuaranteesReadsTheDocsPages checks that the runner reads the
+// tests of a mutant from every table of GUARANTEES.md and from the "What is
+// guaranteed" section of each docs/*.md page, and from no other table of a
+// page.
+func TestReadGuaranteesReadsTheDocsPages(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"GUARANTEES.md": strings.Join([]string{
+			"# Guarantees",
+			"## claim",
+			"| promise | tests | mutants | engines |",
+			"|---|---|---|---|",
+			"| on the index | `claim:TestAcquire` | 010 | both |",
+		}, "\n"),
+		"docs/claims.md": strings.Join([]string{
+			"# Claims",
+			"| figure | tests | mutants | engines |",
+			"|---|---|---|---|",
+			"| a table before the section | `claim:TestBefore` | 010 | both |",
+			"## What is guaranteed",
+			"| promise | tests | mutants | engines |",
+			"|---|---|---|---|",
+			"| on the page | `claim:TestRenew` | 010, 011 | both |",
+			"### server",
+			"| promise | tests | mutants | engines |",
+			"|---|---|---|---|",
+			"| under a package's heading | `server:TestClaimsOverHTTP` | 011 | both |",
+			"## Afterwards",
+			"| a table after the section | `claim:TestAfter` | 011 | both |",
+		}, "\n"),
+		"docs/dedup.md": strings.Join([]string{
+			"# Dedup",
+			"## What is guaranteed",
+			"| on another page | `dedup:TestObserve` | 012 | both |",
+		}, "\n"),
+	})
+	got, err := readGuarantees(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]proof{
+		"010": {"claim": {"TestAcquire", "TestRenew"}},
+		"011": {"claim": {"TestRenew"}, "server": {"TestClaimsOverHTTP"}},
+		"012": {"dedup": {"TestObserve"}},
+	}
+	if len(got) != len(want) {
+		t.Errorf("mutants %v, want %v", got, want)
+	}
+	for n, p := range want {
+		if len(got[n]) != len(p) {
+			t.Errorf("mutant %s: %v, want %v", n, got[n], p)
+		}
+		for dir, names := range p {
+			if !slices.Equal(got[n][dir], names) {
+				t.Errorf("mutant %s, %s: %v, want %v", n, dir, got[n][dir], names)
+			}
+		}
+	}
+}
+
 // TestTimeoutIsTheBinarysOwn checks that only go test's own time-out panic
 // marks a package as timed out, not a test's log that quotes one (the
 // runner's tests log the output of runs with a hanging mutant).

@@ -16,7 +16,7 @@
 // transaction, so it is safe behind a transaction-mode pooler and never
 // leaks to the next user of a pooled connection. A transaction that set no
 // tenant sees no row and writes none. The application's own tables can use
-// the same setting in their policies (README, "Tenants").
+// the same setting in their policies (docs/tenants.md).
 //
 // racefree calls made with a *sql.DB or *racefree.DB run in a short
 // transaction of their own that sets the tenant. A call that is a single

@@ -25,7 +25,7 @@
 // sorts every row, and there those two aggregates cost more than the
 // second read; its aggregate only counts, and computes an expression key
 // once per row rather than twice (unless an index gives the keys' order).
-// BenchmarkCheck compares a check with the bare aggregate; the README has
+// BenchmarkCheck compares a check with the bare aggregate; docs/performance.md has
 // the figures.
 //
 // Safety: a check only reads. It runs in one read-only transaction

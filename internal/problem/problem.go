@@ -31,8 +31,8 @@ type Kind struct {
 	Status int
 }
 
-// The kinds of problem racefree answers with, in the order of the
-// README's table.
+// The kinds of problem racefree answers with, in the order of the table
+// in docs/server.md.
 var (
 	InvalidInput          = Kind{"invalid-input", "Invalid input", http.StatusBadRequest}
 	IdempotencyKeyMissing = Kind{"idempotency-key-missing", "Idempotency-Key required", http.StatusBadRequest}

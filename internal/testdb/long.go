@@ -5,7 +5,7 @@ import "os"
 // LongEnv names the environment variable that asks for the long mode of
 // the tests that repeat a fault many times (kills, restarts, rounds of
 // load): RACEFREE_LONG=1. CI runs the default, short mode; the long mode's
-// figures are the README's.
+// figures are those of docs/contributing.md.
 const LongEnv = "RACEFREE_LONG"
 
 // Long reports whether RACEFREE_LONG=1 asks for the long mode.

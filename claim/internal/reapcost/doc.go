@@ -1,7 +1,7 @@
 // Command reapcost measures what reaping claims costs on a large table, with
 // the reaper as it is and with the reaper as it was before fence floors
 // (a subquery with the volatile clock, batches back to back), so that the
-// README's figures can be reproduced:
+// figures in docs/performance.md can be reproduced:
 //
 //	go run ./claim/internal/reapcost -db sqlite:/tmp/reap.db -rows 1000000
 //	go run ./claim/internal/reapcost -db 'postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable&search_path=reapcost' -rows 1000000

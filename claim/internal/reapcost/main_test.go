@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// TestRunOnASmallTable keeps the README's reproduction command working: the
-// whole measurement, on a table small enough for a test.
+// TestRunOnASmallTable keeps the reproduction command of
+// docs/performance.md working: the whole measurement, on a table small
+// enough for a test.
 func TestRunOnASmallTable(t *testing.T) {
 	t.Parallel()
 	if err := run(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "reap.db"), 300, 100); err != nil {
