@@ -13,8 +13,9 @@ import (
 // Consume charges n units to key under policy p, as quota.Limiter.Consume
 // (POST /v1/quotas/{key}/consume): an allowed charge returns a Decision
 // with Allowed, Remaining and ResetAt; a denial is not an error but a
-// Decision with Allowed false and the exact RetryAfter, and charged
-// nothing. The policy's Kind, Rate, Per (whole milliseconds) and Burst are
+// Decision with Allowed false, the exact RetryAfter, Remaining and ResetAt
+// (a server older than this client sends no ResetAt: zero), and charged
+// nothing. ResetAfter, which needs the server's clock, is left zero. The policy's Kind, Rate, Per (whole milliseconds) and Burst are
 // sent; the server decides without waiting (quota.NoWait) and fails closed
 // (503, an error matching racefree.ErrUnavailable, after the retries). A
 // retry after a lost reply carries the same Idempotency-Key and is charged
@@ -34,9 +35,14 @@ func (c *Client) Consume(ctx context.Context, key string, n int64, p quota.Polic
 	err := c.do(ctx, call{method: "POST", path: "/v1/quotas/" + url.PathEscape(key) + "/consume", idempotent: true,
 		body: map[string]any{"n": n, "policy": map[string]any{"kind": p.Kind, "rate": p.Rate, "per_ms": p.Per.Milliseconds(), "burst": p.Burst}}}, &out)
 	if e := (*Error)(nil); errors.As(err, &e) && problemName(e.Type) == "quota-exceeded" {
-		var ms int64
+		var (
+			ms, remaining int64
+			resetAt       time.Time
+		)
 		e.member("retry_after_ms", &ms)
-		return quota.Decision{RetryAfter: time.Duration(ms) * time.Millisecond}, nil
+		e.member("remaining", &remaining)
+		e.member("reset_at", &resetAt)
+		return quota.Decision{Remaining: remaining, ResetAt: resetAt, RetryAfter: time.Duration(ms) * time.Millisecond}, nil
 	}
 	if err != nil {
 		return quota.Decision{}, err

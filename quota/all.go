@@ -2,9 +2,13 @@ package quota
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/reaper"
@@ -16,9 +20,16 @@ type Request struct {
 	Key    string
 	N      int64
 	Policy Policy
-	// ConsumptionKey, when set, makes the charge idempotent: a request
-	// whose consumption key was charged before (within Options.LedgerKeep)
-	// charges nothing and returns the first charge's figures, Replayed.
+	// ConsumptionKey, when set, makes the charge idempotent (a request id,
+	// an order number): a call whose consumption key was charged before
+	// (within Options.LedgerKeep) charges nothing under it and returns the
+	// first charge's figures, Replayed. The key is bound to the requests
+	// that first carried it, each one's Key, Policy (kind, Rate, Per,
+	// Burst) and N: the requests of one call that carry one key (a
+	// per-hour and a per-day limit for one request id) are each charged
+	// once, and each replayed once; a later call that sends the key with
+	// other requests is refused with a *ConsumptionKeyReusedError and
+	// charges nothing (from migration 017, LedgerFingerprintMigration).
 	ConsumptionKey string
 }
 
@@ -43,9 +54,17 @@ type Request struct {
 // sent for two tenants charges each once.
 //
 // A request with a ConsumptionKey records it under a UNIQUE key in the same
-// transaction before charging: a replay charges once, however often and
-// concurrently it is sent, and a denial records nothing, so a retry after a
-// denial is charged again. Shadow policies never deny; the whole call is
+// transaction before charging, once per call, bound to the fingerprint of
+// the call's requests under that key: a replay charges once, however often
+// and concurrently it is sent, and a denial records nothing, so a retry
+// after a denial is charged again. The same key sent with other requests
+// (another quota key, policy or n, or another set of requests) is a
+// *ConsumptionKeyReusedError (racefree.ErrMismatch), never a replay: the
+// call charges nothing, and under the caller's *sql.Tx the savepoint is
+// rolled back. A ledger row written before migration 017, without a
+// fingerprint, is replayed whatever the request, as the release that wrote
+// it would; before migration 017 (compatible mode) every reuse is
+// replayed. Shadow policies never deny; the whole call is
 // decided with Policy.Wait of the first request as its bound, and a
 // failure to answer follows that policy's OnUnavailable.
 func (l *Limiter) ConsumeAll(ctx context.Context, exec racefree.Executor, reqs []Request) (Decision, error) {
@@ -130,31 +149,158 @@ func (l *Limiter) savepoint(ctx context.Context, exec racefree.Executor, fn func
 	return err
 }
 
+// LedgerFingerprintMigration is the migration that binds a consumption
+// key to the request that first used it (the ledger's fingerprint
+// column). Before it, in compatible mode, a consumption key sent with
+// another request is replayed, as the previous release did; one call's
+// requests under one key are charged once each either way.
+const LedgerFingerprintMigration = 17
+
+// ErrConsumptionKeyReused matches every *ConsumptionKeyReusedError.
+var ErrConsumptionKeyReused = errors.New("quota: consumption key reused with a different request")
+
+// ConsumptionKeyReusedError reports a ConsumeAll whose consumption key was
+// charged before for another request: other quota keys, policies or n
+// under the key. Nothing of the call was charged. It matches
+// ErrConsumptionKeyReused and racefree.ErrMismatch, the error of an
+// idempotency key sent with another payload (422 over HTTP).
+type ConsumptionKeyReusedError struct {
+	ConsumptionKey string
+}
+
+func (e *ConsumptionKeyReusedError) Error() string {
+	return fmt.Sprintf("consumption key %q was charged for a different request", e.ConsumptionKey)
+}
+
+// Is reports ErrConsumptionKeyReused and racefree.ErrMismatch as matching.
+func (e *ConsumptionKeyReusedError) Is(target error) bool {
+	return target == ErrConsumptionKeyReused || target == racefree.ErrMismatch
+}
+
+// ledgerEntry is one consumption key of a call: the requests that carry
+// it (their places in the call) and their fingerprint.
+type ledgerEntry struct {
+	key         string
+	reqs        []int
+	fingerprint string
+}
+
+// ledgerEntries groups the requests by consumption key, in the order the
+// keys first appear.
+func ledgerEntries(reqs []Request) []ledgerEntry {
+	var out []ledgerEntry
+	at := map[string]int{}
+	for i, r := range reqs {
+		if r.ConsumptionKey == "" {
+			continue
+		}
+		j, ok := at[r.ConsumptionKey]
+		if !ok {
+			j = len(out)
+			at[r.ConsumptionKey] = j
+			out = append(out, ledgerEntry{key: r.ConsumptionKey})
+		}
+		out[j].reqs = append(out[j].reqs, i)
+	}
+	for j := range out {
+		out[j].fingerprint = fingerprint(reqs, out[j].reqs)
+	}
+	return out
+}
+
+// fingerprint returns the SHA-256, in hex, of the charges at places idx of
+// reqs, in no particular order: each one's quota key, policy kind, Rate,
+// Per in ms, Burst (GCRA's; the windows ignore it) and n. The policy's
+// name, Wait, OnUnavailable and Shadow decide how a charge is answered,
+// not what it charges, and are left out.
+func fingerprint(reqs []Request, idx []int) string {
+	lines := make([]string, 0, len(idx))
+	for _, i := range idx {
+		r, p := reqs[i], reqs[i].Policy
+		burst := int64(0)
+		if p.Kind == GCRA {
+			burst = p.Burst
+		}
+		lines = append(lines, fmt.Sprintf("%q %q %d %d %d %d", r.Key, p.Kind, p.Rate, p.Per.Milliseconds(), burst, r.N))
+	}
+	slices.Sort(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return hex.EncodeToString(sum[:])
+}
+
+// record writes entry's consumption key to the ledger on tx, bound to the
+// entry's fingerprint when bound (migration 017). It reports whether the
+// key was charged before, with the figures of that first charge: a replay.
+// A key charged before for another request is a
+// *ConsumptionKeyReusedError; a row without a fingerprint (written before
+// migration 017) is a replay, as the release that wrote it would have it.
+func (l *Limiter) record(ctx context.Context, tx racefree.Executor, t string, e ledgerEntry, bound bool) (Decision, bool, error) {
+	insert, get, args := "ledger_insert_unbound", "ledger_get_unbound", []any{t, l.scope, e.key, l.ledgerKeep.Milliseconds(), l.db.ClockArg()}
+	if bound {
+		insert, get, args = "ledger_insert", "ledger_get", append(args, e.fingerprint)
+	}
+	var first int
+	err := tx.QueryRowContext(ctx, l.q.Get(insert), args...).Scan(&first)
+	if err == nil {
+		return Decision{}, false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Decision{}, false, fmt.Errorf("record consumption key: %w", l.db.InterpretError(err))
+	}
+	var (
+		remaining, resetAt int64
+		fp                 sql.NullString
+		dest               = []any{&remaining, &resetAt}
+	)
+	if bound {
+		dest = append(dest, &fp)
+	}
+	if err := tx.QueryRowContext(ctx, l.q.Get(get), t, l.scope, e.key).Scan(dest...); err != nil {
+		return Decision{}, false, fmt.Errorf("read consumption key: %w", l.db.InterpretError(err))
+	}
+	if fp.Valid && fp.String != e.fingerprint {
+		return Decision{}, false, &ConsumptionKeyReusedError{ConsumptionKey: e.key}
+	}
+	return Decision{Allowed: true, Remaining: remaining, ResetAt: racefree.FromMillis(resetAt), Replayed: true}, true, nil
+}
+
 // all charges every request on tx, and returns errDenied (after setting
 // the combined decision) when one was refused, so that the caller rolls
 // the charges back. In a transaction it begins itself, errDenied rolls it
 // back and is not an error.
+//
+// It first writes each consumption key of the call to the ledger, once,
+// bound to the call's requests under it: a key charged before (a replay)
+// skips its requests and brings back the first charge's figures; a key
+// charged before for other requests fails the call. Then it charges the
+// other requests, and stores with each new key the figures of its
+// requests combined, for a replay to return.
 func (l *Limiter) all(ctx context.Context, tx racefree.Executor, reqs []Request) (Decision, error) {
 	out := Decision{Allowed: true, Remaining: -1}
-	denied := false
 	t := tenant.From(ctx)
-	for _, r := range reqs {
-		var d Decision
-		if r.ConsumptionKey != "" {
-			var first int
-			err := tx.QueryRowContext(ctx, l.q.Get("ledger_insert"), t, l.scope, r.ConsumptionKey, l.ledgerKeep.Milliseconds(), l.db.ClockArg()).Scan(&first)
-			if errors.Is(err, sql.ErrNoRows) {
-				var remaining, resetAt int64
-				if err := tx.QueryRowContext(ctx, l.q.Get("ledger_get"), t, l.scope, r.ConsumptionKey).Scan(&remaining, &resetAt); err != nil {
-					return Decision{}, fmt.Errorf("read consumption key: %w", l.db.InterpretError(err))
-				}
-				d = Decision{Allowed: true, Remaining: remaining, ResetAt: racefree.FromMillis(resetAt), Replayed: true}
-				out = combine(out, d)
-				continue
-			}
+	entries := ledgerEntries(reqs)
+	replayed := map[string]bool{}
+	if len(entries) > 0 {
+		bound, err := l.db.SchemaAtLeast(ctx, tx, LedgerFingerprintMigration)
+		if err != nil {
+			return Decision{}, l.db.InterpretError(err)
+		}
+		for _, e := range entries {
+			d, replay, err := l.record(ctx, tx, t, e, bound)
 			if err != nil {
-				return Decision{}, fmt.Errorf("record consumption key: %w", l.db.InterpretError(err))
+				return Decision{}, err
 			}
+			if replay {
+				replayed[e.key] = true
+				out = combine(out, d)
+			}
+		}
+	}
+	denied := false
+	figures := map[string]Decision{}
+	for _, r := range reqs {
+		if replayed[r.ConsumptionKey] {
+			continue
 		}
 		d, err := l.consume(ctx, tx, r.Key, r.N, r.Policy)
 		if err != nil {
@@ -165,15 +311,26 @@ func (l *Limiter) all(ctx context.Context, tx racefree.Executor, reqs []Request)
 			denied = true
 		}
 		out = combine(out, d)
-		if r.ConsumptionKey != "" && d.Allowed {
-			if _, err := tx.ExecContext(ctx, l.q.Get("ledger_set"), t, l.scope, r.ConsumptionKey, d.Remaining, racefree.Millis(d.ResetAt)); err != nil {
-				return Decision{}, fmt.Errorf("record consumption key: %w", l.db.InterpretError(err))
+		if r.ConsumptionKey != "" {
+			f, ok := figures[r.ConsumptionKey]
+			if !ok {
+				f = Decision{Allowed: true, Remaining: -1}
 			}
+			figures[r.ConsumptionKey] = combine(f, d)
 		}
 	}
 	if denied {
 		out.Allowed = false
 		return out, errDenied
+	}
+	for _, e := range entries {
+		if replayed[e.key] {
+			continue
+		}
+		f := figures[e.key]
+		if _, err := tx.ExecContext(ctx, l.q.Get("ledger_set"), t, l.scope, e.key, f.Remaining, racefree.Millis(f.ResetAt)); err != nil {
+			return Decision{}, fmt.Errorf("record consumption key: %w", l.db.InterpretError(err))
+		}
 	}
 	return out, nil
 }

@@ -58,9 +58,9 @@
 // Each Policy says what to decide when the database does not answer within
 // Policy.Wait (one second by default; NoWait leaves the bound to the
 // caller's context): FailClosed (the default) denies, FailOpen admits;
-// both mark the Decision Degraded and charge nothing, unless the charge
-// reached the database and only its answer was lost: then it may have
-// been charged.
+// both mark the Decision Degraded. A charge that never reached the
+// database charged nothing; one whose reply was lost may have been
+// charged (invariant 14: an unknown outcome, not a failure).
 // Policy.Shadow decides and counts but never denies, for rolling a limit
 // out. Middleware puts a policy in front of an http.Handler: 429 with
 // Retry-After and a problem+json quota-exceeded body, and the RateLimit

@@ -52,9 +52,15 @@ type OnUnavailable int
 const (
 	// FailClosed denies: Consume returns a denying Decision with Degraded
 	// set and an error matching racefree.ErrUnavailable. The default.
+	// A charge that never reached the database charged nothing; one that
+	// was sent and whose reply was lost (a timeout while the statement
+	// ran, a connection cut after the commit) may have been charged: the
+	// outcome is unknown.
 	FailClosed OnUnavailable = iota
 	// FailOpen admits: Consume returns an admitting Decision with Degraded
-	// set and a nil error. Nothing is charged.
+	// set and a nil error. As with FailClosed, a charge whose reply was
+	// lost may have been charged; one that never reached the database was
+	// not.
 	FailOpen
 )
 
@@ -63,6 +69,13 @@ const (
 	MaxKeyBytes = 255           // bytes in a key or a consumption key
 	MaxUnits    = 1_000_000_000 // largest Rate, Burst and n
 	MaxPer      = 366 * 24 * time.Hour
+	// MaxRefill bounds a GCRA policy's Burst × ⌈Per/Rate⌉ (in ms): the
+	// time an empty bucket takes to fill again, 100 × MaxPer (36,600
+	// days). The charge statements compute now + Burst × T and
+	// max(tat, now) + n × T in 64-bit integers, and Decision.ResetAfter
+	// holds up to Burst × T as a time.Duration: under this bound none of
+	// them overflows, on either engine.
+	MaxRefill = 100 * MaxPer
 )
 
 // Defaults.
@@ -81,7 +94,7 @@ type Policy struct {
 	Kind  Kind          // GCRA, FixedWindow or SlidingWindow
 	Rate  int64         // units per Per, 1 to MaxUnits
 	Per   time.Duration // 1ms to MaxPer, whole milliseconds; GCRA needs Per/Rate >= 1ms
-	Burst int64         // GCRA: the bucket's size, 1 to MaxUnits; the windows: ignored
+	Burst int64         // GCRA: the bucket's size, 1 to MaxUnits, with Burst × ⌈Per/Rate⌉ at most MaxRefill; the windows: ignored
 	// OnUnavailable says what to decide when the database does not answer
 	// within Wait. Defaults to FailClosed.
 	OnUnavailable OnUnavailable
@@ -121,7 +134,12 @@ func (p Policy) limit() int64 {
 	return p.Burst
 }
 
-// Validate returns an *racefree.InputError when p is not usable.
+// Validate returns an *racefree.InputError when p is not usable: a kind
+// other than the three, Rate or Burst outside 1 to MaxUnits, Per outside
+// 1ms to MaxPer or not whole milliseconds, a GCRA policy with more than
+// one unit per millisecond or whose bucket takes more than MaxRefill to
+// fill, a sliding window whose Rate × Per in ms is above 2^61. Within
+// these bounds no statement overflows a 64-bit integer on either engine.
 func (p Policy) Validate() error {
 	switch p.Kind {
 	case GCRA, FixedWindow, SlidingWindow:
@@ -140,6 +158,10 @@ func (p Policy) Validate() error {
 		}
 		if p.Per.Milliseconds() < p.Rate {
 			return racefree.Invalid("policy.rate", "must be at most one unit per millisecond of per, got %d per %s", p.Rate, p.Per)
+		}
+		if t := p.interval(); p.Burst > MaxRefill.Milliseconds()/t {
+			return racefree.Invalid("policy.burst", "burst × per/rate (%d ms, rounded up) must be at most %d ms (%s) for gcra, got burst %d",
+				t, MaxRefill.Milliseconds(), MaxRefill, p.Burst)
 		}
 	}
 	if p.Kind == SlidingWindow && p.Rate > maxSlidingProduct/p.Per.Milliseconds() {
@@ -178,9 +200,10 @@ type Decision struct {
 	// refused. Nothing was charged.
 	ShadowDenied bool
 	// Degraded reports that the database did not answer: the decision is
-	// the policy's OnUnavailable. Nothing was charged, unless the charge
-	// reached the database and only its answer was lost (ErrUnavailable
-	// after the commit was sent): then it may have been.
+	// the policy's OnUnavailable. The units may have been charged (the
+	// charge was sent and its reply lost) or not (it never reached the
+	// database): the outcome is unknown, and Remaining and ResetAt say
+	// nothing.
 	Degraded bool
 	// Replayed reports that the consumption key was charged before: the
 	// figures are the first charge's, nothing was charged again.

@@ -150,7 +150,9 @@ func TestUnansweredDatabaseFollowsThePolicy(t *testing.T) {
 			t.Fatalf("ConsumeAll fail open: %+v, %v; want allowed, Degraded", d, err)
 		}
 		_ = tx.Rollback()
-		if d := consume(t, l, db, "k", 1, closed); !d.Allowed || d.Degraded {
+		// A minute's Wait: on a loaded machine 200 ms may pass before the
+		// pool answers even with the lock gone.
+		if d := consume(t, l, db, "k", 1, gcra); !d.Allowed || d.Degraded {
 			t.Fatalf("after the lock: %+v", d)
 		}
 	})

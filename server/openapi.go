@@ -92,6 +92,8 @@ var schemas = map[string]any{
 		"expires_at":     when,
 		"current_fence":  typ("integer", "stale-fence: the claim's fence"),
 		"retry_after_ms": typ("integer", "quota-exceeded: exactly when the same charge would be allowed"),
+		"remaining":      typ("integer", "quota-exceeded: the units the key could be charged now"),
+		"reset_at":       map[string]any{"type": "string", "format": "date-time", "description": "quota-exceeded: when the key is back to its full limit (RFC 3339, UTC, milliseconds)"},
 	}),
 	"AuditEntry": obj([]string{"scope", "seq"}, map[string]any{
 		"scope": str, "seq": integer, "at": when, "actor": str, "action": str, "subject": str,

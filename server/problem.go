@@ -66,7 +66,8 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return p
 	case errors.As(err, &qe):
 		p := problem.QuotaExceeded.New(qe.Error())
-		p.Extra = map[string]any{"retry_after_ms": qe.Decision.RetryAfter.Milliseconds()}
+		p.Extra = map[string]any{"retry_after_ms": qe.Decision.RetryAfter.Milliseconds(), "remaining": qe.Decision.Remaining,
+			"reset_at": formatTime(qe.Decision.ResetAt)}
 		return p
 	case errors.Is(err, racefree.ErrNotFound):
 		return problem.NotFound.New("")

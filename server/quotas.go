@@ -14,8 +14,9 @@ func (s *Server) quotaRoutes() {
 }
 
 // consumeQuota charges n units of the path's key under the body's policy.
-// A denial is a *quota.ExceededError: 429 quota-exceeded with Retry-After
-// and retry_after_ms. It wrote nothing, so it is not stored under an
+// A denial is a *quota.ExceededError: 429 quota-exceeded with Retry-After,
+// retry_after_ms, and the decision's remaining and reset_at (when the key
+// is full again, never the zero time). It wrote nothing, so it is not stored under an
 // Idempotency-Key: the retry, once it is due, is charged.
 //
 // Both answers carry the decision's RateLimit-Policy and RateLimit fields,

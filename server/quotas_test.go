@@ -14,7 +14,7 @@ import (
 )
 
 // TestQuotasOverHTTP: the route charges (200) and refuses (429 with
-// Retry-After and retry_after_ms), and both answers carry the decision's
+// Retry-After, retry_after_ms, remaining and reset_at), and both answers carry the decision's
 // RateLimit-Policy and RateLimit fields, as quota.Middleware formats them
 // and as the OpenAPI document promises; under an Idempotency-Key a 429 is
 // not stored, a charge is, and its replay carries the first answer's
@@ -46,6 +46,7 @@ func TestQuotasOverHTTP(t *testing.T) {
 		}
 		code, got, hdr := do(t, h, "POST", "/v1/quotas/user-1/consume", body, "Idempotency-Key", `"k-1"`)
 		if code != 429 || got["type"] != "urn:racefree:problem:quota-exceeded" || got["retry_after_ms"] != float64(100) ||
+			got["remaining"] != float64(0) || got["reset_at"] != t0.Add(200*time.Millisecond).Format("2006-01-02T15:04:05.000Z") ||
 			hdr.Get("Retry-After") != "1" || hdr.Get("Content-Type") != "application/problem+json" {
 			t.Fatalf("over the limit: %d %v %v", code, got, hdr)
 		}
@@ -78,6 +79,8 @@ func TestQuotasOverHTTP(t *testing.T) {
 			`{"n":1}`,
 			`{"n":1,"policy":{"kind":"leaky","rate":10,"per_ms":1000,"burst":2}}`,
 			`{"n":1,"policy":{"kind":"window","rate":10,"per_ms":0}}`,
+			// 1 per 366 days with a burst of 3×10^8: the bucket overflows BIGINT.
+			`{"n":1,"policy":{"kind":"gcra","rate":1,"per_ms":31622400000,"burst":300000000}}`,
 		} {
 			code, got, hdr := do(t, h, "POST", "/v1/quotas/user-2/consume", bad, "Idempotency-Key", `"k-bad"`)
 			if code != 400 || got["type"] != "urn:racefree:problem:invalid-input" || hdr.Get("RateLimit") != "" || hdr.Get("RateLimit-Policy") != "" {

@@ -91,6 +91,17 @@ func TestClientCommandsAgainstAServe(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	// A refusal through the server says when the key is full again: an
+	// hour after the charge above, never the zero time.
+	r := as("secret", "quota", "consume", "u", "--rate", "1", "--per", "1h", "--burst", "1")
+	var refusal struct {
+		Remaining *int64    `json:"remaining"`
+		ResetAt   time.Time `json:"reset_at"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &refusal); err != nil || r.code != exitHeld || refusal.Remaining == nil || *refusal.Remaining != 0 ||
+		refusal.ResetAt.Before(time.Now()) || refusal.ResetAt.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("a refusal through --server: exit %d, stdout %q (%v); want exit %d, 0 remaining, reset_at within the hour", r.code, r.stdout, err, exitHeld)
+	}
 
 	// The request id: kept when the client sends one, in the header and
 	// the problem body, and in the access log.

@@ -51,7 +51,10 @@ usage (nothing charged), 3 refused (retry_after_ms says when to retry).`,
 			if err != nil {
 				return clientExit(err)
 			}
-			out := map[string]any{"allowed": d.Allowed, "remaining": d.Remaining, "reset_at": d.ResetAt.Format(time.RFC3339Nano)}
+			out := map[string]any{"allowed": d.Allowed, "remaining": d.Remaining}
+			if !d.ResetAt.IsZero() { // a server older than this client sends none with a refusal
+				out["reset_at"] = d.ResetAt.UTC().Format(time.RFC3339Nano)
+			}
 			if !d.Allowed {
 				out["retry_after_ms"] = d.RetryAfter.Milliseconds()
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree/internal/testdb"
 )
@@ -28,6 +29,12 @@ func TestQuotaConsume(t *testing.T) {
 			}
 			if !want.allowed && (out["retry_after_ms"] == nil || !strings.Contains(r.stderr, "quota exceeded")) {
 				t.Fatalf("refusal: %v, stderr %q", out, r.stderr)
+			}
+			// reset_at: when the bucket is full again, within the 2 hours
+			// of the two units charged; never the zero time.
+			at, _ := out["reset_at"].(string)
+			if reset, err := time.Parse(time.RFC3339Nano, at); err != nil || reset.Before(time.Now()) || reset.After(time.Now().Add(2*time.Hour)) {
+				t.Fatalf("charge %d: reset_at %q, %v; want within the next 2 hours", i+1, at, err)
 			}
 		}
 		if r := runCLI(t, "quota", "consume", "user-1", "--db", dsn, "--rate", "1", "--burst", "2", "--n", "3"); r.code != 2 || !strings.Contains(r.stderr, "invalid n") {

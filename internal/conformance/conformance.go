@@ -306,6 +306,10 @@ func RunQuotas(t *testing.T, q Quotas, clock *racefree.ManualClock) {
 		if want := gcra.Per / time.Duration(gcra.Rate); err != nil || d.Allowed || d.RetryAfter != want {
 			t.Fatalf("denial = %+v, %v; want denied, retry after %v", d, err, want)
 		}
+		// The bucket is full again one interval per unit after T0.
+		if full := T0.Add(time.Duration(gcra.Burst) * gcra.Per / time.Duration(gcra.Rate)); d.Remaining != 0 || !d.ResetAt.Equal(full) {
+			t.Fatalf("denial = %+v; want 0 remaining, reset at %s", d, full)
+		}
 		clock.Advance(d.RetryAfter - time.Millisecond)
 		if d, err := q.Consume(ctx, "when", 1, gcra); err != nil || d.Allowed {
 			t.Fatalf("a millisecond early = %+v, %v; want denied", d, err)
