@@ -280,12 +280,20 @@ func (s *Store) Revoke(ctx context.Context, tenantID, id string) (Key, error) {
 }
 
 // Verify returns the live key that text is. Text that is not a key is
-// ErrMalformed, answered without touching the database; a key that is
-// unknown, revoked or whose secret does not match is ErrRefused. The key
-// is read by its tenant and id (in clear in the text), under that
-// tenant's row-level security, and its secret's SHA-256 is compared with
-// the stored one in constant time. A key verified within the cache TTL
-// (at most one second) is not read again.
+// ErrMalformed, answered without touching the database (whether text has
+// the form of a key is public; it tells nothing about which tenants or
+// keys exist); a key that is unknown, revoked or whose secret does not
+// match is ErrRefused. The key is read by its tenant and id (in clear in
+// the text), under that tenant's row-level security, and its secret's
+// SHA-256 is compared with the stored one in constant time. A key verified
+// within the cache TTL (at most one second) is not read again.
+//
+// A refusal costs the same whether the tenant exists or not: the same
+// statements (tenant.Lookup, which never registers the tenant, so anyone
+// who makes up keys cannot fill the registry), and the same comparison,
+// against a dummy digest when no key was found. Only verified keys are
+// cached, keyed by the SHA-256 of the whole text, so a refused key is read
+// every time, whoever's it is.
 func (s *Store) Verify(ctx context.Context, text string) (Key, error) {
 	tenantID, id, secret, ok := parse(text)
 	if !ok {
@@ -294,15 +302,6 @@ func (s *Store) Verify(ctx context.Context, text string) (Key, error) {
 	whole := sha256.Sum256([]byte(text))
 	if k, ok := s.cached(whole); ok {
 		return k, nil
-	}
-	// A tenant racefree never saw has no key; asking tenant.Run would
-	// register it, letting anyone who makes up keys fill the registry.
-	var known bool
-	if err := s.db.QueryRowContext(ctx, s.q.Get("tenant_known"), tenantID).Scan(&known); err != nil {
-		return Key{}, fmt.Errorf("apikey: verify: %w", s.db.InterpretError(err))
-	}
-	if !known {
-		return Key{}, ErrRefused
 	}
 	tctx, err := tenant.With(ctx, tenantID)
 	if err != nil {
@@ -314,17 +313,12 @@ func (s *Store) Verify(ctx context.Context, text string) (Key, error) {
 		scopes  string
 		created int64
 		revoked sql.NullInt64
-		found   bool
 	)
-	err = tenant.Run(tctx, s.db, s.db, func(exec racefree.Executor) error {
-		err := exec.QueryRowContext(tctx, s.q.Get("lookup"), tenantID, id).Scan(&stored, &scopes, &k.Name, &created, &revoked)
-		if errors.Is(err, sql.ErrNoRows) {
-			found = false
-			return nil
-		}
-		found = err == nil
-		return err
-	})
+	err = tenant.Lookup(tctx, s.db, s.q.Get("lookup"), []any{tenantID, id}, &stored, &scopes, &k.Name, &created, &revoked)
+	found := err == nil
+	if errors.Is(err, racefree.ErrNotFound) {
+		err = nil
+	}
 	if err != nil {
 		return Key{}, fmt.Errorf("apikey: verify: %w", s.db.InterpretError(err))
 	}

@@ -2,12 +2,15 @@ package apikey_test
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -401,4 +404,89 @@ func TestSecretsAreComparedInConstantTime(t *testing.T) {
 	if subtle != 1 {
 		t.Errorf("%d calls of subtle.ConstantTimeCompare, want the one in matches", subtle)
 	}
+}
+
+// TestARefusalDoesNotTellWhichTenantsExist: a made-up key of a tenant
+// that exists is refused as fast as one of a tenant that does not, so
+// timing refusals does not list the tenants. 200 trials of each,
+// interleaved (the order alternating), after a warm-up; the medians must
+// be within 0.67–1.5 of each other (a lookup that stops early for an
+// unknown tenant takes about half as long). A round outside the bound is
+// tried again, up to three rounds: a loaded machine may spoil one, a
+// difference in the work spoils all three.
+func TestARefusalDoesNotTellWhichTenantsExist(t *testing.T) {
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		refusalsTakeAsLong(t, newStore(t, db, 0))
+	})
+}
+
+// TestARefusalUnderRowLevelSecurityDoesNotTellWhichTenantsExist: the same
+// as the application role, where every lookup sets its tenant.
+func TestARefusalUnderRowLevelSecurityDoesNotTellWhichTenantsExist(t *testing.T) {
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	refusalsTakeAsLong(t, newStore(t, testdb.App(t, owner, d), 0), newStore(t, owner, 0))
+}
+
+// refusalsTakeAsLong times s.Verify on made-up keys of an existing tenant
+// and of a tenant that does not exist; admin (s when none) creates the
+// tenant's key.
+func refusalsTakeAsLong(t *testing.T, s *apikey.Store, admin ...*apikey.Store) {
+	t.Helper()
+	ctx := context.Background()
+	creator := s
+	if len(admin) > 0 {
+		creator = admin[0]
+	}
+	if _, err := creator.Create(ctx, "acme", apikey.Read, ""); err != nil {
+		t.Fatal(err)
+	}
+	const trials = 200
+	random := func(tenantID string) string {
+		b := make([]byte, 8+32)
+		_, _ = rand.Read(b)
+		return "rfk_" + tenantID + "_" + hex.EncodeToString(b[:8]) + "_" + hex.EncodeToString(b[8:])
+	}
+	refuse := func(text string) time.Duration {
+		start := time.Now()
+		_, err := s.Verify(ctx, text)
+		took := time.Since(start)
+		if !errors.Is(err, apikey.ErrRefused) {
+			t.Fatalf("%s: %v, want ErrRefused", text, err)
+		}
+		return took
+	}
+	for range 20 { // warm up: connections, prepared statements, caches
+		refuse(random("acme"))
+		refuse(random("nosuchtenant"))
+	}
+	median := func(ds []time.Duration) time.Duration {
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	var ratios []float64
+	for round := 1; round <= 3; round++ {
+		known, unknown := make([]string, trials), make([]string, trials)
+		for i := range trials {
+			known[i], unknown[i] = random("acme"), random("nosuchtenant")
+		}
+		var k, u []time.Duration
+		for i := range trials {
+			if i%2 == 0 {
+				k = append(k, refuse(known[i]))
+				u = append(u, refuse(unknown[i]))
+			} else {
+				u = append(u, refuse(unknown[i]))
+				k = append(k, refuse(known[i]))
+			}
+		}
+		mk, mu := median(k), median(u)
+		ratio := float64(mk) / float64(mu)
+		ratios = append(ratios, ratio)
+		t.Logf("round %d: median refusal %s for an existing tenant, %s for an unknown one: ratio %.2f", round, mk, mu, ratio)
+		if ratio >= 0.67 && ratio <= 1.5 {
+			return
+		}
+	}
+	t.Fatalf("a refusal's time tells whether the tenant exists: ratios of the medians %.2f in three rounds, want 0.67–1.5", ratios)
 }

@@ -9,7 +9,9 @@
 // secret is stored (racefree_keys.hash); Create returns the text once.
 // Verify compares the SHA-256 of the presented secret with the stored one
 // in constant time (crypto/subtle), costs the same comparison when the id
-// is unknown, and refuses a revoked key.
+// is unknown, and refuses a revoked key. A refusal costs the same
+// statements for a tenant that exists as for one that does not
+// (tenant.Lookup), so timing refusals does not list the tenants.
 //
 // Revocation reaches every instance within one second: Verify caches a
 // verified key for at most MaxCacheTTL (DefaultCacheTTL, 500ms), and

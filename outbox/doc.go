@@ -44,7 +44,10 @@
 // fallback (RelayOptions.PollInterval). Reap deletes delivered messages
 // after Options.Retention, in batches, one tenant at a time.
 //
-// HTTPHandler delivers messages as HTTP POSTs with Idempotency-Key set.
+// HTTPHandler delivers messages as HTTP POSTs with Idempotency-Key (the
+// message id), Racefree-Outbox-Tenant (the tenant that enqueued it) and
+// Racefree-Outbox-Fence (the lease's fence) set; a message's own headers
+// may not start with "Racefree-".
 // Ancillary runs a request's follow-up step right after its commit and
 // turns the step's failure into a *Warning plus a retry by the relays,
 // never into a failure of the request.

@@ -54,15 +54,42 @@ type HTTPOptions struct {
 	ContentType string
 }
 
+// ReservedHeaderPrefix starts the names of the headers racefree sets on a
+// delivery (HTTPHandler); a message header whose name starts with it, in
+// any case, is an InputError at Enqueue, so no tenant can claim to be
+// another or forge a fence.
+const ReservedHeaderPrefix = "Racefree-"
+
+// reserved reports whether name starts with ReservedHeaderPrefix, in any
+// case.
+func reserved(name string) bool {
+	return len(name) >= len(ReservedHeaderPrefix) && strings.EqualFold(name[:len(ReservedHeaderPrefix)], ReservedHeaderPrefix)
+}
+
 // maxBody is how much of an error answer is kept.
 const maxBody = 512
 
 // HTTPHandler returns a Handler that POSTs each message's payload to a
-// URL, with the message's headers, Idempotency-Key set to the message id
-// (the receiver applies it once however often it arrives), and
-// Racefree-Outbox-Topic and Racefree-Outbox-Attempt. A 2xx answer is a
-// delivery; any other answer is an *HTTPError, classified by Classify; a
-// network error or a timeout is transient.
+// URL, with the message's headers and these, which racefree sets and no
+// message can (Enqueue refuses a header whose name starts with
+// ReservedHeaderPrefix, "Racefree-", in any case):
+//
+//   - Idempotency-Key: the message id, the same on every delivery (the
+//     receiver applies it once however often it arrives);
+//   - Racefree-Outbox-Tenant: the tenant that enqueued the message (a
+//     relay serves every tenant, often to one URL: this says whose it is);
+//   - Racefree-Outbox-Fence: the fence of the lease this delivery runs
+//     under. It grows with every lease of the message (a lease that
+//     lapsed and was taken over, a retry), and never goes back, so a
+//     receiver that keeps the highest fence it saw per Idempotency-Key
+//     and refuses a request whose fence is lower (409) refuses a relay
+//     whose lease lapsed and was taken over: its completion would be
+//     refused anyway (StaleFenceError), and the newer holder's request
+//     is the one that counts;
+//   - Racefree-Outbox-Topic and Racefree-Outbox-Attempt.
+//
+// A 2xx answer is a delivery; any other answer is an *HTTPError,
+// classified by Classify; a network error or a timeout is transient.
 func HTTPHandler(opts HTTPOptions) (Handler, error) {
 	if opts.URLFor == nil {
 		if err := checkURL(opts.URL); err != nil {
@@ -101,12 +128,16 @@ func HTTPHandler(opts HTTPOptions) (Handler, error) {
 			return Permanent(err)
 		}
 		for k, v := range d.Headers {
-			req.Header.Set(k, v)
+			if !reserved(k) { // a message stored before Enqueue refused them
+				req.Header.Set(k, v)
+			}
 		}
 		if req.Header.Get("Content-Type") == "" {
 			req.Header.Set("Content-Type", opts.ContentType)
 		}
 		req.Header.Set("Idempotency-Key", d.IdempotencyKey())
+		req.Header.Set("Racefree-Outbox-Tenant", d.Tenant)
+		req.Header.Set("Racefree-Outbox-Fence", strconv.FormatInt(d.Fence, 10))
 		req.Header.Set("Racefree-Outbox-Topic", d.Topic)
 		req.Header.Set("Racefree-Outbox-Attempt", strconv.Itoa(d.Attempt))
 		resp, err := client.Do(req)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
 	"github.com/racefree/racefree/outbox"
+	"github.com/racefree/racefree/tenant"
 )
 
 // TestHTTPHandlerClassifiesAnswers: a 2xx is a delivery; 4xx other than
@@ -53,7 +56,9 @@ func TestHTTPHandlerClassifiesAnswers(t *testing.T) {
 		answer[r.URL.Path](w)
 	}))
 	defer srv.Close()
-	d := &outbox.Delivery{ID: 42, Topic: "users", Attempt: 3, Payload: []byte(`{"id":7}`), Headers: map[string]string{"Content-Type": "application/json", "X-Trace": "abc"}}
+	// Racefree- headers stored before Enqueue refused them are not sent.
+	d := &outbox.Delivery{ID: 42, Tenant: "acme", Fence: 9, Topic: "users", Attempt: 3, Payload: []byte(`{"id":7}`), Headers: map[string]string{
+		"Content-Type": "application/json", "X-Trace": "abc", "racefree-outbox-tenant": "globex", "Racefree-Signature": "forged"}}
 	for _, c := range []struct {
 		path       string
 		ok, perm   bool
@@ -99,7 +104,9 @@ func TestHTTPHandlerClassifiesAnswers(t *testing.T) {
 	r, b := seen[0], body[0]
 	mu.Unlock()
 	if r.Method != http.MethodPost || r.Header.Get("Idempotency-Key") != "42" || r.Header.Get("Content-Type") != "application/json" ||
-		r.Header.Get("X-Trace") != "abc" || r.Header.Get("Racefree-Outbox-Topic") != "users" || r.Header.Get("Racefree-Outbox-Attempt") != "3" || b != `{"id":7}` {
+		r.Header.Get("X-Trace") != "abc" || r.Header.Get("Racefree-Outbox-Topic") != "users" || r.Header.Get("Racefree-Outbox-Attempt") != "3" || b != `{"id":7}` ||
+		r.Header.Get("Racefree-Outbox-Tenant") != "acme" || r.Header.Get("Racefree-Outbox-Fence") != "9" || len(r.Header.Values("Racefree-Outbox-Tenant")) != 1 ||
+		r.Header.Get("Racefree-Signature") != "" {
 		t.Fatalf("request: %s %v %q", r.Method, r.Header, b)
 	}
 	// A network error is transient.
@@ -169,5 +176,162 @@ func TestHTTPDeliveryIsExactlyOnceInEffect(t *testing.T) {
 		if s := r.Stats(); s.Delivered != n || s.Retried != n || s.Dead != 0 {
 			t.Fatalf("relay stats %+v", s)
 		}
+	})
+}
+
+// TestHTTPDeliveryNamesTheTenantAndTheFence: a relay serving two tenants
+// sends each message with Racefree-Outbox-Tenant, the tenant that enqueued
+// it, and Racefree-Outbox-Fence, the fence of the lease it runs under,
+// which grows on a re-lease after a lapse and after a redrive (whose
+// attempts start again at 1): a receiver that keeps the highest fence of
+// each message refuses the relay whose lease lapsed.
+func TestHTTPDeliveryNamesTheTenantAndTheFence(t *testing.T) {
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		type seen struct {
+			tenant string
+			fence  int64
+		}
+		var (
+			mu      sync.Mutex
+			got     = map[string][]seen{} // by Idempotency-Key
+			highest = map[string]int64{}
+		)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			key := r.Header.Get("Idempotency-Key")
+			fence, err := strconv.ParseInt(r.Header.Get("Racefree-Outbox-Fence"), 10, 64)
+			if err != nil {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			got[key] = append(got[key], seen{r.Header.Get("Racefree-Outbox-Tenant"), fence})
+			if fence < highest[key] {
+				w.WriteHeader(http.StatusConflict) // a stale relay
+				return
+			}
+			highest[key] = fence
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		defer srv.Close()
+		h, err := outbox.HTTPHandler(outbox.HTTPOptions{URL: srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := func(id int64) seen {
+			t.Helper()
+			mu.Lock()
+			defer mu.Unlock()
+			s := got[strconv.FormatInt(id, 10)]
+			if len(s) == 0 {
+				t.Fatalf("message %d never arrived", id)
+			}
+			return s[len(s)-1]
+		}
+		o := newOutbox(t, db, nil)
+		var (
+			leasedMu sync.Mutex
+			leased   = map[int64]int64{} // the fence of each delivery the relay handed over
+		)
+		r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
+			leasedMu.Lock()
+			leased[d.ID] = d.Fence
+			leasedMu.Unlock()
+			return h(ctx, d)
+		}, &outbox.RelayOptions{PollInterval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runRelay(t, r)
+		defer stop()
+		acme, _ := tenant.With(context.Background(), "acme")
+		globex, _ := tenant.With(context.Background(), "globex")
+		a := enqueue(t, acme, o, db, outbox.Message{Topic: "t", Payload: []byte("a")})
+		b := enqueue(t, globex, o, db, outbox.Message{Topic: "t", Payload: []byte("b")})
+		waitFor(t, "both messages delivered", func() bool { return r.Stats().Delivered == 2 })
+		stop()
+		for id, want := range map[int64]string{a: "acme", b: "globex"} {
+			leasedMu.Lock()
+			fence := leased[id]
+			leasedMu.Unlock()
+			if s := last(id); s.tenant != want || s.fence != fence || fence < 1 {
+				t.Errorf("message %d arrived as %+v, want tenant %s and the lease's fence %d", id, s, want, fence)
+			}
+		}
+
+		// A lease that lapses and is taken over: the new one's fence is
+		// higher, and the receiver then refuses the old holder.
+		c := enqueue(t, acme, o, db, outbox.Message{Topic: "t", Payload: []byte("c")})
+		d1 := claim(t, acme, o, "w1", 1, outbox.MinLease)[0]
+		if err := h(acme, d1); err != nil {
+			t.Fatal(err)
+		}
+		if s := last(c); s.tenant != "acme" || s.fence != d1.Fence {
+			t.Fatalf("first lease: arrived as %+v, want acme and fence %d", s, d1.Fence)
+		}
+		var d2 *outbox.Delivery
+		waitFor(t, "the lease to lapse and be taken over", func() bool {
+			ds, err := o.Claim(acme, "w2", 1, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ds) == 1 {
+				d2 = ds[0]
+			}
+			return d2 != nil
+		})
+		if d2.ID != c || d2.Fence <= d1.Fence {
+			t.Fatalf("re-lease: message %d fence %d, after fence %d", d2.ID, d2.Fence, d1.Fence)
+		}
+		if err := h(acme, d2); err != nil {
+			t.Fatal(err)
+		}
+		if s := last(c); s.fence != d2.Fence {
+			t.Fatalf("re-lease: arrived with fence %d, want %d", s.fence, d2.Fence)
+		}
+		var he *outbox.HTTPError
+		if err := h(acme, d1); !errors.As(err, &he) || he.Status != http.StatusConflict {
+			t.Fatalf("the lapsed holder's request: %v, want the receiver's 409", err)
+		}
+
+		// A redrive starts the attempts again, never the fence.
+		if _, err := o.Fail(acme, d2, outbox.Permanent(errors.New("no"))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.Redrive(acme, db, outbox.Filter{IDs: []int64{c}}); err != nil {
+			t.Fatal(err)
+		}
+		d3 := claim(t, acme, o, "w3", 1, time.Minute)[0]
+		if d3.Attempt != 1 || d3.Fence <= d2.Fence {
+			t.Fatalf("after a redrive: attempt %d fence %d, want 1 and above %d", d3.Attempt, d3.Fence, d2.Fence)
+		}
+		if err := h(acme, d3); err != nil {
+			t.Fatalf("after a redrive: %v", err)
+		}
+		if s := last(c); s.fence != d3.Fence {
+			t.Fatalf("after a redrive: arrived with fence %d, want %d", s.fence, d3.Fence)
+		}
+	})
+}
+
+// TestReservedHeadersAreRefused: a message header whose name starts with
+// Racefree- (in any case) is an InputError at Enqueue and nothing is
+// stored: tenant acme cannot claim to be globex.
+func TestReservedHeadersAreRefused(t *testing.T) {
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		o := newOutbox(t, db, nil)
+		acme, _ := tenant.With(context.Background(), "acme")
+		for _, name := range []string{"racefree-outbox-tenant", "Racefree-Outbox-Tenant", "RACEFREE-OUTBOX-FENCE", "Racefree-Outbox-Topic", "rAcEfReE-anything"} {
+			_, err := o.Enqueue(acme, db, outbox.Message{Topic: "t", Headers: map[string]string{"X-Fine": "1", name: "globex"}})
+			var ie *racefree.InputError
+			if !errors.As(err, &ie) || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s: %v, want an InputError naming it", name, err)
+			}
+		}
+		if s, err := o.Stats(acme, db); err != nil || *s != (outbox.Stats{}) {
+			t.Fatalf("stats %+v, %v: want nothing stored", s, err)
+		}
+		// Names that merely contain the word are the message's own.
+		enqueue(t, acme, o, db, outbox.Message{Topic: "t", Headers: map[string]string{"X-Racefree-Outbox-Tenant": "1", "Racefree": "2"}})
 	})
 }

@@ -72,8 +72,10 @@ type Message struct {
 	// Payload is handed to the handler as it is (up to MaxPayloadBytes).
 	Payload []byte
 	// Headers are handed to the handler (the HTTP handler sends them as
-	// request headers): names are HTTP tokens, values have no CR, LF or
-	// NUL, at most MaxHeaders and MaxHeaderBytes in all.
+	// request headers): names are HTTP tokens, none starting with
+	// ReservedHeaderPrefix ("Racefree-", in any case: racefree's own,
+	// such as Racefree-Outbox-Tenant), values have no CR, LF or NUL, at
+	// most MaxHeaders and MaxHeaderBytes in all.
 	Headers map[string]string
 	// NotBefore delays the first attempt. It is turned into a delay from
 	// the caller's clock (or the configured racefree.Clock) and added to
@@ -315,6 +317,9 @@ func encodeHeaders(h map[string]string) (string, error) {
 	for k, v := range h {
 		if !validHeaderName(k) {
 			return "", racefree.Invalid("headers", "%q is not a header name (an HTTP token)", k)
+		}
+		if reserved(k) {
+			return "", racefree.Invalid("headers", "%q: names starting with %q are racefree's own (HTTPHandler sets them)", k, ReservedHeaderPrefix)
 		}
 		if !utf8.ValidString(v) || strings.ContainsAny(v, "\r\n\x00") {
 			return "", racefree.Invalid("headers", "the value of %q must be UTF-8 without CR, LF or NUL", k)

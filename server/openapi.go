@@ -182,7 +182,7 @@ var apiRoutes = map[string]apiRoute{
 
 	"POST /v1/outbox": {summary: "Enqueue a message, delivered after commit until a permanent failure", idempotent: true,
 		request: obj([]string{"topic"}, map[string]any{"topic": str, "key": str, "payload": anyJSON, "payload_base64": str,
-			"headers": typ("object", ""), "delay_ms": integer, "not_before": when, "max_attempts": integer, "ordered": boolean}),
+			"headers": typ("object", "request headers of the HTTP delivery; a name starting with Racefree- (any case) is refused (400)"), "delay_ms": integer, "not_before": when, "max_attempts": integer, "ordered": boolean}),
 		response: typ("object", "the message's id and state"), problems: []problem.Kind{problem.UnsupportedMediaType}},
 	"GET /v1/outbox/dead": {summary: "List dead letters",
 		query:    []param{{"topic", "string", "only this topic", false}, {"after", "integer", "the cursor returned as next", false}, {"limit", "integer", "at most this many", false}},

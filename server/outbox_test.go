@@ -24,6 +24,7 @@ import (
 // receipt is one request a test receiver got.
 type receipt struct {
 	key, contentType, topic, body string
+	tenant, fence                 string
 }
 
 // receiver is an HTTP endpoint that records what relays POST to it.
@@ -37,7 +38,8 @@ func newReceiver(t *testing.T) *receiver {
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		rc.got <- receipt{key: r.Header.Get("Idempotency-Key"), contentType: r.Header.Get("Content-Type"),
-			topic: r.Header.Get("Racefree-Outbox-Topic"), body: string(b)}
+			topic: r.Header.Get("Racefree-Outbox-Topic"), body: string(b),
+			tenant: r.Header.Get("Racefree-Outbox-Tenant"), fence: r.Header.Get("Racefree-Outbox-Fence")}
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(rc.srv.Close)
@@ -116,6 +118,46 @@ func TestEnqueuedMessagesAreDeliveredByARelay(t *testing.T) {
 		}
 		// Both were delivered once.
 		waitStats(t, h, func(st map[string]any) bool { return st["delivered"] == float64(2) && st["backlog"] == float64(0) })
+	})
+}
+
+// TestOutboxHeadersNameTheTenantOverHTTP: a relay serving two tenants
+// sends each message with Racefree-Outbox-Tenant, its key's tenant, and
+// the lease's fence; a header racefree-outbox-tenant that tenant A sets
+// to B is refused (400 invalid-input problem) and nothing is stored.
+func TestOutboxHeadersNameTheTenantOverHTTP(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		as, bs := bearerOf(newKey(t, db, "hdr-a", apikey.AllScopes)), bearerOf(newKey(t, db, "hdr-b", apikey.AllScopes))
+		s := server.New(db, server.Options{RequireKey: true})
+		h := s.Handler()
+		rc := newReceiver(t)
+		runRelay(t, s, rc.srv.URL)
+		for _, c := range []struct {
+			auth   []string
+			tenant string
+		}{{as, "hdr-a"}, {bs, "hdr-b"}} {
+			code, body, _ := do(t, h, "POST", "/v1/outbox", `{"topic":"hdr","payload":1}`, c.auth...)
+			if code != 200 {
+				t.Fatalf("enqueue as %s: %d %v", c.tenant, code, body)
+			}
+			if got := rc.next(t); got.key != fmt.Sprint(body["id"]) || got.tenant != c.tenant || got.fence != "1" {
+				t.Fatalf("delivered %+v; want Racefree-Outbox-Tenant %s and the first lease's fence, 1", got, c.tenant)
+			}
+		}
+		for _, idem := range []string{"", "hdr-1"} {
+			hdr := as
+			if idem != "" {
+				hdr = append(append([]string{}, as...), "Idempotency-Key", `"`+idem+`"`)
+			}
+			code, body, got := do(t, h, "POST", "/v1/outbox", `{"topic":"forged","headers":{"racefree-outbox-tenant":"hdr-b"}}`, hdr...)
+			if code != 400 || body["type"] != "urn:racefree:problem:invalid-input" || got.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("a Racefree- header (key %q): %d %v, want a 400 invalid-input problem", idem, code, body)
+			}
+		}
+		if n := rows(t, db, `SELECT count(*) FROM racefree_outbox WHERE topic = 'forged'`); n != 0 {
+			t.Fatalf("%d forged messages stored", n)
+		}
 	})
 }
 
@@ -202,6 +244,7 @@ func TestOutboxBadInputChangesNothing(t *testing.T) {
 			{"POST", "/v1/outbox", `{"topic":"t","payload":{"a":}}`, "", 400},
 			{"POST", "/v1/outbox", `{"topic":"t","headers":{"bad name":"v"}}`, "", 400},
 			{"POST", "/v1/outbox", `{"topic":"t","headers":{"X":"a\r\nb"}}`, "", 400},
+			{"POST", "/v1/outbox", `{"topic":"t","headers":{"racefree-outbox-tenant":"acme"}}`, "", 400},
 			{"POST", "/v1/outbox", `{"topic":"t","delay_ms":-1}`, "", 400},
 			{"POST", "/v1/outbox", `{"topic":"t","delay_ms":1,"not_before":"2030-01-01T00:00:00Z"}`, "", 400},
 			{"POST", "/v1/outbox", `{"topic":"t","not_before":"tomorrow"}`, "", 400},

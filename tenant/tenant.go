@@ -228,6 +228,50 @@ func QueryRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, quer
 	return one(ctx, db, exec, &racefree.Statement{Query: query, Args: args, Dest: dest})
 }
 
+// Lookup reads one row for the tenant ctx names from db's pool, the same
+// way for every tenant, seen or never seen: it never records the tenant in
+// the registry, and the statements it sends, and so how long it takes, do
+// not depend on whether racefree knows the tenant. On PostgreSQL, with a
+// role that row-level security binds, query travels after
+// set_config('racefree.tenant_id', tenant, true), in one round trip
+// (racefree.DB.Pipeline) when the engine pipelines, else in a transaction
+// of its own; otherwise (SQLite, a role that bypasses row-level security)
+// query runs alone. The statement must only read. A query that returns no
+// row is an error matching racefree.ErrNotFound; errors are returned after
+// InterpretError. apikey.Verify uses it, so that a refusal takes as long
+// for a tenant that exists as for one that does not.
+func Lookup(ctx context.Context, db *racefree.DB, query string, args []any, dest ...any) error {
+	id := From(ctx)
+	if err := needSchema(ctx, db, db, id); err != nil {
+		return err
+	}
+	st := &racefree.Statement{Query: query, Args: args, Dest: dest}
+	if db.Engine() == racefree.Postgres && !bypasses(ctx, db, db) {
+		set := &racefree.Statement{Query: q(db, "set"), Args: []any{id}}
+		if db.CanPipeline() {
+			return db.InterpretError(db.Pipeline(ctx, set, st))
+		}
+		return db.InterpretError(db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, set.Query, id); err != nil {
+				return err
+			}
+			return oneRow(tx.QueryRowContext(ctx, query, args...).Scan(dest...))
+		}))
+	}
+	if ps := db.Prepared(ctx, query); ps != nil {
+		return db.InterpretError(oneRow(ps.QueryRowContext(ctx, args...).Scan(dest...)))
+	}
+	return db.InterpretError(oneRow(db.QueryRowContext(ctx, query, args...).Scan(dest...)))
+}
+
+// oneRow turns sql.ErrNoRows into an error matching racefree.ErrNotFound.
+func oneRow(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return racefree.ErrNotFound
+	}
+	return err
+}
+
 // Exec runs query, which returns no rows that matter, like QueryRow.
 func Exec(ctx context.Context, db *racefree.DB, exec racefree.Executor, query string, args ...any) (int64, error) {
 	st := &racefree.Statement{Query: query, Args: args}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -18,8 +19,9 @@ import (
 )
 
 // outboxCmd lets operators look at and repair the outbox without the HTTP
-// API: the dead letters (list, redrive, discard) and the figures (stats),
-// one tenant at a time.
+// API: the dead letters (list, redrive, discard), the figures (stats) and
+// an enqueue (for scripts and for trying a relay out), one tenant at a
+// time.
 func outboxCmd() *cobra.Command {
 	var (
 		db       string
@@ -28,10 +30,10 @@ func outboxCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "outbox",
-		Short: "Inspect the transactional outbox: dead letters and figures",
+		Short: "Inspect the transactional outbox: dead letters and figures; enqueue a message",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("outbox needs a subcommand: dead or stats")
+			return fmt.Errorf("outbox needs a subcommand: enqueue, dead or stats")
 		},
 	}
 	cmd.PersistentFlags().StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
@@ -184,8 +186,59 @@ func outboxCmd() *cobra.Command {
 	}
 	list.Flags().Int64Var(&after, "after", 0, "only ids above this one (the last id of the previous page)")
 	list.Flags().IntVar(&limit, "limit", 100, fmt.Sprintf("at most this many (1 to %d)", outbox.MaxPage))
+	var (
+		eqKey, payload string
+		headers        []string
+		ordered        bool
+	)
+	enqueue := &cobra.Command{
+		Use:   "enqueue TOPIC [--key K] [--header Name=Value]… [--payload TEXT]",
+		Short: "Enqueue a message for the relays (exits 2, storing nothing, on bad input such as a header named Racefree-*)",
+		Long: `enqueue stores one message of the tenant (--tenant) for the relays, and
+prints its id, which is the Idempotency-Key every delivery carries. Headers
+go with it as request headers; names starting with Racefree- (any case) are
+racefree's own (the relay sets Racefree-Outbox-Tenant and
+Racefree-Outbox-Fence) and are refused. Exit status: 0 stored, 1 the
+database failed, 2 bad input (nothing stored).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m := outbox.Message{Topic: args[0], Key: eqKey, Payload: []byte(payload), Ordered: ordered}
+			for _, h := range headers {
+				name, value, ok := strings.Cut(h, "=")
+				if !ok {
+					return clientExit(racefree.Invalid("header", "%q: want Name=Value", h))
+				}
+				if m.Headers == nil {
+					m.Headers = map[string]string{}
+				}
+				if _, dup := m.Headers[name]; dup {
+					return clientExit(racefree.Invalid("header", "%q given twice", name))
+				}
+				m.Headers[name] = value
+			}
+			ctx, h, o, done, err := open(cmd)
+			if err != nil {
+				return clientExit(err)
+			}
+			defer done()
+			id, err := o.Enqueue(ctx, h, m)
+			if err != nil {
+				return clientExit(err)
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"id": id, "idempotency_key": strconv.FormatInt(id, 10), "tenant": tenantID, "topic": m.Topic})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), id)
+			return nil
+		},
+	}
+	enqueue.Flags().StringVar(&eqKey, "key", "", "the message's key (groups messages; required with --ordered)")
+	enqueue.Flags().StringArrayVar(&headers, "header", nil, "a header sent with the message, Name=Value; repeatable (names starting with Racefree- are refused)")
+	enqueue.Flags().StringVar(&payload, "payload", "", "the payload, as bytes")
+	enqueue.Flags().BoolVar(&ordered, "ordered", false, "deliver after every older message of its (topic, key)")
+	usageExit(enqueue)
 	dead.AddCommand(list, redrive, discard)
-	cmd.AddCommand(dead, stats)
+	cmd.AddCommand(dead, stats, enqueue)
 	return cmd
 }
 

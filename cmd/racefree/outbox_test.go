@@ -108,3 +108,38 @@ func TestOutboxDeadLettersAndStats(t *testing.T) {
 		}
 	})
 }
+
+// TestOutboxEnqueueRefusesRacefreeHeaders: `racefree outbox enqueue`
+// stores a message of its tenant and prints its id; a header whose name
+// starts with Racefree- (any case) exits 2 with one line and stores
+// nothing, so tenant acme cannot send a message claiming to be globex's.
+func TestOutboxEnqueueRefusesRacefreeHeaders(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, dsn string) {
+		db := testdb.Open(t, dsn, nil)
+		for _, h := range []string{"racefree-outbox-tenant=globex", "Racefree-Outbox-Fence=99", "X-Fine"} {
+			r := runCLI(t, "outbox", "enqueue", "mail", "--db", dsn, "--tenant", "acme", "--header", "X-Trace=1", "--header", h)
+			if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, strings.SplitN(h, "=", 2)[0]) {
+				t.Fatalf("--header %s: exit %d, %q, %q; want 2 and one line naming it", h, r.code, r.stdout, r.stderr)
+			}
+		}
+		var n int
+		if err := db.QueryRowContext(context.Background(), `SELECT count(*) FROM racefree_outbox`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d messages stored (%v), want none", n, err)
+		}
+		r := runCLI(t, "outbox", "enqueue", "mail", "--db", dsn, "--tenant", "acme", "--header", "X-Trace=1", "--payload", "hi", "--json")
+		var out map[string]any
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out["tenant"] != "acme" || out["idempotency_key"] != fmt.Sprint(out["id"]) {
+			t.Fatalf("enqueue: exit %d, %q, %q", r.code, r.stdout, r.stderr)
+		}
+		o, err := outbox.New(db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acme, _ := tenant.With(context.Background(), "acme")
+		ds, err := o.Claim(acme, "w", 10, time.Minute)
+		if err != nil || len(ds) != 1 || fmt.Sprint(ds[0].ID) != fmt.Sprint(out["id"]) || ds[0].Tenant != "acme" || ds[0].Headers["X-Trace"] != "1" || string(ds[0].Payload) != "hi" {
+			t.Fatalf("claimed %+v, %v", ds, err)
+		}
+	})
+}

@@ -30,7 +30,7 @@ type relayOptions struct {
 
 func (ro *relayOptions) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.BoolVar(&ro.On, "relay", false, "run an outbox relay inside serve: it POSTs each message to its --relay-url with Idempotency-Key set to the message id, and stops with serve")
+	f.BoolVar(&ro.On, "relay", false, "run an outbox relay inside serve: it POSTs each message to its --relay-url with Idempotency-Key set to the message id, Racefree-Outbox-Tenant to its tenant and Racefree-Outbox-Fence to the lease's fence, and stops with serve")
 	f.StringArrayVar(&ro.URLs, "relay-url", nil, "URL (every topic) or topic=URL (one topic) the relay POSTs messages to; repeatable. Without a URL for every topic, the relay serves only the topics named")
 	f.DurationVar(&ro.Timeout, "relay-timeout", 30*time.Second, "how long the relay waits for each POST before it counts as a transient failure (retried with backoff)")
 	f.DurationVar(&ro.Lease, "relay-lease", time.Minute, "how long a relay holds a message it delivers (heartbeated while the POST runs; must exceed --relay-timeout): a relay that dies leaves it to another after this")

@@ -19,16 +19,17 @@ import (
 
 // TestServeRelaysTheOutbox: serve --relay delivers what POST /v1/outbox
 // enqueues, each topic to its --relay-url (the others to the URL for
-// every topic), with Idempotency-Key set to the message id, and stops
-// with serve on SIGTERM.
+// every topic), with Idempotency-Key set to the message id,
+// Racefree-Outbox-Tenant to its tenant and Racefree-Outbox-Fence to the
+// lease's fence, and stops with serve on SIGTERM.
 func TestServeRelaysTheOutbox(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, dsn string) {
-		type receipt struct{ path, key, body string }
+		type receipt struct{ path, key, body, tenant, fence string }
 		got := make(chan receipt, 10)
 		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
-			got <- receipt{r.URL.Path, r.Header.Get("Idempotency-Key"), string(b)}
+			got <- receipt{r.URL.Path, r.Header.Get("Idempotency-Key"), string(b), r.Header.Get("Racefree-Outbox-Tenant"), r.Header.Get("Racefree-Outbox-Fence")}
 		}))
 		defer recv.Close()
 		addr := freeAddr(t)
@@ -57,8 +58,8 @@ func TestServeRelaysTheOutbox(t *testing.T) {
 			}
 			select {
 			case r := <-got:
-				if r.path != c.path || r.key != fmt.Sprint(out.ID) || r.body != `{"to":"u1"}` {
-					t.Fatalf("%s delivered as %+v; want %s with Idempotency-Key %d", c.topic, r, c.path, out.ID)
+				if r.path != c.path || r.key != fmt.Sprint(out.ID) || r.body != `{"to":"u1"}` || r.tenant != "default" || r.fence != "1" {
+					t.Fatalf("%s delivered as %+v; want %s with Idempotency-Key %d, tenant default, fence 1", c.topic, r, c.path, out.ID)
 				}
 			case <-time.After(30 * time.Second):
 				t.Fatalf("%s: not delivered within 30s\n%s", c.topic, stderr.String())
