@@ -316,7 +316,7 @@ func (s *Store) Verify(ctx context.Context, text string) (Key, error) {
 		revoked sql.NullInt64
 		found   bool
 	)
-	err = tenant.Run(tctx, s.db, s.db, func(exec racefree.Executor) error {
+	err = tenant.Read(tctx, s.db, s.db, func(exec racefree.Executor) error {
 		err := exec.QueryRowContext(tctx, s.q.Get("lookup"), tenantID, id).Scan(&stored, &scopes, &k.Name, &created, &revoked)
 		if errors.Is(err, sql.ErrNoRows) {
 			found = false
