@@ -3,6 +3,7 @@ package testdb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -19,7 +20,14 @@ func NewPostgresDatabase(t testing.TB) string {
 	base := PostgresURL(t)
 	name := "rf_test_" + randomHex(8)
 	admin(t, base, `CREATE DATABASE `+name)
-	t.Cleanup(func() { admin(t, base, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`) })
+	t.Cleanup(func() {
+		// Dropping a database waits for a checkpoint, which a busy
+		// server may take minutes to finish: a failure is reported, not
+		// fatal, and the name's prefix lets an operator find leftovers.
+		if err := adminExec(base, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`, 5*time.Minute); err != nil {
+			t.Logf("testdb: %v", err)
+		}
+	})
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("testdb: TEST_DATABASE_URL: %v", err)
@@ -54,14 +62,21 @@ func SetReadOnly(t testing.TB, dsn string, on bool) {
 // admin runs stmt on the server of base, through a connection of its own.
 func admin(t testing.TB, base, stmt string) {
 	t.Helper()
-	db, err := sql.Open("pgx", base)
-	if err != nil {
+	if err := adminExec(base, stmt, 3*time.Minute); err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
+}
+
+func adminExec(base, stmt string, timeout time.Duration) error {
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		return err
+	}
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if _, err := db.ExecContext(ctx, stmt); err != nil {
-		t.Fatalf("testdb: %s: %v", stmt, err)
+		return fmt.Errorf("%s: %w", stmt, err)
 	}
+	return nil
 }
