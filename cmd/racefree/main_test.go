@@ -218,7 +218,7 @@ func TestBadInputIsOneLineAndWritesNothing(t *testing.T) {
 		{"serve", "--db", "mysql://localhost/x"},
 		{"serve", "--db", "sqlite:" + filepath.Join(dir, "missing", "x.db"), "--addr", "127.0.0.1:0"},
 		{"serve", "--db", "sqlite:" + file, "--addr", busy.Addr().String()},
-		{"serve", "--db", "postgres://nobody@127.0.0.1:1/x?connect_timeout=2", "--addr", "127.0.0.1:0"},
+		{"serve", "--db", "postgres://nobody@127.0.0.1:1/x?connect_timeout=2", "--addr", "127.0.0.1:0", "--wait-for-db", "0"},
 		{"migrate", "up", "--db", "nope"},
 		{"migrate", "sideways"},
 		{"serve", "--no-such-flag"},

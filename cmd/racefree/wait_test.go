@@ -101,3 +101,17 @@ func TestServeGivesUpAfterWaitForDB(t *testing.T) {
 		t.Fatalf("--wait-for-db -1s: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// waitingForTheDatabase reports whether resp is serve's answer while it
+// waits for its database (503, "waiting for the database"), and closes
+// its body when it is.
+func waitingForTheDatabase(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return false
+	}
+	var p map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&p)
+	resp.Body.Close()
+	d, _ := p["detail"].(string)
+	return strings.HasPrefix(d, "waiting for the database")
+}
