@@ -34,7 +34,7 @@ type Engine interface {
 	// SQL returns the connection pool.
 	SQL() *sql.DB
 	// InterpretError maps a driver error onto the sentinel errors
-	// (ErrNotFound, ErrConflict, ErrRetryable, ErrUnavailable), keeping the driver error
+	// (ErrNotFound, ErrConflict, ErrRetryable, ErrUnavailable, ErrReadOnly), keeping the driver error
 	// in the chain. It returns err unchanged when no sentinel applies.
 	InterpretError(err error) error
 	// Migrations returns the engine's migrations, named NNN_name.sql.
