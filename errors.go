@@ -102,6 +102,41 @@ func (e *SchemaError) Is(target error) bool {
 // or re-read. HTTP answers it with 503 and Retry-After.
 var ErrUnavailable = errors.New("racefree: database unavailable")
 
+// ErrReadOnly means the database refused a write because the node it
+// reached accepts no writes: a PostgreSQL hot standby (in recovery), or a
+// session or database set read-only (SQLSTATE 25006
+// read_only_sql_transaction). The statement that returns it wrote
+// nothing. It also matches ErrUnavailable: retry, with the same
+// idempotency key, once the primary is reachable. The concrete error is
+// a *ReadOnlyError. HTTP answers it with 503 read-only and Retry-After.
+var ErrReadOnly = errors.New("racefree: database is read-only")
+
+// ReadOnlyError represents a write a read-only node refused. It matches
+// ErrReadOnly and ErrUnavailable, and unwraps to the driver's error.
+type ReadOnlyError struct {
+	Reason string // why the node is read-only, e.g. "in recovery (a standby)"
+	Err    error  // the driver's error; nil when a probe found the node read-only
+}
+
+func (e *ReadOnlyError) Error() string {
+	msg := "racefree: database is read-only"
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is matches ErrReadOnly and ErrUnavailable.
+func (e *ReadOnlyError) Is(target error) bool {
+	return target == ErrReadOnly || target == ErrUnavailable
+}
+
+// Unwrap returns the driver's error.
+func (e *ReadOnlyError) Unwrap() error { return e.Err }
+
 // CheckText validates a text argument of 1 to maxBytes bytes: valid UTF-8
 // and no NUL byte. SQLite stores a NUL inside text and PostgreSQL rejects
 // it, so both engines refuse it here, before either sees it. It returns an

@@ -34,7 +34,7 @@ type Engine interface {
 	// SQL returns the connection pool.
 	SQL() *sql.DB
 	// InterpretError maps a driver error onto the sentinel errors
-	// (ErrNotFound, ErrConflict, ErrRetryable, ErrUnavailable), keeping the driver error
+	// (ErrNotFound, ErrConflict, ErrRetryable, ErrUnavailable, ErrReadOnly), keeping the driver error
 	// in the chain. It returns err unchanged when no sentinel applies.
 	InterpretError(err error) error
 	// Migrations returns the engine's migrations, named NNN_name.sql.
@@ -189,6 +189,30 @@ func (db *DB) InterpretError(err error) error {
 		return err
 	}
 	return db.engine.InterpretError(err)
+}
+
+// WritableChecker is an Engine that can tell whether the node it reaches
+// accepts writes. The PostgreSQL engine implements it.
+type WritableChecker interface {
+	// CheckWritable returns a *ReadOnlyError when the node accepts no
+	// writes (a standby in recovery, or transactions read-only by
+	// default), nil when it does, or the error that kept it from
+	// knowing.
+	CheckWritable(ctx context.Context, exec Executor) error
+}
+
+// CheckWritable returns a *ReadOnlyError (ErrReadOnly, ErrUnavailable)
+// when the database node the pool reaches accepts no writes: on
+// PostgreSQL a standby (pg_is_in_recovery()) or a session whose
+// transactions are read-only (transaction_read_only). On an engine
+// without such nodes (SQLite) it returns nil. Other errors are returned
+// after InterpretError. /readyz calls it.
+func (db *DB) CheckWritable(ctx context.Context) error {
+	c, ok := db.engine.(WritableChecker)
+	if !ok {
+		return nil
+	}
+	return db.InterpretError(c.CheckWritable(ctx, db.sql))
 }
 
 // Close closes the pool.

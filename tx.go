@@ -26,6 +26,17 @@ func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return db.retry(ctx, func() error { return db.tryTx(ctx, fn) })
 }
 
+// ReadTx runs fn in a read-only transaction, retried like InTx. It is
+// for reads that must work on a node that accepts no writes (a
+// PostgreSQL standby): on PostgreSQL the transaction is READ ONLY, so a
+// write slipped into fn fails with ErrReadOnly on the primary too, not
+// only on a standby; on SQLite it is a deferred transaction, which does
+// not take the write lock. fn must confine its effects to tx, as for
+// InTx.
+func (db *DB) ReadTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.retry(ctx, func() error { return db.tryTxOpts(ctx, &sql.TxOptions{ReadOnly: true}, fn) })
+}
+
 // retry runs op until it returns nil or an error that is not
 // ErrRetryable, at most Config.TxAttempts times, sleeping a jittered,
 // doubling backoff (from Config.TxBackoff, at most one second) in between.
@@ -52,8 +63,12 @@ func (db *DB) retryIf(ctx context.Context, op func() error, again func(error) bo
 	}
 }
 
-func (db *DB) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := db.sql.BeginTx(ctx, nil)
+func (db *DB) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.tryTxOpts(ctx, nil, fn)
+}
+
+func (db *DB) tryTxOpts(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := db.sql.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

@@ -289,7 +289,7 @@ func (s *Store) Revoke(ctx context.Context, tenantID, id string) (Key, error) {
 // within the cache TTL (at most one second) is not read again.
 //
 // A refusal costs the same whether the tenant exists or not: the same
-// statements (tenant.Lookup, which never registers the tenant, so anyone
+// statements (tenant.ReadRow, which never registers the tenant, so anyone
 // who makes up keys cannot fill the registry), and the same comparison,
 // against a dummy digest when no key was found. Only verified keys are
 // cached, keyed by the SHA-256 of the whole text, so a refused key is read
@@ -314,7 +314,7 @@ func (s *Store) Verify(ctx context.Context, text string) (Key, error) {
 		created int64
 		revoked sql.NullInt64
 	)
-	err = tenant.Lookup(tctx, s.db, s.q.Get("lookup"), []any{tenantID, id}, &stored, &scopes, &k.Name, &created, &revoked)
+	err = tenant.ReadRow(tctx, s.db, s.db, s.q.Get("lookup"), []any{tenantID, id}, &stored, &scopes, &k.Name, &created, &revoked)
 	found := err == nil
 	if errors.Is(err, racefree.ErrNotFound) {
 		err = nil

@@ -11,7 +11,7 @@
 // in constant time (crypto/subtle), costs the same comparison when the id
 // is unknown, and refuses a revoked key. A refusal costs the same
 // statements for a tenant that exists as for one that does not
-// (tenant.Lookup), so timing refusals does not list the tenants.
+// (tenant.ReadRow), so timing refusals does not list the tenants.
 //
 // Revocation reaches every instance within one second: Verify caches a
 // verified key for at most MaxCacheTTL (DefaultCacheTTL, 500ms), and

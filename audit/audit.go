@@ -172,10 +172,12 @@ func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(tx *sql.
 	})
 }
 
-// read runs fn, which only reads, for the context's tenant (tenant.Run on
-// the pool: on PostgreSQL a short transaction that sets the tenant).
+// read runs fn, which only reads, for the context's tenant (tenant.Read
+// on the pool: on PostgreSQL a short READ ONLY transaction that sets the
+// tenant), and writes nothing, so that List, Verify and the checkpoint
+// reads work on a standby.
 func (l *Log) read(ctx context.Context, fn func(exec racefree.Executor) error) error {
-	return tenant.Run(ctx, l.db, l.db, fn)
+	return tenant.Read(ctx, l.db, l.db, fn)
 }
 
 // OneWriteVersion is the migration from which Append writes the head row

@@ -347,10 +347,10 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 // tenant is its group, so the namespace and the key.
 func (s *Store) combineKey(key string) string { return "claim\x00" + s.ns + "\x00" + key }
 
-// get reads key's claim for tenant id (tenant.QueryRow).
+// get reads key's claim for tenant id (tenant.ReadRow: it writes nothing).
 func (s *Store) get(ctx context.Context, exec racefree.Executor, id, key string) (*Claim, error) {
 	var r row
-	err := tenant.QueryRow(ctx, s.db, exec, s.q.Get("get"), []any{id, s.ns, key, s.db.ClockArg()}, r.dest()...)
+	err := tenant.ReadRow(ctx, s.db, exec, s.q.Get("get"), []any{id, s.ns, key, s.db.ClockArg()}, r.dest()...)
 	if err != nil {
 		return nil, err
 	}

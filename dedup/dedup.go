@@ -248,7 +248,7 @@ func (l *Log) Get(ctx context.Context, exec racefree.Executor, fingerprint strin
 	r := Record{Fingerprint: fingerprint}
 	var class, ext sql.NullString
 	var fence sql.NullInt64
-	err := tenant.QueryRow(ctx, l.db, exec, l.q.Get("get"), []any{tenant.From(ctx), fingerprint},
+	err := tenant.ReadRow(ctx, l.db, exec, l.q.Get("get"), []any{tenant.From(ctx), fingerprint},
 		&r.Source, &r.Level, &r.Message, &class, &ext, &fence)
 	if err != nil {
 		return nil, fmt.Errorf("dedup get %q: %w", fingerprint, err)

@@ -31,7 +31,8 @@ type Delivery struct {
 // Inbox.Receive, with Process as the processing function. It answers 204
 // No Content for a new delivery, a duplicate, and a permanent failure (the
 // sender must stop retrying), 400 for an event ID the inbox refuses, 503
-// when the database reported a transient conflict, and 500 for any other
+// when the database reported a transient conflict or an outage (503
+// read-only on a node that accepts no writes), and 500 for any other
 // failure, including a transient one of Process, so that the sender
 // retries. Errors are application/problem+json documents (RFC 9457).
 type Handler struct {
@@ -88,6 +89,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case errors.As(err, &ie):
 		writeProblem(w, http.StatusBadRequest, "invalid-input", "Invalid input", ie.Error())
+	case errors.Is(err, racefree.ErrReadOnly):
+		h.log().WarnContext(r.Context(), "inbox delivery not stored: the database is read-only", "source", h.Source, "id", id, "err", err)
+		writeProblem(w, http.StatusServiceUnavailable, "read-only", "Database is read-only", "the database node reached accepts no writes; the delivery was not stored: retry")
 	case errors.Is(err, racefree.ErrRetryable), errors.Is(err, racefree.ErrUnavailable):
 		h.log().WarnContext(r.Context(), "inbox delivery not stored: retry", "source", h.Source, "id", id, "err", err)
 		writeProblem(w, http.StatusServiceUnavailable, "retry", "Busy, retry later", "")

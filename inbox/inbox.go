@@ -315,7 +315,7 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 		return nil, racefree.Invalid("limit", "must be between 1 and %d, got %d", MaxListLimit, limit)
 	}
 	var out []Event
-	err := tenant.Run(ctx, in.db, in.db, func(exec racefree.Executor) error {
+	err := tenant.Read(ctx, in.db, in.db, func(exec racefree.Executor) error {
 		out = nil
 		rows, err := exec.QueryContext(ctx, in.q.Get("list"), tenant.From(ctx), source, after, limit, MaxListBytes)
 		if err != nil {

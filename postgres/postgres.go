@@ -42,12 +42,40 @@ func Open(ctx context.Context, url string, cfg *racefree.Config) (*racefree.DB, 
 }
 
 // NewEngine parses url and prepares a connection pool. It does no I/O.
+//
+// A connection that answers a write with SQLSTATE 25006
+// (read_only_sql_transaction: a standby, or a session whose transactions
+// are read-only) is closed at once, and the pool discards it instead of
+// handing it out again (dropReadOnly): after a failover, a DSN that
+// lists several hosts with target_session_attrs=read-write connects anew
+// and finds the new primary, instead of every later write meeting the
+// old, now read-only, node through a kept connection.
 func NewEngine(url string) (*Engine, error) {
 	cc, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	dropReadOnly(&cc.Config)
 	return &Engine{db: stdlib.OpenDB(*cc)}, nil
+}
+
+// readOnlySQLState is read_only_sql_transaction: a write in a read-only
+// transaction, which is every transaction of a hot standby.
+const readOnlySQLState = "25006"
+
+// dropReadOnly makes the connections of cfg close themselves when the
+// server answers readOnlySQLState, keeping pgx's own handler (which
+// closes on FATAL errors) for every other error. A closed connection is
+// refused by stdlib's ResetSession (driver.ErrBadConn) when database/sql
+// next takes it from the pool, so it is discarded and a new one opened.
+func dropReadOnly(cfg *pgconn.Config) {
+	keep := cfg.OnPgError
+	cfg.OnPgError = func(c *pgconn.PgConn, pe *pgconn.PgError) bool {
+		if pe.Code == readOnlySQLState {
+			return false
+		}
+		return keep == nil || keep(c, pe)
+	}
 }
 
 // Name returns racefree.Postgres.
@@ -71,7 +99,9 @@ func (e *Engine) LockMigrations(ctx context.Context, tx *sql.Tx) error {
 }
 
 // InterpretError maps SQLSTATEs onto racefree's sentinels: 23505
-// unique_violation is ErrConflict; 40001 serialization_failure and 40P01
+// unique_violation is ErrConflict; 25006 read_only_sql_transaction (a
+// write on a standby or in a read-only transaction) is a
+// *racefree.ReadOnlyError, which matches ErrReadOnly and ErrUnavailable; 40001 serialization_failure and 40P01
 // deadlock_detected are ErrRetryable; classes 08 (connection exception) and
 // 57 (operator intervention: a shutdown, a terminated backend), except
 // 57014 query_canceled, are ErrUnavailable, as is a connection that failed
@@ -94,12 +124,38 @@ func (e *Engine) InterpretError(err error) error {
 	switch {
 	case pe.Code == "23505":
 		return fmt.Errorf("%w: %w", racefree.ErrConflict, err)
+	case pe.Code == readOnlySQLState:
+		return &racefree.ReadOnlyError{Reason: "the server refused a write (SQLSTATE 25006)", Err: err}
 	case pe.Code == "40001", pe.Code == "40P01":
 		return fmt.Errorf("%w: %w", racefree.ErrRetryable, err)
 	case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57") && pe.Code != "57014":
 		return fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
 	}
 	return err
+}
+
+// writable asks whether the node accepts writes: whether it is a
+// standby, and whether a transaction of this session is read-only by
+// default.
+const writable = `SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'`
+
+// CheckWritable returns a *racefree.ReadOnlyError when the node exec
+// reaches is in recovery (a standby: pg_is_in_recovery()) or its
+// transactions are read-only (transaction_read_only, as
+// default_transaction_read_only makes them), nil when it accepts writes,
+// or the error of the probe (racefree.WritableChecker).
+func (e *Engine) CheckWritable(ctx context.Context, exec racefree.Executor) error {
+	var recovery, readOnly bool
+	if err := exec.QueryRowContext(ctx, writable).Scan(&recovery, &readOnly); err != nil {
+		return e.InterpretError(err)
+	}
+	switch {
+	case recovery:
+		return &racefree.ReadOnlyError{Reason: "the server is in recovery (a standby)"}
+	case readOnly:
+		return &racefree.ReadOnlyError{Reason: "the server's transactions are read-only (transaction_read_only is on)"}
+	}
+	return nil
 }
 
 // connectionLost reports an error that came from the connection rather

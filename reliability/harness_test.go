@@ -91,8 +91,8 @@ type instance struct {
 }
 
 // startServe starts racefree serve on dsn with extra flags on a free
-// loopback port, waits until /healthz answers, and kills it when the test
-// ends.
+// loopback port, waits until it serves (start), and kills it when the
+// test ends.
 func startServe(t testing.TB, dsn string, extra ...string) *instance {
 	t.Helper()
 	in := &instance{t: t, addr: freeAddr(t)}
@@ -114,7 +114,9 @@ func serveInProcess(t testing.TB, db *racefree.DB, opts server.Options) *instanc
 	return &instance{t: t, addr: strings.TrimPrefix(srv.URL, "http://"), stderr: &lockedWriter{}}
 }
 
-// start starts the process and waits until /healthz answers.
+// start starts the process and waits until it serves: /readyz answers,
+// and not with serve's "waiting for the database" (while serve waits for
+// its database at start, /healthz answers 200 and everything else 503).
 func (in *instance) start() {
 	in.t.Helper()
 	cmd := exec.Command(racefreeBin(in.t), in.args...)
@@ -131,10 +133,13 @@ func (in *instance) start() {
 	in.mu.Unlock()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(in.url("/healthz"))
+		resp, err := http.Get(in.url("/readyz"))
 		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			return
+			if !strings.Contains(string(body), "waiting for the database") {
+				return
+			}
 		}
 		select {
 		case <-done:
@@ -142,7 +147,7 @@ func (in *instance) start() {
 		default:
 		}
 		if time.Now().After(deadline) {
-			in.t.Fatalf("racefree serve did not answer /healthz in 60s\n%s", in.log())
+			in.t.Fatalf("racefree serve did not serve in 60s\n%s", in.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

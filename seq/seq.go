@@ -120,7 +120,7 @@ func (c *Counters) Current(ctx context.Context, exec racefree.Executor, scope, n
 	}
 	t := tenant.From(ctx)
 	var last int64
-	err := tenant.QueryRow(ctx, c.db, exec, c.q.Get("current"), []any{t, scope, name}, &last)
+	err := tenant.ReadRow(ctx, c.db, exec, c.q.Get("current"), []any{t, scope, name}, &last)
 	if errors.Is(err, sql.ErrNoRows) { // none handed out yet
 		err = nil
 	}

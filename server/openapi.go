@@ -113,8 +113,8 @@ var ttlMs = typ("integer", "milliseconds, 1 to 2592000000")
 var apiRoutes = map[string]apiRoute{
 	"GET /healthz": {summary: "Answers 200 while the process is up", anonymous: true,
 		response: obj(nil, map[string]any{"status": str})},
-	"GET /readyz": {summary: "Answers 200 while the database answers and its schema is current", anonymous: true,
-		response: obj(nil, map[string]any{"status": str, "engine": str}), problems: []problem.Kind{problem.NotReady}},
+	"GET /readyz": {summary: "Answers 200 while the database answers, accepts writes and its schema is current", anonymous: true,
+		response: obj(nil, map[string]any{"status": str, "engine": str}), problems: []problem.Kind{problem.NotReady, problem.ReadOnly}},
 	"GET /openapi.json": {summary: "This document", anonymous: true, response: typ("object", "OpenAPI 3.1")},
 
 	"POST /v1/claims/{key}": {summary: "Acquire the claim on key: exactly one holder wins; the holder's own live claim is won again with its fence",
@@ -222,6 +222,7 @@ var problemDocs = map[string]string{
 	"internal":                  "an unexpected failure, logged with the request id",
 	"unavailable":               "the database is unavailable or busy, or the request timed out waiting for it; retry after Retry-After (a POST with the same Idempotency-Key)",
 	"idempotency-unavailable":   "idempotency.Middleware (the library) could not reach its store; racefree serve answers unavailable instead",
+	"read-only":                 "the database node reached accepts no writes (a standby, or read-only transactions): the write wrote nothing; retry after Retry-After with the same Idempotency-Key. readyz answers it too, on such a node",
 	"schema":                    "the database schema does not match this server",
 	"not-ready":                 "readyz: the database does not answer or its schema is not current",
 	"token-unknown":             "no such token",
@@ -240,7 +241,7 @@ var problemDocs = map[string]string{
 func problemsOf(pattern string, r apiRoute) []problem.Kind {
 	kinds := append([]problem.Kind{problem.MethodNotAllowed}, r.problems...)
 	if strings.Contains(pattern, " /v1/") {
-		kinds = append(kinds, problem.Internal, problem.Unavailable, problem.Schema)
+		kinds = append(kinds, problem.Internal, problem.Unavailable, problem.ReadOnly, problem.Schema)
 		if !r.signed {
 			kinds = append(kinds, problem.Unauthorized, problem.InsufficientScope)
 		}
@@ -270,7 +271,7 @@ func problemResponse(kinds []problem.Kind) map[string]any {
 			for _, h := range append([]string{"Retry-After"}, rateLimitHeaders...) {
 				headers[h] = headerRef(h)
 			}
-		case "unavailable", "idempotency-in-progress", "schema", "not-ready":
+		case "unavailable", "read-only", "idempotency-in-progress", "schema", "not-ready":
 			headers["Retry-After"] = headerRef("Retry-After")
 		case "unauthorized", "insufficient-scope":
 			headers["WWW-Authenticate"] = map[string]any{"schema": str}

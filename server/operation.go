@@ -199,14 +199,13 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, v any, err erro
 }
 
 // reading runs fn, a read route's database work, for the request's
-// tenant: on PostgreSQL in tenant.InTx, so that row-level security binds
-// it; on SQLite on the pool (every racefree statement filters by the
-// tenant there), so that a read never takes SQLite's write lock.
+// tenant and writes nothing (tenant.ReadTx): on PostgreSQL in a READ ONLY
+// transaction set to the tenant, so that row-level security binds it and
+// it works on a standby; on SQLite on the pool (every racefree statement
+// filters by the tenant there), so that a read never takes SQLite's
+// write lock.
 func (s *Server) reading(ctx context.Context, fn func(ctx context.Context, exec racefree.Executor) error) error {
-	if s.db.Engine() != racefree.Postgres {
-		return fn(ctx, s.db)
-	}
-	return tenant.InTx(ctx, s.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
+	return tenant.ReadTx(ctx, s.db, tenant.From(ctx), fn)
 }
 
 // writing runs fn, a write route's database work outside transactional,

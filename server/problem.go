@@ -90,6 +90,9 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return problem.KeyMismatch.New("this Idempotency-Key was used with a different request")
 	case errors.Is(err, racefree.ErrSchemaOutdated), errors.Is(err, racefree.ErrSchemaTooNew):
 		return problem.Schema.New(err.Error())
+	case errors.Is(err, racefree.ErrReadOnly):
+		s.log.WarnContext(r.Context(), "request not served: the database is read-only", "method", r.Method, "path", r.URL.Path, "err", err)
+		return problem.ReadOnly.New("the database node this server reaches accepts no writes (a standby, or read-only transactions); nothing was written: retry (with the same Idempotency-Key for a POST) once the primary is reachable")
 	case errors.Is(err, racefree.ErrUnavailable), errors.Is(err, racefree.ErrRetryable), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(r.Context().Err(), context.DeadlineExceeded):
 		s.log.WarnContext(r.Context(), "request not served: database unavailable or busy", "method", r.Method, "path", r.URL.Path, "err", err)

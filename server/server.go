@@ -409,9 +409,13 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz answers 200 while the database answers and its schema is
-// current (or at least Options.OldestSchema). Anyone may call it, so a failure's detail is generic; the
-// database's own error goes to the log.
+// readyz answers 200 while the database answers, accepts writes and its
+// schema is current (or at least Options.OldestSchema). On a node that
+// accepts no writes (a PostgreSQL standby, pg_is_in_recovery(), or
+// transactions read-only by default, racefree.DB.CheckWritable) it
+// answers 503 read-only with a reason, so that a load balancer sends
+// writers elsewhere. Anyone may call it, so a failure's detail is
+// generic; the database's own error goes to the log.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	err := s.db.SQL().PingContext(r.Context())
 	detail := "the database does not answer"
@@ -424,6 +428,19 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		detail = "the database schema does not match this racefree"
+	}
+	if err == nil {
+		if err = s.db.CheckWritable(r.Context()); err != nil {
+			detail = "the database does not answer"
+		}
+		var ro *racefree.ReadOnlyError
+		if errors.As(err, &ro) {
+			s.log.WarnContext(r.Context(), "not ready: the database is read-only", "reason", ro.Reason)
+			p := problem.ReadOnly.New("the database accepts no writes: " + ro.Reason)
+			p.Extra = map[string]any{"reason": ro.Reason}
+			writeProblem(w, p)
+			return
+		}
 	}
 	if err != nil {
 		s.log.WarnContext(r.Context(), "not ready", "err", err)

@@ -208,6 +208,109 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 	return tenantTx(ctx, db, id, func(tx *sql.Tx) error { return fn(tx) })
 }
 
+// Read runs fn, the reads of a racefree operation, for the tenant ctx
+// names, and writes nothing: unlike Run it never records the tenant in
+// the registry (a tenant that never wrote has nothing to read, and a
+// PostgreSQL standby refuses the INSERT with SQLSTATE 25006), so a read
+// works on a node that accepts no writes. With a *sql.Tx, fn runs in it,
+// the tenant set first unless InTx, Read or Run set it (a *MismatchError
+// when it belongs to another tenant). On the pool of PostgreSQL with a
+// role that row-level security binds, fn runs in a READ ONLY
+// transaction of its own (racefree.DB.ReadTx) that sets the tenant: a
+// write slipped into fn fails with racefree.ErrReadOnly on the primary
+// too. Everything else (SQLite, a role that bypasses row-level security,
+// any other executor) runs fn on exec as it is.
+func Read(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(exec racefree.Executor) error) error {
+	id := From(ctx)
+	if err := needSchema(ctx, db, exec, id); err != nil {
+		return err
+	}
+	if tx, ok := exec.(*sql.Tx); ok {
+		if b, ok := ctx.Value(ctxKey{}).(bound); ok && b.tx == tx {
+			return fn(tx)
+		}
+		if v, ok := setIn.Load(tx); ok {
+			if have := v.(string); have != id {
+				return &MismatchError{Tx: have, Context: id}
+			}
+			return fn(tx)
+		}
+		if db.Engine() == racefree.Postgres && !bypasses(ctx, db, tx) {
+			if err := ensure(ctx, db, tx, id); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	}
+	if db.Engine() != racefree.Postgres || !pooled(db, exec) || bypasses(ctx, db, exec) {
+		return fn(exec)
+	}
+	return db.ReadTx(ctx, func(tx *sql.Tx) error {
+		if err := set(ctx, db, tx, id); err != nil {
+			return err
+		}
+		setIn.Store(tx, id)
+		defer setIn.Delete(tx)
+		return fn(tx)
+	})
+}
+
+// ReadTx runs fn in a transaction that belongs to tenant id and writes
+// nothing, for a read route's several reads: on PostgreSQL a READ ONLY
+// transaction (racefree.DB.ReadTx) whose first statement sets the tenant;
+// the tenant is never recorded in the registry (see Read), so fn works on
+// a standby. On SQLite fn runs on the pool (every racefree statement
+// filters by the tenant there), so that a read never takes SQLite's
+// write lock. fn's context names the tenant.
+func ReadTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.Context, exec racefree.Executor) error) error {
+	if err := Check(id); err != nil {
+		return err
+	}
+	if db.Engine() != racefree.Postgres {
+		return fn(context.WithValue(ctx, ctxKey{}, bound{id: id}), db)
+	}
+	if err := needSchema(ctx, db, db, id); err != nil {
+		return err
+	}
+	return db.ReadTx(ctx, func(tx *sql.Tx) error {
+		if err := set(ctx, db, tx, id); err != nil {
+			return err
+		}
+		setIn.Store(tx, id)
+		defer setIn.Delete(tx)
+		return fn(context.WithValue(ctx, ctxKey{}, bound{id: id, tx: tx}), tx)
+	})
+}
+
+// ReadRow runs query, one statement of a racefree read, with args for
+// the tenant ctx names and scans its first row into dest (an error
+// matching racefree.ErrNotFound when it returns none), like QueryRow, and
+// writes nothing (see Read): on the pool of PostgreSQL, with a role that
+// row-level security binds, the statement travels pipelined with the
+// tenant's set_config even for a tenant the process has not recorded;
+// everything else runs through Read.
+func ReadRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, query string, args []any, dest ...any) error {
+	st := &racefree.Statement{Query: query, Args: args, Dest: dest}
+	if pooled(db, exec) && db.CanPipeline() && !bypasses(ctx, db, exec) {
+		id := From(ctx)
+		if err := needSchema(ctx, db, exec, id); err != nil {
+			return err
+		}
+		return db.Pipeline(ctx, &racefree.Statement{Query: q(db, "set"), Args: []any{id}}, st)
+	}
+	return Read(ctx, db, exec, func(exec racefree.Executor) error {
+		var ps *sql.Stmt
+		if pooled(db, exec) {
+			ps = db.Prepared(ctx, st.Query) // SQLite's pool: see one
+		}
+		found, err := statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Dest: st.Dest, Affected: &st.RowsAffected})
+		if err == nil && !found {
+			err = sql.ErrNoRows
+		}
+		return db.InterpretError(err)
+	})
+}
+
 // QueryRow runs query, one statement of a racefree operation, with args
 // for the tenant ctx names, and scans its first row into dest (an error
 // matching racefree.ErrNotFound when it returns none). Exec does the same
@@ -226,42 +329,6 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 // executor) runs the statement through Run, unchanged.
 func QueryRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, query string, args []any, dest ...any) error {
 	return one(ctx, db, exec, &racefree.Statement{Query: query, Args: args, Dest: dest})
-}
-
-// Lookup reads one row for the tenant ctx names from db's pool, the same
-// way for every tenant, seen or never seen: it never records the tenant in
-// the registry, and the statements it sends, and so how long it takes, do
-// not depend on whether racefree knows the tenant. On PostgreSQL, with a
-// role that row-level security binds, query travels after
-// set_config('racefree.tenant_id', tenant, true), in one round trip
-// (racefree.DB.Pipeline) when the engine pipelines, else in a transaction
-// of its own; otherwise (SQLite, a role that bypasses row-level security)
-// query runs alone. The statement must only read. A query that returns no
-// row is an error matching racefree.ErrNotFound; errors are returned after
-// InterpretError. apikey.Verify uses it, so that a refusal takes as long
-// for a tenant that exists as for one that does not.
-func Lookup(ctx context.Context, db *racefree.DB, query string, args []any, dest ...any) error {
-	id := From(ctx)
-	if err := needSchema(ctx, db, db, id); err != nil {
-		return err
-	}
-	st := &racefree.Statement{Query: query, Args: args, Dest: dest}
-	if db.Engine() == racefree.Postgres && !bypasses(ctx, db, db) {
-		set := &racefree.Statement{Query: q(db, "set"), Args: []any{id}}
-		if db.CanPipeline() {
-			return db.InterpretError(db.Pipeline(ctx, set, st))
-		}
-		return db.InterpretError(db.InTx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, set.Query, id); err != nil {
-				return err
-			}
-			return oneRow(tx.QueryRowContext(ctx, query, args...).Scan(dest...))
-		}))
-	}
-	if ps := db.Prepared(ctx, query); ps != nil {
-		return db.InterpretError(oneRow(ps.QueryRowContext(ctx, args...).Scan(dest...)))
-	}
-	return db.InterpretError(oneRow(db.QueryRowContext(ctx, query, args...).Scan(dest...)))
 }
 
 // oneRow turns sql.ErrNoRows into an error matching racefree.ErrNotFound.

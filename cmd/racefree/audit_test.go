@@ -385,3 +385,57 @@ func TestAuditVerifyUsesStoredCheckpoints(t *testing.T) {
 		}
 	})
 }
+
+// TestAuditVerifyOnAReadOnlyNode: audit verify --db reads only, so on a
+// node that accepts no writes (sessions read-only by default, as on a
+// hot standby) it decides by the verdict, 0 intact and 1 broken, never 2.
+func TestAuditVerifyOnAReadOnlyNode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testdb.NewPostgresDatabase(t)
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "audit.keys")
+	r := runCLI(t, "audit", "keygen", "--mac-id", "m1", "--sign-id", "s1")
+	if r.code != 0 {
+		t.Fatalf("keygen: %+v", r)
+	}
+	if err := os.WriteFile(keys, []byte(r.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := testdb.Open(t, d, nil)
+	ring, err := audit.LoadKeyring(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := audit.New(db, ring)
+	for _, s := range []string{"acme", "globex", "acme"} {
+		if _, err := l.Append(ctx, db, s, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys, "--scope", "acme")
+	cpFile := filepath.Join(dir, "checkpoints.jsonl")
+	if r.code != 0 || os.WriteFile(cpFile, []byte(r.stdout), 0o600) != nil {
+		t.Fatalf("checkpoint: %+v", r)
+	}
+	for _, stmt := range []string{`ALTER TABLE racefree_audit DISABLE TRIGGER USER`, `UPDATE racefree_audit SET actor = 'mallory' WHERE scope = 'globex'`} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = db.Close()
+	testdb.SetReadOnly(t, d, true)
+
+	r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--scope", "acme", "--checkpoint", cpFile)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "acme: intact, 2 entries") {
+		t.Fatalf("verify of an intact chain on a read-only node: %+v, want exit 0", r)
+	}
+	r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
+	if r.code != 1 || !strings.Contains(r.stdout, "globex: BROKEN at 1: modified") {
+		t.Fatalf("verify of a broken chain on a read-only node: %+v, want exit 1", r)
+	}
+	r = runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys, "--scope", "acme")
+	if r.code == 0 || !strings.Contains(r.stderr, "read-only") {
+		t.Fatalf("checkpoint (a write) on a read-only node: %+v, want a failure naming read-only", r)
+	}
+}

@@ -68,8 +68,10 @@ func runCLI(t *testing.T, args ...string) result {
 // runRefusedServe runs racefree serve with args, which should make it
 // refuse to start, and returns how it exited. It listens on --addr when
 // args give one other than 127.0.0.1:0, else on a free address of its own.
-// A serve that starts instead is killed as soon as it answers /healthz and
-// the test fails then, within seconds, not when runCLI's deadline ends it.
+// A serve that starts instead is killed as soon as /readyz answers 200
+// and the test fails then, within seconds, not when runCLI's deadline
+// ends it. (While it waits for its database, serve answers /healthz 200
+// and /readyz 503: that is not a start.)
 func runRefusedServe(t *testing.T, args ...string) result {
 	t.Helper()
 	args = append([]string{"serve"}, args...)
@@ -109,14 +111,17 @@ func runRefusedServe(t *testing.T, args ...string) result {
 			}
 			return result{code, out.String(), errb.String()}
 		case <-poll.C:
-			resp, err := client.Get("http://" + addr + "/healthz")
+			resp, err := client.Get("http://" + addr + "/readyz")
 			if err != nil {
 				continue
 			}
 			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				continue
+			}
 			_ = cmd.Process.Kill()
 			<-exited
-			t.Fatalf("%v: serve started (/healthz answered %d) instead of refusing\n%s", args, resp.StatusCode, errb.String())
+			t.Fatalf("%v: serve started (/readyz answered %d) instead of refusing\n%s", args, resp.StatusCode, errb.String())
 		}
 	}
 }
@@ -213,7 +218,7 @@ func TestBadInputIsOneLineAndWritesNothing(t *testing.T) {
 		{"serve", "--db", "mysql://localhost/x"},
 		{"serve", "--db", "sqlite:" + filepath.Join(dir, "missing", "x.db"), "--addr", "127.0.0.1:0"},
 		{"serve", "--db", "sqlite:" + file, "--addr", busy.Addr().String()},
-		{"serve", "--db", "postgres://nobody@127.0.0.1:1/x?connect_timeout=2", "--addr", "127.0.0.1:0"},
+		{"serve", "--db", "postgres://nobody@127.0.0.1:1/x?connect_timeout=2", "--addr", "127.0.0.1:0", "--wait-for-db", "0"},
 		{"migrate", "up", "--db", "nope"},
 		{"migrate", "sideways"},
 		{"serve", "--no-such-flag"},
@@ -296,7 +301,9 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// waitFor polls url until it answers, for up to 20 seconds.
+// waitFor polls url until it answers other than 503 (serve answers 503
+// while it waits for its database), for up to 20 seconds, and returns
+// the status (503 when that is all it got).
 func waitFor(t *testing.T, url string) int {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -304,9 +311,11 @@ func waitFor(t *testing.T, url string) int {
 		resp, err := http.Get(url)
 		if err == nil {
 			resp.Body.Close()
-			return resp.StatusCode
+			if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				return resp.StatusCode
+			}
 		}
-		if time.Now().After(deadline) {
+		if err != nil && time.Now().After(deadline) {
 			t.Fatal(fmt.Errorf("%s never answered: %w", url, err))
 		}
 		time.Sleep(50 * time.Millisecond)

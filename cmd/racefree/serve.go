@@ -11,15 +11,18 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/inbox"
+	"github.com/racefree/racefree/internal/problem"
 	"github.com/racefree/racefree/onetime"
 	"github.com/racefree/racefree/server"
 	"github.com/racefree/racefree/tenant"
@@ -43,6 +46,7 @@ func serveCmd() *cobra.Command {
 		relay           relayOptions
 		logFormat       string
 		logLevel        string
+		waitForDB       time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -76,7 +80,15 @@ func serveCmd() *cobra.Command {
 			if inboxOpts.Logger, err = newLogger(os.Stderr, logFormat, logLevel); err != nil {
 				return err
 			}
-			return serve(cmd.Context(), db, addr, token, migrate, combine, grace, inboxOpts, limits, reaping, &relay)
+			if v, ok := os.LookupEnv("RACEFREE_WAIT_FOR_DB"); ok && !cmd.Flags().Changed("wait-for-db") {
+				if waitForDB, err = time.ParseDuration(v); err != nil {
+					return racefree.Invalid("RACEFREE_WAIT_FOR_DB", "must be a duration such as 60s, got %q", v)
+				}
+			}
+			if waitForDB < 0 {
+				return racefree.Invalid("wait-for-db", "must not be negative")
+			}
+			return serve(cmd.Context(), db, addr, token, migrate, combine, grace, inboxOpts, limits, reaping, &relay, waitForDB)
 		},
 	}
 	f := cmd.Flags()
@@ -93,6 +105,7 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&reaping.ClaimGrace, "claim-grace", defaultClaimGrace, "how long a lapsed or released application claim stays readable before the reaper deletes it (fences never go backwards after a reap)")
 	f.DurationVar(&reaping.TokenRetention, "token-retention", defaultTokenRetention, "how long after they expire one-time codes and refresh-token families are kept, to answer expired or already used rather than unknown")
 	f.DurationVar(&reaping.DedupRetention, "dedup-retention", defaultDedupRetention, "how long after its window lapsed a dedup fingerprint (its counts and recorded result) is kept")
+	f.DurationVar(&waitForDB, "wait-for-db", defaultWaitForDB, "how long serve waits at start for a database it can use (one that answers, with a schema it can serve), retrying and logging each failed attempt; /healthz answers 200 and everything else 503 meanwhile; 0: one attempt (env RACEFREE_WAIT_FOR_DB)")
 	f.DurationVar(&grace, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGINT or SIGTERM")
 	f.StringVar(&inboxOpts.MetricsToken, "metrics-token", envOr("RACEFREE_METRICS_TOKEN", ""), "bearer token required on /metrics when set; may equal --token (env RACEFREE_METRICS_TOKEN)")
 	f.DurationVar(&limits.readHeader, "read-header-timeout", 10*time.Second, "how long a client may take to send the request headers")
@@ -149,7 +162,7 @@ func (t timeouts) check(request time.Duration) error {
 	return nil
 }
 
-func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine bool, grace time.Duration, opts server.Options, limits timeouts, reaping reapOptions, relay *relayOptions) error {
+func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine bool, grace time.Duration, opts server.Options, limits timeouts, reaping reapOptions, relay *relayOptions, waitForDB time.Duration) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -198,10 +211,118 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine boo
 	}
 	defer ln.Close()
 
-	// Open without migrating, then migrate only when something is
-	// pending: the application role, which owns nothing, may serve a
-	// database the owner migrated.
+	// Serve at once: while the database is not usable yet, /healthz
+	// answers 200 (the process is up) and everything else 503 (waiting),
+	// so that a load balancer holds traffic back and a liveness probe
+	// does not restart a process that is only waiting.
+	var api atomic.Pointer[http.Handler]
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if h := api.Load(); h != nil {
+				(*h).ServeHTTP(w, r)
+				return
+			}
+			waitingForDB(w, r)
+		}),
+		ReadHeaderTimeout: limits.readHeader,
+		ReadTimeout:       limits.read,
+		WriteTimeout:      limits.write,
+		IdleTimeout:       limits.idle,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	defer srv.Close() // on the way out before the graceful shutdown below
+
+	db, err := openWaiting(ctx, log, waitForDB, func(ctx context.Context) (*racefree.DB, error) {
+		return openForServe(ctx, dsnStr, migrate, combine, &opts, log)
+	})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	opts.Token, opts.Logger = token, log
+	a := server.New(db, opts)
+	h := a.Handler()
+	api.Store(&h)
+	if token == "" && !opts.RequireKey && !loopback(ln.Addr()) {
+		log.Warn("listening on a non-loopback address without --token or --require-key: anyone who can reach it can use the default tenant", "addr", ln.Addr().String())
+	}
+	return serving(ctx, db, a, srv, ln, errc, token != "" || opts.RequireKey, grace, reaping, relay, log)
+}
+
+// defaultWaitForDB is how long serve waits at start for a usable database.
+const defaultWaitForDB = time.Minute
+
+// waitingForDB answers while serve waits for its database: /healthz 200,
+// /readyz 503 not-ready, every other route 503 unavailable, each 503
+// with Retry-After.
+func waitingForDB(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	case "/readyz":
+		problem.Write(w, problem.NotReady.New("waiting for the database"))
+	default:
+		problem.Write(w, problem.Unavailable.New("waiting for the database; retry"))
+	}
+}
+
+// openWaiting calls open until it returns a database, an error that
+// waiting cannot cure, or wait has passed since the first attempt (then
+// the last error, saying how long it waited). Curable are an outage
+// (racefree.ErrUnavailable: no connection, a server starting or shutting
+// down, a read-only node where a migration was due), any PostgreSQL
+// connection the server refused (a database not created or restored
+// yet, too many clients, a role not yet provisioned), a transient
+// conflict and an attempt that timed out; a schema newer than this
+// racefree, or an outdated one with --migrate=false, is not. Each failed attempt is logged
+// with its reason and the delay before the next: 500ms, doubling, at
+// most 5s.
+func openWaiting(ctx context.Context, log *slog.Logger, wait time.Duration, open func(context.Context) (*racefree.DB, error)) (*racefree.DB, error) {
+	start := time.Now()
+	delay := 500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		db, err := open(ctx)
+		if err == nil {
+			if attempt > 1 {
+				log.Info("the database is usable", "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond))
+			}
+			return db, nil
+		}
+		var ce *pgconn.ConnectError // any refused connection: no such database yet, too many clients, ...
+		curable := errors.Is(err, racefree.ErrUnavailable) || errors.Is(err, racefree.ErrRetryable) ||
+			errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ce)
+		if !curable || ctx.Err() != nil {
+			return nil, err
+		}
+		if time.Since(start)+delay > wait {
+			if wait == 0 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("no usable database after waiting %v (%d attempts; --wait-for-db): %w", time.Since(start).Round(time.Second), attempt, err)
+		}
+		log.Warn("waiting for the database", "attempt", attempt, "reason", err.Error(), "retry_in", delay, "wait_for_db", wait)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("stopped while waiting for the database: %w", err)
+		case <-t.C:
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// openForServe opens the database once for serve, within 30 seconds:
+// without migrating, then migrating only when something is pending (the
+// application role, which owns nothing, may serve a database the owner
+// migrated). With --migrate=false, an outdated schema at the expand step
+// of a rollout lowers opts.OldestSchema.
+func openForServe(ctx context.Context, dsnStr string, migrate, combine bool, opts *server.Options, log *slog.Logger) (*racefree.DB, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	db, err := dsn.Open(openCtx, dsnStr, &racefree.Config{Schema: racefree.SchemaAllowOutdated, Combine: combine})
 	if err == nil {
 		err = db.CheckSchema(openCtx)
@@ -224,24 +345,15 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine boo
 			db.Close()
 		}
 	}
-	cancel()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer db.Close()
-	opts.Token, opts.Logger = token, log
-	api := server.New(db, opts)
-	srv := &http.Server{
-		Handler:           api.Handler(),
-		ReadHeaderTimeout: limits.readHeader,
-		ReadTimeout:       limits.read,
-		WriteTimeout:      limits.write,
-		IdleTimeout:       limits.idle,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	if token == "" && !opts.RequireKey && !loopback(ln.Addr()) {
-		log.Warn("listening on a non-loopback address without --token or --require-key: anyone who can reach it can use the default tenant", "addr", ln.Addr().String())
-	}
+	return db, nil
+}
+
+// serving runs the relay and the reaper beside srv, which serves api,
+// until ctx ends, then shuts down gracefully.
+func serving(ctx context.Context, db *racefree.DB, api *server.Server, srv *http.Server, ln net.Listener, errc chan error, auth bool, grace time.Duration, reaping reapOptions, relay *relayOptions, log *slog.Logger) error {
 	// The relay stops with serve: on shutdown its running deliveries get
 	// the same grace as the requests, then are cancelled and released.
 	relayCtx, stopRelay := context.WithCancel(ctx)
@@ -262,13 +374,11 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine boo
 		log.Info("outbox relay running", "worker", r.Worker(), "topics", relay.topics())
 	}
 	defer func() { stopRelay(); <-relayDone }()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	reapCtx, stopReaping := context.WithCancel(ctx)
 	reaped := make(chan struct{})
-	go func() { defer close(reaped); reap(reapCtx, api, claim.New(db), dedup.New(db), reaping, log) }()
+	go func() { defer close(reaped); reap(reapCtx, db, api, claim.New(db), dedup.New(db), reaping, log) }()
 	defer func() { stopReaping(); <-reaped }()
-	log.Info("racefree serving", "addr", ln.Addr().String(), "engine", db.Engine(), "auth", token != "" || opts.RequireKey, "inbox_sources", api.InboxSources())
+	log.Info("racefree serving", "addr", ln.Addr().String(), "engine", db.Engine(), "auth", auth, "inbox_sources", api.InboxSources())
 
 	select {
 	case err := <-errc:
@@ -310,12 +420,18 @@ type reapOptions struct {
 	TokenRetention time.Duration // one-time codes and refresh-token families, after they expire
 }
 
-// reap runs reapOnce every minute until ctx ends.
-func reap(ctx context.Context, api *server.Server, claims *claim.Store, fingerprints *dedup.Log, opts reapOptions, log *slog.Logger) {
+// reap runs reapOnce every minute until ctx ends, except while the
+// database accepts no writes (a standby): deleting is then for the
+// primary, and each failed delete would only be a warning in the log.
+func reap(ctx context.Context, db *racefree.DB, api *server.Server, claims *claim.Store, fingerprints *dedup.Log, opts reapOptions, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
-		reapOnce(ctx, api, claims, fingerprints, opts, log)
+		if err := db.CheckWritable(ctx); errors.Is(err, racefree.ErrReadOnly) {
+			log.Debug("reap skipped: the database is read-only", "err", err)
+		} else {
+			reapOnce(ctx, api, claims, fingerprints, opts, log)
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -55,6 +55,7 @@ var (
 	QuotaExceeded         = Kind{"quota-exceeded", "Quota exceeded", http.StatusTooManyRequests}
 	Internal              = Kind{"internal", "Internal error", http.StatusInternalServerError}
 	Unavailable           = Kind{"unavailable", "Temporarily unavailable", http.StatusServiceUnavailable}
+	ReadOnly              = Kind{"read-only", "Database is read-only", http.StatusServiceUnavailable}
 	IdempotencyUnknown    = Kind{"idempotency-unavailable", "Idempotency store unavailable", http.StatusServiceUnavailable}
 	Schema                = Kind{"schema", "Database schema mismatch", http.StatusServiceUnavailable}
 	NotReady              = Kind{"not-ready", "Not ready", http.StatusServiceUnavailable}
@@ -74,7 +75,7 @@ var (
 func Kinds() []Kind {
 	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature, InsufficientScope,
 		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, SequenceExhausted, TooLarge,
-		UnsupportedMediaType, KeyMismatch, QuotaExceeded, Internal, Unavailable, IdempotencyUnknown, Schema, NotReady,
+		UnsupportedMediaType, KeyMismatch, QuotaExceeded, Internal, Unavailable, ReadOnly, IdempotencyUnknown, Schema, NotReady,
 		TokenUnknown, TokenUsed, TokenReused, TokenRevoked, TokenExpired,
 		AuditUnconfigured, AuditKeyMissing}
 }
