@@ -44,7 +44,7 @@ func MakeEscapeRoles(t testing.TB, owner string) *EscapeRoles {
 	t.Cleanup(func() { _ = admin.Close() })
 	p := "rf_esc_" + randomHex(4) + "_"
 	r := &EscapeRoles{Clean: p + "clean", Bypass: p + "bypass", Super: p + "super"}
-	mid, plain := p + "mid", p + "plain"
+	mid, plain := p+"mid", p+"plain"
 	r.Escapes = []Escape{
 		{Name: "member_of_a_bypassrls_role", Role: p + "app_bypass", Kind: roles.BypassRLS, Reached: r.Bypass, Path: []string{p + "app_bypass", r.Bypass}},
 		{Name: "noinherit_member_of_the_owner", Role: p + "app_owner", Kind: roles.Owner, Reached: owner, Path: []string{p + "app_owner", owner}},
