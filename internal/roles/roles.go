@@ -148,6 +148,7 @@ var ErrNoRole = errors.New("role does not exist")
 // racefree.Executor.
 type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // Judge returns every way role escapes row-level security on PostgreSQL:
@@ -156,9 +157,10 @@ type Querier interface {
 // become, or having the privileges of (INHERIT) one of owners, the roles
 // that own the tables the policies guard. Findings come ordered by Kind
 // (Superuser, BypassRLS, Owner), within a kind the role's own first, then
-// by the reached role's name. A role that is itself a superuser gets that
-// one finding (it is every role's member); a reached superuser that also
-// has BYPASSRLS or owns the tables is reported as a superuser only. No
+// by the reached role's name. A role that is itself a superuser gets the
+// findings of its own attributes and ownership only (it is every role's
+// member); a reached superuser that also has BYPASSRLS or owns the tables
+// is reported as a superuser only. No
 // finding means that row-level security binds role whatever role it
 // SETs. It runs one catalogue query and changes nothing. ErrNoRole for a
 // role that does not exist; q must be PostgreSQL.
@@ -167,24 +169,14 @@ func Judge(ctx context.Context, q Querier, role string, owners []string) ([]Find
 		owners = []string{}
 	}
 	var version int
-	rows, err := q.QueryContext(ctx, `SELECT current_setting('server_version_num')::int`)
-	if err != nil {
-		return nil, fmt.Errorf("roles: server version: %w", err)
-	}
-	for rows.Next() {
-		if err := rows.Scan(&version); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("roles: server version: %w", err)
-		}
-	}
-	if err := closeRows(rows); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
 		return nil, fmt.Errorf("roles: server version: %w", err)
 	}
 	text := reachSQL
 	if version >= 160000 {
 		text = reach16SQL
 	}
-	rows, err = q.QueryContext(ctx, text, role, owners)
+	rows, err := q.QueryContext(ctx, text, role, owners)
 	if err != nil {
 		return nil, fmt.Errorf("roles: judge %s: %w", quote(role), err)
 	}
@@ -226,7 +218,9 @@ func Judge(ctx context.Context, q Querier, role string, owners []string) ([]Find
 		if super && f.SetRole {
 			f.Kind, f.Path = Superuser, path(sp)
 			found = append(found, f)
-			continue // a superuser may do anything: nothing more to say
+			if !self {
+				continue // a superuser may do anything: nothing more to say
+			}
 		}
 		if bypass && f.SetRole {
 			f.Kind, f.Path = BypassRLS, path(sp)
