@@ -148,8 +148,8 @@ func TestCheckFindsEachMisconfiguration(t *testing.T) {
 		seed  string // %[1]s app, %[2]s owner, %[3]s group, %[4]s admin
 		want  rlscheck.Kind
 		also  rlscheck.Kind // a second kind, after want
-		count int  // findings expected; 0 means 1
-		noFix bool // the fix names a role to create, or drops data
+		count int           // findings expected; 0 means 1
+		noFix bool          // the fix names a role to create, or drops data
 	}{
 		{name: "rls not enabled", seed: `ALTER TABLE orders DISABLE ROW LEVEL SECURITY`, want: rlscheck.RLSDisabled},
 		{name: "rls not forced", seed: `ALTER TABLE orders NO FORCE ROW LEVEL SECURITY`, want: rlscheck.RLSNotForced},
