@@ -121,6 +121,8 @@ type Server struct {
 	outbox    *outbox.Outbox
 	outboxErr error // a configuration error of Options.Outbox, answered with 500
 
+	role *roleState // JudgeRole's verdict on the server's own database role
+
 	dash     *dashboard
 	dashSQL  query.Set
 	rates    rates             // the dashboard's charts
@@ -150,6 +152,7 @@ func New(db *racefree.DB, opts Options) *Server {
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"route"})
 	s.metrics = newMetrics(s.reg)
+	s.role = newRoleState(s.reg)
 	registerCombineMetrics(s.reg, db)
 	s.reg.MustRegister(s.reqs, s.latency,
 		collectors.NewDBStatsCollector(db.SQL(), "racefree"),
@@ -410,8 +413,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // readyz answers 200 while the database answers and its schema is
-// current (or at least Options.OldestSchema). Anyone may call it, so a failure's detail is generic; the
-// database's own error goes to the log.
+// current (or at least Options.OldestSchema), with the warnings of
+// JudgeRole, if any (codes and a generic detail). Anyone may call it, so
+// a failure's detail is generic; the database's own error, and the role's
+// path, go to the log.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	err := s.db.SQL().PingContext(r.Context())
 	detail := "the database does not answer"
@@ -430,7 +435,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem.NotReady.New(detail))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "engine": s.db.Engine()})
+	ready := map[string]any{"status": "ready", "engine": s.db.Engine()}
+	if ws := s.roleWarnings(); len(ws) > 0 {
+		ready["warnings"] = ws
+	}
+	writeJSON(w, http.StatusOK, ready)
 }
 
 type statusRecorder struct {
