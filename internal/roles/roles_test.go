@@ -170,6 +170,8 @@ func TestJudgeTheRoleItself(t *testing.T) {
 	p := g.schema + "_"
 	for _, s := range []string{
 		`CREATE ROLE ` + p + `bypass BYPASSRLS`,
+		`CREATE ROLE ` + p + `super SUPERUSER NOBYPASSRLS IN ROLE ` + g.roles.Bypass,
+		`CREATE ROLE ` + p + `both SUPERUSER BYPASSRLS`,
 		`CREATE ROLE ` + p + `inherit INHERIT IN ROLE ` + g.owner,
 	} {
 		if _, err := g.admin.ExecContext(ctx, s); err != nil {
@@ -177,14 +179,10 @@ func TestJudgeTheRoleItself(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		for _, r := range []string{"bypass", "inherit"} {
+		for _, r := range []string{"bypass", "inherit", "super", "both"} {
 			_, _ = g.admin.ExecContext(context.Background(), `DROP ROLE `+p+r)
 		}
 	})
-	var superuser string
-	if err := g.admin.QueryRowContext(ctx, `SELECT current_user`).Scan(&superuser); err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		role     string
 		kinds    []roles.Kind
@@ -192,7 +190,9 @@ func TestJudgeTheRoleItself(t *testing.T) {
 		inherits bool
 		says     string
 	}{
-		{superuser, []roles.Kind{roles.Superuser}, true, true, `is a superuser`},
+		// A superuser is every role's member: only its own attributes count.
+		{p + "super", []roles.Kind{roles.Superuser}, true, true, `is a superuser`},
+		{p + "both", []roles.Kind{roles.Superuser, roles.BypassRLS}, true, true, `is a superuser`},
 		{p + "bypass", []roles.Kind{roles.BypassRLS}, true, true, `has BYPASSRLS`},
 		{g.owner, []roles.Kind{roles.Owner}, true, true, `owns the tables`},
 		{p + "inherit", []roles.Kind{roles.Owner}, false, true, `has, without SET ROLE, the privileges of "` + g.owner + `"`},
