@@ -98,15 +98,11 @@ type RoleFinding struct {
 // judgeOwnRole judges db's own role against the owners of racefree's
 // tables.
 func judgeOwnRole(ctx context.Context, db *racefree.DB) ([]RoleFinding, error) {
-	owners, err := roles.Owners(ctx, db.SQL())
-	if err != nil {
-		return nil, err
-	}
 	var me string
 	if err := db.SQL().QueryRowContext(ctx, `SELECT current_user`).Scan(&me); err != nil {
 		return nil, fmt.Errorf("read current user: %w", err)
 	}
-	found, err := roles.Judge(ctx, db.SQL(), me, owners)
+	found, err := roles.JudgeRacefree(ctx, db.SQL(), me)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/racefree/racefree"
@@ -67,18 +66,11 @@ func checkAppRole(ctx context.Context, q roles.Querier, role string) error {
 	if _, err := ident.Quote(role); err != nil {
 		return racefree.Invalid("app-role", "%v", err)
 	}
-	owners, err := roles.Owners(ctx, q)
-	if err != nil {
-		return err
-	}
 	var me string
 	if err := q.QueryRowContext(ctx, `SELECT current_user`).Scan(&me); err != nil {
 		return fmt.Errorf("read current user: %w", err)
 	}
-	if !slices.Contains(owners, me) {
-		owners = append(owners, me)
-	}
-	found, err := roles.Judge(ctx, q, role, owners)
+	found, err := roles.JudgeRacefree(ctx, q, role, me)
 	if errors.Is(err, roles.ErrNoRole) {
 		return racefree.Invalid("app-role", "role %q does not exist", role)
 	}

@@ -176,6 +176,31 @@ func Judge(ctx context.Context, q Querier, role string, owners []string) ([]Find
 	if version >= 160000 {
 		text = reach16SQL
 	}
+	return judge(ctx, q, text, role, owners)
+}
+
+// JudgeRacefree is Judge with the owners of racefree's tables in q's
+// current schema (Owners) and alsoOwners as the owners: what `migrate up
+// --app-role` (with the migrating role, which owns the tables the next
+// migrations create, as alsoOwners), `serve` and `doctor` ask of a role.
+func JudgeRacefree(ctx context.Context, q Querier, role string, alsoOwners ...string) ([]Finding, error) {
+	owners, err := Owners(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range alsoOwners {
+		if !slices.Contains(owners, o) {
+			owners = append(owners, o)
+		}
+	}
+	return Judge(ctx, q, role, owners)
+}
+
+// judge runs text, reach.sql or reach16.sql, and reads its rows.
+func judge(ctx context.Context, q Querier, text, role string, owners []string) ([]Finding, error) {
+	if owners == nil {
+		owners = []string{}
+	}
 	rows, err := q.QueryContext(ctx, text, role, owners)
 	if err != nil {
 		return nil, fmt.Errorf("roles: judge %s: %w", quote(role), err)
