@@ -22,7 +22,8 @@
 // USAGE for privileges); a walk over pg_auth_members only names the path
 // of memberships for the message. The PostgreSQL 16 branch (set_option,
 // inherit_option, pg_has_role … 'SET') is chosen by server_version_num;
-// racefree's tests run on PostgreSQL 15 and do not exercise it.
+// racefree's tests run on PostgreSQL 15 and prove it only against an
+// emulation of PostgreSQL 16's catalogue (TestReach16OnEmulatedCatalogue).
 //
 // Not judged: CREATEROLE (before 16 such a role can grant itself any
 // non-superuser role), the predefined roles that reach the server's files

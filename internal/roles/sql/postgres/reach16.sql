@@ -1,5 +1,5 @@
--- reach (PostgreSQL 16 and later; not run by racefree's own tests, whose
--- server is 15): every role that role $1 is, or can become, that
+-- reach (PostgreSQL 16 and later; racefree's own tests, whose server is
+-- 15, run it only on an emulated catalogue): every role that role $1 is, or can become, that
 -- row-level security does not bind: a superuser, a role with BYPASSRLS,
 -- or one of the owners $2 (the owners of the tables the policies guard).
 -- One row per such role, with how $1 reaches it.
