@@ -6,7 +6,9 @@
 // clients can branch on it. A database outage, or a request that waited
 // past Options.RequestTimeout, is 503 with Retry-After on every route.
 // /healthz answers while the process is up, /readyz while the database
-// answers and its schema is current, and /metrics exposes Prometheus
+// answers and its schema is current (listing, as "warnings", the ways the
+// PostgreSQL role the server logs in as escapes row-level security, which
+// Server.JudgeRole found), and /metrics exposes Prometheus
 // metrics: requests by route and status with latency histograms, the
 // connection pool's figures, and domain counters (claim outcomes, event
 // observations, idempotency replays and conflicts, inbox deliveries, rows
