@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/roles"
 )
 
 //go:embed sql/postgres/schemas.sql
@@ -28,23 +29,19 @@ var viewsSQL string
 //go:embed sql/postgres/functions.sql
 var functionsSQL string
 
-//go:embed sql/postgres/role.sql
-var roleSQL string
-
 func init() {
-	for _, q := range []*string{&schemasSQL, &tablesSQL, &policiesSQL, &viewsSQL, &functionsSQL, &roleSQL} {
+	for _, q := range []*string{&schemasSQL, &tablesSQL, &policiesSQL, &viewsSQL, &functionsSQL} {
 		*q = query.Embedded(*q)
 	}
 }
 
 type table struct {
-	oid                    int64
-	schema, name           string
-	enabled, forced        bool
-	colType, owner         string
-	roleHasOwnerPrivileges bool
-	policies               []policy
-	re                     *nameRegexps // see nameRegexps
+	oid             int64
+	schema, name    string
+	enabled, forced bool
+	colType, owner  string
+	policies        []policy
+	re              *nameRegexps // see nameRegexps
 }
 
 type policy struct {
@@ -70,12 +67,11 @@ type function struct {
 }
 
 type catalogue struct {
-	schemas    []string
-	tables     []*table
-	roleSuper  bool
-	roleBypass bool
-	views      []*view
-	functions  []function
+	schemas   []string
+	tables    []*table
+	role      []roles.Finding // how Options.Role escapes row-level security (internal/roles)
+	views     []*view
+	functions []function
 }
 
 func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, error) {
@@ -101,24 +97,14 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		}
 	}
 
-	if opts.Role != "" {
-		err := tx.QueryRowContext(ctx, roleSQL, opts.Role).Scan(&cat.roleSuper, &cat.roleBypass)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, racefree.Invalid("role", "%q does not exist", opts.Role)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("role: %w", err)
-		}
-	}
-
-	rows, err = tx.QueryContext(ctx, tablesSQL, nonNil(cat.schemas), opts.TenantColumn, opts.Role)
+	rows, err = tx.QueryContext(ctx, tablesSQL, nonNil(cat.schemas), opts.TenantColumn)
 	if err != nil {
 		return nil, fmt.Errorf("tables: %w", err)
 	}
 	byOID := map[int64]*table{}
 	for rows.Next() {
 		t := &table{}
-		if err := rows.Scan(&t.oid, &t.schema, &t.name, &t.enabled, &t.forced, &t.colType, &t.owner, &t.roleHasOwnerPrivileges); err != nil {
+		if err := rows.Scan(&t.oid, &t.schema, &t.name, &t.enabled, &t.forced, &t.colType, &t.owner); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -127,6 +113,24 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 	}
 	if err := closeRows(rows); err != nil {
 		return nil, fmt.Errorf("tables: %w", err)
+	}
+
+	// The role, judged by every role it can become: the tenant tables'
+	// owners are the roles it must not be, become or inherit from.
+	if opts.Role != "" {
+		var owners []string
+		for _, t := range cat.tables {
+			if !slices.Contains(owners, t.owner) {
+				owners = append(owners, t.owner)
+			}
+		}
+		cat.role, err = roles.Judge(ctx, tx, opts.Role, owners)
+		if errors.Is(err, roles.ErrNoRole) {
+			return nil, racefree.Invalid("role", "%q does not exist", opts.Role)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("role: %w", err)
+		}
 	}
 
 	rows, err = tx.QueryContext(ctx, policiesSQL, nonNil(cat.schemas), opts.Role)

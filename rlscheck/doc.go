@@ -28,7 +28,11 @@
 // … OR true, … OR 1 = 1); a policy that reads the setting without
 // missing_ok, outside NULLIF(…, <empty string>), or inside a COALESCE; with
 // Options.Role, the role owning a tenant table or having its owner's
-// privileges, and the role being a superuser or BYPASSRLS; a view over a
+// privileges (INHERIT, through any chain of memberships), the role being a
+// superuser or BYPASSRLS, and the role able to SET ROLE, through any chain
+// of memberships (INHERIT or not), to a superuser, a BYPASSRLS role or a
+// tenant table's owner (the judgement migrate up --app-role and serve make
+// too: internal/roles), each naming the path; a view over a
 // tenant table (directly or through other views) without security_invoker,
 // and a materialized view over one; a SECURITY DEFINER function whose body
 // names a tenant table. Each test seeds one mistake into a correct set-up

@@ -29,18 +29,7 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 	if opts.Role != "" {
 		role = quote(opts.Role)
 	}
-	if opts.Role != "" && (cat.roleSuper || cat.roleBypass) {
-		var what, fix []string
-		if cat.roleSuper {
-			what, fix = append(what, "a superuser"), append(fix, "NOSUPERUSER")
-		}
-		if cat.roleBypass {
-			what, fix = append(what, "BYPASSRLS"), append(fix, "NOBYPASSRLS")
-		}
-		rep.add(RoleBypassesRLS, "role "+role,
-			fmt.Sprintf("the application role is %s: no policy applies to it, so it sees and changes every tenant's rows", strings.Join(what, " and ")),
-			fmt.Sprintf("ALTER ROLE %s %s;", role, strings.Join(fix, " ")))
-	}
+	cat.judgeRole(rep, opts)
 
 	byOID := map[int64]*table{}
 	for _, t := range cat.tables {
@@ -55,15 +44,7 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 			rep.add(RLSNotForced, name, fmt.Sprintf("row-level security is not forced: the owner %s and roles with its privileges skip every policy", quote(t.owner)),
 				fmt.Sprintf("ALTER TABLE %s FORCE ROW LEVEL SECURITY;", name))
 		}
-		if t.roleHasOwnerPrivileges {
-			if t.owner == opts.Role {
-				rep.add(RoleOwnsTable, name, fmt.Sprintf("the application role %s owns the table: it can disable its RLS, and skips the policies unless RLS is forced", role),
-					fmt.Sprintf("ALTER TABLE %s OWNER TO migration_owner; -- a role the application does not log in as", name))
-			} else {
-				rep.add(RoleOwnsTable, name, fmt.Sprintf("the application role %s has the privileges of the owner %s: it can disable the table's RLS, and skips the policies unless RLS is forced", role, quote(t.owner)),
-					fmt.Sprintf("REVOKE %s FROM %s;", quote(t.owner), role))
-			}
-		}
+		cat.judgeOwnerPrivileges(rep, t, name, opts)
 		if err := t.judgePolicies(rep, name, opts); err != nil {
 			return nil, err
 		}

@@ -56,12 +56,26 @@ const (
 	// so it opens the table whatever the other policies say.
 	PolicyAlwaysTrue Kind = "policy_always_true"
 	// RoleOwnsTable: the application role owns a tenant table or has its
-	// owner's privileges: it may ALTER or DISABLE the table's RLS, and
-	// skips the policies unless the table is FORCEd.
+	// owner's privileges (INHERIT, through any chain of memberships): it
+	// may ALTER or DISABLE the table's RLS, and skips the policies unless
+	// the table is FORCEd.
 	RoleOwnsTable Kind = "role_owns_table"
 	// RoleBypassesRLS: the application role is a superuser or has
 	// BYPASSRLS; no policy applies to it, FORCE or not.
 	RoleBypassesRLS Kind = "role_bypasses_rls"
+	// RoleCanBecomeSuperuser: the application role can SET ROLE to a
+	// superuser through its memberships (INHERIT or not: before
+	// PostgreSQL 16 every membership permits SET ROLE; from 16, those
+	// granted WITH SET TRUE), and then no policy applies to it.
+	RoleCanBecomeSuperuser Kind = "role_can_become_superuser"
+	// RoleCanBecomeBypassRLS: the application role can SET ROLE to a role
+	// with BYPASSRLS through its memberships, and then no policy applies.
+	RoleCanBecomeBypassRLS Kind = "role_can_become_bypassrls"
+	// RoleCanBecomeOwner: the application role can SET ROLE to the owner
+	// of tenant tables through memberships that do not pass the owner's
+	// privileges on (NOINHERIT), and then disable their RLS. A role with
+	// the owner's privileges is RoleOwnsTable, per table.
+	RoleCanBecomeOwner Kind = "role_can_become_owner"
 	// ViewNotInvoker: a view over a tenant table (directly or through other
 	// views) without security_invoker reads the table with its owner's
 	// rights, so the owner's RLS exemption applies to whoever queries it.
@@ -87,8 +101,10 @@ type Options struct {
 	// Defaults to DefaultSetting.
 	Setting string
 	// Role is the role the application logs in as. Empty skips the role
-	// checks and checks every policy; set, only the policies that apply to
-	// the role are checked, as PostgreSQL applies them.
+	// checks and checks every policy; set, the role is judged by every
+	// role it can become (superuser, BYPASSRLS, a tenant table's owner;
+	// internal/roles), and only the policies that apply to the role or to
+	// a role it is a member of are checked.
 	Role string
 	// Schemas are the schemas whose tables are checked. Defaults to the
 	// schemas of the connection's search_path (public, unless changed).

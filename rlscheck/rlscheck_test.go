@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -18,13 +19,13 @@ import (
 )
 
 // fixture is a schema of its own with a correct row-level security set-up,
-// and three roles of its own (roles are cluster-wide): app, the role the
+// and four roles of its own (roles are cluster-wide): app, the role the
 // application logs in as; owner, which owns the tenant tables; admin, for
-// which a wide-open policy exists.
+// which a wide-open policy exists; group, a role with no privilege.
 type fixture struct {
-	db                *sql.DB
-	dsn               string
-	app, owner, admin string
+	db                       *sql.DB
+	dsn                      string
+	app, owner, admin, group string
 }
 
 const guardUUID = `tenant_id = NULLIF(current_setting('racefree.tenant_id', true), '')::uuid`
@@ -40,8 +41,8 @@ func setup(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	suffix := randomHex()
-	f := &fixture{db: db, dsn: dsn, app: "rf_rls_app_" + suffix, owner: "rf_rls_owner_" + suffix, admin: "rf_rls_admin_" + suffix}
-	for _, r := range []string{f.app, f.owner, f.admin} {
+	f := &fixture{db: db, dsn: dsn, app: "rf_rls_app_" + suffix, owner: "rf_rls_owner_" + suffix, admin: "rf_rls_admin_" + suffix, group: "rf_rls_group_" + suffix}
+	for _, r := range []string{f.app, f.owner, f.admin, f.group} {
 		f.exec(t, `CREATE ROLE `+r+` NOLOGIN`)
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -144,10 +145,11 @@ func TestCheckFindsEachMisconfiguration(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name  string
-		seed  string // %[1]s app, %[2]s owner
+		seed  string // %[1]s app, %[2]s owner, %[3]s group, %[4]s admin
 		want  rlscheck.Kind
-		count int  // findings expected; 0 means 1
-		noFix bool // the fix names a role to create, or drops data
+		also  rlscheck.Kind // a second kind, after want
+		count int           // findings expected; 0 means 1
+		noFix bool          // the fix names a role to create, or drops data
 	}{
 		{name: "rls not enabled", seed: `ALTER TABLE orders DISABLE ROW LEVEL SECURITY`, want: rlscheck.RLSDisabled},
 		{name: "rls not forced", seed: `ALTER TABLE orders NO FORCE ROW LEVEL SECURITY`, want: rlscheck.RLSNotForced},
@@ -169,6 +171,12 @@ func TestCheckFindsEachMisconfiguration(t *testing.T) {
 		{name: "role is a member of the owner", seed: `GRANT %[2]s TO %[1]s`, want: rlscheck.RoleOwnsTable, count: 3},
 		{name: "role bypasses rls", seed: `ALTER ROLE %[1]s BYPASSRLS`, want: rlscheck.RoleBypassesRLS},
 		{name: "role is superuser", seed: `ALTER ROLE %[1]s SUPERUSER`, want: rlscheck.RoleBypassesRLS},
+		{name: "role is a noinherit member of the owner", seed: `ALTER ROLE %[1]s NOINHERIT; GRANT %[2]s TO %[1]s`, want: rlscheck.RoleCanBecomeOwner},
+		{name: "role is a member of a bypassrls role", seed: `ALTER ROLE %[3]s BYPASSRLS; GRANT %[3]s TO %[1]s`, want: rlscheck.RoleCanBecomeBypassRLS},
+		{name: "role is a member of a superuser role", seed: `ALTER ROLE %[3]s SUPERUSER; GRANT %[3]s TO %[1]s`, want: rlscheck.RoleCanBecomeSuperuser},
+		{name: "role reaches bypassrls through a chain", seed: `ALTER ROLE %[3]s BYPASSRLS; ALTER ROLE %[2]s NOINHERIT; GRANT %[3]s TO %[2]s; GRANT %[2]s TO %[1]s`, want: rlscheck.RoleCanBecomeBypassRLS, also: rlscheck.RoleOwnsTable, count: 4},
+		{name: "role inherits the owner through a chain", seed: `GRANT %[2]s TO %[3]s; GRANT %[3]s TO %[1]s`, want: rlscheck.RoleOwnsTable, count: 3},
+		{name: "noinherit member of a role with a wide-open policy", seed: `ALTER ROLE %[1]s NOINHERIT; GRANT %[4]s TO %[1]s`, want: rlscheck.PolicyAlwaysTrue},
 		{name: "view without security_invoker", seed: `CREATE VIEW all_orders AS SELECT * FROM orders`, want: rlscheck.ViewNotInvoker},
 		{name: "view with security_invoker false", seed: `CREATE VIEW all_notes WITH (security_invoker = false) AS SELECT * FROM notes`, want: rlscheck.ViewNotInvoker},
 		{name: "view over an invoker view", seed: `CREATE VIEW big_totals AS SELECT * FROM order_totals WHERE total > 10`, want: rlscheck.ViewNotInvoker},
@@ -182,13 +190,17 @@ func TestCheckFindsEachMisconfiguration(t *testing.T) {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
-			f.exec(t, sprintf(c.seed, f.app, f.owner))
+			f.exec(t, sprintf(c.seed, f.app, f.owner, f.group, f.admin))
 			rep := f.check(t, rlscheck.Options{Role: f.app})
 			count := c.count
 			if count == 0 {
 				count = 1
 			}
-			if got, want := kinds(rep), []rlscheck.Kind{c.want}; !slices.Equal(got, want) || len(rep.Findings) != count {
+			want := []rlscheck.Kind{c.want}
+			if c.also != "" {
+				want = append(want, c.also)
+			}
+			if got := kinds(rep); !slices.Equal(got, want) || len(rep.Findings) != count {
 				t.Fatalf("kinds %v in %d findings, want %v in %d: %+v", got, len(rep.Findings), want, count, rep.Findings)
 			}
 			for _, fd := range rep.Findings {
@@ -307,7 +319,11 @@ func sprintf(format string, args ...any) string {
 	if !strings.Contains(format, "%[") {
 		return format
 	}
-	return strings.NewReplacer("%[1]s", args[0].(string), "%[2]s", args[1].(string)).Replace(format)
+	var pairs []string
+	for i, a := range args {
+		pairs = append(pairs, fmt.Sprintf("%%[%d]s", i+1), a.(string))
+	}
+	return strings.NewReplacer(pairs...).Replace(format)
 }
 
 func randomHex() string {

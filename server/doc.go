@@ -8,7 +8,9 @@
 // /healthz answers while the process is up, /readyz while the database
 // answers, accepts writes and its schema is current (503 read-only on a
 // standby, whose read routes keep working and whose write routes answer
-// 503 read-only), and /metrics exposes Prometheus
+// 503 read-only; when ready, listing as "warnings" the ways the
+// PostgreSQL role the server logs in as escapes row-level security, which
+// Server.JudgeRole found), and /metrics exposes Prometheus
 // metrics: requests by route and status with latency histograms, the
 // connection pool's figures, and domain counters (claim outcomes, event
 // observations, idempotency replays and conflicts, inbox deliveries, rows

@@ -114,7 +114,10 @@ var apiRoutes = map[string]apiRoute{
 	"GET /healthz": {summary: "Answers 200 while the process is up", anonymous: true,
 		response: obj(nil, map[string]any{"status": str})},
 	"GET /readyz": {summary: "Answers 200 while the database answers, accepts writes and its schema is current", anonymous: true,
-		response: obj(nil, map[string]any{"status": str, "engine": str}), problems: []problem.Kind{problem.NotReady, problem.ReadOnly}},
+		response: obj(nil, map[string]any{"status": str, "engine": str,
+			"warnings": map[string]any{"type": "array", "description": "PostgreSQL: present when the database role racefree serves as escapes row-level security (itself or through a role it can become); still ready",
+				"items": obj([]string{"code", "detail"}, map[string]any{"code": typ("string", "role-is-superuser, role-bypasses-rls, role-owns-tables or role-not-judged"), "detail": str})}}),
+		problems: []problem.Kind{problem.NotReady, problem.ReadOnly}},
 	"GET /openapi.json": {summary: "This document", anonymous: true, response: typ("object", "OpenAPI 3.1")},
 
 	"POST /v1/claims/{key}": {summary: "Acquire the claim on key: exactly one holder wins; the holder's own live claim is won again with its fence",

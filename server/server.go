@@ -121,6 +121,8 @@ type Server struct {
 	outbox    *outbox.Outbox
 	outboxErr error // a configuration error of Options.Outbox, answered with 500
 
+	role *roleState // JudgeRole's verdict on the server's own database role
+
 	dash     *dashboard
 	dashSQL  query.Set
 	rates    rates             // the dashboard's charts
@@ -150,6 +152,7 @@ func New(db *racefree.DB, opts Options) *Server {
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"route"})
 	s.metrics = newMetrics(s.reg)
+	s.role = newRoleState(s.reg)
 	registerCombineMetrics(s.reg, db)
 	s.reg.MustRegister(s.reqs, s.latency,
 		collectors.NewDBStatsCollector(db.SQL(), "racefree"),
@@ -410,12 +413,13 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // readyz answers 200 while the database answers, accepts writes and its
-// schema is current (or at least Options.OldestSchema). On a node that
+// schema is current (or at least Options.OldestSchema), with the warnings
+// of JudgeRole, if any (codes and a generic detail). On a node that
 // accepts no writes (a PostgreSQL standby, pg_is_in_recovery(), or
 // transactions read-only by default, racefree.DB.CheckWritable) it
 // answers 503 read-only with a reason, so that a load balancer sends
 // writers elsewhere. Anyone may call it, so a failure's detail is
-// generic; the database's own error goes to the log.
+// generic; the database's own error, and the role's path, go to the log.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	err := s.db.SQL().PingContext(r.Context())
 	detail := "the database does not answer"
@@ -447,7 +451,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem.NotReady.New(detail))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "engine": s.db.Engine()})
+	ready := map[string]any{"status": "ready", "engine": s.db.Engine()}
+	if ws := s.roleWarnings(); len(ws) > 0 {
+		ready["warnings"] = ws
+	}
+	writeJSON(w, http.StatusOK, ready)
 }
 
 type statusRecorder struct {

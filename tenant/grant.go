@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/ident"
+	"github.com/racefree/racefree/internal/roles"
 )
 
 // privileges lists what the application role needs on each racefree table:
@@ -38,17 +40,64 @@ var privileges = []struct{ table, privs string }{
 	{"racefree_outbox_attempts", "SELECT, INSERT, DELETE"},
 }
 
-// ErrUnsafeRole means a role cannot serve as the application role: it is
-// a superuser, has BYPASSRLS, or owns racefree's tables, any of which
-// would let it read every tenant's rows.
+// ErrUnsafeRole means a role cannot serve as the application role: it is,
+// or can become, a role that row-level security does not bind (a
+// superuser, a role with BYPASSRLS, the owner of racefree's tables or the
+// role granting), any of which would let it read every tenant's rows.
 var ErrUnsafeRole = errors.New("racefree: role would bypass row-level security")
+
+// CheckAppRole judges role as the application role of db (PostgreSQL, as
+// the role that owns or will own racefree's tables): it must not be, nor
+// be able to become by SET ROLE through any chain of memberships, a
+// superuser or a role with BYPASSRLS, and must neither be, become nor
+// inherit the privileges of the owner of racefree's tables or the role
+// db logs in as (which owns the tables that the next migrations create).
+// It refuses such a role with ErrUnsafeRole and one line naming the path
+// and the REVOKE that cuts it, an unknown or malformed role and SQLite
+// with an InputError. It only reads the catalogue; Grant runs it first.
+func CheckAppRole(ctx context.Context, db *racefree.DB, role string) error {
+	if db.Engine() != racefree.Postgres {
+		return racefree.Invalid("app-role", "roles exist on PostgreSQL only")
+	}
+	return checkAppRole(ctx, db, role)
+}
+
+func checkAppRole(ctx context.Context, q roles.Querier, role string) error {
+	if _, err := ident.Quote(role); err != nil {
+		return racefree.Invalid("app-role", "%v", err)
+	}
+	var me string
+	if err := q.QueryRowContext(ctx, `SELECT current_user`).Scan(&me); err != nil {
+		return fmt.Errorf("read current user: %w", err)
+	}
+	found, err := roles.JudgeRacefree(ctx, q, role, me)
+	if errors.Is(err, roles.ErrNoRole) {
+		return racefree.Invalid("app-role", "role %q does not exist", role)
+	}
+	if err != nil {
+		return err
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	msg := found[0].String()
+	if fix := found[0].Revoke(); fix != "" {
+		msg += " (" + strings.TrimSuffix(fix, ";") + " cuts it)"
+	}
+	if len(found) > 1 {
+		msg += fmt.Sprintf(", and %d more way(s)", len(found)-1)
+	}
+	return fmt.Errorf("%w: %s", ErrUnsafeRole, msg)
+}
 
 // Grant gives role exactly the privileges racefree's calls need on its
 // tables in the current schema (PostgreSQL, schema at KeysVersion or
-// later), and USAGE on that schema. It refuses a role that does not exist,
-// and a role that would bypass row-level security (ErrUnsafeRole): a
-// superuser, a role with BYPASSRLS, or the owner of the tables (the role
-// running the migrations). Granting twice is harmless.
+// later), and USAGE on that schema. It first refuses, as CheckAppRole
+// does, a role that does not exist and a role that is or can become a
+// role row-level security does not bind (ErrUnsafeRole): a superuser, a
+// role with BYPASSRLS, the owner of the tables or the role running the
+// migrations, itself or by SET ROLE through its memberships (or, for an
+// owner, by inheriting its privileges). Granting twice is harmless.
 func Grant(ctx context.Context, db *racefree.DB, role string) error {
 	if db.Engine() != racefree.Postgres {
 		return racefree.Invalid("app-role", "roles exist on PostgreSQL only")
@@ -64,21 +113,8 @@ func Grant(ctx context.Context, db *racefree.DB, role string) error {
 		return &racefree.SchemaError{Have: have, Want: KeysVersion}
 	}
 	return db.InTx(ctx, func(tx *sql.Tx) error {
-		var super, bypass, owns bool
-		err := tx.QueryRowContext(ctx, queries[racefree.Postgres].Get("role"), role).Scan(&super, &bypass, &owns)
-		if errors.Is(err, sql.ErrNoRows) {
-			return racefree.Invalid("app-role", "role %q does not exist", role)
-		}
-		if err != nil {
-			return fmt.Errorf("read role: %w", err)
-		}
-		switch {
-		case super:
-			return fmt.Errorf("%w: %q is a superuser", ErrUnsafeRole, role)
-		case bypass:
-			return fmt.Errorf("%w: %q has BYPASSRLS", ErrUnsafeRole, role)
-		case owns:
-			return fmt.Errorf("%w: %q owns racefree's tables (or is a member of their owner)", ErrUnsafeRole, role)
+		if err := checkAppRole(ctx, tx, role); err != nil {
+			return err
 		}
 		var schema string
 		if err := tx.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {

@@ -386,6 +386,46 @@ func TestGrantRefusesRolesThatBypassRowSecurity(t *testing.T) {
 	}
 }
 
+// TestGrantRefusesRolesThatCanBecomeOneThatBypasses: a role whose own
+// attributes are clean but that can SET ROLE to a BYPASSRLS role, to the
+// tables' owner (a NOINHERIT member), to a superuser role, or to a
+// BYPASSRLS role through a chain, is refused by CheckAppRole and Grant
+// with the path, and is granted nothing; so is a member of the role that
+// migrates before any table exists. A clean role passes.
+func TestGrantRefusesRolesThatCanBecomeOneThatBypasses(t *testing.T) {
+	ctx := context.Background()
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	ownerDSN := testdb.OwnerDSN(t, dsn)
+	ou, _ := url.Parse(ownerDSN)
+	ownerRole := ou.User.Username()
+	rs := testdb.MakeEscapeRoles(t, ownerRole)
+	// Before the first migration no table exists: the migrating role is
+	// the owner-to-be.
+	fresh := testdb.Open(t, ownerDSN, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+	for _, e := range rs.Escapes {
+		if err := tenant.CheckAppRole(ctx, fresh, e.Role); !errors.Is(err, tenant.ErrUnsafeRole) || !strings.Contains(err.Error(), `"`+e.Reached+`"`) {
+			t.Errorf("CheckAppRole(%s) before the migrations = %v, want ErrUnsafeRole naming %s", e.Name, err, e.Reached)
+		}
+	}
+	owner := testdb.Open(t, ownerDSN, nil)
+	for _, e := range rs.Escapes {
+		err := tenant.Grant(ctx, owner, e.Role)
+		if !errors.Is(err, tenant.ErrUnsafeRole) || !strings.Contains(err.Error(), `can SET ROLE to "`+e.Reached+`"`) || !strings.Contains(err.Error(), `REVOKE "`+e.Path[1]+`" FROM "`+e.Role+`"`) {
+			t.Errorf("Grant(%s) = %v, want ErrUnsafeRole naming the path to %s and its REVOKE", e.Name, err, e.Reached)
+		}
+		var granted bool
+		if err := owner.QueryRowContext(ctx, `SELECT has_table_privilege($1, 'racefree_claims', 'SELECT')`, e.Role).Scan(&granted); err != nil || granted {
+			t.Errorf("%s was granted SELECT on racefree_claims (%v)", e.Name, err)
+		}
+	}
+	if err := tenant.CheckAppRole(ctx, owner, rs.Clean); err != nil {
+		t.Errorf("CheckAppRole(clean) = %v", err)
+	}
+	if err := tenant.CheckAppRole(ctx, testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil), "app"); !errors.Is(err, racefree.ErrInvalidInput) {
+		t.Errorf("CheckAppRole on SQLite = %v, want an InputError", err)
+	}
+}
+
 // TestGrantGivesExactlyWhatRacefreeNeeds: the audit log stays append-only
 // and the keys read-only for the application role, whatever its code does.
 func TestGrantGivesExactlyWhatRacefreeNeeds(t *testing.T) {

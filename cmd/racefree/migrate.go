@@ -38,8 +38,13 @@ func migrateCmd() *cobra.Command {
 		Long: `up applies the pending migrations, all of them or those up to version --to.
 With --app-role NAME (PostgreSQL) it then grants role NAME exactly what
 "racefree serve" needs on racefree's tables (tenant.Grant), so that serve can
-log in as NAME: a role that owns nothing, is not a superuser and has no
-BYPASSRLS, which row-level security binds. Run it as the tables' owner.`,
+log in as NAME: a role that row-level security binds. NAME is judged by
+every role it can become, before anything is migrated or granted: it is
+refused (exit 1, one line naming the path) when it is, or can SET ROLE
+through any chain of memberships (INHERIT or not) to, a superuser or a
+BYPASSRLS role, or when it is, can SET ROLE to or inherits the privileges
+of the tables' owner or the role running this command. Run it as the
+tables' owner.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkUpFlags(cmd, db, to, appRole); err != nil {
@@ -47,19 +52,24 @@ BYPASSRLS, which row-level security binds. Run it as the tables' owner.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
 			defer cancel()
-			policy := racefree.SchemaMigrate
-			if cmd.Flags().Changed("to") {
-				policy = racefree.SchemaAllowOutdated
-			}
-			h, err := dsn.Open(ctx, db, &racefree.Config{Schema: policy})
+			// Open without migrating: a role that would bypass row-level
+			// security is refused before anything changes.
+			h, err := dsn.Open(ctx, db, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
 			if err != nil {
 				return err
 			}
 			defer h.Close()
-			if cmd.Flags().Changed("to") {
-				if _, err := h.MigrateUpTo(ctx, to); err != nil {
-					return err
+			if appRole != "" {
+				if err := tenant.CheckAppRole(ctx, h, appRole); err != nil {
+					return fmt.Errorf("--app-role %s refused, nothing migrated or granted: %w", appRole, err)
 				}
+			}
+			target := int64(-1)
+			if cmd.Flags().Changed("to") {
+				target = to
+			}
+			if _, err := h.MigrateUpTo(ctx, target); err != nil {
+				return err
 			}
 			v, err := h.SchemaVersion(ctx)
 			if err != nil {
@@ -77,7 +87,7 @@ BYPASSRLS, which row-level security binds. Run it as the tables' owner.`,
 		},
 	}
 	up.Flags().Int64Var(&to, "to", 0, "apply the migrations up to this version only (a staged rollout: --to 11 while the previous release runs)")
-	up.Flags().StringVar(&appRole, "app-role", "", "PostgreSQL: grant this role what racefree serve needs, once migrated (not a superuser, no BYPASSRLS, owns nothing)")
+	up.Flags().StringVar(&appRole, "app-role", "", "PostgreSQL: grant this role what racefree serve needs, once migrated; refused first, changing nothing, if it is or can become (SET ROLE through its memberships) a superuser, a BYPASSRLS role or the tables' owner")
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "List the migrations and whether each is applied",

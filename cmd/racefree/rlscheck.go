@@ -32,7 +32,9 @@ table with the tenant column, what lets one tenant see or change another's
 rows: RLS not enabled or not forced, a command without a policy, policies
 that do not read the tenant setting, read it without missing_ok or compare
 it without the NULLIF guard, or OR a true in; the application role owning a
-tenant table, being superuser or BYPASSRLS; views without security_invoker
+tenant table, being superuser or BYPASSRLS, or able to become one of these
+by SET ROLE through any chain of memberships (INHERIT or not), with the
+path; views without security_invoker
 and SECURITY DEFINER functions over tenant tables. Each finding comes with
 the SQL that fixes it. It runs catalogue queries only, in one read-only
 transaction with a statement timeout.
@@ -57,7 +59,7 @@ Exit status: 0 no findings, 1 findings, 2 error.`,
 	f.StringVar(&db, "db", envOr("RACEFREE_DB", ""), "PostgreSQL database: postgres://… (env RACEFREE_DB)")
 	f.StringVar(&o.TenantColumn, "tenant-column", rlscheck.DefaultTenantColumn, "the column that makes a table a tenant table")
 	f.StringVar(&o.Setting, "setting", rlscheck.DefaultSetting, "the setting policies read the current tenant from")
-	f.StringVar(&o.Role, "role", "", "the role the application logs in as: checks it owns no tenant table, is no superuser and has no BYPASSRLS, and checks the policies that apply to it")
+	f.StringVar(&o.Role, "role", "", "the role the application logs in as: checks that it is not, and cannot become through its memberships, a tenant table's owner, a superuser or a BYPASSRLS role, and checks the policies that apply to it and to the roles it is a member of")
 	f.StringArrayVar(&o.Schemas, "schema", nil, "schema whose tables to check (repeat for more); default: the search_path's schemas, normally public")
 	f.StringVar(&format, "format", "text", "output: text or json (one JSON object)")
 	f.DurationVar(&timeout, "timeout", rlscheck.DefaultTimeout, "statement timeout of the check")

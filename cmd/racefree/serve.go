@@ -243,6 +243,17 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine boo
 	defer db.Close()
 	opts.Token, opts.Logger = token, log
 	a := server.New(db, opts)
+	// Judge the role serve logs in as, by every role it can become: a
+	// warning in the log, on /readyz and in racefree_role_findings.
+	judgeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	found, err := a.JudgeRole(judgeCtx)
+	cancel()
+	if err != nil {
+		log.Warn("could not judge the database role: it may bypass row-level security", "code", server.RoleNotJudged, "err", err)
+	}
+	for _, f := range found {
+		log.Warn("the database role escapes row-level security: serve as a role that `racefree migrate up --app-role` accepts", "code", f.Code, "path", f.Path)
+	}
 	h := a.Handler()
 	api.Store(&h)
 	if token == "" && !opts.RequireKey && !loopback(ln.Addr()) {

@@ -1,0 +1,215 @@
+package roles_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/roles"
+	"github.com/racefree/racefree/internal/testdb"
+)
+
+// guarded is a schema of its own with one table, guarded by a forced
+// tenant policy and owned by a NOLOGIN role of its own, holding one row of
+// tenant a and one of tenant b.
+type guarded struct {
+	admin  *sql.DB
+	dsn    string
+	schema string
+	owner  string
+	roles  *testdb.EscapeRoles
+}
+
+func setup(t *testing.T) *guarded {
+	t.Helper()
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	u, _ := url.Parse(dsn)
+	g := &guarded{admin: admin, dsn: dsn, schema: u.Query().Get("search_path")}
+	g.owner = g.schema + "_owner"
+	ctx := context.Background()
+	if _, err := admin.ExecContext(ctx, `CREATE ROLE `+g.owner+` NOLOGIN`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), `DROP OWNED BY `+g.owner)
+		if _, err := admin.ExecContext(context.Background(), `DROP ROLE `+g.owner); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	g.roles = testdb.MakeEscapeRoles(t, g.owner)
+	logins := []string{g.roles.Clean, g.roles.Bypass, g.roles.Super}
+	for _, e := range g.roles.Escapes {
+		logins = append(logins, e.Role)
+	}
+	if _, err := admin.ExecContext(ctx, `
+CREATE TABLE notes (tenant_id text NOT NULL, body text);
+INSERT INTO notes VALUES ('a', 'of a'), ('b', 'of b');
+ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
+ALTER TABLE notes FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON notes USING (tenant_id = NULLIF(current_setting('racefree.tenant_id', true), ''));
+ALTER TABLE notes OWNER TO `+g.owner+`;
+GRANT USAGE ON SCHEMA `+g.schema+` TO `+strings.Join(append(logins, g.owner), ", ")+`;
+GRANT SELECT ON notes TO `+strings.Join(logins, ", ")); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// as opens the test's database logged in as role.
+func (g *guarded) as(t *testing.T, role string) *sql.DB {
+	t.Helper()
+	u, _ := url.Parse(g.dsn)
+	u.User = url.User(role)
+	db, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// readsOtherTenant logs in as role, SETs ROLE to reached (when not
+// empty), and counts the rows it reads with tenant a set: 1 when
+// row-level security binds it, 2 when it reads tenant b's row too. For
+// an owner it first disables the table's row-level security, as an owner
+// may. It all rolls back.
+func (g *guarded) readsOtherTenant(t *testing.T, role, reached string, owner bool) (int, error) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := g.as(t, role).BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SELECT set_config('racefree.tenant_id', 'a', true)`); err != nil {
+		t.Fatal(err)
+	}
+	if reached != "" {
+		if _, err := tx.ExecContext(ctx, `SET LOCAL ROLE `+reached); err != nil {
+			return 0, err
+		}
+	}
+	if owner {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE notes DISABLE ROW LEVEL SECURITY`); err != nil {
+			return 0, err
+		}
+	}
+	var n int
+	err = tx.QueryRowContext(ctx, `SELECT count(*) FROM notes`).Scan(&n)
+	return n, err
+}
+
+// TestJudgeFollowsMemberships: each escape of issue 24 (a member of a
+// BYPASSRLS role, a NOINHERIT member of the owner, a member of a
+// superuser role, a chain of two memberships) is found with its path,
+// and is real: after SET ROLE to the reached role the login role reads
+// the other tenant's row. The clean role is clean, and cannot.
+func TestJudgeFollowsMemberships(t *testing.T) {
+	t.Parallel()
+	g := setup(t)
+	ctx := context.Background()
+	for _, e := range g.roles.Escapes {
+		t.Run(e.Name, func(t *testing.T) {
+			fs, err := roles.Judge(ctx, g.admin, e.Role, []string{g.owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fs) != 1 || fs[0].Kind != e.Kind || fs[0].Target != e.Reached || !slices.Equal(fs[0].Path, e.Path) || !fs[0].SetRole || fs[0].Self() {
+				t.Fatalf("Judge(%s) = %+v, want one %s finding reaching %s by %v", e.Role, fs, e.Kind, e.Reached, e.Path)
+			}
+			s := fs[0].String()
+			if !strings.Contains(s, `can SET ROLE to "`+e.Reached+`"`) || (len(e.Path) > 2 && !strings.Contains(s, `through "`+e.Path[1]+`"`)) || strings.Contains(s, "\n") {
+				t.Errorf("String() = %q", s)
+			}
+			if got, want := fs[0].Revoke(), `REVOKE "`+e.Path[1]+`" FROM "`+e.Role+`";`; got != want {
+				t.Errorf("Revoke() = %q, want %q", got, want)
+			}
+			// The evidence: bound by row-level security as itself, it
+			// reads every tenant after one SET ROLE.
+			if n, err := g.readsOtherTenant(t, e.Role, "", false); err != nil || n != 1 {
+				t.Fatalf("as itself: %d rows (%v), want 1", n, err)
+			}
+			if n, err := g.readsOtherTenant(t, e.Role, e.Reached, e.Kind == roles.Owner); err != nil || n != 2 {
+				t.Fatalf("after SET ROLE %s: %d rows (%v), want 2", e.Reached, n, err)
+			}
+		})
+	}
+	t.Run("clean", func(t *testing.T) {
+		fs, err := roles.Judge(ctx, g.admin, g.roles.Clean, []string{g.owner})
+		if err != nil || len(fs) != 0 {
+			t.Fatalf("Judge(clean) = %+v, %v; want nothing", fs, err)
+		}
+		if n, err := g.readsOtherTenant(t, g.roles.Clean, "", false); err != nil || n != 1 {
+			t.Fatalf("clean: %d rows (%v), want 1", n, err)
+		}
+		for _, r := range []string{g.owner, g.roles.Bypass, g.roles.Super} {
+			if _, err := g.readsOtherTenant(t, g.roles.Clean, r, false); err == nil || !strings.Contains(err.Error(), "permission denied") {
+				t.Fatalf("clean SET ROLE %s: %v, want permission denied", r, err)
+			}
+		}
+	})
+}
+
+// TestJudgeTheRoleItself: the role's own attributes and ownership, and
+// the privileges it inherits from the owner without SET ROLE.
+func TestJudgeTheRoleItself(t *testing.T) {
+	t.Parallel()
+	g := setup(t)
+	ctx := context.Background()
+	p := g.schema + "_"
+	for _, s := range []string{
+		`CREATE ROLE ` + p + `bypass BYPASSRLS`,
+		`CREATE ROLE ` + p + `super SUPERUSER NOBYPASSRLS IN ROLE ` + g.roles.Bypass,
+		`CREATE ROLE ` + p + `both SUPERUSER BYPASSRLS`,
+		`CREATE ROLE ` + p + `inherit INHERIT IN ROLE ` + g.owner,
+	} {
+		if _, err := g.admin.ExecContext(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, r := range []string{"bypass", "inherit", "super", "both"} {
+			_, _ = g.admin.ExecContext(context.Background(), `DROP ROLE `+p+r)
+		}
+	})
+	for _, c := range []struct {
+		role     string
+		kinds    []roles.Kind
+		self     bool
+		inherits bool
+		says     string
+	}{
+		// A superuser is every role's member: only its own attributes count.
+		{p + "super", []roles.Kind{roles.Superuser}, true, true, `is a superuser`},
+		{p + "both", []roles.Kind{roles.Superuser, roles.BypassRLS}, true, true, `is a superuser`},
+		{p + "bypass", []roles.Kind{roles.BypassRLS}, true, true, `has BYPASSRLS`},
+		{g.owner, []roles.Kind{roles.Owner}, true, true, `owns the tables`},
+		{p + "inherit", []roles.Kind{roles.Owner}, false, true, `has, without SET ROLE, the privileges of "` + g.owner + `"`},
+	} {
+		fs, err := roles.Judge(ctx, g.admin, c.role, []string{g.owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []roles.Kind
+		for _, f := range fs {
+			kinds = append(kinds, f.Kind)
+		}
+		if !slices.Equal(kinds, c.kinds) || fs[0].Self() != c.self || fs[0].Inherits != c.inherits || !strings.Contains(fs[0].String(), c.says) {
+			t.Errorf("Judge(%s) = %+v (%q), want %v, self %v, inherits %v, saying %q", c.role, fs, fs[0].String(), c.kinds, c.self, c.inherits, c.says)
+		}
+	}
+	if _, err := roles.Judge(ctx, g.admin, p+"no_such_role", nil); !errors.Is(err, roles.ErrNoRole) {
+		t.Errorf("an unknown role: %v, want ErrNoRole", err)
+	}
+}

@@ -1,0 +1,80 @@
+package rlscheck
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/racefree/racefree/internal/roles"
+)
+
+// judgeRole reports the role's own SUPERUSER and BYPASSRLS
+// (role_bypasses_rls), and every role it can SET ROLE to that is a
+// superuser, has BYPASSRLS or owns a tenant table without passing its
+// privileges on (role_can_become_*), each with the path of memberships
+// (internal/roles.Judge). Owners whose privileges the role has come per
+// table from judgeOwnerPrivileges.
+func (cat *catalogue) judgeRole(rep *Report, opts Options) {
+	if opts.Role == "" {
+		return
+	}
+	role := quote(opts.Role)
+	var what, fix []string
+	for _, f := range cat.role {
+		if !f.Self() || f.Kind == roles.Owner {
+			continue
+		}
+		if f.Kind == roles.Superuser {
+			what, fix = append(what, "a superuser"), append(fix, "NOSUPERUSER")
+		} else {
+			what, fix = append(what, "BYPASSRLS"), append(fix, "NOBYPASSRLS")
+		}
+	}
+	if len(what) > 0 {
+		rep.add(RoleBypassesRLS, "role "+role,
+			fmt.Sprintf("the application role is %s: no policy applies to it, so it sees and changes every tenant's rows", strings.Join(what, " and ")),
+			fmt.Sprintf("ALTER ROLE %s %s;", role, strings.Join(fix, " ")))
+	}
+	for _, f := range cat.role {
+		if f.Self() {
+			continue
+		}
+		switch f.Kind {
+		case roles.Superuser:
+			rep.add(RoleCanBecomeSuperuser, "role "+role,
+				fmt.Sprintf("%s: after SET ROLE %s no policy applies, so it sees and changes every tenant's rows", f, quote(f.Target)), f.Revoke())
+		case roles.BypassRLS:
+			rep.add(RoleCanBecomeBypassRLS, "role "+role,
+				fmt.Sprintf("%s: after SET ROLE %s no policy applies, so it sees and changes every tenant's rows", f, quote(f.Target)), f.Revoke())
+		case roles.Owner:
+			if f.Inherits {
+				continue // judgeOwnerPrivileges, per table
+			}
+			var owned []string
+			for _, t := range cat.tables {
+				if t.owner == f.Target {
+					owned = append(owned, quote(t.schema)+"."+quote(t.name))
+				}
+			}
+			rep.add(RoleCanBecomeOwner, "role "+role,
+				fmt.Sprintf("%s %s: after SET ROLE %s it can disable their RLS", f, strings.Join(owned, ", "), quote(f.Target)), f.Revoke())
+		}
+	}
+}
+
+// judgeOwnerPrivileges reports role_owns_table on t when the role owns it
+// or has its owner's privileges without SET ROLE (INHERIT).
+func (cat *catalogue) judgeOwnerPrivileges(rep *Report, t *table, name string, opts Options) {
+	role := quote(opts.Role)
+	for _, f := range cat.role {
+		if f.Kind != roles.Owner || !f.Inherits || f.Target != t.owner {
+			continue
+		}
+		if f.Self() {
+			rep.add(RoleOwnsTable, name, fmt.Sprintf("the application role %s owns the table: it can disable its RLS, and skips the policies unless RLS is forced", role),
+				fmt.Sprintf("ALTER TABLE %s OWNER TO migration_owner; -- a role the application does not log in as", name))
+		} else {
+			rep.add(RoleOwnsTable, name, fmt.Sprintf("the application role %s has the privileges of the owner %s: it can disable the table's RLS, and skips the policies unless RLS is forced", role, quote(t.owner)),
+				f.Revoke())
+		}
+	}
+}
