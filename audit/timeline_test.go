@@ -255,14 +255,14 @@ func TestTimelineEntryMustNameAMove(t *testing.T) {
 		good := "good"
 		appendN(t, l, good, 2)
 		err := l.inTx(ctx, db, func(tx *sql.Tx) error {
-			_, err := l.appendShaped(ctx, tx, tenant.Default, good, timelineEntry(1, 2, 2), shapeTimeline)
+			_, err := l.appendShaped(ctx, tx, tenant.Default, good, timelineEntry(1, 2, 1), shapeTimeline)
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		res = verify(t, l, good, nil)
-		if want := []TimelineChange{{Seq: 3, From: 1, To: 2, LastSeq: 2}}; res.Break != nil || !slices.Equal(res.PossibleLoss, want) {
+		if want := []TimelineChange{{Seq: 3, From: 1, To: 2, LastSeq: 1}}; res.Break != nil || !slices.Equal(res.PossibleLoss, want) {
 			t.Fatalf("a well-formed timeline entry: %+v; want intact with %+v", res, want)
 		}
 	})
