@@ -126,9 +126,12 @@ func (e *Entry) validate() error {
 // entry may be committed, and calling Append again appends it a second
 // time. Use AppendKeyed where that matters.
 //
-// When the scope's key epoch is not the keyring's current mac key, Append
-// first appends an ActionKeyRotated entry under the old key, then e under
-// the new one. It fails with ErrUnknownKey when the keyring lacks the
+// On PostgreSQL from migration 018, when the scope's last entry was
+// appended on another timeline than the server's (a failover since),
+// Append first appends an ActionTimelineChanged entry that records the
+// move, in the same transaction and under the same lock. When the scope's
+// key epoch is not the keyring's current mac key, Append then appends an
+// ActionKeyRotated entry under the old key, then e under the new one. It fails with ErrUnknownKey when the keyring lacks the
 // scope's key, with an *racefree.InputError, writing nothing, on bad
 // input, and with racefree.ErrSchemaOutdated before migration 011 (012
 // for a tenant other than tenant.Default).
