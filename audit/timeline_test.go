@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/internal/testdb"
@@ -95,6 +96,19 @@ func TestTimelineChangeIsRecordedInTheChain(t *testing.T) {
 	}
 	if res := verify(t, l, "s", nil); res.PossibleLoss != nil || res.Warnings != nil {
 		t.Fatalf("a chain without a failover: %+v; want no possible loss", res)
+	}
+	// On the standby (read-only) Append fails as any write does (SELECT …
+	// FOR UPDATE), not on the WAL functions it reads the timeline with.
+	c.WaitStreaming(t)
+	sdb, err := dsn.Open(ctx, c.Standby.URLAs(role), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newLog(t, sdb, k).Append(ctx, sdb, "s", Entry{Actor: "alice", Action: "on-the-standby"})
+	_ = sdb.Close()
+	var pgErr *pgconn.PgError
+	if err == nil || !(errors.As(err, &pgErr) && pgErr.Code == "25006" || strings.Contains(err.Error(), "read-only")) {
+		t.Fatalf("append on the standby: %v, want the read-only transaction error (SQLSTATE 25006)", err)
 	}
 	// A checkpoint of the tail the failover loses, exported (kept outside
 	// the database).
