@@ -83,7 +83,7 @@ func (e *Entry) validate() error {
 	if err := racefree.CheckText("action", e.Action, MaxActionLen); err != nil {
 		return err
 	}
-	if e.Action == ActionKeyRotated || e.Action == ActionPruned {
+	if e.Action == ActionKeyRotated || e.Action == ActionPruned || e.Action == ActionTimelineChanged {
 		return racefree.Invalid("action", "%s is written by racefree only", e.Action)
 	}
 	if e.Subject != "" {
@@ -126,9 +126,12 @@ func (e *Entry) validate() error {
 // entry may be committed, and calling Append again appends it a second
 // time. Use AppendKeyed where that matters.
 //
-// When the scope's key epoch is not the keyring's current mac key, Append
-// first appends an ActionKeyRotated entry under the old key, then e under
-// the new one. It fails with ErrUnknownKey when the keyring lacks the
+// On PostgreSQL from migration 018, when the scope's last entry was
+// appended on another timeline than the server's (a failover since),
+// Append first appends an ActionTimelineChanged entry that records the
+// move, in the same transaction and under the same lock. When the scope's
+// key epoch is not the keyring's current mac key, Append then appends an
+// ActionKeyRotated entry under the old key, then e under the new one. It fails with ErrUnknownKey when the keyring lacks the
 // scope's key, with an *racefree.InputError, writing nothing, on bad
 // input, and with racefree.ErrSchemaOutdated before migration 011 (012
 // for a tenant other than tenant.Default).
@@ -186,36 +189,82 @@ func (l *Log) read(ctx context.Context, fn func(exec racefree.Executor) error) e
 // the previous release's upsert (next) and lets the trigger set the MAC.
 const OneWriteVersion = 15
 
+// appendShape is how Append reads and moves a scope's head, by the schema
+// it runs on.
+type appendShape int
+
+const (
+	// shapeUpsert: before migration 015, the previous release's upsert
+	// (next) takes the number and the trigger sets the MAC.
+	shapeUpsert appendShape = iota
+	// shapeOneWrite: from 015, lock_head reads the head under its lock
+	// and the insert's trigger moves it.
+	shapeOneWrite
+	// shapeTimeline: from 018 (TimelineVersion), shapeOneWrite that also
+	// reads the head's timeline and the server's (lock_head_timeline) and
+	// records a change in the chain.
+	shapeTimeline
+)
+
 func (l *Log) append(ctx context.Context, tx *sql.Tx, t, scope string, e Entry) (Record, error) {
-	oneWrite, err := l.db.SchemaAtLeast(ctx, tx, OneWriteVersion)
-	if err != nil {
-		return Record{}, err
+	shape := shapeUpsert
+	for _, s := range []struct {
+		v     int64
+		shape appendShape
+	}{{OneWriteVersion, shapeOneWrite}, {TimelineVersion, shapeTimeline}} {
+		ok, err := l.db.SchemaAtLeast(ctx, tx, s.v)
+		if err != nil {
+			return Record{}, err
+		}
+		if ok {
+			shape = s.shape
+		}
 	}
-	return l.appendShaped(ctx, tx, t, scope, e, oneWrite)
+	return l.appendShaped(ctx, tx, t, scope, e, shape)
 }
 
-// appendShaped appends e, taking the number with lock_head when oneWrite
-// and with next (the previous release's shape) otherwise.
-func (l *Log) appendShaped(ctx context.Context, tx *sql.Tx, t, scope string, e Entry, oneWrite bool) (Record, error) {
-	for rotated := false; ; rotated = true {
+// appendShaped appends e, reading and moving the head as shape says.
+//
+// Before e it may append, in this order and under the same lock, an
+// ActionTimelineChanged entry (the head's timeline is not the server's)
+// and an ActionKeyRotated entry (the head's key epoch is not the
+// keyring's current key); it returns e's record.
+func (l *Log) appendShaped(ctx context.Context, tx *sql.Tx, t, scope string, e Entry, shape appendShape) (Record, error) {
+	var rotated, moved bool
+	for {
 		var (
 			r   = Record{Tenant: t, Scope: scope, Entry: e}
 			at  int64
+			tl  timelines
 			err error
 		)
-		if oneWrite {
-			r.Seq, r.PrevMAC, r.KeyID, at, err = l.lockHead(ctx, tx, t, scope)
+		if shape >= shapeOneWrite {
+			r.Seq, r.PrevMAC, r.KeyID, at, tl, err = l.lockHead(ctx, tx, t, scope, shape == shapeTimeline)
 		} else {
 			err = tx.QueryRowContext(ctx, l.q.Get("next"), t, scope, l.ring.current, l.db.ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at)
 		}
 		if err != nil {
 			return Record{}, fmt.Errorf("next number: %w", err)
 		}
-		rotate := r.KeyID != l.ring.current
+		move := tl.changed()
+		if move && moved {
+			return Record{}, fmt.Errorf("the head of %s stayed on timeline %d after the timeline entry %d", scope, tl.head.Int64, r.Seq-1)
+		}
+		if !move && tl.unset() {
+			// A head written before migration 018: the timeline before is
+			// unknown, so this entry starts recording it.
+			if err := l.setTimeline(ctx, tx, t, scope, tl.server.Int64); err != nil {
+				return Record{}, err
+			}
+		}
+		rotate := !move && r.KeyID != l.ring.current
 		if rotate && rotated {
 			return Record{}, fmt.Errorf("the head of %s stayed in key epoch %q after the rotation entry %d", scope, r.KeyID, r.Seq-1)
 		}
-		if rotate {
+		switch {
+		case move:
+			r.Entry = timelineEntry(tl.head.Int64, tl.server.Int64, r.Seq-1)
+		case rotate:
 			data, _ := json.Marshal(map[string]string{"from": r.KeyID, "to": l.ring.current})
 			r.Entry = Entry{Actor: "racefree", Action: ActionKeyRotated, Subject: l.ring.current, Data: data}
 		}
@@ -234,7 +283,15 @@ func (l *Log) appendShaped(ctx context.Context, tx *sql.Tx, t, scope string, e E
 		if _, err := tx.ExecContext(ctx, l.q.Get("insert"), t, scope, r.Seq, at, r.Actor, r.Action, r.Subject, r.Data, r.KeyID, r.PrevMAC, r.MAC); err != nil {
 			return Record{}, fmt.Errorf("insert entry %d: %w", r.Seq, err)
 		}
-		if !rotate {
+		switch {
+		case move:
+			if err := l.setTimeline(ctx, tx, t, scope, tl.server.Int64); err != nil {
+				return Record{}, err
+			}
+			moved = true
+		case rotate:
+			rotated = true
+		default:
 			return r, nil
 		}
 	}
@@ -242,17 +299,30 @@ func (l *Log) appendShaped(ctx context.Context, tx *sql.Tx, t, scope string, e E
 
 // lockHead reads the tenant's scope's head under its lock, creating it at
 // 0 for the scope's first entry, and returns the next entry's number, the
-// previous MAC, the key epoch and the clock.
-func (l *Log) lockHead(ctx context.Context, tx *sql.Tx, t, scope string) (seq int64, prev []byte, keyID string, at int64, err error) {
+// previous MAC, the key epoch and the clock and, when withTimeline, the
+// head's timeline and the server's (lock_head_timeline), read in the same
+// statement.
+func (l *Log) lockHead(ctx context.Context, tx *sql.Tx, t, scope string, withTimeline bool) (seq int64, prev []byte, keyID string, at int64, tl timelines, err error) {
 	var last int64
-	err = tx.QueryRowContext(ctx, l.q.Get("lock_head"), t, scope, l.db.ClockArg()).Scan(&last, &prev, &keyID, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := tx.ExecContext(ctx, l.q.Get("new_head"), t, scope, l.ring.current); err != nil {
-			return 0, nil, "", 0, err
-		}
-		err = tx.QueryRowContext(ctx, l.q.Get("lock_head"), t, scope, l.db.ClockArg()).Scan(&last, &prev, &keyID, &at)
+	lock, create := "lock_head", "new_head"
+	if withTimeline {
+		lock, create = "lock_head_timeline", "new_head_timeline"
 	}
-	return last + 1, prev, keyID, at, err
+	read := func() error {
+		row := tx.QueryRowContext(ctx, l.q.Get(lock), t, scope, l.db.ClockArg())
+		if withTimeline {
+			return row.Scan(&last, &prev, &keyID, &at, &tl.head, &tl.server)
+		}
+		return row.Scan(&last, &prev, &keyID, &at)
+	}
+	err = read()
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := tx.ExecContext(ctx, l.q.Get(create), t, scope, l.ring.current); err != nil {
+			return 0, nil, "", 0, tl, err
+		}
+		err = read()
+	}
+	return last + 1, prev, keyID, at, tl, err
 }
 
 // List returns up to limit entries of the tenant's scope numbered after

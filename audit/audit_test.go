@@ -765,7 +765,7 @@ func TestPreviousAppendShapeOnTheCurrentSchema(t *testing.T) {
 		e := Entry{Actor: "alice", Action: "login", Data: []byte{}}
 		for i := range 6 {
 			err := l.inTx(ctx, db, func(tx *sql.Tx) error {
-				r, err := l.appendShaped(ctx, tx, tenant.Default, "s", e, i%2 == 0)
+				r, err := l.appendShaped(ctx, tx, tenant.Default, "s", e, []appendShape{shapeTimeline, shapeUpsert}[i%2])
 				if err == nil && r.Seq != int64(i+1) {
 					err = fmt.Errorf("entry %d numbered %d", i+1, r.Seq)
 				}

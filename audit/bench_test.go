@@ -54,7 +54,7 @@ func BenchmarkAppend(b *testing.B) {
 					case "previous":
 						appenders[mode] = func(scope string) error {
 							return l.inTx(ctx, db, func(tx *sql.Tx) error {
-								_, err := l.appendShaped(ctx, tx, tenant.Default, scope, e, false)
+								_, err := l.appendShaped(ctx, tx, tenant.Default, scope, e, shapeUpsert)
 								return err
 							})
 						}

@@ -97,6 +97,22 @@
 // release's statements still append and verify (their rows are the
 // default tenant's); 012 ends that.
 //
+// # Across a failover
+//
+// On PostgreSQL a promoted asynchronous standby may lack the last commits
+// of the primary it replaces: entries that primary acknowledged are gone,
+// and the new primary hands their numbers to other entries, so the chain
+// alone verifies intact. The head row records the timeline its last entry
+// was appended on (migration 018, TimelineVersion; NULL before), read in
+// the statement that locks it; the first Append on another timeline first
+// appends an ActionTimelineChanged entry, MACed like any other, naming the
+// old and new timeline and the last entry the new primary holds, and moves
+// the head's timeline. Verify reports each such entry in
+// Result.PossibleLoss and Result.Warnings and the chain still intact: only
+// checkpoints of the old timeline kept outside the database can tell
+// whether entries after it were lost. A head the previous release wrote
+// (NULL) records no move at its first failover; SQLite has no timelines.
+//
 // # Append-only
 //
 // A trigger refuses UPDATE and DELETE of entries and checkpoints on both

@@ -107,6 +107,16 @@ type Result struct {
 	// Anchored reports that a checkpoint vouched for the chain up to its
 	// entry, so a cut tail or a rollback before it would have been found.
 	Anchored bool `json:"anchored"`
+	// PossibleLoss lists the ActionTimelineChanged entries among those
+	// checked, in order: the chain moved to another PostgreSQL timeline (a
+	// failover) there, and entries acknowledged on the old timeline after
+	// each one's LastSeq may have been lost. The chain is still intact
+	// (Break nil): the chain the new primary holds is whole, and only
+	// checkpoints kept outside the database can tell whether it lost
+	// entries the old one acknowledged.
+	PossibleLoss []TimelineChange `json:"possible_loss,omitempty"`
+	// Warnings has one line for each of PossibleLoss (its Warning).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Intact reports that no break was found.
@@ -136,6 +146,15 @@ const reorderWindow = 16
 // VerifyOptions.After, when that is past it), and is intact only if its
 // chain holds the ActionPruned entry that names that floor's number, MAC
 // and key epoch: a prefix gone without one is Missing at the floor.
+//
+// A chain that moved to another PostgreSQL timeline (a failover) holds an
+// ActionTimelineChanged entry there, which must name two different
+// timelines and an entry before it. Verify reports each one it checks in
+// Result.PossibleLoss and Result.Warnings, and the chain intact: entries
+// the old primary acknowledged after the entry it names may have been
+// lost, which only checkpoints of the old timeline kept outside the
+// database can reveal. Entries before VerifyOptions.After, or pruned, are
+// not checked, and their timeline entries not reported.
 //
 // Verify reads the head row before the entries, so appends that commit
 // while it runs never look like a break.
@@ -196,7 +215,7 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 				tick = func() { ticks++; o.Progress(ticks * o.progressStep()) }
 			}
 			r, err = l.stream(ctx, exec, t, scope, span{from: start.Verified, through: math.MaxInt64}, anchor, floor, o.progressStep(), tick)
-			res.Rows, res.Verified, res.Break, floorSeen = r.rows, r.verified, r.brk, r.floorSeen
+			res.Rows, res.Verified, res.Break, floorSeen, res.PossibleLoss = r.rows, r.verified, r.brk, r.floorSeen, r.timelines
 			return err
 		})
 	}
@@ -205,6 +224,9 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 	}
 	if o.Progress != nil {
 		o.Progress(res.Rows)
+	}
+	for _, c := range res.PossibleLoss {
+		res.Warnings = append(res.Warnings, c.Warning())
 	}
 	if res.Break != nil {
 		return res, nil
@@ -254,11 +276,12 @@ type span struct {
 
 // spanResult is what stream found in a span.
 type spanResult struct {
-	rows      int64    // entries verified intact
-	verified  Position // the last of them (from, when none)
-	brk       *Break   // the first break in the span, if any
-	floorSeen bool     // an ActionPruned entry names the floor as its anchor
-	firstSeq  int64    // the number of the first entry read (0: none)
+	rows      int64            // entries verified intact
+	verified  Position         // the last of them (from, when none)
+	brk       *Break           // the first break in the span, if any
+	floorSeen bool             // an ActionPruned entry names the floor as its anchor
+	timelines []TimelineChange // the ActionTimelineChanged entries verified
+	firstSeq  int64            // the number of the first entry read (0: none)
 	// first is an open span's first entry, once it passed the checks
 	// that need no predecessor (number, text fields, MAC length, key).
 	first *firstEntry
@@ -387,6 +410,13 @@ func (l *Log) stream(ctx context.Context, exec racefree.Executor, t, scope strin
 				return r, nil
 			}
 			r.floorSeen = r.floorSeen || floor != nil && p.Through == floor.Seq && hmac.Equal(p.MAC, floor.MAC) && p.KeyID == floor.KeyID
+		case ActionTimelineChanged:
+			c, ok := parseTimelineEntry(in.seq, in.subject, in.data)
+			if !ok {
+				brk(Modified, in.seq, "a timeline entry that does not name two timelines and an entry before it")
+				return r, nil
+			}
+			r.timelines = append(r.timelines, c)
 		}
 		prev, spare = append(spare[:0], mac...), prev
 		last = in.seq
@@ -527,6 +557,7 @@ func (l *Log) streamSpans(ctx context.Context, t, scope string, o *VerifyOptions
 		}
 		st.rows += r.rows
 		st.floorSeen = st.floorSeen || r.floorSeen
+		st.timelines = append(st.timelines, r.timelines...)
 		if i == 0 || r.rows > 0 { // an open span's start is not its own
 			st.verified = r.verified
 		}
@@ -535,7 +566,7 @@ func (l *Log) streamSpans(ctx context.Context, t, scope string, o *VerifyOptions
 			break
 		}
 	}
-	res.Rows, res.Verified, res.Break = st.rows, st.verified, st.brk
+	res.Rows, res.Verified, res.Break, res.PossibleLoss = st.rows, st.verified, st.brk, st.timelines
 	return st.floorSeen, nil
 }
 

@@ -103,7 +103,9 @@ var schemas = map[string]any{
 	"AuditVerification": obj([]string{"intact"}, map[string]any{
 		"intact": boolean, "tenant": str, "scope": str, "rows": integer,
 		"verified": typ("object", "the last entry verified intact"), "break": typ("object", "the first break, when broken"),
-		"anchored": typ("boolean", "a checkpoint vouched for the chain up to its entry"),
+		"anchored":      typ("boolean", "a checkpoint vouched for the chain up to its entry"),
+		"possible_loss": typ("array", "the racefree.audit.timeline_changed entries checked ({seq, from_timeline, to_timeline, last_seq}): the chain moved to another PostgreSQL timeline (a failover) there, and entries acknowledged on the old one after last_seq may have been lost; the chain is still intact"),
+		"warnings":      typ("array", "one line for each of possible_loss"),
 	}),
 }
 

@@ -21,6 +21,10 @@ import (
 const (
 	exitAuditBroken = 1
 	exitAuditFailed = 2
+	// exitAuditMayHaveLost: with --strict, every chain is intact but one
+	// moved to another PostgreSQL timeline (a failover), after which
+	// entries the old primary acknowledged may be lost.
+	exitAuditMayHaveLost = 3
 )
 
 func auditCmd() *cobra.Command {
@@ -44,10 +48,11 @@ func auditCmd() *cobra.Command {
 		parallel   int
 		verifyFor  string
 		verifySrv  serverFlags
+		strict     bool
 	)
 	verify := &cobra.Command{
 		Use:   "verify",
-		Short: "Verify the audit chains (exit 0 intact, 1 broken, 2 error)",
+		Short: "Verify the audit chains (exit 0 intact, 1 broken, 2 error, 3 possible loss with --strict)",
 		Long: `verify streams each scope's chain of one tenant (--tenant; every scope, or
 those given with --scope) and prints one line per scope: intact, or the
 first break and its kind. It verifies against the checkpoints stored in
@@ -64,15 +69,28 @@ On a terminal it shows progress on stderr; piped, it prints only the result.
 With --server URL (or RACEFREE_SERVER) it asks a running server instead,
 for the tenant of the key in RACEFREE_KEY, to verify each --scope against
 the checkpoints stored in its database.
-Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
+A chain that moved to another PostgreSQL timeline (a failover: a standby
+was promoted) holds a racefree.audit.timeline_changed entry there. The
+chain is still intact, but entries the old primary acknowledged after the
+entry it names may have been lost (an asynchronous standby lacks the last
+commits): verify prints, after the scope's line, one line per such entry,
+"SCOPE: WARNING: entry N records a move from timeline A to B: entries
+acknowledged on timeline A after entry M may have been lost; compare them
+with checkpoints kept outside the database" (with --format json, the
+object's possible_loss and warnings). Verify against the checkpoints you
+exported before the failover (--checkpoint): one past entry M reports the
+chain rolled back or truncated.
+Exit status: 0 every chain intact (warnings printed), 1 a chain broken,
+2 error; with --strict, 3 when every chain is intact but one may have lost
+entries in a failover.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if verifySrv.url != "" {
-				return auditExit(auditVerifyServer(cmd, &verifySrv, scopes, format))
+				return auditExit(auditVerifyServer(cmd, &verifySrv, scopes, format, strict))
 			}
 			ctx, err := tenant.With(cmd.Context(), verifyFor)
 			if err == nil {
-				err = auditVerify(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), isTerminal(cmd.ErrOrStderr()), db, keys, scopes, checkpoint, format, parallel)
+				err = auditVerify(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), isTerminal(cmd.ErrOrStderr()), db, keys, scopes, checkpoint, format, parallel, strict)
 			}
 			return auditExit(err)
 		},
@@ -84,6 +102,7 @@ Exit status: 0 every chain intact, 1 a chain broken, 2 error.`,
 	vf.StringVar(&format, "format", "text", "output: text or json (one JSON object per scope and line)")
 	vf.IntVar(&parallel, "parallel", 4, "scopes verified at once")
 	vf.StringVar(&verifyFor, "tenant", tenant.Default, "tenant whose chains to verify")
+	vf.BoolVar(&strict, "strict", false, "exit 3 when every chain is intact but one may have lost entries in a failover (a timeline change)")
 	verifySrv.add(verify)
 
 	var (
@@ -197,7 +216,7 @@ func openAudit(ctx context.Context, db, keys string) (*racefree.DB, *audit.Log, 
 	return h, l, nil
 }
 
-func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, keys string, scopes []string, checkpoint, format string, parallel int) error {
+func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, keys string, scopes []string, checkpoint, format string, parallel int, strict bool) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -268,19 +287,24 @@ func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, ke
 		return err
 	}
 	prog.finish()
-	return printVerified(stdout, format, results, stored)
+	return printVerified(stdout, format, results, stored, strict)
 }
 
-// printVerified prints each scope's result (a line, or a JSON object with
-// --format json) and returns an exit status 1 error when a chain is broken.
+// printVerified prints each scope's result (a line and a WARNING line for
+// each of its warnings, or a JSON object with --format json) and returns
+// an exit status 1 error when a chain is broken, and with strict an exit
+// status 3 error when a chain may have lost entries in a failover.
 // stored says the results were verified against the checkpoints stored in
 // the database, so an intact chain that none anchored has none stored.
-func printVerified(stdout io.Writer, format string, results []audit.Result, stored bool) error {
-	broken := 0
+func printVerified(stdout io.Writer, format string, results []audit.Result, stored, strict bool) error {
+	broken, warned := 0, 0
 	enc := json.NewEncoder(stdout)
 	for _, r := range results {
 		if !r.Intact() {
 			broken++
+		}
+		if len(r.Warnings) > 0 {
+			warned++
 		}
 		if format == "json" {
 			if err := enc.Encode(&r); err != nil {
@@ -298,16 +322,22 @@ func printVerified(stdout io.Writer, format string, results []audit.Result, stor
 		default:
 			fmt.Fprintf(stdout, "%s: intact, %d entries, no checkpoint (a cut tail or a restored older copy would go unnoticed)\n", r.Scope, r.Rows)
 		}
+		for _, w := range r.Warnings {
+			fmt.Fprintf(stdout, "%s: WARNING: %s\n", r.Scope, w)
+		}
 	}
 	if broken > 0 {
 		return &exitError{exitAuditBroken, fmt.Errorf("%d of %d audit chains broken", broken, len(results))}
+	}
+	if strict && warned > 0 {
+		return &exitError{exitAuditMayHaveLost, fmt.Errorf("%d of %d audit chains may have lost entries in a failover (--strict)", warned, len(results))}
 	}
 	return nil
 }
 
 // auditVerifyServer verifies scopes on a running server, against the
 // checkpoints stored in its database, for the tenant of RACEFREE_KEY.
-func auditVerifyServer(cmd *cobra.Command, srv *serverFlags, scopes []string, format string) error {
+func auditVerifyServer(cmd *cobra.Command, srv *serverFlags, scopes []string, format string, strict bool) error {
 	for _, f := range []string{"checkpoint", "tenant", "db", "keys"} {
 		if cmd.Flags().Changed(f) {
 			return racefree.Invalid(f, "is for the database; with --server the server's keyring and stored checkpoints verify, for the key's tenant")
@@ -331,7 +361,7 @@ func auditVerifyServer(cmd *cobra.Command, srv *serverFlags, scopes []string, fo
 			return err
 		}
 	}
-	return printVerified(cmd.OutOrStdout(), format, results, true)
+	return printVerified(cmd.OutOrStdout(), format, results, true, strict)
 }
 
 func contains(list []string, s string) bool {

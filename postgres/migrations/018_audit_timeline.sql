@@ -1,0 +1,11 @@
+-- Audit chains across a failover: the head row of each chain records the
+-- PostgreSQL timeline its last entry was appended on (the first 8 hex
+-- digits of pg_walfile_name(pg_current_wal_lsn()), which goes up at every
+-- promotion). The first append on another timeline records the change in
+-- the chain (a racefree.audit.timeline_changed entry) and moves timeline
+-- to the new one. Only an expansion: a nullable column, NULL on the rows
+-- written before this release (and on those the previous release's Append
+-- creates during a rollout, which never reads or writes it); the first
+-- append of this release on such a row sets it without an entry, since
+-- the timeline before is unknown.
+ALTER TABLE racefree_audit_heads ADD COLUMN timeline BIGINT;
