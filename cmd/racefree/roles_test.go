@@ -146,6 +146,17 @@ func TestServeWarnsWhenItsRoleEscapes(t *testing.T) {
 		if err == nil {
 			body, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
+			waiting := resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(body, []byte("waiting for the database"))
+			if waiting {
+				// serve listens before the database is usable: poll on.
+				select {
+				case err := <-exited:
+					exited <- err
+					t.Fatalf("serve exited: %v\n%s", err, stderr.String())
+				case <-time.After(50 * time.Millisecond): // poll the state
+				}
+				continue
+			}
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("readyz: %d %s\n%s", resp.StatusCode, body, stderr.String())
 			}
