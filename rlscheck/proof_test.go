@@ -161,7 +161,7 @@ INSERT INTO docs VALUES (1, '` + a + `', 'acme', false), (2, '` + b + `', 'acme'
 
 // leaks acts as role with SET LOCAL racefree.tenant_id and reports whether
 // tenant a sees or writes a row that is not a's, or a transaction without a
-// tenant (never set on the connection, or set to '') sees any row. The pool
+// tenant (never set on the connection, or set to the empty string) sees any row. The pool
 // is the test's own, so its connections start without the setting.
 func leaks(t *testing.T, db *sql.DB, role, a, b string) (bool, string) {
 	t.Helper()
