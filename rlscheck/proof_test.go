@@ -62,6 +62,8 @@ func TestCheckPassesOnlyProvenPolicies(t *testing.T) {
 		{name: "uuid as text like", uuid: true, policies: `CREATE POLICY p ON docs USING (tenant_id::text LIKE ` + g + `)`, want: rlscheck.PolicyNotProven, wantRole: "-"},
 		{name: "restrictive guard for another role", policies: `CREATE POLICY open ON docs USING (true) WITH CHECK (true); CREATE POLICY guard ON docs AS RESTRICTIVE TO %[2]s USING (` + guard + `)`, want: rlscheck.PolicyAlwaysTrue, wantRole: "-", leaks: true},
 		{name: "restrictive guard that does not prove", policies: `CREATE POLICY open ON docs USING (true) WITH CHECK (true); CREATE POLICY guard ON docs AS RESTRICTIVE USING (` + guard + ` OR id > 0)`, want: rlscheck.PolicyAlwaysTrue, wantRole: "-", leaks: true},
+		{name: "restrictive guard for select only", policies: `CREATE POLICY open ON docs USING (true) WITH CHECK (true); CREATE POLICY guard ON docs AS RESTRICTIVE FOR SELECT USING (` + guard + `)`, want: rlscheck.PolicyAlwaysTrue, wantRole: "-", leaks: true},
+		{name: "restrictive update guard beside an open insert", policies: `CREATE POLICY open ON docs USING (` + guard + `) WITH CHECK (true); CREATE POLICY guard ON docs AS RESTRICTIVE FOR UPDATE USING (` + guard + `)`, want: rlscheck.PolicyAlwaysTrue, wantRole: "-", leaks: true},
 		{name: "column equal to itself", policies: `CREATE POLICY p ON docs USING (tenant_id = tenant_id)`, want: rlscheck.PolicyNoSetting, wantRole: "-", leaks: true},
 		{name: "setting compared with another column", policies: `CREATE POLICY p ON docs USING (author = ` + g + `)`, want: rlscheck.PolicyNotProven, wantRole: "-", leaks: true},
 		{name: "equality only inside not", policies: `CREATE POLICY p ON docs USING (NOT (tenant_id <> ` + g + `))`, want: rlscheck.PolicyNotProven, wantRole: "-"},
