@@ -20,13 +20,6 @@ type exprFacts struct {
 	proven      bool // every row it admits has the tenant column equal to the guarded setting (see proves)
 }
 
-// guards reports whether the expression, if any, holds a correct tenant
-// guard: it reads the setting, only in the guarded form, and is not true
-// for every row. No expression (nil) guards nothing but breaks nothing.
-func (f *exprFacts) guards() bool {
-	return f == nil || f.settingRefs > 0 && !f.noMissingOK && !f.noNullIf && !f.coalesced && !f.alwaysTrue
-}
-
 // analyze parses a policy expression, as pg_get_expr prints it, with
 // PostgreSQL's own parser and reports what it does with setting, and
 // whether it proves the tenant guard on column (of type colType, as
