@@ -29,8 +29,20 @@ var viewsSQL string
 //go:embed sql/postgres/functions.sql
 var functionsSQL string
 
+//go:embed sql/postgres/policy_roles.sql
+var policyRolesSQL string
+
+//go:embed sql/postgres/function_deps.sql
+var functionDepsSQL string
+
+//go:embed sql/postgres/relations.sql
+var relationsSQL string
+
+//go:embed sql/postgres/view_deps.sql
+var viewDepsSQL string
+
 func init() {
-	for _, q := range []*string{&schemasSQL, &tablesSQL, &policiesSQL, &viewsSQL, &functionsSQL} {
+	for _, q := range []*string{&schemasSQL, &tablesSQL, &policiesSQL, &viewsSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
 		*q = query.Embedded(*q)
 	}
 }
@@ -41,7 +53,6 @@ type table struct {
 	enabled, forced bool
 	colType, owner  string
 	policies        []policy
-	re              *nameRegexps // see nameRegexps
 }
 
 type policy struct {
@@ -51,6 +62,8 @@ type policy struct {
 	using, check       sql.NullString
 	appliesToRole      bool
 	usingExpr, chkExpr *exprFacts
+	public             bool    // the policy is for PUBLIC
+	roles              []int64 // the other roles it is for, sorted
 }
 
 type view struct {
@@ -62,8 +75,26 @@ type view struct {
 }
 
 type function struct {
+	oid                            int64
 	schema, name, args, kind, body string
+	definer, sqlBody, extension    bool
+	language                       string
 	config                         []string
+	deps                           []dep // from pg_depend, for a SQL-standard body
+}
+
+// dep is one reference of a function body or a view's query.
+type dep struct {
+	function bool // oid is a function, else a relation
+	oid      int64
+}
+
+// relation is a table, view, materialized view or foreign table.
+type relation struct {
+	oid          int64
+	schema, name string
+	kind         string
+	deps         []dep // a view's or materialized view's references
 }
 
 type catalogue struct {
@@ -71,7 +102,8 @@ type catalogue struct {
 	tables    []*table
 	role      []roles.Finding // how Options.Role escapes row-level security (internal/roles)
 	views     []*view
-	functions []function
+	functions []*function
+	relations map[int64]*relation
 }
 
 func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, error) {
@@ -151,6 +183,36 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		return nil, fmt.Errorf("policies: %w", err)
 	}
 
+	rows, err = tx.QueryContext(ctx, policyRolesSQL, nonNil(cat.schemas))
+	if err != nil {
+		return nil, fmt.Errorf("policy roles: %w", err)
+	}
+	for rows.Next() {
+		var relid int64
+		var name, roles string
+		var public bool
+		if err := rows.Scan(&relid, &name, &public, &roles); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		t := byOID[relid]
+		if t == nil {
+			continue
+		}
+		for i := range t.policies {
+			if p := &t.policies[i]; p.name == name {
+				p.public = public
+				if err := json.Unmarshal([]byte(roles), &p.roles); err != nil {
+					rows.Close()
+					return nil, fmt.Errorf("policy %s roles: %w", name, err)
+				}
+			}
+		}
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("policy roles: %w", err)
+	}
+
 	rows, err = tx.QueryContext(ctx, viewsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("views: %w", err)
@@ -185,12 +247,12 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 	if err != nil {
 		return nil, fmt.Errorf("functions: %w", err)
 	}
+	byFunc := map[int64]*function{}
 	for rows.Next() {
-		var f function
-		var oid int64
+		f := &function{}
 		var args, body sql.NullString
 		var config string
-		if err := rows.Scan(&oid, &f.schema, &f.name, &args, &f.kind, &body, &config); err != nil {
+		if err := rows.Scan(&f.oid, &f.schema, &f.name, &args, &f.kind, &f.definer, &f.language, &f.sqlBody, &body, &config, &f.extension); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -202,13 +264,65 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 			rows.Close()
 			return nil, fmt.Errorf("function %s config: %w", f.name, err)
 		}
-		f.body = body.String
 		cat.functions = append(cat.functions, f)
+		byFunc[f.oid] = f
 	}
 	if err := closeRows(rows); err != nil {
 		return nil, fmt.Errorf("functions: %w", err)
 	}
+
+	err = scanDeps(ctx, tx, functionDepsSQL, func(oid int64, d dep) {
+		if f := byFunc[oid]; f != nil {
+			f.deps = append(f.deps, d)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("function dependencies: %w", err)
+	}
+
+	rows, err = tx.QueryContext(ctx, relationsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("relations: %w", err)
+	}
+	cat.relations = map[int64]*relation{}
+	for rows.Next() {
+		r := &relation{}
+		if err := rows.Scan(&r.oid, &r.schema, &r.name, &r.kind); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		cat.relations[r.oid] = r
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("relations: %w", err)
+	}
+	err = scanDeps(ctx, tx, viewDepsSQL, func(oid int64, d dep) {
+		if r := cat.relations[oid]; r != nil {
+			r.deps = append(r.deps, d)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("view dependencies: %w", err)
+	}
 	return cat, nil
+}
+
+// scanDeps runs a query of (object, ref_is_function, ref) rows.
+func scanDeps(ctx context.Context, tx *sql.Tx, query string, add func(int64, dep)) error {
+	rows, err := tx.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var oid int64
+		var d dep
+		if err := rows.Scan(&oid, &d.function, &d.oid); err != nil {
+			rows.Close()
+			return err
+		}
+		add(oid, d)
+	}
+	return closeRows(rows)
 }
 
 func nonNil(s []string) []string {

@@ -17,19 +17,14 @@ type exprFacts struct {
 	noNullIf    bool // some call is not the first argument of NULLIF(…, '')
 	coalesced   bool // some call sits inside a COALESCE
 	alwaysTrue  bool // the expression is true whatever the row
-}
-
-// guards reports whether the expression, if any, holds a correct tenant
-// guard: it reads the setting, only in the guarded form, and is not true
-// for every row. No expression (nil) guards nothing but breaks nothing.
-func (f *exprFacts) guards() bool {
-	return f == nil || f.settingRefs > 0 && !f.noMissingOK && !f.noNullIf && !f.coalesced && !f.alwaysTrue
+	proven      bool // every row it admits has the tenant column equal to the guarded setting (see proves)
 }
 
 // analyze parses a policy expression, as pg_get_expr prints it, with
-// PostgreSQL's own parser and reports what it does with setting. NULL (no
-// expression) is nil.
-func analyze(expr sql.NullString, setting string) (*exprFacts, error) {
+// PostgreSQL's own parser and reports what it does with setting, and
+// whether it proves the tenant guard on column (of type colType, as
+// format_type prints it). NULL (no expression) is nil.
+func analyze(expr sql.NullString, setting, column, colType string) (*exprFacts, error) {
 	if !expr.Valid {
 		return nil, nil
 	}
@@ -57,7 +52,8 @@ func analyze(expr sql.NullString, setting string) (*exprFacts, error) {
 		return nil, fmt.Errorf("parse %q: not one expression", expr.String)
 	}
 	root := tree.Stmts[0].Stmt.SelectStmt.TargetList[0].ResTarget.Val
-	f := &exprFacts{alwaysTrue: alwaysTrue(root)}
+	p := prover{setting: setting, column: column, intColumn: intTypes[colType]}
+	f := &exprFacts{alwaysTrue: alwaysTrue(root), proven: p.proves(root)}
 	f.walk(root, setting, false, false)
 	return f, nil
 }
@@ -279,4 +275,228 @@ func withoutLocation(m map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// prover decides whether a policy expression admits only the current
+// tenant's rows.
+type prover struct {
+	setting, column string
+	intColumn       bool // the column is smallint, integer or bigint
+}
+
+// intTypes are the column types (as format_type prints them) whose values
+// a cast to another integer type or to numeric keeps exactly (or refuses
+// with an error).
+var intTypes = map[string]bool{"smallint": true, "integer": true, "bigint": true}
+
+// proves reports whether every row for which v is true has
+//
+//	<column> = NULLIF(current_setting('<setting>', true), '')
+//
+// true, so it holds one tenant's rows and, with the setting unset or
+// empty, none. It reads v in disjunctive form without building it: an OR
+// is proven when every arm is, an AND when one of its conjuncts is (the
+// others only narrow it), which is exactly "every arm of the disjunctive
+// form holds the equality as a conjunct". The equality is an = operator
+// between the column (bare, or cast to text or varchar, or to another
+// integer type or numeric when it is an integer column: casts that never
+// make two values equal) and the guarded setting (see guardedSetting),
+// either way round. Everything else is unproven: NOT, CASE, IS NOT
+// DISTINCT FROM (NULL matches NULL), <>, LIKE, IN, a function around the
+// column, a sub-select other than the guarded setting's own, a boolean
+// column or constant. Parentheses are gone in the parse tree; casts to
+// boolean are looked through.
+func (p prover) proves(v any) bool {
+	for {
+		typ, fields, ok := node(v)
+		if !ok || typ != "TypeCast" || !isBoolCast(fields) {
+			break
+		}
+		v = fields["arg"]
+	}
+	typ, fields, ok := node(v)
+	if !ok {
+		return false
+	}
+	switch typ {
+	case "BoolExpr":
+		args, _ := fields["args"].([]any)
+		switch fields["boolop"] {
+		case "AND_EXPR":
+			for _, a := range args {
+				if p.proves(a) {
+					return true
+				}
+			}
+		case "OR_EXPR":
+			for _, a := range args {
+				if !p.proves(a) {
+					return false
+				}
+			}
+			return len(args) > 0
+		}
+		return false
+	case "A_Expr":
+		if fields["kind"] != "AEXPR_OP" || !equalsOperator(fields["name"]) {
+			return false
+		}
+		l, r := fields["lexpr"], fields["rexpr"]
+		return p.isColumn(l) && p.guardedSetting(r) || p.isColumn(r) && p.guardedSetting(l)
+	}
+	return false
+}
+
+// equalsOperator: the name of the operator =, bare or OPERATOR(pg_catalog.=).
+func equalsOperator(v any) bool {
+	names, _ := v.([]any)
+	switch len(names) {
+	case 1:
+	case 2:
+		if s, _ := stringConst(names[0]); s != "pg_catalog" {
+			return false
+		}
+	default:
+		return false
+	}
+	op, _ := stringConst(names[len(names)-1])
+	return op == "="
+}
+
+// isColumn reports whether v is the tenant column, through casts that keep
+// distinct values distinct.
+func (p prover) isColumn(v any) bool {
+	for {
+		typ, fields, ok := node(v)
+		if !ok {
+			return false
+		}
+		switch typ {
+		case "TypeCast":
+			name, ok := plainType(fields)
+			if !ok {
+				return false
+			}
+			switch name {
+			case "text", "varchar":
+			case "int2", "int4", "int8", "numeric":
+				if !p.intColumn {
+					return false
+				}
+			default:
+				return false
+			}
+			v = fields["arg"]
+		case "ColumnRef":
+			names, _ := fields["fields"].([]any)
+			if len(names) != 1 {
+				return false
+			}
+			s, ok := stringConst(names[0])
+			return ok && s == p.column
+		default:
+			return false
+		}
+	}
+}
+
+// guardedSetting reports whether v is NULLIF(current_setting('<setting>',
+// true), ”), through casts to a type without a length or precision (which
+// could cut or round one tenant's id into another's; "char" and name cut
+// too) and through a sub-select of it alone, (SELECT NULLIF(…)), which
+// racefree's own policies use so that it is read once per statement.
+func (p prover) guardedSetting(v any) bool {
+	v, ok := p.throughCasts(v)
+	if !ok {
+		return false
+	}
+	typ, fields, ok := node(v)
+	if !ok {
+		return false
+	}
+	switch typ {
+	case "SubLink":
+		if fields["subLinkType"] != "EXPR_SUBLINK" {
+			return false
+		}
+		st, sel, ok := node(fields["subselect"])
+		if !ok || st != "SelectStmt" || sel["op"] != "SETOP_NONE" {
+			return false
+		}
+		for k, x := range sel {
+			switch k {
+			case "targetList", "op":
+			case "limitOption":
+				if x != "LIMIT_OPTION_DEFAULT" {
+					return false
+				}
+			default:
+				return false // FROM, WHERE, LIMIT, DISTINCT, GROUP BY…
+			}
+		}
+		targets, _ := sel["targetList"].([]any)
+		if len(targets) != 1 {
+			return false
+		}
+		rt, res, ok := node(targets[0])
+		if !ok || rt != "ResTarget" {
+			return false
+		}
+		return p.guardedSetting(res["val"])
+	case "A_Expr":
+		if fields["kind"] != "AEXPR_NULLIF" || !emptyString(fields["rexpr"]) {
+			return false
+		}
+		call, ok := p.throughCasts(fields["lexpr"])
+		if !ok {
+			return false
+		}
+		ct, cf, ok := node(call)
+		if !ok || ct != "FuncCall" {
+			return false
+		}
+		for k := range cf {
+			switch k {
+			case "funcname", "args", "funcformat", "location":
+			default:
+				return false // OVER, FILTER, VARIADIC, *…
+			}
+		}
+		args, ok := (&exprFacts{}).settingCall(cf, p.setting)
+		return ok && len(args) == 2 && trueConst(args[1])
+	}
+	return false
+}
+
+// throughCasts unwraps casts that keep distinct text distinct: to a type
+// without a length or precision, other than "char" and name.
+func (p prover) throughCasts(v any) (any, bool) {
+	for {
+		typ, fields, ok := node(v)
+		if !ok || typ != "TypeCast" {
+			return v, true
+		}
+		name, ok := plainType(fields)
+		if !ok || name == "char" || name == "name" {
+			return nil, false
+		}
+		v = fields["arg"]
+	}
+}
+
+// plainType returns the name of a cast's type (without pg_catalog.) when it
+// has no length, precision or array bounds.
+func plainType(cast map[string]any) (string, bool) {
+	tn, _ := cast["typeName"].(map[string]any)
+	names, _ := tn["names"].([]any)
+	if len(names) == 0 || len(names) > 2 || tn["typmods"] != nil || tn["arrayBounds"] != nil || tn["setof"] != nil || tn["pct_type"] != nil {
+		return "", false
+	}
+	if len(names) == 2 {
+		if s, _ := stringConst(names[0]); s != "pg_catalog" {
+			return "", false
+		}
+	}
+	n, ok := stringConst(names[len(names)-1])
+	return n, ok
 }

@@ -2,7 +2,7 @@ package rlscheck
 
 import (
 	"fmt"
-	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/racefree/racefree/internal/ident"
@@ -23,7 +23,9 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 		rep.Schemas = []string{}
 	}
 	if len(cat.tables) == 0 {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("no table in schemas %s has the column %s: nothing to check", strings.Join(cat.schemas, ", "), opts.TenantColumn))
+		rep.add(NoTenantTable, "column "+quote(opts.TenantColumn),
+			fmt.Sprintf("no table in schemas %s has the column %s: nothing was checked, so nothing is proven (a misspelt --tenant-column, or the wrong --schema?)", strings.Join(cat.schemas, ", "), quote(opts.TenantColumn)),
+			"-- name the tenant column with --tenant-column and the schemas with --schema")
 	}
 	role := ""
 	if opts.Role != "" {
@@ -72,14 +74,13 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 		}
 	}
 
+	fl := newFollower(cat)
 	for _, f := range cat.functions {
-		var hits []string
-		for _, t := range cat.tables {
-			if f.reads(t) {
-				hits = append(hits, quote(t.schema)+"."+quote(t.name))
-			}
+		if !f.definer {
+			continue
 		}
-		if len(hits) == 0 {
+		r := fl.follow(f)
+		if len(r.tenant) == 0 && len(r.unfollowed) == 0 {
 			continue
 		}
 		what := "FUNCTION"
@@ -87,40 +88,97 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 			what = "PROCEDURE"
 		}
 		name := fmt.Sprintf("%s.%s(%s)", quote(f.schema), quote(f.name), f.args)
-		rep.add(DefinerReadsTenantTable, name,
-			fmt.Sprintf("SECURITY DEFINER %s names %s: it runs with its owner's rights, which may skip the table's RLS", strings.ToLower(what), strings.Join(hits, ", ")),
-			fmt.Sprintf("ALTER %s %s SECURITY INVOKER;", what, name))
+		fix := fmt.Sprintf("ALTER %s %s SECURITY INVOKER;", what, name)
+		if len(r.tenant) > 0 {
+			rep.add(DefinerReadsTenantTable, name,
+				fmt.Sprintf("SECURITY DEFINER %s reaches a tenant table (%s): it runs with its owner's rights, which may skip the table's RLS", strings.ToLower(what), strings.Join(r.tenant, "; ")), fix)
+		}
+		if len(r.unfollowed) > 0 {
+			rep.add(DefinerNotFollowed, name,
+				fmt.Sprintf("SECURITY DEFINER %s cannot be followed (%s): what it reads there runs with its owner's rights and is not proven to stay off tenant tables", strings.ToLower(what), strings.Join(r.unfollowed, "; ")), fix)
+		}
 	}
 	return rep, nil
+}
+
+// A policy expression's two uses. read: USING filters the rows SELECT,
+// UPDATE and DELETE see. write: WITH CHECK (USING where the policy has
+// none, as PostgreSQL does) admits the rows INSERT and UPDATE write.
+const (
+	read = iota
+	write
+)
+
+// aspects are the uses each command makes of its policies.
+var aspects = map[string][]int{"r": {read}, "a": {write}, "w": {read, write}, "d": {read}}
+
+// expr returns the expression PostgreSQL applies for the aspect, and its
+// clause's name; nil when the policy has none for it.
+func (p *policy) expr(aspect int) (*exprFacts, string) {
+	if aspect == read {
+		return p.usingExpr, "USING"
+	}
+	if p.check.Valid {
+		return p.chkExpr, "WITH CHECK"
+	}
+	return p.usingExpr, "USING"
+}
+
+// text returns the SQL of the clause named, as pg_get_expr printed it.
+func (p *policy) text(clause string) string {
+	if clause == "USING" {
+		return oneLine(p.using.String)
+	}
+	return oneLine(p.check.String)
+}
+
+func (p *policy) covers(cmd string) bool { return p.cmd == cmd || p.cmd == "*" }
+
+// excuses reports whether the restrictive policy q ANDs a proven tenant
+// guard into every statement of cmd's aspect that the permissive policy p
+// lets through: q covers the command, proves the guard in the expression
+// PostgreSQL applies (a restrictive policy without one restricts nothing),
+// and applies to every role p applies to. With Options.Role only that role
+// counts, and both apply to it (appliesToRole); without, q must be for
+// PUBLIC, or for every role p names.
+func excuses(q, p *policy, cmd string, aspect int, role string) bool {
+	if q.permissive || !q.appliesToRole || !q.covers(cmd) {
+		return false
+	}
+	if e, _ := q.expr(aspect); e == nil || !e.proven {
+		return false
+	}
+	if role != "" || q.public {
+		return true
+	}
+	if p.public {
+		return false
+	}
+	for _, r := range p.roles {
+		if !slices.Contains(q.roles, r) {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *table) judgePolicies(rep *Report, name string, opts Options) error {
 	guard := guardSQL(opts, t.colType)
 	covered := map[string]bool{}
-	// guardedByRestrictive[cmd]: an applicable restrictive policy ANDs a
-	// correct tenant guard into every statement of that command, so a
-	// permissive policy on it may be as wide as it likes.
-	guardedByRestrictive := map[string]bool{}
 	for i := range t.policies {
 		p := &t.policies[i]
 		var err error
-		if p.usingExpr, err = analyze(p.using, opts.Setting); err != nil {
+		if p.usingExpr, err = analyze(p.using, opts.Setting, opts.TenantColumn, t.colType); err != nil {
 			return fmt.Errorf("policy %s on %s: %w", quote(p.name), name, err)
 		}
-		if p.chkExpr, err = analyze(p.check, opts.Setting); err != nil {
+		if p.chkExpr, err = analyze(p.check, opts.Setting, opts.TenantColumn, t.colType); err != nil {
 			return fmt.Errorf("policy %s on %s: %w", quote(p.name), name, err)
 		}
-		if !p.appliesToRole {
-			continue
-		}
-		for _, c := range commands {
-			if p.cmd != c.code && p.cmd != "*" {
-				continue
-			}
-			if p.permissive {
-				covered[c.code] = true
-			} else if p.usingExpr.guards() && p.chkExpr.guards() {
-				guardedByRestrictive[c.code] = true
+		if p.appliesToRole && p.permissive {
+			for _, c := range commands {
+				if p.covers(c.code) {
+					covered[c.code] = true
+				}
 			}
 		}
 	}
@@ -138,10 +196,32 @@ func (t *table) judgePolicies(rep *Report, name string, opts Options) error {
 		}
 		obj := "policy " + quote(p.name) + " on " + name
 		fix := fmt.Sprintf("ALTER POLICY %s ON %s %s;", quote(p.name), name, clauses(p.cmd, guard))
-		exempt := true // every command of the policy is guarded by a restrictive policy
-		for _, c := range commands {
-			if (p.cmd == c.code || p.cmd == "*") && !guardedByRestrictive[c.code] {
-				exempt = false
+		// open: the clauses of a permissive policy that admit rows not
+		// proven to be the tenant's, in a command and use no restrictive
+		// policy closes. No expression admits no row.
+		var open []string
+		var openFacts []*exprFacts
+		if p.permissive {
+			for _, c := range commands {
+				if !p.covers(c.code) {
+					continue
+				}
+				for _, a := range aspects[c.code] {
+					e, clause := p.expr(a)
+					if e == nil || e.proven || slices.Contains(open, clause) {
+						continue
+					}
+					excused := false
+					for j := range t.policies {
+						if excuses(&t.policies[j], p, c.code, a, opts.Role) {
+							excused = true
+							break
+						}
+					}
+					if !excused {
+						open, openFacts = append(open, clause), append(openFacts, e)
+					}
+				}
 			}
 		}
 		exprs := []struct {
@@ -157,11 +237,27 @@ func (t *table) judgePolicies(rep *Report, name string, opts Options) error {
 			}
 			return strings.Join(in, " and ")
 		}
-		if p.permissive && !exempt {
-			if in := has(func(f *exprFacts) bool { return f.alwaysTrue }); in != "" {
+		inOpen := func(pred func(*exprFacts) bool) string {
+			var in []string
+			for i, f := range openFacts {
+				if pred(f) {
+					in = append(in, open[i])
+				}
+			}
+			return strings.Join(in, " and ")
+		}
+		misread := func(f *exprFacts) bool { return f.noMissingOK || f.noNullIf || f.coalesced }
+		if len(open) > 0 {
+			if in := inOpen(func(f *exprFacts) bool { return f.alwaysTrue }); in != "" {
 				rep.add(PolicyAlwaysTrue, obj, fmt.Sprintf("permissive policy's %s is true for every row: permissive policies are ORed, so it opens the table to every tenant", in), fix)
-			} else if in := has(func(f *exprFacts) bool { return f.settingRefs == 0 }); in != "" {
+			} else if in := inOpen(func(f *exprFacts) bool { return f.settingRefs == 0 }); in != "" {
 				rep.add(PolicyNoSetting, obj, fmt.Sprintf("permissive policy's %s never reads current_setting('%s', true), so it does not restrict rows to the current tenant", in, opts.Setting), fix)
+			} else if inOpen(misread) == "" {
+				var what []string
+				for _, clause := range open {
+					what = append(what, fmt.Sprintf("%s (%s)", clause, p.text(clause)))
+				}
+				rep.add(PolicyNotProven, obj, fmt.Sprintf("permissive policy's %s is not proven to admit only rows where %s: every OR arm must hold that equality (= exactly, nothing around the column but a cast to text), and no restrictive policy for every role it applies to holds it", strings.Join(what, " and "), guard), fix)
 			}
 		}
 		if in := has(func(f *exprFacts) bool { return f.noMissingOK }); in != "" {
@@ -237,68 +333,6 @@ func securityInvoker(options []string) bool {
 		return false
 	}
 	return false
-}
-
-// reads reports whether f's body names t: the heuristic documented in the
-// package comment.
-func (f function) reads(t *table) bool {
-	re := t.nameRegexps()
-	if re.qualified.MatchString(f.body) {
-		return true
-	}
-	// An unqualified name resolves through the search path: the function's
-	// own SET search_path, or else (most likely) its own schema.
-	if !re.bare.MatchString(f.body) {
-		return false
-	}
-	for _, c := range f.config {
-		if p, ok := strings.CutPrefix(c, "search_path="); ok {
-			for _, s := range strings.Split(p, ",") {
-				if strings.Trim(strings.TrimSpace(s), `"`) == t.schema {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	return f.schema == t.schema
-}
-
-// nameRegexps match t's name in SQL text, qualified by its schema or not:
-// quoted exactly, or unquoted in any case when the name is a plain
-// lower-case identifier (PostgreSQL folds unquoted names to lower case).
-// They are compiled once per table.
-func (t *table) nameRegexps() *nameRegexps {
-	if t.re != nil {
-		return t.re
-	}
-	alt := func(name string) string {
-		alts := []string{regexp.QuoteMeta(quote(name))}
-		if plain(name) {
-			alts = append(alts, "(?i:"+regexp.QuoteMeta(name)+")")
-		}
-		return "(?:" + strings.Join(alts, "|") + ")"
-	}
-	const before, after = `(?:^|[^A-Za-z0-9_$."])`, `(?:$|[^A-Za-z0-9_$"])`
-	t.re = &nameRegexps{
-		qualified: regexp.MustCompile(before + alt(t.schema) + `\s*\.\s*` + alt(t.name) + after),
-		bare:      regexp.MustCompile(before + alt(t.name) + after),
-	}
-	return t.re
-}
-
-type nameRegexps struct{ qualified, bare *regexp.Regexp }
-
-func plain(s string) bool {
-	for i, r := range s {
-		switch {
-		case r == '_', r >= 'a' && r <= 'z':
-		case i > 0 && (r >= '0' && r <= '9' || r == '$'):
-		default:
-			return false
-		}
-	}
-	return s != ""
 }
 
 func (r *Report) add(kind Kind, object, problem, fix string) {

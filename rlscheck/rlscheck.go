@@ -83,10 +83,27 @@ const (
 	// MaterializedView: a materialized view over a tenant table stores
 	// every tenant's rows and has no row-level security of its own.
 	MaterializedView Kind = "materialized_view_over_tenant_table"
-	// DefinerReadsTenantTable: a SECURITY DEFINER function whose body names
-	// a tenant table runs with its owner's rights (a heuristic: see the
-	// package documentation).
+	// DefinerReadsTenantTable: a SECURITY DEFINER function that reaches a
+	// tenant table, directly or through the functions it calls and the
+	// views it reads, at any depth; all of it runs with the function
+	// owner's rights. The problem names the path.
 	DefinerReadsTenantTable Kind = "security_definer_reads_tenant_table"
+	// PolicyNotProven: a permissive policy the check cannot prove admits
+	// only rows whose tenant column equals the guarded setting (every OR
+	// arm holding tenant_column = NULLIF(current_setting(…, true), '')),
+	// and no restrictive policy that applies to every role it applies to
+	// proves it instead. Reported when no more specific policy kind
+	// explains it; the problem carries the policy's text.
+	PolicyNotProven Kind = "policy_not_proven"
+	// DefinerNotFollowed: a SECURITY DEFINER function that calls, directly
+	// or at any depth, a body the check cannot follow: SQL built at run
+	// time (EXECUTE), a language it cannot read (anything but SQL and
+	// PL/pgSQL, except an extension's C code), a body that does not parse.
+	// What runs there is not proven to stay off tenant tables.
+	DefinerNotFollowed Kind = "security_definer_not_followed"
+	// NoTenantTable: no table of the checked schemas has the tenant
+	// column, so nothing was checked (a misspelt column or schema).
+	NoTenantTable Kind = "no_tenant_table"
 )
 
 // Options says what to check. The zero value checks the tables with a
@@ -121,7 +138,10 @@ type Report struct {
 	Role         string    `json:"role"`
 	Tables       []string  `json:"tenant_tables"` // the tenant tables checked, quoted
 	Findings     []Finding `json:"findings"`
-	Warnings     []string  `json:"warnings"`
+	// Warnings are notes that prove nothing either way. No check adds one
+	// today (a tenant column no table has is the finding NoTenantTable);
+	// the list stays in the JSON, empty.
+	Warnings []string `json:"warnings"`
 }
 
 // Finding is one misconfiguration and the SQL that repairs it.

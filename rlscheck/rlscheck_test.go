@@ -34,7 +34,9 @@ const guardBigint = `tenant_id = NULLIF(current_setting('racefree.tenant_id', tr
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	dsn := testdb.NewDSN(t, racefree.Postgres)
+	// A database of its own: SECURITY DEFINER functions are followed in
+	// every schema, and other tests' would show up.
+	dsn := testdb.NewDatabaseDSN(t)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -246,14 +248,18 @@ func TestCheckOptions(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	// Another column and setting: no table has app_id, so nothing is
-	// checked, and a warning says so.
-	rep := f.check(t, rlscheck.Options{TenantColumn: "app_id", Role: f.app})
-	if len(rep.Tables) != 0 || len(rep.Findings) != 0 || len(rep.Warnings) != 1 {
-		t.Fatalf("app_id: %+v", rep)
+	// checked, which is a finding (nothing is proven), with and without a
+	// role.
+	for _, role := range []string{f.app, ""} {
+		rep := f.check(t, rlscheck.Options{TenantColumn: "app_id", Role: role})
+		if got := kinds(rep); len(rep.Tables) != 0 || !slices.Equal(got, []rlscheck.Kind{rlscheck.NoTenantTable}) || len(rep.Findings) != 1 ||
+			!strings.Contains(rep.Findings[0].Problem, `has the column "app_id"`) || len(rep.Warnings) != 0 {
+			t.Fatalf("app_id, role %q: %+v", role, rep)
+		}
 	}
 	// Policies reading another setting than the one asked for do not read
 	// the setting.
-	rep = f.check(t, rlscheck.Options{Setting: "app.tenant", Role: f.app})
+	rep := f.check(t, rlscheck.Options{Setting: "app.tenant", Role: f.app})
 	if got := kinds(rep); !slices.Equal(got, []rlscheck.Kind{rlscheck.PolicyAlwaysTrue, rlscheck.PolicyNoSetting}) { // events_open is no longer covered by a guard
 		t.Fatalf("setting app.tenant: kinds %v", got)
 	}
@@ -330,4 +336,88 @@ func randomHex() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// TestCheckFollowsDefiners: a SECURITY DEFINER function is followed into
+// what it calls (any security) and reads (views, security_invoker or not,
+// nested), to a tenant table at any depth, and the finding names the path;
+// where it cannot be followed (EXECUTE, a language rls-check cannot read)
+// that is a finding of its own. With and without a role, the same; the
+// fix (SECURITY INVOKER) clears it.
+func TestCheckFollowsDefiners(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, seed string
+		want       rlscheck.Kind // "" for none
+		path       string        // in the problem
+	}{
+		{name: "through a helper function", want: rlscheck.DefinerReadsTenantTable, path: `"api_count"() → "public"."helper_count"() → "public"."notes"`,
+			seed: `CREATE FUNCTION helper_count() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM notes';
+CREATE FUNCTION api_count() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT helper_count()'`},
+		{name: "through a plpgsql helper", want: rlscheck.DefinerReadsTenantTable, path: `"api_events"() → "public"."event_count"() → "public"."events"`,
+			seed: `CREATE FUNCTION event_count() RETURNS bigint LANGUAGE plpgsql STABLE AS $$DECLARE n bigint; BEGIN n := (SELECT count(*) FROM events); RETURN n; END$$;
+CREATE FUNCTION api_events() RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$BEGIN PERFORM event_count(); END$$`},
+		{name: "through helpers in a sql-standard body", want: rlscheck.DefinerReadsTenantTable, path: `"api_deep"() → "public"."level1"() → "public"."level2"() → "public"."orders"`,
+			seed: `CREATE FUNCTION level2() RETURNS bigint LANGUAGE sql STABLE BEGIN ATOMIC SELECT count(*) FROM orders; END;
+CREATE FUNCTION level1() RETURNS bigint LANGUAGE sql STABLE RETURN level2() + 1;
+CREATE FUNCTION api_deep() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER RETURN level1()`},
+		{name: "through a security_invoker view", want: rlscheck.DefinerReadsTenantTable, path: `"api_totals"() → "public"."order_totals" → "public"."orders"`,
+			seed: `CREATE FUNCTION api_totals() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT sum(total)::bigint FROM order_totals'`},
+		{name: "through nested views", want: rlscheck.DefinerReadsTenantTable, path: `"api_nested"() → "public"."v2" → "public"."v1" → "public"."order_totals" → "public"."orders"`,
+			seed: `CREATE VIEW v1 WITH (security_invoker = true) AS SELECT * FROM order_totals;
+CREATE VIEW v2 WITH (security_invoker = true) AS SELECT * FROM v1 WHERE total > 0;
+CREATE FUNCTION api_nested() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER BEGIN ATOMIC SELECT count(*) FROM v2; END`},
+		{name: "through a view that calls a function", want: rlscheck.DefinerReadsTenantTable, path: `"api_codes"() → "public"."codes_with_orders" → "public"."order_count"() → "public"."orders"`,
+			seed: `CREATE VIEW codes_with_orders WITH (security_invoker = true) AS SELECT code, order_count() AS orders FROM countries;
+CREATE FUNCTION api_codes() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT count(*) FROM codes_with_orders'`},
+		{name: "dynamic sql", want: rlscheck.DefinerNotFollowed, path: `"api_dynamic"(t text): it runs SQL built at run time (EXECUTE)`,
+			seed: `CREATE FUNCTION api_dynamic(t text) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER AS $$DECLARE n bigint; BEGIN EXECUTE 'SELECT count(*) FROM ' || quote_ident(t) INTO n; RETURN n; END$$`},
+		{name: "dynamic sql in a helper", want: rlscheck.DefinerNotFollowed, path: `"api_helped"() → "public"."count_of"(t text): it runs SQL built at run time`,
+			seed: `CREATE FUNCTION count_of(t text) RETURNS bigint LANGUAGE plpgsql AS $$DECLARE n bigint; BEGIN EXECUTE format('SELECT count(*) FROM %I', t) INTO n; RETURN n; END$$;
+CREATE FUNCTION api_helped() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS $$SELECT count_of('countries')$$`},
+		{name: "dynamic query returned", want: rlscheck.DefinerNotFollowed, path: `"api_rows"(): it opens or returns a query built at run time`,
+			seed: `CREATE FUNCTION api_rows() RETURNS SETOF bigint LANGUAGE plpgsql SECURITY DEFINER AS $$BEGIN RETURN QUERY EXECUTE 'SELECT id FROM orders'; END$$`},
+		{name: "a language it cannot read", want: rlscheck.DefinerNotFollowed, path: `"api_clock"() → "public"."my_now"(): written in internal`,
+			seed: `CREATE FUNCTION my_now() RETURNS timestamptz LANGUAGE internal STABLE AS 'now';
+CREATE FUNCTION api_clock() RETURNS timestamptz LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT my_now()'`},
+		{name: "an unqualified name resolves anywhere", want: rlscheck.DefinerReadsTenantTable, path: `"api_other"() → "public"."orders"`,
+			seed: `CREATE SCHEMA other; CREATE FUNCTION other.api_other() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT count(*) FROM orders'`},
+		{name: "a pinned search path elsewhere", seed: `CREATE SCHEMA other; CREATE TABLE other.orders (id int);
+CREATE FUNCTION other.api_pinned() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER SET search_path = other AS 'SELECT count(*) FROM orders'`},
+		{name: "helpers and views over other tables", seed: `CREATE FUNCTION code_count() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM country_codes';
+CREATE FUNCTION api_codes() RETURNS bigint LANGUAGE plpgsql STABLE SECURITY DEFINER AS $$BEGIN RETURN code_count() + country_count(); END$$`},
+	}
+	for _, c := range cases {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			f.exec(t, c.seed)
+			for _, role := range []string{f.app, ""} {
+				rep := f.check(t, rlscheck.Options{Role: role})
+				var fds []rlscheck.Finding
+				for _, fd := range rep.Findings {
+					if fd.Kind != rlscheck.PolicyAlwaysTrue { // admin_all, without a role
+						fds = append(fds, fd)
+					}
+				}
+				if c.want == "" {
+					if len(fds) != 0 {
+						t.Fatalf("role %q: %+v, want none", role, fds)
+					}
+					continue
+				}
+				if len(fds) != 1 || fds[0].Kind != c.want || !strings.Contains(fds[0].Problem, c.path) {
+					t.Fatalf("role %q: %+v, want one %s naming %s", role, fds, c.want, c.path)
+				}
+			}
+			if c.want == "" {
+				return
+			}
+			rep := f.check(t, rlscheck.Options{Role: f.app})
+			f.exec(t, rep.Findings[0].Fix)
+			if rep := f.check(t, rlscheck.Options{Role: f.app}); len(rep.Findings) != 0 {
+				t.Fatalf("after the fix: %+v", rep.Findings)
+			}
+		})
+	}
 }

@@ -26,24 +26,29 @@ func rlsCheckCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "rls-check",
-		Short: "Find row-level security mistakes on tenant tables in a PostgreSQL database; reads only (exit 0 clean, 1 findings, 2 error)",
+		Short: "Prove row-level security isolates tenant tables in a PostgreSQL database, or say what it cannot prove; reads only (exit 0 proven, 1 findings, 2 could not check)",
 		Long: `rls-check reads the catalogue of a PostgreSQL database and reports, for every
-table with the tenant column, what lets one tenant see or change another's
-rows: RLS not enabled or not forced, a command without a policy, policies
-that do not read the tenant setting, read it without missing_ok or compare
-it without the NULLIF guard, or OR a true in; the application role owning a
-tenant table, being superuser or BYPASSRLS, or able to become one of these
-by SET ROLE through any chain of memberships (INHERIT or not), with the
-path; views without security_invoker
-and SECURITY DEFINER functions over tenant tables. Each finding comes with
-the SQL that fixes it. It runs catalogue queries only, in one read-only
-transaction with a statement timeout.
+table with the tenant column, what it cannot prove keeps one tenant from
+seeing or changing another's rows: RLS not enabled or not forced, a command
+without a policy, a permissive policy not proven to admit only rows with
+the tenant column equal to the guarded setting (every OR arm must hold that
+equality; a restrictive policy excuses it only if it proves it and applies
+to every role the permissive one does), the setting read without missing_ok,
+outside NULLIF or in a COALESCE; the application role owning a tenant table,
+being superuser or BYPASSRLS, or able to become one of these by SET ROLE
+through any chain of memberships (INHERIT or not), with the path; views
+without security_invoker; SECURITY
+DEFINER functions that reach a tenant table through what they call and read
+at any depth, or reach a body it cannot follow (EXECUTE, another language);
+a tenant column no table has. Each finding comes with the SQL that fixes it.
+It runs catalogue queries only, in one read-only transaction with a
+statement timeout.
 
   racefree rls-check --db postgres://… --role app
 
 A policy is correct when it reads, for a uuid tenant column,
   tenant_id = NULLIF(current_setting('racefree.tenant_id', true), '')::uuid
-Exit status: 0 no findings, 1 findings, 2 error.`,
+Exit status: 0 no findings (proven), 1 findings, 2 could not check.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := rlsCheck(cmd.Context(), cmd.OutOrStdout(), db, format, timeout, o)

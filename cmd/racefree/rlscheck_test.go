@@ -11,13 +11,14 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
-	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testdb"
 )
 
 func TestRLSCheckCLI(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.NewDSN(t, racefree.Postgres)
+	// A database of its own: rls-check follows SECURITY DEFINER functions
+	// in every schema, and other tests' would show up.
+	dsn := testdb.NewDatabaseDSN(t)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +91,14 @@ CREATE TABLE ledger (id bigint PRIMARY KEY, account_id bigint NOT NULL)`)
 	}
 	if !strings.Contains(got.Findings[3].Fix, `"account_id" = NULLIF(current_setting('racefree.tenant_id', true), '')::bigint`) {
 		t.Errorf("fix %q", got.Findings[3].Fix)
+	}
+
+	// A tenant column no table has: nothing was checked, which is a
+	// finding, not a pass.
+	r = runCLI(t, "rls-check", "--db", dsn, "--role", app, "--tenant-column", "tenant_uuid")
+	if r.code != 1 || !strings.HasPrefix(r.stdout, `no_tenant_table column "tenant_uuid"`+"\n") || !strings.Contains(r.stdout, `has the column "tenant_uuid": nothing was checked`) ||
+		!strings.Contains(r.stdout, "\n1 findings: 0 tenant tables (column tenant_uuid)") || r.stderr != "racefree: rls-check: 1 findings\n" {
+		t.Errorf("no tenant table: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	for _, args := range [][]string{

@@ -25,3 +25,14 @@ func ToJSON(text string) (string, error) {
 	defer mu.Unlock()
 	return parser.ParseToJSON(text)
 }
+
+// PlPgSQLToJSON returns the parse tree of a PL/pgSQL function, given as the
+// whole CREATE FUNCTION statement (pg_get_functiondef prints one), in
+// libpg_query's JSON form: a list of PLpgSQL_function trees whose SQL
+// statements and expressions are left as text (PLpgSQL_expr.query) for
+// ToJSON.
+func PlPgSQLToJSON(createFunction string) (string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	return parser.ParsePlPgSqlToJSON(createFunction)
+}
