@@ -138,17 +138,22 @@ func (p *policy) covers(cmd string) bool { return p.cmd == cmd || p.cmd == "*" }
 // guard into every statement of cmd's aspect that the permissive policy p
 // lets through: q covers the command, proves the guard in the expression
 // PostgreSQL applies (a restrictive policy without one restricts nothing),
-// and applies to every role p applies to. With Options.Role only that role
-// counts, and both apply to it (appliesToRole); without, q must be for
-// PUBLIC, or for every role p names.
-func excuses(q, p *policy, cmd string, aspect int, role string) bool {
+// and applies to every role p applies to: q is for PUBLIC, or for every
+// role p names. That holds for whichever role the statement runs as, so
+// it holds with Options.Role too, where the application role may also act
+// as any role it can SET ROLE to (PostgreSQL applies a policy to the roles
+// that have its roles' privileges: a restrictive policy for the
+// application role alone does not apply after SET ROLE to a group, while a
+// permissive one for PUBLIC still does). With Options.Role q must also
+// apply to that role (appliesToRole).
+func excuses(q, p *policy, cmd string, aspect int) bool {
 	if q.permissive || !q.appliesToRole || !q.covers(cmd) {
 		return false
 	}
 	if e, _ := q.expr(aspect); e == nil || !e.proven {
 		return false
 	}
-	if role != "" || q.public {
+	if q.public {
 		return true
 	}
 	if p.public {
@@ -213,7 +218,7 @@ func (t *table) judgePolicies(rep *Report, name string, opts Options) error {
 					}
 					excused := false
 					for j := range t.policies {
-						if excuses(&t.policies[j], p, c.code, a, opts.Role) {
+						if excuses(&t.policies[j], p, c.code, a) {
 							excused = true
 							break
 						}
