@@ -180,7 +180,7 @@ func TestCombinerBatches(t *testing.T) {
 }
 
 // TestCombinerUnknownOutcome cuts a batch's connection once the server
-// committed it, before its answer reaches the client (testdb.Cutter): the
+// committed it, before its answer reaches the client (testdb.CutReply): the
 // outcome is unknown to the callers, so each gets the error a call alone
 // gets when its commit's answer is lost (ErrUnavailable), and none of
 // them runs alone or again: each row was added to once, by the batch. A
@@ -189,7 +189,7 @@ func TestCombinerBatches(t *testing.T) {
 func TestCombinerUnknownOutcome(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
-	cutter, cut := testdb.NewCutter(t, dsn)
+	proxy, cut := testdb.NewCutReply(t, dsn)
 	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
 	ctx := context.Background()
 	keys := []string{"k1", "k2", "k3", "k4"}
@@ -215,7 +215,7 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 			return err
 		})
 	}
-	for i, err := range testdb.CutBatch(t, db, direct, cutter, calls...) {
+	for i, err := range testdb.CutBatch(t, db, direct, proxy, calls...) {
 		if !errors.Is(err, racefree.ErrUnavailable) {
 			t.Errorf("call %d: got %v, want ErrUnavailable: the batch may have committed", i, err)
 		}
@@ -231,9 +231,9 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 	}
 	// The answer is the one a pipeline alone gets when its commit's
 	// answer is lost, and it is not run again either.
-	cutter.Arm()
+	proxy.LoseNextPipeline()
 	err := db.Pipeline(ctx, &racefree.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = 'k1'`})
-	cutter.Wait(t)
+	proxy.Wait(t)
 	if !errors.Is(err, racefree.ErrUnavailable) || errors.Is(err, racefree.ErrNotCommitted) {
 		t.Errorf("a pipeline alone, cut: got %v, want ErrUnavailable, not ErrNotCommitted", err)
 	}

@@ -43,9 +43,9 @@ func TestLostReplyAppendsTwiceUnlessKeyed(t *testing.T) {
 	lose := func(what, marker string, call func() error) {
 		t.Helper()
 		before := proxy.Cuts()
-		proxy.LoseNext(marker)
+		proxy.LoseNextCommit(marker)
 		err := call()
-		proxy.LoseNext("")
+		proxy.Disarm()
 		if proxy.Cuts() != before+1 {
 			t.Fatalf("%s: no COMMIT reply was lost (err %v)", what, err)
 		}

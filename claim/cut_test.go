@@ -14,13 +14,13 @@ import (
 
 // TestCombinedCallsWhoseCommitWasCutAreUnavailable cuts a batch of
 // acquires, then one of renewals, then one of releases, once PostgreSQL
-// committed each and before its answer came (testdb.Cutter): every caller
+// committed each and before its answer came (testdb.CutReply): every caller
 // gets ErrUnavailable, as a call alone whose answer is lost, none runs
 // alone or again, and a reader sees what each batch committed.
 func TestCombinedCallsWhoseCommitWasCutAreUnavailable(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
-	cutter, cut := testdb.NewCutter(t, dsn)
+	proxy, cut := testdb.NewCutReply(t, dsn)
 	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
 	claims, reader := claim.New(db), claim.New(direct)
 	ctx := context.Background()
@@ -36,7 +36,7 @@ func TestCombinedCallsWhoseCommitWasCutAreUnavailable(t *testing.T) {
 		for i := range calls {
 			calls[i] = func() error { return call(i) }
 		}
-		for i, err := range testdb.CutBatch(t, db, direct, cutter, calls...) {
+		for i, err := range testdb.CutBatch(t, db, direct, proxy, calls...) {
 			if !errors.Is(err, racefree.ErrUnavailable) {
 				t.Errorf("%s %d: got %v, want ErrUnavailable: its batch may have committed", what, i, err)
 			}

@@ -14,13 +14,13 @@ import (
 
 // TestObserveWhoseCommitWasCutIsUnavailable cuts a batch of observations
 // once PostgreSQL committed it and before its answer came
-// (testdb.Cutter): every caller gets ErrUnavailable, as a call alone
+// (testdb.CutReply): every caller gets ErrUnavailable, as a call alone
 // whose answer is lost, none runs alone or again, and the next
 // occurrence of each event counts two, the batch's and its own.
 func TestObserveWhoseCommitWasCutIsUnavailable(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
-	cutter, cut := testdb.NewCutter(t, dsn)
+	proxy, cut := testdb.NewCutReply(t, dsn)
 	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
 	log, reader := dedup.New(db), dedup.New(direct)
 	ctx := context.Background()
@@ -35,7 +35,7 @@ func TestObserveWhoseCommitWasCutIsUnavailable(t *testing.T) {
 	for i := range calls {
 		calls[i] = func() error { _, err := log.Observe(ctx, db, ev(i), time.Minute); return err }
 	}
-	for i, err := range testdb.CutBatch(t, db, direct, cutter, calls...) {
+	for i, err := range testdb.CutBatch(t, db, direct, proxy, calls...) {
 		if !errors.Is(err, racefree.ErrUnavailable) {
 			t.Errorf("observe %d: got %v, want ErrUnavailable: its batch may have committed", i, err)
 		}

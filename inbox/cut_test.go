@@ -13,13 +13,13 @@ import (
 
 // TestReceiveWhoseCommitWasCutIsUnavailable cuts a batch of deliveries
 // once PostgreSQL committed it and before its answer came
-// (testdb.Cutter): every caller gets ErrUnavailable, as a delivery alone
+// (testdb.CutReply): every caller gets ErrUnavailable, as a delivery alone
 // whose answer is lost, none runs alone or again, each event is recorded
 // once with its number, and a redelivery is a duplicate.
 func TestReceiveWhoseCommitWasCutIsUnavailable(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
-	cutter, cut := testdb.NewCutter(t, dsn)
+	proxy, cut := testdb.NewCutReply(t, dsn)
 	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
 	in, err := inbox.New(db, nil)
 	if err != nil {
@@ -39,7 +39,7 @@ func TestReceiveWhoseCommitWasCutIsUnavailable(t *testing.T) {
 	for i := range calls {
 		calls[i] = func() error { _, err := in.Receive(ctx, "src", id(i), []byte("{}"), nil); return err }
 	}
-	for i, err := range testdb.CutBatch(t, db, direct, cutter, calls...) {
+	for i, err := range testdb.CutBatch(t, db, direct, proxy, calls...) {
 		if !errors.Is(err, racefree.ErrUnavailable) {
 			t.Errorf("delivery %d: got %v, want ErrUnavailable: its batch may have committed", i, err)
 		}

@@ -14,14 +14,14 @@ import (
 
 // TestConsumeWhoseCommitWasCutIsUnavailable cuts a batch of GCRA and of
 // FixedWindow charges once PostgreSQL committed it and before its answer
-// came (testdb.Cutter): every caller gets FailClosed's degraded denial
+// came (testdb.CutReply): every caller gets FailClosed's degraded denial
 // and ErrUnavailable, as a charge alone whose answer is lost, none is
 // charged alone or again, and each counter holds its one charge: the
 // next charge of each key takes the last unit of its limit of 2.
 func TestConsumeWhoseCommitWasCutIsUnavailable(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
-	cutter, cut := testdb.NewCutter(t, dsn)
+	proxy, cut := testdb.NewCutReply(t, dsn)
 	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
 	l, reader := setup(t, db), setup(t, direct)
 	ctx := context.Background()
@@ -39,7 +39,7 @@ func TestConsumeWhoseCommitWasCutIsUnavailable(t *testing.T) {
 		for i := range calls {
 			calls[i] = func() (err error) { decisions[i], err = l.Consume(ctx, db, key(i), 1, p); return err }
 		}
-		for i, err := range testdb.CutBatch(t, db, direct, cutter, calls...) {
+		for i, err := range testdb.CutBatch(t, db, direct, proxy, calls...) {
 			if d := decisions[i]; !errors.Is(err, racefree.ErrUnavailable) || !d.Degraded || d.Allowed {
 				t.Errorf("%s: %+v, %v, want a degraded denial and ErrUnavailable: its batch may have committed", key(i), d, err)
 			}
