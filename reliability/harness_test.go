@@ -205,10 +205,11 @@ func freeAddr(t testing.TB) string {
 // answer is one HTTP answer: its status (0: no answer, err says why), its
 // JSON body and whether it was a replay of an Idempotency-Key.
 type answer struct {
-	code     int
-	body     map[string]any
-	replayed bool
-	err      error
+	code       int
+	body       map[string]any
+	replayed   bool
+	retryAfter string // the Retry-After header
+	err        error
 }
 
 // definitive reports whether the answer settles the request: anything
@@ -260,7 +261,7 @@ func call(ctx context.Context, method, url, body string, hdr ...string) answer {
 	if err != nil {
 		return answer{err: err}
 	}
-	a := answer{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true"}
+	a := answer{code: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", retryAfter: resp.Header.Get("Retry-After")}
 	if a.code == http.StatusServiceUnavailable {
 		n, _ := unavailable.LoadOrStore(req.URL.Host, new(atomic.Int64))
 		n.(*atomic.Int64).Add(1)
