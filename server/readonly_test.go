@@ -130,3 +130,52 @@ func TestReadOnlyNode(t *testing.T) {
 		t.Errorf("seq.Current after the refused writes: %d, %v", n, err)
 	}
 }
+
+// TestAStandbyIsReadOnly: on a real hot standby (in recovery, streaming
+// from its primary), /readyz answers 503 read-only with the reason
+// pg_is_in_recovery() gives, reads work and see what the primary wrote,
+// and a write answers 503 read-only and changes nothing, on the standby
+// or on the primary.
+func TestAStandbyIsReadOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := testdb.NewCluster(t)
+	primary := c.Primary.Open(t, nil)
+	h := server.New(primary, server.Options{}).Handler()
+	if code, body, _ := do(t, h, "POST", "/v1/sequences/invoices/2026/next", `{"n":2}`); code != 200 {
+		t.Fatalf("next on the primary: %d %v", code, body)
+	}
+	c.WaitStreaming(t)
+	var lsn string
+	if err := c.Primary.DB(t).QueryRowContext(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	standbyDB := c.Standby.DB(t)
+	for caught := false; !caught; { // wait on the state: the standby replayed the write
+		if err := standbyDB.QueryRowContext(ctx, `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn).Scan(&caught); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	standby, err := postgres.Open(ctx, c.Standby.URL, nil)
+	if err != nil {
+		t.Fatalf("open the standby: %v", err)
+	}
+	t.Cleanup(func() { _ = standby.Close() })
+	h = server.New(standby, server.Options{}).Handler()
+	code, body, hdr := do(t, h, "GET", "/readyz", "")
+	if code != 503 || body["type"] != server.ProblemType("read-only") || hdr.Get("Retry-After") == "" ||
+		!strings.Contains(body["reason"].(string), "recovery") {
+		t.Errorf("readyz on a standby: %d %v %v, want 503 read-only, the reason naming recovery", code, body, hdr)
+	}
+	if n, err := seq.New(standby).Current(ctx, standby, "invoices", "2026"); err != nil || n != 2 {
+		t.Errorf("seq.Current on the standby: %d, %v; want 2", n, err)
+	}
+	code, body, hdr = do(t, h, "POST", "/v1/sequences/invoices/2026/next", `{}`)
+	if code != 503 || body["type"] != server.ProblemType("read-only") || hdr.Get("Retry-After") == "" {
+		t.Errorf("next on the standby: %d %v, want 503 read-only with Retry-After", code, body)
+	}
+	if n, err := seq.New(primary).Current(ctx, primary, "invoices", "2026"); err != nil || n != 2 {
+		t.Errorf("seq.Current on the primary after the refused write: %d, %v; want 2", n, err)
+	}
+}
