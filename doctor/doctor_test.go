@@ -245,3 +245,53 @@ func TestPostgresSynchronousCommitOff(t *testing.T) {
 	want(t, check(t, off, doctor.Options{}), doctor.SynchronousCommitOff, doctor.Warn)
 	none(t, check(t, owner, doctor.Options{}), doctor.SynchronousCommitOff, doctor.SettingsNotJudged, doctor.FsyncOff, doctor.FullPageWritesOff)
 }
+
+// TestPostgresReplication runs on a throwaway primary and asynchronous
+// standby (testdb.NewCluster, whose primary runs with fsync and
+// full_page_writes off): fsync-off and full-page-writes-off (errors) and
+// no-standby-waits (a warning) while the standby streams and
+// synchronous_standby_names is empty; with both settings on and
+// synchronous_standby_names set, none of them for the superuser, and
+// replication-not-judged for a role that may not see sync_state (not
+// "ok": it cannot see whether the standby is synchronous); a session with
+// synchronous_commit local is no-standby-waits again; with the standby
+// stopped, sync-standby-not-streaming (an error).
+func TestPostgresReplication(t *testing.T) {
+	t.Parallel()
+	c := testdb.NewCluster(t)
+	owner := c.Primary.Open(t, nil)
+	app, err := dsn.Open(context.Background(), c.Primary.URLAs(c.AppRole(t, owner)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	durability := []string{doctor.FsyncOff, doctor.FullPageWritesOff, doctor.NoStandbyWaits, doctor.SyncStandbyNotStreaming, doctor.ReplicationNotJudged, doctor.SettingsNotJudged}
+
+	rep := check(t, owner, doctor.Options{})
+	want(t, rep, doctor.FsyncOff, doctor.Error)
+	want(t, rep, doctor.FullPageWritesOff, doctor.Error)
+	want(t, rep, doctor.NoStandbyWaits, doctor.Warn)
+	want(t, check(t, app, doctor.Options{}), doctor.NoStandbyWaits, doctor.Warn)
+
+	for _, q := range []string{
+		`ALTER SYSTEM SET fsync = on`,
+		`ALTER SYSTEM SET full_page_writes = on`,
+		`ALTER SYSTEM SET synchronous_standby_names = '*'`,
+		`SELECT pg_reload_conf()`,
+	} {
+		if _, err := c.Primary.DB(t).Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	waitFor(t, owner, doctor.Options{}, "the durability findings to clear", hasNot(durability...))
+	rep = waitFor(t, app, doctor.Options{}, "replication-not-judged for the application role", has(doctor.ReplicationNotJudged))
+	want(t, rep, doctor.ReplicationNotJudged, doctor.Warn)
+	none(t, rep, doctor.FsyncOff, doctor.FullPageWritesOff, doctor.NoStandbyWaits, doctor.SyncStandbyNotStreaming)
+
+	local := testdb.Open(t, c.Primary.URL+"&synchronous_commit=local", nil)
+	want(t, check(t, local, doctor.Options{}), doctor.NoStandbyWaits, doctor.Warn)
+
+	c.Standby.Stop(t)
+	rep = waitFor(t, owner, doctor.Options{}, "sync-standby-not-streaming", has(doctor.SyncStandbyNotStreaming))
+	want(t, rep, doctor.SyncStandbyNotStreaming, doctor.Error)
+}
