@@ -83,6 +83,22 @@ const (
 // The role findings' codes are internal/roles' Kind.Code():
 // role-is-superuser, role-bypasses-rls and role-owns-tables.
 
+// Codes returns every code Check can report on engine (racefree.Postgres
+// or racefree.SQLite), in the order of the checks.
+func Codes(engine string) []string {
+	schema := []string{SchemaBehind, SchemaAhead, SchemaNotJudged}
+	if engine != racefree.Postgres {
+		return append([]string{SQLiteJournalUnsafe, SQLiteSynchronousOff, SQLiteRollbackNormal, SQLiteWALNormal, SQLiteNotJudged}, schema...)
+	}
+	out := []string{FsyncOff, FullPageWritesOff, SynchronousCommitOff, SettingsNotJudged, NoStandbyWaits, SyncStandbyNotStreaming, ReplicationNotJudged}
+	for _, k := range roles.Kinds {
+		out = append(out, k.Code())
+	}
+	out = append(out, RoleNotJudged)
+	out = append(out, schema...)
+	return append(out, RLSNotForced, RLSNotJudged, NeverAnalyzed, AnalyzeNotJudged, PoolerPreparedStatements, PoolerNotJudged)
+}
+
 // Finding is one thing Check found. Detail says what and what it means,
 // naming the tables or the role path; Fix is what to do (SQL where there is
 // one), or empty.
