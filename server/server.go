@@ -121,7 +121,8 @@ type Server struct {
 	outbox    *outbox.Outbox
 	outboxErr error // a configuration error of Options.Outbox, answered with 500
 
-	role *roleState // JudgeRole's verdict on the server's own database role
+	role   *roleState   // JudgeRole's verdict on the server's own database role
+	doctor *doctorState // Doctor's last report
 
 	dash     *dashboard
 	dashSQL  query.Set
@@ -153,6 +154,7 @@ func New(db *racefree.DB, opts Options) *Server {
 	}, []string{"route"})
 	s.metrics = newMetrics(s.reg)
 	s.role = newRoleState(s.reg)
+	s.doctor = newDoctorState(s.reg)
 	registerCombineMetrics(s.reg, db)
 	s.reg.MustRegister(s.reqs, s.latency,
 		collectors.NewDBStatsCollector(db.SQL(), "racefree"),
@@ -414,7 +416,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // readyz answers 200 while the database answers, accepts writes and its
 // schema is current (or at least Options.OldestSchema), with the warnings
-// of JudgeRole, if any (codes and a generic detail). On a node that
+// of JudgeRole, if any (codes and a generic detail), and, once Doctor
+// ran, its findings under "doctor" (codes and severities; an empty array
+// when it found nothing). On a node that
 // accepts no writes (a PostgreSQL standby, pg_is_in_recovery(), or
 // transactions read-only by default, racefree.DB.CheckWritable) it
 // answers 503 read-only with a reason, so that a load balancer sends
@@ -454,6 +458,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ready := map[string]any{"status": "ready", "engine": s.db.Engine()}
 	if ws := s.roleWarnings(); len(ws) > 0 {
 		ready["warnings"] = ws
+	}
+	if fs, ran := s.doctorFindings(); ran {
+		ready["doctor"] = append([]DoctorFinding{}, fs...)
 	}
 	writeJSON(w, http.StatusOK, ready)
 }

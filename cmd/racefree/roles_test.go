@@ -146,21 +146,14 @@ func TestServeWarnsWhenItsRoleEscapes(t *testing.T) {
 		if err == nil {
 			body, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
-			waiting := resp.StatusCode == http.StatusServiceUnavailable && bytes.Contains(body, []byte("waiting for the database"))
-			if waiting {
-				// serve listens before the database is usable: poll on.
-				select {
-				case err := <-exited:
-					exited <- err
-					t.Fatalf("serve exited: %v\n%s", err, stderr.String())
-				case <-time.After(50 * time.Millisecond): // poll the state
-				}
-				continue
+			// While serve opens its database, judges its role and runs
+			// the doctor's checks, /readyz answers 503 waiting.
+			if resp.StatusCode == http.StatusOK {
+				break
 			}
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("readyz: %d %s\n%s", resp.StatusCode, body, stderr.String())
+			if !strings.Contains(string(body), "waiting for the database") {
+				t.Fatalf("readyz: %d %s", resp.StatusCode, body)
 			}
-			break
 		}
 		select {
 		case err := <-exited:
@@ -181,19 +174,31 @@ func TestServeWarnsWhenItsRoleEscapes(t *testing.T) {
 	if !strings.Contains(string(m), `racefree_role_findings{code="role-bypasses-rls"} 1`) {
 		t.Errorf("metrics lack racefree_role_findings{code=\"role-bypasses-rls\"} 1")
 	}
+	// racefree doctor's checks ran at start too: on /readyz, in
+	// racefree_doctor_findings and in the log.
+	if !strings.Contains(string(body), `{"code":"role-bypasses-rls","severity":"error"}`) || !strings.Contains(string(body), `"doctor":[`) {
+		t.Errorf("readyz %s, want the doctor finding role-bypasses-rls", body)
+	}
+	if !strings.Contains(string(m), `racefree_doctor_findings{code="role-bypasses-rls"} 1`) {
+		t.Errorf("metrics lack racefree_doctor_findings{code=\"role-bypasses-rls\"} 1")
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	<-exited
 	exited <- nil
-	var warned int
+	var warned, doctored int
 	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(line, `msg="doctor: `) && strings.Contains(line, "level=WARN") && strings.Contains(line, "code=role-bypasses-rls") && strings.Contains(line, "severity=error") {
+			doctored++
+			continue
+		}
 		if strings.Contains(line, "level=WARN") && strings.Contains(line, "code=role-bypasses-rls") &&
 			strings.Contains(line, `can SET ROLE to \"`+e.Reached+`\" (through \"`+e.Path[1]+`\")`) {
 			warned++
 		}
 	}
-	if warned != 1 {
-		t.Errorf("%d warning lines with the path, want 1:\n%s", warned, stderr.String())
+	if warned != 1 || doctored != 1 {
+		t.Errorf("%d warning lines with the path and %d doctor lines, want 1 each:\n%s", warned, doctored, stderr.String())
 	}
 }

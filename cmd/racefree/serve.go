@@ -20,6 +20,7 @@ import (
 	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
+	"github.com/racefree/racefree/doctor"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/inbox"
 	"github.com/racefree/racefree/internal/problem"
@@ -253,6 +254,21 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine boo
 	}
 	for _, f := range found {
 		log.Warn("the database role escapes row-level security: serve as a role that `racefree migrate up --app-role` accepts", "code", f.Code, "path", f.Path)
+	}
+	// racefree doctor's checks, once: one log line a finding, on /readyz
+	// under "doctor" and in racefree_doctor_findings.
+	doctorCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rep, err := a.Doctor(doctorCtx)
+	cancel()
+	if err != nil {
+		log.Warn("could not run racefree doctor's checks", "code", server.DoctorNotRun, "err", err)
+	}
+	for _, f := range rep.Findings {
+		level := slog.LevelWarn
+		if f.Severity == doctor.Info {
+			level = slog.LevelInfo
+		}
+		log.Log(ctx, level, "doctor: "+f.Detail, "code", f.Code, "severity", f.Severity, "fix", f.Fix)
 	}
 	h := a.Handler()
 	api.Store(&h)

@@ -1,0 +1,73 @@
+// Package doctor checks what the database racefree runs on does to the
+// guarantees racefree gives: whether a commit it acknowledges is durable,
+// whether row-level security binds the role it serves as, whether the
+// schema and the statistics are current, and whether a pooler in front of
+// PostgreSQL breaks prepared statements. It is the library behind
+// `racefree doctor`, and `racefree serve` runs it at start.
+//
+// Check reads only: settings (current_setting, SQLite pragmas), the
+// catalogue (pg_class, pg_roles, pg_auth_members), the statistics views
+// (pg_stat_replication, pg_stat_user_tables) and the migration ledger. It
+// changes nothing.
+//
+// "Ok" means proven (DESIGN invariant 13): a check that cannot read what
+// it needs reports <check>-not-judged, never nothing. A Report without
+// findings of severity warn or error proves, as of the moment of the
+// check and as the checking session sees it, each of these:
+//
+// PostgreSQL
+//   - fsync and full_page_writes are on (fsync-off, full-page-writes-off:
+//     a crash or a power loss may corrupt the cluster);
+//   - synchronous_commit is not off (synchronous-commit-off: a crash of
+//     the server loses the last commits it acknowledged);
+//   - when standbys stream from the server (a row in pg_stat_replication,
+//     which every role sees), a standby waits for each commit:
+//     synchronous_standby_names is set and synchronous_commit is neither
+//     off nor local (no-standby-waits: a failover may lose acknowledged
+//     commits); when synchronous_standby_names is set, a streaming standby
+//     is sync or in the quorum (sync-standby-not-streaming: commits wait,
+//     possibly for ever); a role that sees no sync_state (neither a
+//     superuser nor a member of pg_read_all_stats) gets
+//     replication-not-judged for the latter;
+//   - the role (Options.Role, else the connecting role) is not, and cannot
+//     become through its memberships, a superuser, a BYPASSRLS role or an
+//     owner of racefree's tables (role-is-superuser, role-bypasses-rls,
+//     role-owns-tables: internal/roles, as `migrate up --app-role` judges);
+//   - from schema version 12 (tenants) on, every racefree_ table of the
+//     current schema but the migration ledger has row-level security
+//     enabled and forced (rls-not-forced);
+//   - a racefree_ table that holds rows has been analyzed (never-analyzed,
+//     severity info: the planner guesses its size);
+//   - two sessions of the pool never share a server process and one never
+//     changes it, unless the pool's statements are not prepared
+//     (pooler-prepared-statements: a pooler in transaction or statement
+//     mode with pgx's default cache_statement mode fails with "prepared
+//     statement does not exist" or "already exists").
+//
+// SQLite
+//   - synchronous is not OFF (sqlite-synchronous-off: an operating system
+//     crash or a power loss may corrupt the file);
+//   - the journal is not OFF or MEMORY (sqlite-journal-unsafe: a crash in
+//     the middle of a transaction may corrupt the file);
+//   - a rollback journal (DELETE, TRUNCATE, PERSIST) runs with synchronous
+//     FULL or EXTRA (sqlite-rollback-normal: with NORMAL a power loss may
+//     corrupt the file).
+//   - WAL with synchronous NORMAL, racefree's default, is reported as
+//     sqlite-wal-normal, severity info: a power loss may lose the last
+//     commits, the file stays consistent. FULL or EXTRA: durable, nothing
+//     to report.
+//
+// Both engines: the schema is at the binary's version (schema-behind,
+// schema-ahead).
+//
+// What it cannot prove: settings made for another role or database than
+// the checking session's (ALTER ROLE … SET synchronous_commit) are not
+// seen, so run it as the role the application connects as, or read the
+// finding as the checking role's; a setting changed after the check; a
+// disk or a controller that acknowledges writes it has not made durable
+// (fsync on proves the request, not the hardware); a pooler in session
+// mode, which breaks nothing racefree does, and a transaction pooler that
+// happened to hand the probe's two sessions distinct servers each time
+// (the probe alternates six statements between two sessions: PgBouncer
+// hands the server it released last to the next transaction, so it shows).
+package doctor

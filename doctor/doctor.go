@@ -1,0 +1,499 @@
+package doctor
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/roles"
+)
+
+//go:embed sql/postgres/settings.sql
+var settingsSQL string
+
+//go:embed sql/postgres/replication.sql
+var replicationSQL string
+
+//go:embed sql/postgres/rls.sql
+var rlsSQL string
+
+//go:embed sql/postgres/analyze.sql
+var analyzeSQL string
+
+//go:embed sql/postgres/backend.sql
+var backendSQL string
+
+//go:embed sql/sqlite/durability.sql
+var sqliteDurabilitySQL string
+
+func init() {
+	for _, q := range []*string{&settingsSQL, &replicationSQL, &rlsSQL, &analyzeSQL, &backendSQL, &sqliteDurabilitySQL} {
+		*q = query.Embedded(*q)
+	}
+}
+
+// Severity says how much a finding matters: Error, a guarantee is broken
+// or data may be corrupted; Warn, a guarantee is weaker than racefree
+// says, or could not be judged; Info, something to know that breaks no
+// guarantee. The strings are stable.
+type Severity string
+
+// The severities, from the least.
+const (
+	Info  Severity = "info"
+	Warn  Severity = "warn"
+	Error Severity = "error"
+)
+
+// The finding codes. They are stable: scripts, alerts and the gauge
+// racefree_doctor_findings{code} key on them.
+const (
+	FsyncOff                 = "fsync-off"
+	FullPageWritesOff        = "full-page-writes-off"
+	SynchronousCommitOff     = "synchronous-commit-off"
+	NoStandbyWaits           = "no-standby-waits"
+	SyncStandbyNotStreaming  = "sync-standby-not-streaming"
+	ReplicationNotJudged     = "replication-not-judged"
+	SettingsNotJudged        = "settings-not-judged"
+	RoleNotJudged            = "role-not-judged"
+	RLSNotForced             = "rls-not-forced"
+	RLSNotJudged             = "rls-not-judged"
+	SchemaBehind             = "schema-behind"
+	SchemaAhead              = "schema-ahead"
+	SchemaNotJudged          = "schema-not-judged"
+	NeverAnalyzed            = "never-analyzed"
+	AnalyzeNotJudged         = "analyze-not-judged"
+	PoolerPreparedStatements = "pooler-prepared-statements"
+	PoolerNotJudged          = "pooler-not-judged"
+	SQLiteSynchronousOff     = "sqlite-synchronous-off"
+	SQLiteJournalUnsafe      = "sqlite-journal-unsafe"
+	SQLiteRollbackNormal     = "sqlite-rollback-normal"
+	SQLiteWALNormal          = "sqlite-wal-normal"
+	SQLiteNotJudged          = "sqlite-not-judged"
+)
+
+// The role findings' codes are internal/roles' Kind.Code():
+// role-is-superuser, role-bypasses-rls and role-owns-tables.
+
+// Codes returns every code Check can report on engine (racefree.Postgres
+// or racefree.SQLite), in the order of the checks.
+func Codes(engine string) []string {
+	schema := []string{SchemaBehind, SchemaAhead, SchemaNotJudged}
+	if engine != racefree.Postgres {
+		return append([]string{SQLiteJournalUnsafe, SQLiteSynchronousOff, SQLiteRollbackNormal, SQLiteWALNormal, SQLiteNotJudged}, schema...)
+	}
+	out := []string{FsyncOff, FullPageWritesOff, SynchronousCommitOff, SettingsNotJudged, NoStandbyWaits, SyncStandbyNotStreaming, ReplicationNotJudged}
+	for _, k := range roles.Kinds {
+		out = append(out, k.Code())
+	}
+	out = append(out, RoleNotJudged)
+	out = append(out, schema...)
+	return append(out, RLSNotForced, RLSNotJudged, NeverAnalyzed, AnalyzeNotJudged, PoolerPreparedStatements, PoolerNotJudged)
+}
+
+// Finding is one thing Check found. Detail says what and what it means,
+// naming the tables or the role path; Fix is what to do (SQL where there is
+// one), or empty.
+type Finding struct {
+	Code     string   `json:"code"`
+	Severity Severity `json:"severity"`
+	Detail   string   `json:"detail"`
+	Fix      string   `json:"fix"`
+}
+
+// String is the finding in one line: "severity code: detail (fix: …)".
+func (f Finding) String() string {
+	s := fmt.Sprintf("%s %s: %s", f.Severity, f.Code, f.Detail)
+	if f.Fix != "" {
+		s += " (fix: " + f.Fix + ")"
+	}
+	return s
+}
+
+// Report is the outcome of Check: its findings, worst first in the order
+// of the checks.
+type Report struct {
+	Engine   string    `json:"engine"`
+	Findings []Finding `json:"findings"`
+}
+
+// Failed reports whether a finding has severity Warn or Error: what
+// `racefree doctor` exits 1 for. Info findings alone exit 0.
+func (r Report) Failed() bool {
+	for _, f := range r.Findings {
+		if f.Severity != Info {
+			return true
+		}
+	}
+	return false
+}
+
+// Options configures Check. The zero value checks the connecting role.
+type Options struct {
+	// Role is the PostgreSQL role to judge. Defaults to current_user, the
+	// role Check connects as.
+	Role string
+	// Timeout bounds the whole check. Defaults to DefaultTimeout.
+	Timeout time.Duration
+}
+
+// DefaultTimeout is Options.Timeout's default.
+const DefaultTimeout = 30 * time.Second
+
+// ErrNotAnswering is returned when the database does not answer at all:
+// nothing could be checked.
+var ErrNotAnswering = errors.New("doctor: the database does not answer")
+
+// Check runs every check of db's engine (the package doc lists them) and
+// returns what it found. A check that fails on its own leaves its
+// <check>-not-judged finding and Check goes on; Check returns an error
+// only when the database does not answer (ErrNotAnswering, wrapping the
+// cause) or Options.Role names no role (a *racefree.InputError). It
+// changes nothing.
+func Check(ctx context.Context, db *racefree.DB, opts Options) (Report, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	rep := Report{Engine: db.Engine(), Findings: []Finding{}}
+	if err := db.SQL().PingContext(ctx); err != nil {
+		return rep, fmt.Errorf("%w: %w", ErrNotAnswering, err)
+	}
+	c := &checker{db: db, q: db.SQL()}
+	var err error
+	if db.Engine() == racefree.Postgres {
+		c.settings(ctx)
+		c.replication(ctx)
+		err = c.role(ctx, opts.Role)
+		c.schema(ctx)
+		c.rls(ctx)
+		c.analyze(ctx)
+		c.pooler(ctx)
+	} else {
+		c.sqlite(ctx)
+		c.schema(ctx)
+	}
+	rep.Findings = append(rep.Findings, c.found...)
+	return rep, err
+}
+
+type checker struct {
+	db      *racefree.DB
+	q       *sql.DB
+	found   []Finding
+	version int64 // the schema version, -1 unknown
+	// set by settings
+	syncCommit, standbyNames string
+	settingsRead             bool
+}
+
+func (c *checker) add(code string, sev Severity, fix, format string, args ...any) {
+	c.found = append(c.found, Finding{Code: code, Severity: sev, Detail: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+func (c *checker) notJudged(code, what string, err error) {
+	c.add(code, Warn, "", "could not judge %s, so it is not known to be safe: %v", what, oneLine(err))
+}
+
+func (c *checker) settings(ctx context.Context) {
+	var fsync, fpw string
+	var recovery bool
+	err := c.q.QueryRowContext(ctx, settingsSQL).Scan(&fsync, &fpw, &c.syncCommit, &c.standbyNames, &recovery)
+	if err != nil {
+		c.notJudged(SettingsNotJudged, "fsync, full_page_writes and synchronous_commit", err)
+		return
+	}
+	c.settingsRead = true
+	if fsync != "on" {
+		c.add(FsyncOff, Error, "ALTER SYSTEM SET fsync = on; SELECT pg_reload_conf();",
+			"fsync is %s: PostgreSQL does not wait for the disk, so a crash of the operating system or a power loss may lose commits it acknowledged and corrupt the cluster", fsync)
+	}
+	if fpw != "on" {
+		c.add(FullPageWritesOff, Error, "ALTER SYSTEM SET full_page_writes = on; SELECT pg_reload_conf();",
+			"full_page_writes is %s: a power loss in the middle of a page write may leave a torn page that recovery cannot repair", fpw)
+	}
+	if c.syncCommit == "off" {
+		c.add(SynchronousCommitOff, Warn, "ALTER SYSTEM SET synchronous_commit = on; SELECT pg_reload_conf(); (and drop any ALTER ROLE or ALTER DATABASE … SET synchronous_commit = off)",
+			"synchronous_commit is off for this session: a crash of the server loses the last commits it acknowledged (up to three times wal_writer_delay), though the cluster stays consistent")
+	}
+}
+
+func (c *checker) replication(ctx context.Context) {
+	var streaming, visible, synchronous int
+	if err := c.q.QueryRowContext(ctx, replicationSQL).Scan(&streaming, &visible, &synchronous); err != nil {
+		c.notJudged(ReplicationNotJudged, "whether a standby waits for each commit", err)
+		return
+	}
+	if !c.settingsRead {
+		if streaming > 0 || visible > 0 {
+			c.add(ReplicationNotJudged, Warn, "", "%d standbys stream from this server, and synchronous_commit and synchronous_standby_names could not be read: whether a standby waits for each commit is not known", streaming)
+		}
+		return
+	}
+	names := strings.TrimSpace(c.standbyNames)
+	if names == "" {
+		if streaming > 0 {
+			c.add(NoStandbyWaits, Warn, "ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 (*)'; SELECT pg_reload_conf();",
+				"%d standbys stream from this server but synchronous_standby_names is empty: no standby waits for a commit, so a failover may lose commits the primary acknowledged", streaming)
+		}
+		return
+	}
+	if streaming > 0 && (c.syncCommit == "off" || c.syncCommit == "local") {
+		c.add(NoStandbyWaits, Warn, "ALTER SYSTEM SET synchronous_commit = on; SELECT pg_reload_conf();",
+			"%d standbys stream from this server and synchronous_standby_names is %q, but synchronous_commit is %s for this session: its commits wait for no standby, so a failover may lose commits the primary acknowledged", streaming, names, c.syncCommit)
+	}
+	switch {
+	case streaming == 0:
+		c.add(SyncStandbyNotStreaming, Error, "start the standby, or empty synchronous_standby_names",
+			"synchronous_standby_names is %q but no standby streams from this server: every commit waits for a standby that is not there", names)
+	case visible < streaming:
+		c.add(ReplicationNotJudged, Warn, "GRANT pg_read_all_stats TO the checking role, or run the check as a superuser",
+			"%d standbys stream from this server and synchronous_standby_names is %q, but this role may not see their sync_state: whether one of them is synchronous is not known", streaming, names)
+	case synchronous == 0:
+		c.add(SyncStandbyNotStreaming, Error, "point synchronous_standby_names at the standbys' application_name",
+			"synchronous_standby_names is %q but none of the %d streaming standbys is synchronous: every commit waits for a standby that is not there", names, streaming)
+	}
+}
+
+func (c *checker) role(ctx context.Context, role string) error {
+	if role == "" {
+		if err := c.q.QueryRowContext(ctx, `SELECT current_user`).Scan(&role); err != nil {
+			c.notJudged(RoleNotJudged, "the connecting role", err)
+			return nil
+		}
+	}
+	found, err := roles.JudgeRacefree(ctx, c.q, role)
+	if errors.Is(err, roles.ErrNoRole) {
+		return racefree.Invalid("role", "%q does not exist", role)
+	}
+	if err != nil {
+		c.notJudged(RoleNotJudged, fmt.Sprintf("whether role %q escapes row-level security", role), err)
+		return nil
+	}
+	for _, f := range found {
+		fix := f.Revoke()
+		if fix == "" {
+			fix = "serve as a role that `racefree migrate up --app-role` accepts"
+		}
+		c.add(f.Kind.Code(), Error, fix, "%s: row-level security does not bind it", f.String())
+	}
+	return nil
+}
+
+// tenantsVersion is the migration that enables and forces row-level
+// security on racefree's tables (012_tenant_keys).
+const tenantsVersion = 12
+
+func (c *checker) schema(ctx context.Context) {
+	c.version = -1
+	have, err := c.db.SchemaVersion(ctx)
+	if err != nil {
+		c.notJudged(SchemaNotJudged, "the schema version", err)
+		return
+	}
+	want, err := c.db.CodeVersion()
+	if err != nil {
+		c.notJudged(SchemaNotJudged, "the schema version", err)
+		return
+	}
+	c.version = have
+	switch {
+	case have < want:
+		c.add(SchemaBehind, Warn, "racefree migrate up",
+			"the schema is at version %d and this racefree's is %d: serve refuses to start (unless --migrate or an older --oldest-schema), and the primitives whose migrations are missing run in their compatible mode", have, want)
+	case have > want:
+		c.add(SchemaAhead, Error, "run the racefree release that migrated the schema",
+			"the schema is at version %d, newer than this racefree's %d: this binary refuses to serve it", have, want)
+	}
+}
+
+func (c *checker) rls(ctx context.Context) {
+	if c.version < 0 {
+		c.add(RLSNotJudged, Warn, "", "could not judge racefree's tables' row-level security: the schema version is not known")
+		return
+	}
+	if c.version < tenantsVersion {
+		return // tables not yet bound by row-level security: schema-behind says so
+	}
+	rows, err := c.q.QueryContext(ctx, rlsSQL)
+	if err != nil {
+		c.notJudged(RLSNotJudged, "racefree's tables' row-level security", err)
+		return
+	}
+	var names, fixes []string
+	for rows.Next() {
+		var name string
+		var enabled, forced bool
+		if err := rows.Scan(&name, &enabled, &forced); err != nil {
+			rows.Close()
+			c.notJudged(RLSNotJudged, "racefree's tables' row-level security", err)
+			return
+		}
+		names = append(names, name)
+		if !enabled {
+			fixes = append(fixes, "ALTER TABLE "+name+" ENABLE ROW LEVEL SECURITY;")
+		}
+		if !forced {
+			fixes = append(fixes, "ALTER TABLE "+name+" FORCE ROW LEVEL SECURITY;")
+		}
+	}
+	if err := closeRows(rows); err != nil {
+		c.notJudged(RLSNotJudged, "racefree's tables' row-level security", err)
+		return
+	}
+	if len(names) > 0 {
+		c.add(RLSNotForced, Error, strings.Join(fixes, " "),
+			"row-level security is not both enabled and forced on %s: a role that owns the table, or any role when it is not enabled, reads and writes every tenant's rows", strings.Join(names, ", "))
+	}
+}
+
+func (c *checker) analyze(ctx context.Context) {
+	rows, err := c.q.QueryContext(ctx, analyzeSQL)
+	if err != nil {
+		c.notJudged(AnalyzeNotJudged, "whether racefree's tables were analyzed", err)
+		return
+	}
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			c.notJudged(AnalyzeNotJudged, "whether racefree's tables were analyzed", err)
+			return
+		}
+		names = append(names, name)
+	}
+	if err := closeRows(rows); err != nil {
+		c.notJudged(AnalyzeNotJudged, "whether racefree's tables were analyzed", err)
+		return
+	}
+	if len(names) > 0 {
+		c.add(NeverAnalyzed, Info, "ANALYZE "+strings.Join(names, ", ")+";",
+			"%s hold rows and were never analyzed, by hand or by autovacuum: the planner guesses their size", strings.Join(names, ", "))
+	}
+}
+
+// probeRounds is how many statements each of the pooler probe's two
+// sessions runs, alternating.
+const probeRounds = 3
+
+func (c *checker) pooler(ctx context.Context) {
+	if c.q.Stats().MaxOpenConnections == 1 {
+		c.add(PoolerNotJudged, Warn, "", "could not judge whether a pooler shares server sessions: the probe needs two connections and the pool holds one")
+		return
+	}
+	a, err := c.q.Conn(ctx)
+	if err != nil {
+		c.notJudged(PoolerNotJudged, "whether a pooler shares server sessions", err)
+		return
+	}
+	defer a.Close()
+	b, err := c.q.Conn(ctx)
+	if err != nil {
+		c.notJudged(PoolerNotJudged, "whether a pooler shares server sessions", err)
+		return
+	}
+	defer b.Close()
+	var mode pgx.QueryExecMode
+	seen := map[int64]*sql.Conn{}
+	shared := false
+	for i := 0; i < probeRounds && !shared; i++ {
+		for _, conn := range []*sql.Conn{b, a} {
+			pid, m, err := backend(ctx, conn)
+			if err != nil {
+				c.notJudged(PoolerNotJudged, "whether a pooler shares server sessions", err)
+				return
+			}
+			mode = m
+			// A server process seen by the other session, or a session
+			// that sees a second one: sessions are not servers.
+			if other, ok := seen[pid]; ok && other != conn {
+				shared = true
+			}
+			for p, s := range seen {
+				if s == conn && p != pid {
+					shared = true
+				}
+			}
+			seen[pid] = conn
+		}
+	}
+	if shared && mode == pgx.QueryExecModeCacheStatement {
+		c.add(PoolerPreparedStatements, Error, "add default_query_exec_mode=exec to the DSN",
+			"a pooler hands this pool's sessions server processes per transaction (a transaction or statement pool, such as PgBouncer's pool_mode = transaction), and the DSN prepares statements (pgx's default_query_exec_mode=cache_statement): statements fail with \"prepared statement … does not exist\" or \"already exists\"")
+	}
+}
+
+// backend returns the server process behind conn, asked without a
+// prepared statement (so that the probe works through the pooler it
+// looks for), and the connection's query exec mode.
+func backend(ctx context.Context, conn *sql.Conn) (int64, pgx.QueryExecMode, error) {
+	var pid int64
+	var mode pgx.QueryExecMode
+	err := conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("not a pgx connection: %T", dc)
+		}
+		mode = sc.Conn().Config().DefaultQueryExecMode
+		return sc.Conn().QueryRow(ctx, backendSQL, pgx.QueryExecModeSimpleProtocol).Scan(&pid)
+	})
+	return pid, mode, err
+}
+
+func (c *checker) sqlite(ctx context.Context) {
+	var journal string
+	var sync int
+	if err := c.q.QueryRowContext(ctx, sqliteDurabilitySQL).Scan(&journal, &sync); err != nil {
+		c.notJudged(SQLiteNotJudged, "the journal mode and synchronous level", err)
+		return
+	}
+	journal = strings.ToLower(journal)
+	levels := map[int]string{0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+	level, ok := levels[sync]
+	if !ok {
+		c.add(SQLiteNotJudged, Warn, "", "could not judge synchronous level %d: not one SQLite documents", sync)
+		return
+	}
+	switch journal {
+	case "off", "memory":
+		c.add(SQLiteJournalUnsafe, Error, "PRAGMA journal_mode = WAL; (racefree's default)",
+			"journal_mode is %s: a crash of the process or the system in the middle of a transaction may corrupt the file", strings.ToUpper(journal))
+	case "wal", "delete", "truncate", "persist":
+	default:
+		c.add(SQLiteNotJudged, Warn, "", "could not judge journal_mode %q: not one SQLite documents", journal)
+		return
+	}
+	switch {
+	case level == "OFF":
+		c.add(SQLiteSynchronousOff, Error, "PRAGMA synchronous = FULL; (or NORMAL with WAL, racefree's default)",
+			"synchronous is OFF: SQLite does not wait for the disk, so an operating system crash or a power loss may lose commits and corrupt the file")
+	case level == "NORMAL" && journal == "wal":
+		c.add(SQLiteWALNormal, Info, "PRAGMA synchronous = FULL; if the last commits must survive a power loss",
+			"journal_mode WAL with synchronous NORMAL (racefree's default): an operating system crash or a power loss may lose the last commits, but the file stays consistent")
+	case level == "NORMAL":
+		c.add(SQLiteRollbackNormal, Warn, "PRAGMA journal_mode = WAL; (racefree's default) or PRAGMA synchronous = FULL;",
+			"journal_mode %s with synchronous NORMAL: a power loss at the wrong moment may corrupt the file", strings.ToUpper(journal))
+	}
+}
+
+func closeRows(rows *sql.Rows) error {
+	err := rows.Err()
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
