@@ -320,10 +320,16 @@ func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint st
 }
 
 // replayIfDone is the fast path: a completed record is immutable until it
-// expires, so a replay (or a mismatch) needs no lease and no write, only a
-// read in exec, which belongs to call's tenant (Do: a statement on SQLite,
-// a short transaction that sets the tenant on PostgreSQL). It returns nil,
-// nil when the request must go on to begin.
+// expires, so a replay (or a mismatch) needs no lease, only a read in exec,
+// which belongs to call's tenant (Do: a statement on SQLite, a short
+// transaction that sets the tenant on PostgreSQL). On a PostgreSQL primary
+// with a synchronous standby the read (get.sql) locks the record FOR KEY
+// SHARE, so that the statement's or transaction's COMMIT, which comes
+// before the replay is answered, waits for the standby past the record's
+// commit: a record visible on the primary alone (its own wait for the
+// standby cancelled) is never acknowledged until the standby has it, and
+// the replay fails when ctx ends first. It returns nil, nil when the
+// request must go on to begin.
 func (s *Store) replayIfDone(ctx context.Context, exec racefree.Executor, call *Call, fingerprint string) (*Result, error) {
 	rec, err := s.get(ctx, exec, call)
 	switch {

@@ -401,19 +401,11 @@ func (l *haLedger) check(t *testing.T, in *instance, took time.Duration) {
 	t.Logf("%s: %d operations acknowledged in %v (%d claim tenures, %d sequence numbers, %d audit entries); fences repeated %d, backwards %d; acknowledged sequence numbers lost %d, audit entries lost %d",
 		l.mode, l.ops, took.Round(time.Millisecond), len(l.claims), len(l.seqs), len(l.audits), repeated, backwards, lostSeqs, lostAudits)
 	if l.mode == "sync" {
-		// Known gap (TestReplayWaitsForTheSynchronousStandby): a replay of
-		// an Idempotency-Key reads its record without waiting for the
-		// standby, so it can acknowledge a commit that the old primary's
-		// shutdown made visible before the standby had it. Logged, not
-		// failed, until the replay waits; every other loss fails.
-		if lostReplays > 0 {
-			t.Logf("sync: KNOWN GAP: %d of the losses were acknowledged by a replay (see TestReplayWaitsForTheSynchronousStandby)", lostReplays)
-		}
-		if lostSeqs+lostAudits > lostReplays {
+		// A replay of an Idempotency-Key waits for the standby too
+		// (TestReplayWaitsForTheSynchronousStandby), so every loss fails,
+		// replays included.
+		if lostSeqs+lostAudits > 0 {
 			t.Errorf("sync: a synchronous standby lost %d acknowledged sequence numbers and %d audit entries (%d of them replays); want none", lostSeqs, lostAudits, lostReplays)
-		}
-		if lostReplays > 0 {
-			return
 		}
 		var sorted []int64
 		for _, a := range l.seqs {

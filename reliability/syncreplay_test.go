@@ -10,26 +10,27 @@ import (
 	"github.com/racefree/racefree/server"
 )
 
-// TestReplayWaitsForTheSynchronousStandby is the failover test's known gap
-// made deterministic, on a primary with a synchronous standby
-// (testdb.NewCluster, synchronous_standby_names = '*'): an audit append's
+// TestReplayWaitsForTheSynchronousStandby: an Idempotency-Key replay
+// acknowledges a record only once it is on the synchronous standby
+// (invariant 15), on a primary with a synchronous standby
+// (testdb.NewCluster, synchronous_standby_names = '*'). An audit append's
 // COMMIT waits for the standby, which is gone, so the request times out
-// (503) and its backend keeps waiting, its transaction invisible. Then
-// the backend is terminated, as a fast shutdown of an old primary (a
-// controlled failover's demotion) terminates every backend: PostgreSQL
-// ends the wait ("the transaction has already committed locally, but
-// might not have been replicated to the standby") and the transaction
-// becomes visible on the primary alone. The retry with the same
-// Idempotency-Key then replays the stored answer, read without a commit
-// that would wait for the standby, so 200 acknowledges an entry that the
-// failover to the standby loses.
+// (503) and its backend keeps waiting, its transaction invisible. Then the
+// wait ends without the standby: the backend is terminated, as a fast
+// shutdown of an old primary (a controlled failover's demotion)
+// terminates every backend, or pgx's cancel request on the timed-out
+// connection has ended it already. PostgreSQL says "the transaction has
+// already committed locally, but might not have been replicated to the
+// standby", and the entry is visible on the primary alone.
 //
-// What the test wants: whatever the retry acknowledges is on the promoted
-// standby. The replay should not answer before the record is on the
-// synchronous standby (for instance, its transaction takes an xid, so that
-// its COMMIT waits for the standby past the record's commit).
+// The retry with the same Idempotency-Key must not answer 200 then: its
+// replay read locks the record (idempotency/sql/postgres/get.sql), so its
+// COMMIT waits for the standby past the record's commit, and the request
+// times out, 503. Once the standby is back, the retry replays seq 2, and
+// after a failover to that standby the entry it acknowledged is there.
+// Without the wait (mutant 890) the first retry answers 200 for an entry
+// that a failover at that moment loses.
 func TestReplayWaitsForTheSynchronousStandby(t *testing.T) {
-	t.Skip("known gap, reported with the failover test: an Idempotency-Key replay acknowledges a record not yet on the synchronous standby; remove this skip with the fix")
 	c := testdb.NewCluster(t)
 	p := c.Primary.DB(t)
 	if _, err := p.Exec(`ALTER SYSTEM SET synchronous_standby_names = '*'`); err != nil {
@@ -51,20 +52,36 @@ func TestReplayWaitsForTheSynchronousStandby(t *testing.T) {
 	if a := call(context.Background(), "POST", in.url("/v1/audit"), body, "Idempotency-Key", `"k2"`); a.code != 503 {
 		t.Fatalf("append while the synchronous standby is away: %d %v, want 503 after the request timeout", a.code, a.body)
 	}
-	waitRow(t, p, `SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity WHERE wait_event = 'SyncRep'`)
-	waitRow(t, p, `SELECT count(*) = 0 FROM pg_stat_activity WHERE wait_event = 'SyncRep'`)
+	// End the backend's wait for the standby (unless pgx's cancel request
+	// did) until k2's record is committed on the primary alone.
+	waitRow(t, p, `SELECT count(pg_terminate_backend(pid)) >= 0
+		AND EXISTS (SELECT 1 FROM racefree_idempotency WHERE key = 'k2' AND status = 'completed')
+		FROM pg_stat_activity WHERE wait_event = 'SyncRep'`)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	retry := call(ctx, "POST", in.url("/v1/audit"), body, "Idempotency-Key", `"k2"`)
 	cancel()
+	if retry.code != 503 {
+		t.Errorf("retry while no standby has the entry: %d (entry %d, replayed %v), want 503: a failover now loses what it acknowledges", retry.code, retry.int("seq"), retry.replayed)
+	}
+
+	c.Standby.Start(t)
+	waitRow(t, p, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'`)
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	var again answer
+	for again = call(ctx, "POST", in.url("/v1/audit"), body, "Idempotency-Key", `"k2"`); again.code == 503 && ctx.Err() == nil; {
+		again = call(ctx, "POST", in.url("/v1/audit"), body, "Idempotency-Key", `"k2"`)
+	}
+	cancel()
+	if again.code != 200 || !again.replayed || again.int("seq") != 2 {
+		t.Fatalf("retry once the standby is back: %d replayed %v seq %d %v, want 200 replayed seq 2", again.code, again.replayed, again.int("seq"), again.body)
+	}
 
 	c.Primary.Kill(t)
-	c.Standby.Start(t)
 	c.Promote(t)
 	after := serveInProcess(t, c.Primary.Open(t, nil), server.Options{AuditKeys: keys})
 	a := call(context.Background(), "GET", after.url("/v1/audit?scope=s"), "")
-	entries, _ := a.body["entries"].([]any)
-	if retry.code == 200 && len(entries) < 2 {
-		t.Errorf("the retry acknowledged entry %d (replayed %v) while no standby had it; after the failover the chain holds %d entries", retry.int("seq"), retry.replayed, len(entries))
+	if entries, _ := a.body["entries"].([]any); len(entries) != 2 {
+		t.Errorf("after the failover the chain holds %d entries, want the 2 acknowledged", len(entries))
 	}
 }
 
