@@ -228,9 +228,7 @@ func TestServeAsTheApplicationRole(t *testing.T) {
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); <-exited }()
 	for {
 		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil && waitingForTheDatabase(resp) {
-			err = errors.New("waiting for the database")
-		} else if err == nil {
+		if err == nil && !waitingForTheDatabase(resp) {
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("readyz as the application role: %d\n%s", resp.StatusCode, stderr.String())
