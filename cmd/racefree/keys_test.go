@@ -21,7 +21,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/apikey"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 var keyLine = regexp.MustCompile(`^rfk_acme_([0-9a-f]{16})_[0-9a-f]{64}\n$`)
