@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestCombinerBatches runs operations through DB.Combine behind a batch

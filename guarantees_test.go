@@ -48,7 +48,7 @@ var engineValues = []string{"both", "sqlite", "postgres", "—"}
 // the "What is guaranteed" sections of docs/*.md) against the code: every row
 // names at least one test, every named test function exists in its
 // directory's _test.go files, every named mutant exists in
-// mutants/catalogue, and every engines value is one of the documented ones.
+// tools/mutants/catalogue, and every engines value is one of the documented ones.
 // The subtest every_catalogue_mutant_has_a_row checks the converse: no
 // mutant in the catalogue is left without a promise it re-creates the
 // breach of.
@@ -61,7 +61,7 @@ func TestGuaranteesAreProven(t *testing.T) {
 	if len(rows) == 0 {
 		t.Fatal("GUARANTEES.md and docs/*.md have no rows")
 	}
-	patches, err := filepath.Glob(filepath.Join("mutants", "catalogue", "*.patch"))
+	patches, err := filepath.Glob(filepath.Join("tools", "mutants", "catalogue", "*.patch"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestGuaranteesAreProven(t *testing.T) {
 		base := filepath.Base(p)
 		m := patchNumber.FindStringSubmatch(base)
 		if m == nil {
-			t.Errorf("mutants/catalogue/%s: the name does not start with a three-digit number and a dash", base)
+			t.Errorf("tools/mutants/catalogue/%s: the name does not start with a three-digit number and a dash", base)
 			continue
 		}
 		catalogue[m[1]] = append(catalogue[m[1]], base)
@@ -94,7 +94,7 @@ func TestGuaranteesAreProven(t *testing.T) {
 		for _, p := range patches {
 			base := filepath.Base(p)
 			if m := patchNumber.FindStringSubmatch(base); m != nil && !listed[m[1]] {
-				t.Errorf("mutants/catalogue/%s is in no row of GUARANTEES.md or docs/*.md", base)
+				t.Errorf("tools/mutants/catalogue/%s is in no row of GUARANTEES.md or docs/*.md", base)
 			}
 		}
 	})
@@ -124,7 +124,7 @@ func checkRows(rows []guarantee, catalogue map[string][]string) []string {
 		}
 		for _, n := range g.mutants {
 			if len(catalogue[n]) == 0 {
-				problems = append(problems, fmt.Sprintf("%s: mutant %s: no mutants/catalogue/%s-*.patch", at, n, n))
+				problems = append(problems, fmt.Sprintf("%s: mutant %s: no tools/mutants/catalogue/%s-*.patch", at, n, n))
 			}
 		}
 		if !validEngines(g.engines) {
@@ -301,10 +301,10 @@ func TestGuaranteesCheckerRejects(t *testing.T) {
 		"## claim",
 		"| promise | tests | mutants | engines |",
 		"|---|---|---|---|",
-		"| fine, a subtest named | `mutants:TestRunnerVerdicts/postgres`, `.:TestGuaranteesAreProven` | 010 | both |",
+		"| fine, a subtest named | `tools/mutants:TestRunnerVerdicts/postgres`, `.:TestGuaranteesAreProven` | 010 | both |",
 		"| fine, engines with a note | `.:TestGuaranteesAreProven` | — | both (the race is PostgreSQL's) |",
 		"| no test | — | 010 | both |",
-		"| no such test | `mutants:TestNoSuchThing` | — | both |",
+		"| no such test | `tools/mutants:TestNoSuchThing` | — | both |",
 		"| no such directory | `nowhere:TestGuaranteesAreProven` | — | — |",
 		"| outside the repository | `../x:TestGuaranteesAreProven` | — | — |",
 		"| not dir:TestName | `TestGuaranteesAreProven` | — | — |",
@@ -322,11 +322,11 @@ func TestGuaranteesCheckerRejects(t *testing.T) {
 	problems = append(problems, checkRows(rows, map[string][]string{"010": {"010-claim-do-nothing.patch"}})...)
 	for _, want := range []string{
 		`:6 (claim): "no test" names no test`,
-		`:7 (claim): mutants:TestNoSuchThing: no func TestNoSuchThing( in mutants/*_test.go`,
+		`:7 (claim): tools/mutants:TestNoSuchThing: no func TestNoSuchThing( in tools/mutants/*_test.go`,
 		`:8 (claim): nowhere:TestGuaranteesAreProven: nowhere has no _test.go files`,
 		`:9 (claim): ../x:TestGuaranteesAreProven: ../x is not a directory inside the repository`,
 		`:10 (claim): "TestGuaranteesAreProven" is not dir:TestName`,
-		`:11 (claim): mutant 999: no mutants/catalogue/999-*.patch`,
+		`:11 (claim): mutant 999: no tools/mutants/catalogue/999-*.patch`,
 		`:12: mutant "10" is not a three-digit catalogue number or —`,
 		`:13 (claim): engines "mysql", want one of`,
 		`:14 (claim): engines "both, mostly", want one of`,
@@ -381,7 +381,7 @@ func TestGuaranteesOnDocsPages(t *testing.T) {
 	}
 	problems = append(problems, checkRows(rows, map[string][]string{"010": {"010-claim-do-nothing.patch"}})...)
 	for _, want := range []string{
-		`docs/claims.md:9 (claims): mutant 999: no mutants/catalogue/999-*.patch`,
+		`docs/claims.md:9 (claims): mutant 999: no tools/mutants/catalogue/999-*.patch`,
 		`docs/claims.md:13 (server): engines "mysql", want one of`,
 	} {
 		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, want) }) {

@@ -12,7 +12,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dsn"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/tenant"
 	"go.uber.org/goleak"
 )

@@ -17,7 +17,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/apikey"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"go.uber.org/goleak"
 )
 

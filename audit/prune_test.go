@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // seqs returns the numbers of every entry of scope, in order.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/tenant"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/outbox"
 	"github.com/racefree/racefree/server"
 )

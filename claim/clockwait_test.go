@@ -9,7 +9,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestADecisionReadsTheClockAfterItsLockWait is a release that commits

@@ -15,7 +15,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dsn"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"go.uber.org/goleak"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/tenant"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/client"
-	"github.com/racefree/racefree/internal/conformance"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/conformance"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/server"
 	"go.uber.org/goleak"

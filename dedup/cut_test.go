@@ -9,7 +9,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dedup"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestObserveWhoseCommitWasCutIsUnavailable cuts a batch of observations

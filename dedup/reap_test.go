@@ -72,12 +72,12 @@ func TestReapForgetsLapsedFingerprints(t *testing.T) {
 	each(t, func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB) {
 		ctx := context.Background()
 		old := dedup.Event{Source: "s", Level: "error", Message: "old", Fingerprint: "old"}
-		o, err := log.Observe(ctx, db, old, time.Minute)
-		if err != nil {
+		if _, err := log.Observe(ctx, db, old, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Minute) // window 2 of "old": fence 2
-		if o, err = log.Observe(ctx, db, old, time.Minute); err != nil || o.Fence != 2 {
+		o, err := log.Observe(ctx, db, old, time.Minute)
+		if err != nil || o.Fence != 2 {
 			t.Fatalf("%+v, %v", o, err)
 		}
 		if err := log.Record(ctx, db, "old", o.Fence, dedup.Result{Classification: "c", ExternalID: "T-1"}); err != nil {

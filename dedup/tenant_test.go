@@ -13,7 +13,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/tenant"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/doctor"
 	"github.com/racefree/racefree/dsn"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestPoolerPreparedStatements opens a database through PgBouncer in

@@ -12,7 +12,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/getorcreate"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"go.uber.org/goleak"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree/idempotency"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // BenchmarkMiddleware measures what the middleware adds to a request: the

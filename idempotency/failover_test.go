@@ -7,7 +7,7 @@ import (
 
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/idempotency"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestLeaseFencesJumpPastAFailoverThatLostCommits runs a real primary and

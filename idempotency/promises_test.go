@@ -14,7 +14,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/idempotency"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // leaseRow returns the fence and expiry (unix ms) of the in-progress lease of

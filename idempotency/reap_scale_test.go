@@ -11,7 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/idempotency"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestReapScale measures Reap on RACEFREE_IDEM_REAP_ROWS records (skipped

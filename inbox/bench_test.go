@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree/inbox"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // BenchmarkReceive measures new deliveries per second, each recording one

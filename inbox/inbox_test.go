@@ -13,7 +13,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/inbox"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"go.uber.org/goleak"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/inbox"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestListBoundsThePageByBytes proves that a page holds at most

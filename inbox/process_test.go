@@ -11,7 +11,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/inbox"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // childEnv, when set to a DSN, makes the test binary a delivering process

@@ -18,7 +18,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/inbox"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // Secrets of at least 16 bytes, "whsec_" + base64.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/inbox"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/tenant"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/onetime"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/onetime"
 	"github.com/racefree/racefree/postgres"
 	"github.com/racefree/racefree/tenant"

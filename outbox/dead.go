@@ -80,8 +80,6 @@ func (f Filter) check(needSome bool) error {
 	return nil
 }
 
-const recordColumns = 14
-
 func scanRecord(tenantID string, sc interface{ Scan(...any) error }) (*Record, error) {
 	r := &Record{Tenant: tenantID}
 	var headers, state string

@@ -9,7 +9,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/outbox"
 )
 

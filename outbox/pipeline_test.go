@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/outbox"
 	"github.com/racefree/racefree/tenant"
 )

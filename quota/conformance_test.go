@@ -3,7 +3,7 @@ package quota_test
 import (
 	"testing"
 
-	"github.com/racefree/racefree/internal/conformance"
+	"github.com/racefree/racefree/internal/testing/conformance"
 )
 
 // TestConformance runs the cases that package client also passes against

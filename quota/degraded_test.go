@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/quota"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/seq"
 	"go.uber.org/goleak"
 )

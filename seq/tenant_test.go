@@ -12,7 +12,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/seq"
 	"github.com/racefree/racefree/tenant"
 )

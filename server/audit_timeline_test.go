@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/server"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/conformance"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/conformance"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/server"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/inbox"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/server"
 	"github.com/racefree/racefree/tenant"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/problem"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestOpenAPIDescribesEveryRouteAndProblem walks the router and the

@@ -13,7 +13,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/idempotency"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestOneErrorMapping checks problemFor, the one mapping every route

@@ -8,7 +8,7 @@ import (
 
 	"github.com/racefree/racefree/apikey"
 	"github.com/racefree/racefree/claim"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/postgres"
 	"github.com/racefree/racefree/seq"
 	"github.com/racefree/racefree/server"

@@ -11,7 +11,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/internal/roles"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/server"
 )
 

@@ -331,14 +331,6 @@ func QueryRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, quer
 	return one(ctx, db, exec, &racefree.Statement{Query: query, Args: args, Dest: dest})
 }
 
-// oneRow turns sql.ErrNoRows into an error matching racefree.ErrNotFound.
-func oneRow(err error) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return racefree.ErrNotFound
-	}
-	return err
-}
-
 // Exec runs query, which returns no rows that matter, like QueryRow.
 func Exec(ctx context.Context, db *racefree.DB, exec racefree.Executor, query string, args ...any) (int64, error) {
 	st := &racefree.Statement{Query: query, Args: args}

@@ -196,19 +196,6 @@ func (c *Checker) existingIndex(ctx context.Context, q querier, idx Name) (strin
 	return "", nil
 }
 
-func scanStrings(rows *sql.Rows) ([]string, error) {
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
-}
-
 // groupBy returns the bare aggregate of a check: the rows the index covers
 // (Spec.Where holds, no NULL key unless NullsNotDistinct) grouped by its
 // keys, as columns k1…kn, with the count n of each group of more than one

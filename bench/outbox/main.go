@@ -73,9 +73,8 @@ func main() {
 }
 
 type result struct {
-	perSec      []float64
-	p50, p99    time.Duration
-	latencyNote string
+	perSec   []float64
+	p50, p99 time.Duration
 }
 
 func bench() error {

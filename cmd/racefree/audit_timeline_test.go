@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/racefree/racefree/audit"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestAuditVerifyWarnsOfATimelineChange runs a real primary and an

@@ -21,7 +21,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/apikey"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 var keyLine = regexp.MustCompile(`^rfk_acme_([0-9a-f]{16})_[0-9a-f]{64}\n$`)
@@ -228,9 +228,7 @@ func TestServeAsTheApplicationRole(t *testing.T) {
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); <-exited }()
 	for {
 		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil && waitingForTheDatabase(resp) {
-			err = errors.New("waiting for the database")
-		} else if err == nil {
+		if err == nil && !waitingForTheDatabase(resp) {
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("readyz as the application role: %d\n%s", resp.StatusCode, stderr.String())

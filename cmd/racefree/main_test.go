@@ -22,7 +22,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/inbox"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestMain lets the tests run this binary as racefree itself: a child

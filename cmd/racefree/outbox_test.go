@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/outbox"
 	"github.com/racefree/racefree/tenant"
 )

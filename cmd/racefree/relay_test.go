@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestServeRelaysTheOutbox: serve --relay delivers what POST /v1/outbox

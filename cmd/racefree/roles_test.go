@@ -15,7 +15,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/roles"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // becomeKind is the rls-check kind of an escape by SET ROLE.

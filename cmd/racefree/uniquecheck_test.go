@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 func TestUniqueCheckCLI(t *testing.T) {

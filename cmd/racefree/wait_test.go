@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestServeWaitsForTheDatabase: serve pointed at a PostgreSQL database

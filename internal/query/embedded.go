@@ -2,7 +2,7 @@ package query
 
 // Embedded returns SQL text embedded in the program as the program runs it:
 // the text itself. Every embedded statement and migration passes through
-// it, so that the mutation runner (mutants/) can run a mutant of a .sql
+// it, so that the mutation runner (tools/mutants/) can run a mutant of a .sql
 // file without building a test binary for it: in a test binary built with
 // the racefree_mutants tag, and only there, a mutant's text replaces the
 // text it mutates (see mutated.go).

@@ -10,7 +10,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/roles"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // emulate16 makes, in the test's schema, what reach16.sql reads of

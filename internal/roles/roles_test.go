@@ -12,7 +12,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/roles"
-	"github.com/racefree/racefree/internal/testdb"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // guarded is a schema of its own with one table, guarded by a forced
