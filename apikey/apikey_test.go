@@ -490,3 +490,18 @@ func refusalsTakeAsLong(t *testing.T, s *apikey.Store, admin ...*apikey.Store) {
 	}
 	t.Fatalf("a refusal's time tells whether the tenant exists: ratios of the medians %.2f in three rounds, want 0.67–1.5", ratios)
 }
+
+// TestCacheTTLBoundIsInclusive proves the documented bound at the limit
+// and one past it: a CacheTTL of exactly MaxCacheTTL is accepted, one
+// nanosecond more is an InputError.
+func TestCacheTTLBoundIsInclusive(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		if _, err := apikey.New(db, &apikey.Options{CacheTTL: apikey.MaxCacheTTL}); err != nil {
+			t.Fatalf("cache TTL of exactly MaxCacheTTL: %v, want it accepted", err)
+		}
+		if _, err := apikey.New(db, &apikey.Options{CacheTTL: apikey.MaxCacheTTL + time.Nanosecond}); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Fatalf("cache TTL of MaxCacheTTL+1ns: %v, want an InputError", err)
+		}
+	})
+}
