@@ -505,3 +505,43 @@ func TestCacheTTLBoundIsInclusive(t *testing.T) {
 		}
 	})
 }
+
+// TestAVerifiedKeyIsServedFromTheCache proves the other half of the cache
+// promise: within CacheTTL a key just verified is answered without a
+// statement (here: under a cancelled context, which any statement would
+// fail on), and with the cache off (a negative CacheTTL) it is not. An
+// attempt whose two calls were further apart than the TTL proves nothing
+// and is repeated.
+func TestAVerifiedKeyIsServedFromTheCache(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		c, err := newStore(t, db, 0).Create(ctx, "acme", apikey.Read, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for attempt := 0; ; attempt++ {
+			s := newStore(t, db, apikey.MaxCacheTTL)
+			if _, err := s.Verify(ctx, c.Token); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			k, err := s.Verify(cancelled, c.Token)
+			if err == nil && k.ID == c.ID {
+				break
+			}
+			if time.Since(start) < apikey.MaxCacheTTL/2 || attempt == 20 {
+				t.Fatalf("a key verified just before, within its TTL: %+v, %v; want it from the cache", k, err)
+			}
+		}
+		off := newStore(t, db, -1)
+		if _, err := off.Verify(ctx, c.Token); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := off.Verify(cancelled, c.Token); err == nil {
+			t.Fatal("with the cache off, a verify under a cancelled context succeeded: want every verify to read")
+		}
+	})
+}
