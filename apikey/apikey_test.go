@@ -545,3 +545,31 @@ func TestAVerifiedKeyIsServedFromTheCache(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyLengthBounds proves parse's length bound at the limit and past
+// it: the shortest key there is (a one-character tenant) verifies, and
+// texts one and two characters shorter (no tenant, no tenant nor its '_')
+// are ErrMalformed, never a panic or a lookup.
+func TestKeyLengthBounds(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		s := newStore(t, db, -1)
+		c, err := s.Create(ctx, "a", apikey.Read, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Token) != len("rfk_a_")+16+1+64 {
+			t.Fatalf("token %q", c.Token)
+		}
+		if k, err := s.Verify(ctx, c.Token); err != nil || k.Tenant != "a" || k.ID != c.ID {
+			t.Fatalf("the shortest key: %+v, %v; want it verified", k, err)
+		}
+		secret := c.Token[strings.LastIndexByte(c.Token, '_')+1:]
+		for _, text := range []string{"rfk__" + c.ID + "_" + secret, "rfk_" + c.ID + "_" + secret, "rfk_" + c.ID + secret} {
+			if _, err := s.Verify(ctx, text); !errors.Is(err, apikey.ErrMalformed) {
+				t.Errorf("%q (%d characters): %v, want ErrMalformed", text, len(text), err)
+			}
+		}
+	})
+}
