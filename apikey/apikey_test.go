@@ -490,3 +490,86 @@ func refusalsTakeAsLong(t *testing.T, s *apikey.Store, admin ...*apikey.Store) {
 	}
 	t.Fatalf("a refusal's time tells whether the tenant exists: ratios of the medians %.2f in three rounds, want 0.67–1.5", ratios)
 }
+
+// TestCacheTTLBoundIsInclusive proves the documented bound at the limit
+// and one past it: a CacheTTL of exactly MaxCacheTTL is accepted, one
+// nanosecond more is an InputError.
+func TestCacheTTLBoundIsInclusive(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		if _, err := apikey.New(db, &apikey.Options{CacheTTL: apikey.MaxCacheTTL}); err != nil {
+			t.Fatalf("cache TTL of exactly MaxCacheTTL: %v, want it accepted", err)
+		}
+		if _, err := apikey.New(db, &apikey.Options{CacheTTL: apikey.MaxCacheTTL + time.Nanosecond}); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Fatalf("cache TTL of MaxCacheTTL+1ns: %v, want an InputError", err)
+		}
+	})
+}
+
+// TestAVerifiedKeyIsServedFromTheCache proves the other half of the cache
+// promise: within CacheTTL a key just verified is answered without a
+// statement (here: under a cancelled context, which any statement would
+// fail on), and with the cache off (a negative CacheTTL) it is not. An
+// attempt whose two calls were further apart than the TTL proves nothing
+// and is repeated.
+func TestAVerifiedKeyIsServedFromTheCache(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		c, err := newStore(t, db, 0).Create(ctx, "acme", apikey.Read, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for attempt := 0; ; attempt++ {
+			s := newStore(t, db, apikey.MaxCacheTTL)
+			if _, err := s.Verify(ctx, c.Token); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			k, err := s.Verify(cancelled, c.Token)
+			if err == nil && k.ID == c.ID {
+				break
+			}
+			if time.Since(start) < apikey.MaxCacheTTL/2 || attempt == 20 {
+				t.Fatalf("a key verified just before, within its TTL: %+v, %v; want it from the cache", k, err)
+			}
+		}
+		off := newStore(t, db, -1)
+		if _, err := off.Verify(ctx, c.Token); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := off.Verify(cancelled, c.Token); err == nil {
+			t.Fatal("with the cache off, a verify under a cancelled context succeeded: want every verify to read")
+		}
+	})
+}
+
+// TestKeyLengthBounds proves parse's length bound at the limit and past
+// it: the shortest key there is (a one-character tenant) verifies, and
+// texts one and two characters shorter (no tenant, no tenant nor its '_')
+// are ErrMalformed, never a panic or a lookup.
+func TestKeyLengthBounds(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		s := newStore(t, db, -1)
+		c, err := s.Create(ctx, "a", apikey.Read, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Token) != len("rfk_a_")+16+1+64 {
+			t.Fatalf("token %q", c.Token)
+		}
+		if k, err := s.Verify(ctx, c.Token); err != nil || k.Tenant != "a" || k.ID != c.ID {
+			t.Fatalf("the shortest key: %+v, %v; want it verified", k, err)
+		}
+		secret := c.Token[strings.LastIndexByte(c.Token, '_')+1:]
+		for _, text := range []string{"rfk__" + c.ID + "_" + secret, "rfk_" + c.ID + "_" + secret, "rfk_" + c.ID + secret} {
+			if _, err := s.Verify(ctx, text); !errors.Is(err, apikey.ErrMalformed) {
+				t.Errorf("%q (%d characters): %v, want ErrMalformed", text, len(text), err)
+			}
+		}
+	})
+}

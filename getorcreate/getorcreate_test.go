@@ -506,3 +506,47 @@ func TestSerializationFailureIsReturned(t *testing.T) {
 		}
 	})
 }
+
+// TestConflictOnAnotherPrimaryKeyNamesIt proves the *ConflictError answer
+// when the other unique index is a primary key rather than a UNIQUE index:
+// SQLite reports that violation under its own extended code
+// (SQLITE_CONSTRAINT_PRIMARYKEY, 1555, not _UNIQUE, 2067), which Do must
+// recognise too; PostgreSQL reports 23505 as for any unique index.
+func TestConflictOnAnotherPrimaryKeyNamesIt(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		p := "?"
+		if db.Engine() == racefree.Postgres {
+			p = "$"
+		}
+		for _, q := range []string{
+			`CREATE TABLE accounts (handle TEXT PRIMARY KEY, email TEXT NOT NULL)`,
+			`CREATE UNIQUE INDEX accounts_email ON accounts (lower(email))`,
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		get := func(email, handle string) (bool, error) {
+			var got string
+			return getorcreate.Do(ctx, db, getorcreate.Query{
+				Insert:     `INSERT INTO accounts (handle, email) VALUES (` + p + `1, ` + p + `2) ON CONFLICT (lower(email)) DO NOTHING RETURNING email`,
+				InsertArgs: []any{handle, email},
+				Select:     `SELECT email FROM accounts WHERE lower(email) = lower(` + p + `1)`,
+				SelectArgs: []any{email},
+			}, func(row *sql.Row) error { return row.Scan(&got) })
+		}
+		if created, err := get("a@x", "taken"); err != nil || !created {
+			t.Fatalf("first: %v %v", created, err)
+		}
+		created, err := get("b@x", "taken")
+		var ce *getorcreate.ConflictError
+		if created || !errors.As(err, &ce) || !errors.Is(err, racefree.ErrConflict) {
+			t.Fatalf("conflict on the primary key: created %v, %v; want a *ConflictError matching ErrConflict", created, err)
+		}
+		if !strings.Contains(ce.Constraint, "handle") && !strings.Contains(ce.Constraint, "pkey") {
+			t.Fatalf("Constraint = %q, want it to name the primary key", ce.Constraint)
+		}
+	})
+}
