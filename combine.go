@@ -129,8 +129,8 @@ type pending struct {
 // a commit the database refused, nothing sent): the caller runs op alone,
 // so one operation's failure never fails the others. A transient conflict
 // (ErrRetryable, which is known to have committed nothing) runs the batch
-// again first, as InTx does. True with ctx's error when ctx ended while op
-// waited for a batch: op never ran. Once op's batch began, it runs to its
+// again first, as InTx does. True with ctx's error when ctx ended before
+// Combine was called or while op waited for a batch: op never ran. Once op's batch began, it runs to its
 // end on a context of its own, and Combine returns its outcome, unless
 // the Deadline of an operation in it (Op.Deadline) ended it first: then
 // it failed as a whole, and the server's answer says it committed nothing.
@@ -148,6 +148,9 @@ type pending struct {
 func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
 	if !db.Combining() {
 		return false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return true, err // never queued: a batch would run it on a context of its own
 	}
 	c := &db.comb
 	p := &pending{op: op, since: time.Now(), wake: make(chan struct{}, 1)}

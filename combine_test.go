@@ -176,6 +176,26 @@ func TestCombinerBatches(t *testing.T) {
 		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM combine_t WHERE k = 'k7'`).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("cancelled op: %d rows (%v), want none", n, err)
 		}
+
+		// A caller whose context ended before it called: never in a
+		// batch, whether none is in flight (it would lead one, on a
+		// context of its own) or one is (it would queue for the next).
+		done, stop := context.WithCancel(ctx)
+		stop()
+		for _, inFlight := range []bool{false, true} {
+			release := func() {}
+			if inFlight {
+				release = hold()
+			}
+			ran, err := db.Combine(done, op("g", "k8", `INSERT INTO combine_t (k, v) VALUES ('k8', 8)`))
+			if !ran || !errors.Is(err, context.Canceled) {
+				t.Fatalf("a call with a done context, batch in flight %v: ran %v, %v; want true, context.Canceled", inFlight, ran, err)
+			}
+			release()
+			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM combine_t WHERE k = 'k8'`).Scan(&n); err != nil || n != 0 {
+				t.Fatalf("a call with a done context, batch in flight %v: %d rows (%v), want none", inFlight, n, err)
+			}
+		}
 	})
 }
 

@@ -137,6 +137,37 @@ func (e *ReadOnlyError) Is(target error) bool {
 // Unwrap returns the driver's error.
 func (e *ReadOnlyError) Unwrap() error { return e.Err }
 
+// ErrNotDurable means a write was refused because its commit would not
+// be waited for by a synchronous standby, and racefree.Config
+// RequireSynchronousReplication asks for one: synchronous_commit is local
+// or off, synchronous_standby_names is empty, no synchronous standby
+// streams, or the role cannot see whether one does. Nothing of the write
+// committed. It also matches ErrUnavailable: retry, with the same
+// idempotency key, once a synchronous standby is back. The concrete error
+// is a *NotDurableError. HTTP answers it with 503 not-durable and
+// Retry-After.
+var ErrNotDurable = errors.New("racefree: a commit would not be durable on a synchronous standby")
+
+// NotDurableError represents a write refused by
+// Config.RequireSynchronousReplication. It matches ErrNotDurable and
+// ErrUnavailable, and unwraps to the driver's error.
+type NotDurableError struct {
+	Reason string // why no standby would wait, e.g. "synchronous_standby_names is empty, …"
+	Err    error  // the driver's error
+}
+
+func (e *NotDurableError) Error() string {
+	return "racefree: write refused, its commit would not be durable: " + e.Reason
+}
+
+// Is matches ErrNotDurable and ErrUnavailable.
+func (e *NotDurableError) Is(target error) bool {
+	return target == ErrNotDurable || target == ErrUnavailable
+}
+
+// Unwrap returns the driver's error.
+func (e *NotDurableError) Unwrap() error { return e.Err }
+
 // CheckText validates a text argument of 1 to maxBytes bytes: valid UTF-8
 // and no NUL byte. SQLite stores a NUL inside text and PostgreSQL rejects
 // it, so both engines refuse it here, before either sees it. It returns an

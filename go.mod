@@ -7,9 +7,11 @@ require (
 	github.com/dunglas/httpsfv v1.1.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	github.com/wasilibs/go-pgquery v0.0.0-20260728010200-155ebad2880e
 	go.uber.org/goleak v1.3.0
+	golang.org/x/text v0.42.0
 	modernc.org/sqlite v1.62.0
 )
 
@@ -35,7 +37,6 @@ require (
 	github.com/wasilibs/wazero-helpers v0.0.0-20250123031827-cd30c44769bb // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect

@@ -23,7 +23,22 @@ type guarantee struct {
 	tests   []string // dir:TestName[/subtest], as written
 	mutants []string // three-digit catalogue numbers
 	engines string
+	// edges is the row's boundary matrix, when its table has a fifth
+	// column "edges": each applicable dimension (edgeDimensions) with the
+	// tests that try the promise at that edge; empty when none applies ("—").
+	edges []edgeCell
 }
+
+// edgeCell is one cell of a row's boundary matrix: a dimension and the
+// tests (dir:TestName) that try the promise at its edge.
+type edgeCell struct {
+	dimension string
+	tests     []string
+}
+
+// edgeDimensions are the dimensions of a boundary matrix, as
+// docs/contributing.md ("The boundary matrix") defines them.
+var edgeDimensions = []string{"bounds", "isolation", "mac", "retry", "tx", "cancel", "optional"}
 
 var (
 	// testRef is a test named in the tests column: dir:TestName, where
@@ -32,9 +47,9 @@ var (
 	// backticked finds the `…` spans of a cell.
 	backticked = regexp.MustCompile("`([^`]*)`")
 	// mutantNumber is a catalogue number in the mutants column.
-	mutantNumber = regexp.MustCompile(`^[0-9]{3}$`)
+	mutantNumber = regexp.MustCompile(`^[0-9]{3,4}$`)
 	// patchNumber is the number a catalogue file name starts with.
-	patchNumber = regexp.MustCompile(`^([0-9]{3})-.*\.patch$`)
+	patchNumber = regexp.MustCompile(`^([0-9]{3,4})-.*\.patch$`)
 )
 
 // guaranteedHeading heads the section of a docs page that holds its
@@ -122,6 +137,18 @@ func checkRows(rows []guarantee, catalogue map[string][]string) []string {
 				problems = append(problems, fmt.Sprintf("%s: %s: %v", at, ref, err))
 			}
 		}
+		for _, e := range g.edges {
+			for _, ref := range e.tests {
+				m := testRef.FindStringSubmatch(ref)
+				if m == nil {
+					problems = append(problems, fmt.Sprintf("%s: edges %s: %q is not dir:TestName", at, e.dimension, ref))
+					continue
+				}
+				if err := funcs.check(m[1], m[2]); err != nil {
+					problems = append(problems, fmt.Sprintf("%s: edges %s: %s: %v", at, e.dimension, ref, err))
+				}
+			}
+		}
 		for _, n := range g.mutants {
 			if len(catalogue[n]) == 0 {
 				problems = append(problems, fmt.Sprintf("%s: mutant %s: no tools/mutants/catalogue/%s-*.patch", at, n, n))
@@ -174,6 +201,7 @@ func parseGuarantees(path, name string, page bool) ([]guarantee, []string) {
 		problems []string
 		section  string
 		inTables = !page
+		columns  = 4 // of the current table: 5 with the edges column
 	)
 	if page {
 		section = strings.TrimSuffix(filepath.Base(path), ".md")
@@ -197,14 +225,27 @@ func parseGuarantees(path, name string, page bool) ([]guarantee, []string) {
 		}
 		at := fmt.Sprintf("%s:%d", name, i+1)
 		cells := splitRow(line)
-		if len(cells) != 4 {
-			problems = append(problems, fmt.Sprintf("%s: %d cells, want 4 (| promise | tests | mutants | engines |)", at, len(cells)))
+		if cells[0] == "promise" { // a table's header: with or without the edges column
+			columns = 4
+			if len(cells) == 5 && cells[4] == "edges" {
+				columns = 5
+			}
+		}
+		if len(cells) != columns {
+			problems = append(problems, fmt.Sprintf("%s: %d cells, want %d (| promise | tests | mutants | engines |%s)", at, len(cells), columns, map[bool]string{true: " edges |"}[columns == 5]))
 			continue
 		}
 		if cells[0] == "promise" || isSeparator(cells) {
 			continue
 		}
 		g := guarantee{file: name, line: i + 1, section: section, promise: cells[0], engines: cells[3]}
+		if columns == 5 {
+			var pr []string
+			g.edges, pr = parseEdges(cells[4])
+			for _, p := range pr {
+				problems = append(problems, at+": "+p)
+			}
+		}
 		for _, m := range backticked.FindAllStringSubmatch(cells[1], -1) {
 			g.tests = append(g.tests, strings.TrimSpace(m[1]))
 		}
@@ -219,6 +260,44 @@ func parseGuarantees(path, name string, page bool) ([]guarantee, []string) {
 		rows = append(rows, g)
 	}
 	return rows, problems
+}
+
+// parseEdges reads a row's edges cell: "—" when no dimension applies, or
+// cells separated by ";", each a dimension of edgeDimensions, a colon and
+// the backticked tests that try it ("bounds: `seq:TestKeyedEdges`;
+// isolation: `seq:TestTenantsAreIsolated`"). It returns the cells and the
+// problems of its form: an unknown or repeated dimension, a dimension that
+// names no test (a missing cell of the matrix).
+func parseEdges(cell string) ([]edgeCell, []string) {
+	if cell == "—" {
+		return nil, nil
+	}
+	var (
+		cells    []edgeCell
+		problems []string
+		seen     = map[string]bool{}
+	)
+	for _, part := range strings.Split(cell, ";") {
+		dim, refs, ok := strings.Cut(part, ":")
+		dim = strings.TrimSpace(dim)
+		if !ok || !slices.Contains(edgeDimensions, dim) {
+			problems = append(problems, fmt.Sprintf("edges %q: want a dimension (%s), a colon and its tests", strings.TrimSpace(part), strings.Join(edgeDimensions, ", ")))
+			continue
+		}
+		if seen[dim] {
+			problems = append(problems, fmt.Sprintf("edges %s: named twice", dim))
+		}
+		seen[dim] = true
+		e := edgeCell{dimension: dim}
+		for _, m := range backticked.FindAllStringSubmatch(refs, -1) {
+			e.tests = append(e.tests, strings.TrimSpace(m[1]))
+		}
+		if len(e.tests) == 0 {
+			problems = append(problems, fmt.Sprintf("edges %s: names no test (a missing cell of the matrix)", dim))
+		}
+		cells = append(cells, e)
+	}
+	return cells, problems
 }
 
 // splitRow splits a Markdown table row into its trimmed cells; a | inside
@@ -390,5 +469,55 @@ func TestGuaranteesOnDocsPages(t *testing.T) {
 	}
 	if got, want := len(problems), 2; got != want {
 		t.Errorf("%d problems, want %d:\n%s", got, want, strings.Join(problems, "\n"))
+	}
+}
+
+// TestGuaranteesEdgesColumn checks the boundary matrix: a table whose
+// header has a fifth column "edges" needs it on every row, each of its
+// dimensions must be a known one and name tests that exist, and a table
+// without it keeps four cells.
+func TestGuaranteesEdgesColumn(t *testing.T) {
+	t.Parallel()
+	page := strings.Join([]string{
+		"## What is guaranteed",
+		"| promise | tests | mutants | engines | edges |",
+		"|---|---|---|---|---|",
+		"| fine | `.:TestGuaranteesAreProven` | — | both | bounds: `.:TestGuaranteesAreProven`; isolation: `.:TestGuaranteesCheckerRejects`, `.:TestGuaranteesAreProven` |",
+		"| fine, no dimension applies | `.:TestGuaranteesAreProven` | — | both | — |",
+		"| unknown dimension | `.:TestGuaranteesAreProven` | — | both | speed: `.:TestGuaranteesAreProven` |",
+		"| a dimension without a test | `.:TestGuaranteesAreProven` | — | both | bounds: `.:TestGuaranteesAreProven`; tx: — |",
+		"| no such test | `.:TestGuaranteesAreProven` | — | both | cancel: `.:TestNoSuchEdge` |",
+		"| twice | `.:TestGuaranteesAreProven` | — | both | mac: `.:TestGuaranteesAreProven`; mac: `.:TestGuaranteesAreProven` |",
+		"| four cells in a table of five | `.:TestGuaranteesAreProven` | — | both |",
+		"### another table",
+		"| promise | tests | mutants | engines |",
+		"|---|---|---|---|",
+		"| fine, four cells again | `.:TestGuaranteesAreProven` | — | both |",
+	}, "\n")
+	path := filepath.Join(t.TempDir(), "edges.md")
+	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, problems := parseGuarantees(path, "docs/edges.md", true)
+	problems = append(problems, checkRows(rows, nil)...)
+	for _, want := range []string{
+		`docs/edges.md:6: edges "speed: ` + "`.:TestGuaranteesAreProven`" + `": want a dimension`,
+		`docs/edges.md:7: edges tx: names no test`,
+		`docs/edges.md:8 (edges): edges cancel: .:TestNoSuchEdge: no func TestNoSuchEdge(`,
+		`docs/edges.md:9: edges mac: named twice`,
+		`docs/edges.md:10: 4 cells, want 5`,
+	} {
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, want) }) {
+			t.Errorf("no problem reported containing %q", want)
+		}
+	}
+	if got, want := len(problems), 5; got != want {
+		t.Errorf("%d problems, want %d:\n%s", got, want, strings.Join(problems, "\n"))
+	}
+	if got := rows[0].edges; len(got) != 2 || got[1].dimension != "isolation" || len(got[1].tests) != 2 {
+		t.Errorf("the first row's edges = %+v; want bounds and isolation (two tests)", got)
+	}
+	if got, want := len(rows), 7; got != want {
+		t.Errorf("%d rows, want %d", got, want)
 	}
 }

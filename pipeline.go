@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -116,6 +117,26 @@ type ServerBound interface {
 	// than d, failing the transaction. Its setting ends with the
 	// transaction.
 	Bound(d time.Duration) *Statement
+}
+
+// InterpretAutocommit is InterpretError for the error of a statement
+// that ran by itself on the pool and commits by itself: when ctx ended
+// once the statement was sent, and the engine says it may have committed
+// all the same (CommitJudge: PostgreSQL, whose server runs a statement
+// its client gave up on), the error matches ErrUnavailable, an outcome
+// unknown like a lost reply, as well as the context's error. On SQLite,
+// which interrupts the statement and rolls it back, the context's error
+// stays as it is.
+func (db *DB) InterpretAutocommit(err error) error {
+	err = db.InterpretError(err)
+	if err == nil || errors.Is(err, ErrUnavailable) ||
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if j, ok := db.engine.(CommitJudge); ok && j.MayHaveCommitted(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
 }
 
 // CanPipeline reports whether the engine implements Pipeliner.

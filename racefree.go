@@ -90,6 +90,21 @@ type Config struct {
 	// on PostgreSQL, whose server commits concurrent transactions
 	// together.
 	CombineBatches int
+	// RequireSynchronousReplication makes every write check, in its own
+	// transaction and with no round trip of its own, that its commit will
+	// be waited for by a synchronous standby, and fail otherwise with a
+	// *NotDurableError (ErrNotDurable), having committed nothing: on
+	// PostgreSQL the statement that sets a write's tenant, the first of
+	// every racefree write, also checks synchronous_commit,
+	// synchronous_standby_names and that a synchronous standby streams
+	// (pg_stat_replication, which the role needs pg_read_all_stats to
+	// judge: without it every write fails). A role that row-level
+	// security does not bind then sends that statement too, and runs a
+	// write of several statements in one transaction. Reads are not
+	// checked. Defaults to false. SQLite has no standbys: Open refuses
+	// the option there with an *InputError, rather than accept a promise
+	// it cannot keep.
+	RequireSynchronousReplication bool
 }
 
 func (c *Config) withDefaults() Config {
@@ -128,6 +143,9 @@ type DB struct {
 // On error the engine's pool is left open for the caller to close.
 func New(ctx context.Context, engine Engine, cfg *Config) (*DB, error) {
 	db := &DB{engine: engine, sql: engine.SQL(), cfg: cfg.withDefaults()}
+	if db.cfg.RequireSynchronousReplication && engine.Name() != Postgres {
+		return nil, Invalid("RequireSynchronousReplication", "%s has no standbys to replicate to: the option needs PostgreSQL", engine.Name())
+	}
 	if db.cfg.CombineBatches <= 0 {
 		db.cfg.CombineBatches = 1
 		if _, ok := engine.(Pipeliner); ok {
@@ -168,6 +186,13 @@ func (db *DB) Engine() string { return db.engine.Name() }
 
 // SQL returns the underlying pool.
 func (db *DB) SQL() *sql.DB { return db.sql }
+
+// RequiresSynchronousReplication reports whether every write checks that
+// a synchronous standby waits for its commit
+// (Config.RequireSynchronousReplication).
+func (db *DB) RequiresSynchronousReplication() bool {
+	return db.cfg.RequireSynchronousReplication
+}
 
 // Clock returns the configured clock, or nil for the engine's own clock.
 func (db *DB) Clock() Clock { return db.cfg.Clock }

@@ -277,3 +277,20 @@ func TestPreparedOncePerDBOnSQLiteOnly(t *testing.T) {
 		}
 	})
 }
+
+// TestStrictModeIsRefusedOnSQLite: RequireSynchronousReplication on
+// SQLite, which has no standby to wait for, fails Open with an
+// *InputError naming the option, instead of promising a durability no
+// statement checks.
+func TestStrictModeIsRefusedOnSQLite(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/strict.db"
+	db, err := dsn.Open(context.Background(), "sqlite:"+path, &racefree.Config{RequireSynchronousReplication: true})
+	var ie *racefree.InputError
+	if !errors.As(err, &ie) || ie.Field != "RequireSynchronousReplication" {
+		if db != nil {
+			_ = db.Close()
+		}
+		t.Fatalf("Open on SQLite with RequireSynchronousReplication: %v, want an *InputError naming the option", err)
+	}
+}

@@ -370,11 +370,27 @@ func (l *Log) List(ctx context.Context, scope string, after int64, limit int) ([
 
 // Scopes returns every scope of the tenant that has entries, in order.
 func (l *Log) Scopes(ctx context.Context) ([]string, error) {
-	t := tenant.From(ctx)
+	return l.scopes(ctx, "scopes", tenant.From(ctx))
+}
+
+// ScopesPage returns, in order, at most limit of the tenant's scopes that
+// have entries, begin with prefix ("" for any) and come after after (""
+// for the first page): pass the last scope of a page as after to read the
+// next. Each page reads only its own rows, however many scopes the tenant
+// has. A limit below 1 is an *racefree.InputError.
+func (l *Log) ScopesPage(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	if limit < 1 {
+		return nil, racefree.Invalid("limit", "must be at least 1, got %d", limit)
+	}
+	return l.scopes(ctx, "scopes_page", tenant.From(ctx), prefix, after, limit)
+}
+
+// scopes reads the scopes that the query called name returns.
+func (l *Log) scopes(ctx context.Context, name string, args ...any) ([]string, error) {
 	var out []string
 	err := l.read(ctx, func(exec racefree.Executor) error {
 		out = nil
-		rows, err := exec.QueryContext(ctx, l.q.Get("scopes"), t)
+		rows, err := exec.QueryContext(ctx, l.q.Get(name), args...)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/schema"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -89,11 +90,8 @@ func (l *Log) Prune(ctx context.Context, exec racefree.Executor, scope string, t
 	var p Pruning
 	err := l.inTx(ctx, exec, func(tx *sql.Tx) error {
 		p = Pruning{}
-		if ok, err := l.db.SchemaAtLeast(ctx, tx, RetentionVersion); err != nil {
+		if err := schema.Need(ctx, l.db, tx, RetentionVersion); err != nil {
 			return err
-		} else if !ok {
-			have, _ := l.db.SchemaVersion(ctx)
-			return &racefree.SchemaError{Have: have, Want: RetentionVersion}
 		}
 		var last, floor int64
 		err := tx.QueryRowContext(ctx, l.q.Get("prune_head"), t, scope).Scan(&last, &floor)

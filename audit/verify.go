@@ -42,8 +42,8 @@ const (
 	// last number its head row counts.
 	Truncated Kind = "truncated"
 	// RolledBack: the log, its checkpoints included, is older than a
-	// checkpoint, or differs from it at the checkpoint's entry: an older
-	// copy of the log was restored.
+	// checkpoint, or differs from it (or from the position Verify resumes
+	// from) at its entry: an older copy of the log was restored.
 	RolledBack Kind = "rolled_back"
 	// BadCheckpoint: a checkpoint given to Verify has a bad signature, an
 	// unknown signing key, another tenant or scope, or does not chain to
@@ -75,7 +75,9 @@ type Position struct {
 // chain without checkpoints.
 type VerifyOptions struct {
 	// After resumes from a position a previous Verify reported, trusting
-	// the entries up to it. Defaults to the beginning.
+	// the entries up to it, once the log still holds its entry with its
+	// MAC (else the break is Truncated, Missing or RolledBack at it,
+	// unless Prune deleted it since). Defaults to the beginning.
 	After *Position
 	// Checkpoints are the tenant's scope's checkpoints kept outside the
 	// database, oldest first and consecutive. Verify checks their tenant,
@@ -191,6 +193,20 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 	if err != nil {
 		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, err)
 	}
+	// A resumed verification trusts the entries up to its position, but
+	// the log must still hold that entry with that MAC: a tail cut since,
+	// or the log restored and appended to again, would otherwise go
+	// unnoticed. A position pruned since is not there to compare.
+	if o.After != nil && o.After.Seq > head.floor.Seq {
+		brk, err := l.stillHolds(ctx, scope, *o.After)
+		if err != nil {
+			return Result{}, fmt.Errorf("audit: verify %s: %w", scope, err)
+		}
+		if brk != nil {
+			res.Break = brk
+			return res, nil
+		}
+	}
 	// A pruned scope starts at its retention floor, provided the chain
 	// holds the pruned entry that records it (stream sets floorSeen).
 	var floor *Position
@@ -247,6 +263,25 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 		res.Anchored = true
 	}
 	return res, nil
+}
+
+// stillHolds returns the break, if any, between position p, where a
+// previous Verify ended, and the log: the chain ends before p's entry
+// (Truncated), the entry is absent (Missing), or another entry sits at its
+// number (RolledBack).
+func (l *Log) stillHolds(ctx context.Context, scope string, p Position) (*Break, error) {
+	rs, err := l.List(ctx, scope, p.Seq-1, 1)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(rs) == 0:
+		return &Break{Truncated, p.Seq, fmt.Sprintf("the chain ends before entry %d, verified before", p.Seq)}, nil
+	case rs[0].Seq != p.Seq:
+		return &Break{Missing, p.Seq, fmt.Sprintf("entry %d, verified before, is absent; the next is %d", p.Seq, rs[0].Seq)}, nil
+	case !hmac.Equal(rs[0].MAC, p.MAC):
+		return &Break{RolledBack, p.Seq, fmt.Sprintf("entry %d is not the entry verified before", p.Seq)}, nil
+	}
+	return nil, nil
 }
 
 // progressEvery is how many entries Verify checks between two calls of

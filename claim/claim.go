@@ -13,6 +13,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -107,14 +108,14 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // floor again with a fresh snapshot, in the same transaction, so that no
 // reader sees, and no crash leaves, the fence before its raise: in the
 // caller's transaction it runs when the first statement inserted; on the
-// pool, where the tenant travels with the statements (tenant.Pipelined),
+// pool, where the tenant travels with the statements (send.Do),
 // both go in one round trip, the second written to find the inserted row
 // without its fence. A tenant's first call in a process, which registers
 // the tenant, and calls on SQLite run the two one after the other.
 //
 // With racefree.Config.Combine on, Acquire, Renew and Release on the pool
 // send their statements in a batch with the concurrent calls of the same
-// tenant on other keys (tenant.Combined): one transaction and one commit
+// tenant on other keys (send.Do): one transaction and one commit
 // for the batch, and the same outcome as alone. On PostgreSQL a batch of
 // two or more acquires (or renewals, or releases) runs as one statement
 // over arrays of the calls' arguments, plus, for acquires, one more that
@@ -139,28 +140,22 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 	if err != nil {
 		return nil, err
 	}
-	acquire := a.Stmts[0]
 	// On the pool of PostgreSQL, one round trip: acquire and raise_new (the
 	// same raise as below, for a fence not yet known) in one transaction.
 	// With the combiner on, the same statements in a batch of concurrent
 	// calls (SQLite: acquire alone, whose statement sees every commit).
-	pipelined, err := tenant.Combined(ctx, s.db, exec, a.Key, a.Stmts...)
-	if !pipelined && s.db.CanPipeline() {
-		pipelined, err = tenant.Pipelined(ctx, s.db, exec, a.Stmts...)
-	}
-	if !pipelined {
-		err = tenant.QueryRow(ctx, s.db, exec, acquire.Query, acquire.Args, acquire.Dest...)
-	}
+	way, err := send.Do(ctx, s.db, exec, &send.Op{Key: a.Key, Stmts: a.Stmts, Pipeline: true, Alone: a.Stmts[0]})
 	if err != nil {
 		return nil, fmt.Errorf("claim acquire: %w", err)
 	}
+	pipelined := way == send.Together
 	c := a.claim(pipelined)
 	if a.inserted && !pipelined {
 		// The statement read the floor in its snapshot, which can predate a
 		// reap that committed before the insert; a fresh statement reads it
 		// again (PostgreSQL only: SQLite's statement sees every commit).
-		err := tenant.QueryRow(ctx, s.db, exec, s.q.Get("raise_to_floor"),
-			[]any{a.id, s.ns, key, holder, c.Fence}, &c.Fence)
+		err := send.One(ctx, s.db, exec, &racefree.Statement{Query: s.q.Get("raise_to_floor"),
+			Args: []any{a.id, s.ns, key, holder, c.Fence}, Dest: []any{&c.Fence}})
 		if err != nil && !errors.Is(err, racefree.ErrNotFound) {
 			return nil, fmt.Errorf("claim acquire: %w", err)
 		}
@@ -176,7 +171,7 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 // returned as Acquire does. Racefree's own packages use it; it is not
 // meant for applications.
 type Acquisition struct {
-	// Key is the claim's key for tenant.Combined: the one Acquire, Renew
+	// Key is the claim's key for the combiner (send.Op.Key): the one Acquire, Renew
 	// and Release of the same key pass, so that an operation that carries
 	// these statements never shares a batch with them.
 	Key string
@@ -255,10 +250,7 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 	if s.db.CanPipeline() {
 		renew.Many = s.q.Get("renew_many")
 	}
-	combined, err := tenant.Combined(ctx, s.db, exec, s.combineKey(key), renew)
-	if !combined {
-		err = tenant.QueryRow(ctx, s.db, exec, renew.Query, renew.Args, renew.Dest...)
-	}
+	_, err := send.Do(ctx, s.db, exec, &send.Op{Key: s.combineKey(key), Stmts: []*racefree.Statement{renew}, Alone: renew})
 	if errors.Is(err, racefree.ErrNotFound) {
 		return nil, s.whyNot(ctx, exec, id, key, holder, fence)
 	}
@@ -286,15 +278,11 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 	if s.db.CanPipeline() {
 		release.Many = s.q.Get("release_many")
 	}
-	combined, err := tenant.Combined(ctx, s.db, exec, s.combineKey(key), release)
-	n := release.RowsAffected
-	if !combined {
-		n, err = tenant.Exec(ctx, s.db, exec, release.Query, release.Args...)
-	}
+	_, err := send.Do(ctx, s.db, exec, &send.Op{Key: s.combineKey(key), Stmts: []*racefree.Statement{release}, Alone: release})
 	if err != nil {
 		return fmt.Errorf("claim release: %w", err)
 	}
-	if n == 0 {
+	if release.RowsAffected == 0 {
 		return s.whyNot(ctx, exec, id, key, holder, fence)
 	}
 	return nil
@@ -343,7 +331,7 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 	return c, nil
 }
 
-// combineKey names key's row to the combiner (tenant.Combined): the
+// combineKey names key's row to the combiner (send.Do): the
 // tenant is its group, so the namespace and the key.
 func (s *Store) combineKey(key string) string { return "claim\x00" + s.ns + "\x00" + key }
 
@@ -391,11 +379,8 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 	if batch <= 0 {
 		batch = 1000
 	}
-	if err := needTenants(ctx, s.db); err != nil {
-		return 0, fmt.Errorf("claim reap: %w", err)
-	}
 	var total int64
-	err := tenant.Each(ctx, s.db, func(ctx context.Context) error {
+	err := reaper.EachTenant(ctx, s.db, func(ctx context.Context) error {
 		n, err := reaper.Run(ctx, s.db.Engine(), batch, func() (int64, error) {
 			var n int
 			err := tenant.InTx(ctx, s.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) error {
@@ -412,21 +397,6 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 		return total, fmt.Errorf("claim reap: %w", err)
 	}
 	return total, nil
-}
-
-// needTenants returns a *racefree.SchemaError (ErrSchemaOutdated) before
-// migration 011, where racefree_tenants, which tenant.Each reads, is
-// missing.
-func needTenants(ctx context.Context, db *racefree.DB) error {
-	ok, err := db.SchemaAtLeast(ctx, db, tenant.TenantsVersion)
-	if err != nil {
-		return db.InterpretError(err)
-	}
-	if !ok {
-		have, _ := db.SchemaVersion(ctx)
-		return &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion}
-	}
-	return nil
 }
 
 // ReapBatch deletes up to batch of the claims of the namespace, in the

@@ -154,6 +154,13 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 			reaped int64
 			// released is closed at each release and replaced.
 			released = make(chan struct{})
+			// reapedOnce is closed once the reaper has deleted a claim.
+			// Each holder waits for it after its first tenure: once all
+			// have waited, the key stays released until the reaper takes
+			// it, so the test races the reaper on every run instead of
+			// on the runs where the timing happens to leave it a gap.
+			reapedOnce = make(chan struct{})
+			closeOnce  sync.Once
 		)
 		stop := make(chan struct{})
 		reaperDone := make(chan struct{})
@@ -173,6 +180,9 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 				mu.Lock()
 				reaped += n
 				mu.Unlock()
+				if n > 0 {
+					closeOnce.Do(func() { close(reapedOnce) })
+				}
 			}
 		}()
 		for w := range workers {
@@ -227,6 +237,12 @@ func TestFencesOfSuccessiveHoldersIncreaseWhileAReaperLoops(t *testing.T) {
 					if err != nil {
 						t.Errorf("release: %v", err)
 						return
+					}
+					if won == 1 {
+						select {
+						case <-reapedOnce:
+						case <-time.After(time.Until(deadline)):
+						}
 					}
 				}
 			}()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/idempotency"
+	"github.com/racefree/racefree/seq"
 )
 
 // Options configures a Client. A nil *Options means all defaults.
@@ -109,6 +110,34 @@ var (
 	ErrForbidden = errors.New("racefree client: insufficient scope")
 )
 
+// ErrUnreachable means no attempt of a call got an answer from the server:
+// it refused the connection, the name did not resolve, the connection
+// broke or timed out. It is the server that could not be reached, not its
+// database (a server that answers that its database is unavailable is an
+// *Error matching racefree.ErrUnavailable).
+var ErrUnreachable = errors.New("racefree client: server unreachable")
+
+// UnreachableError is the error of a call none of whose attempts got an
+// answer. It matches ErrUnreachable and, since the call may have been
+// carried out before a reply was lost, racefree.ErrUnavailable ("retry
+// with the same Idempotency-Key"); Err is the last attempt's transport
+// error.
+type UnreachableError struct {
+	Server   string // the base URL, without its password
+	Attempts int
+	Err      error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("racefree client: server unreachable at %s after %d attempts: %v", e.Server, e.Attempts, e.Err)
+}
+
+// Unwrap returns ErrUnreachable, racefree.ErrUnavailable and the last
+// transport error.
+func (e *UnreachableError) Unwrap() []error {
+	return []error{ErrUnreachable, racefree.ErrUnavailable, e.Err}
+}
+
 // problemName returns the name of a problem type URI.
 func problemName(typ string) string { return strings.TrimPrefix(typ, "urn:racefree:problem:") }
 
@@ -131,6 +160,8 @@ func sentinel(e *Error) error {
 		return racefree.ErrMismatch
 	case "quota-exceeded":
 		return racefree.ErrQuotaExceeded
+	case "sequence-exhausted":
+		return seq.ErrExhausted
 	case "schema":
 		return racefree.ErrSchemaOutdated
 	case "unavailable", "idempotency-unavailable", "not-ready":
@@ -148,8 +179,10 @@ type call struct {
 	method     string
 	path       string // escaped: build it with url.PathEscape on each key
 	query      url.Values
-	body       any  // JSON-encoded when not nil
-	idempotent bool // send an Idempotency-Key
+	body       any         // JSON-encoded when not nil
+	raw        []byte      // sent as it is, when body is nil (a signed webhook delivery)
+	header     http.Header // sent with each attempt, beside the client's own
+	idempotent bool        // send an Idempotency-Key
 }
 
 // do runs the call, retrying transport errors, 503 and 409
@@ -163,6 +196,8 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 		if body, err = json.Marshal(cl.body); err != nil {
 			return err
 		}
+	} else if cl.raw != nil {
+		body = cl.raw
 	}
 	u, err := url.Parse(c.base.String() + cl.path)
 	if err != nil {
@@ -180,7 +215,10 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 		if err != nil {
 			return err
 		}
-		if body != nil {
+		for name, vs := range cl.header {
+			req.Header[name] = append([]string(nil), vs...)
+		}
+		if cl.body != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
 		req.Header.Set("Accept", "application/json, application/problem+json")
@@ -217,7 +255,7 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 			if errors.As(last, &perr) {
 				return perr
 			}
-			return fmt.Errorf("racefree client: %s %s: %w (%w)", cl.method, cl.path, racefree.ErrUnavailable, last)
+			return &UnreachableError{Server: c.base.Redacted(), Attempts: attempt, Err: last}
 		}
 		d := min(max(wait, retryAfter), c.opts.MaxBackoff)
 		wait *= 2

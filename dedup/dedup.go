@@ -17,6 +17,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -88,12 +89,16 @@ func New(db *racefree.DB) *Log {
 // exec is the *racefree.DB (a bare *sql.DB would run the two statements
 // apart on SQLite). Every occurrence counts, won or not. The event belongs
 // to the tenant ctx names (tenant.From): another tenant's occurrences of
-// the same fingerprint are counted and elected apart.
+// the same fingerprint are counted and elected apart. In a transaction of
+// its own, a ctx that ends before its commit returns the context's error
+// and nothing was counted; a commit whose reply was lost returns an error
+// matching racefree.ErrUnavailable, and the occurrence may have been
+// counted (once).
 //
 // With racefree.Config.Combine on and exec the pool, Observe sends its
 // statements (the claim's acquire, on PostgreSQL its raise_new, then the
 // event's insert) as one operation in a batch with the concurrent pool
-// calls of the same tenant on other keys (tenant.Combined; on PostgreSQL,
+// calls of the same tenant on other keys (racefree.Config.Combine; on PostgreSQL,
 // other observes): one transaction and one commit for the batch, and the
 // outcome Observe has alone. On PostgreSQL a batch of two or more observes
 // runs as one statement per form over arrays (acquire_many,
@@ -150,7 +155,7 @@ func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, win
 }
 
 // observeCombined runs Observe's statements as one operation of the
-// combiner (tenant.Combined): the claim's Acquisition, then insert_event,
+// combiner (send.Do): the claim's Acquisition, then insert_event,
 // under the claim's key. It reports false, having run nothing, when the
 // combiner is off, exec is not the pool, the tenant is not yet registered,
 // or the batch failed as a whole and committed nothing: Observe then runs
@@ -168,9 +173,9 @@ func (l *Log) observeCombined(ctx context.Context, exec racefree.Executor, ev Ev
 	if l.db.CanPipeline() {
 		insert.Many = l.q.Get("insert_event_many")
 	}
-	ran, err := tenant.Combined(ctx, l.db, exec, a.Key, append(a.Stmts, insert)...)
-	if !ran || err != nil {
-		return nil, ran, err
+	way, err := send.Do(ctx, l.db, exec, &send.Op{Key: a.Key, Stmts: append(a.Stmts, insert)})
+	if way == send.NotSent || err != nil {
+		return nil, way != send.NotSent, err
 	}
 	c, err := a.Result()
 	var held *claim.HeldError
@@ -206,7 +211,11 @@ func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(ctx cont
 // racefree.ErrNotFound for an unknown (or reaped) fingerprint, and an
 // *racefree.InputError for a fence below 1. Recording again at the same
 // fence overwrites the result. Only the event of the tenant ctx names is
-// written.
+// written. Given the pool, Record is one statement that commits by
+// itself: on PostgreSQL a ctx that ends once it was sent, or a commit
+// whose reply is lost, returns an error matching racefree.ErrUnavailable,
+// and the result may have been recorded; recording again at the same
+// fence settles it.
 func (l *Log) Record(ctx context.Context, exec racefree.Executor, fingerprint string, fence int64, r Result) error {
 	if err := racefree.CheckText("fingerprint", fingerprint, claim.MaxKeyBytes); err != nil {
 		return err
@@ -275,14 +284,8 @@ func (l *Log) Reap(ctx context.Context, grace time.Duration, batch int) (int64, 
 	if batch <= 0 {
 		batch = 1000
 	}
-	if ok, err := l.db.SchemaAtLeast(ctx, l.db, tenant.TenantsVersion); err != nil {
-		return 0, fmt.Errorf("dedup reap: %w", l.db.InterpretError(err))
-	} else if !ok {
-		have, _ := l.db.SchemaVersion(ctx)
-		return 0, fmt.Errorf("dedup reap: %w", &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion})
-	}
 	var total int64
-	err := tenant.Each(ctx, l.db, func(ctx context.Context) error {
+	err := reaper.EachTenant(ctx, l.db, func(ctx context.Context) error {
 		n, err := reaper.Run(ctx, l.db.Engine(), batch, func() (int64, error) {
 			var n int
 			err := tenant.InTx(ctx, l.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) error {

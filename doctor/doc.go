@@ -29,6 +29,9 @@
 //     possibly for ever); a role that sees no sync_state (neither a
 //     superuser nor a member of pg_read_all_stats) gets
 //     replication-not-judged for the latter;
+//   - for a DB with racefree.Config.RequireSynchronousReplication, that
+//     the check every write begins with passes now (tenant.CheckDurable;
+//     strict-refuses-writes, with the reason, when writes are refused);
 //   - the role (Options.Role, else the connecting role) is not, and cannot
 //     become through its memberships, a superuser, a BYPASSRLS role or an
 //     owner of racefree's tables (role-is-superuser, role-bypasses-rls,

@@ -14,6 +14,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/roles"
+	"github.com/racefree/racefree/tenant"
 )
 
 //go:embed sql/postgres/settings.sql
@@ -62,6 +63,7 @@ const (
 	NoStandbyWaits           = "no-standby-waits"
 	SyncStandbyNotStreaming  = "sync-standby-not-streaming"
 	ReplicationNotJudged     = "replication-not-judged"
+	StrictRefusesWrites      = "strict-refuses-writes"
 	SettingsNotJudged        = "settings-not-judged"
 	RoleNotJudged            = "role-not-judged"
 	RLSNotForced             = "rls-not-forced"
@@ -90,7 +92,7 @@ func Codes(engine string) []string {
 	if engine != racefree.Postgres {
 		return append([]string{SQLiteJournalUnsafe, SQLiteSynchronousOff, SQLiteRollbackNormal, SQLiteWALNormal, SQLiteNotJudged}, schema...)
 	}
-	out := []string{FsyncOff, FullPageWritesOff, SynchronousCommitOff, SettingsNotJudged, NoStandbyWaits, SyncStandbyNotStreaming, ReplicationNotJudged}
+	out := []string{FsyncOff, FullPageWritesOff, SynchronousCommitOff, SettingsNotJudged, NoStandbyWaits, SyncStandbyNotStreaming, ReplicationNotJudged, StrictRefusesWrites}
 	for _, k := range roles.Kinds {
 		out = append(out, k.Code())
 	}
@@ -173,6 +175,7 @@ func Check(ctx context.Context, db *racefree.DB, opts Options) (Report, error) {
 	if db.Engine() == racefree.Postgres {
 		c.settings(ctx)
 		c.replication(ctx)
+		c.strict(ctx)
 		err = c.role(ctx, opts.Role)
 		c.schema(ctx)
 		c.rls(ctx)
@@ -261,6 +264,25 @@ func (c *checker) replication(ctx context.Context) {
 	case synchronous == 0:
 		c.add(SyncStandbyNotStreaming, Error, "point synchronous_standby_names at the standbys' application_name",
 			"synchronous_standby_names is %q but none of the %d streaming standbys is synchronous: every commit waits for a standby that is not there", names, streaming)
+	}
+}
+
+// strict reports, for a DB that requires synchronous replication
+// (racefree.Config.RequireSynchronousReplication), whether a write would
+// be refused now, by running the very check that begins every write
+// (tenant.CheckDurable): its reason when it would, as an error.
+func (c *checker) strict(ctx context.Context) {
+	if !c.db.RequiresSynchronousReplication() {
+		return
+	}
+	err := tenant.CheckDurable(ctx, c.db)
+	var nd *racefree.NotDurableError
+	switch {
+	case errors.As(err, &nd):
+		c.add(StrictRefusesWrites, Error, "make a standby synchronous (synchronous_standby_names, synchronous_commit on), and GRANT pg_read_all_stats to the role",
+			"racefree requires synchronous replication (--require-synchronous-replication) and refuses every write now, 503 not-durable: %s", nd.Reason)
+	case err != nil:
+		c.notJudged(StrictRefusesWrites, "whether the strict mode (--require-synchronous-replication) accepts writes", err)
 	}
 }
 

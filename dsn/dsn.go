@@ -60,3 +60,19 @@ func Open(ctx context.Context, dsn string, cfg *racefree.Config) (*racefree.DB, 
 	}
 	return nil, fmt.Errorf("dsn: unreachable engine %q", name)
 }
+
+// OpenExisting opens the database dsn names like Open, except that a
+// SQLite file is never created: a path that names no file is an error
+// matching sqlite.ErrNoDatabase (and fs.ErrNotExist), and leaves no file
+// behind (sqlite.OpenExisting). A PostgreSQL database is opened as by
+// Open: connecting creates nothing.
+func OpenExisting(ctx context.Context, dsn string, cfg *racefree.Config) (*racefree.DB, error) {
+	name, addr, err := Parse(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if name == racefree.SQLite {
+		return sqlite.OpenExisting(ctx, addr, cfg)
+	}
+	return Open(ctx, dsn, cfg)
+}

@@ -54,6 +54,25 @@
 // its first error). A transaction begun with BEGIN on a *sql.Conn gets no
 // savepoint: pass the *sql.Tx instead.
 //
+// # A row another transaction committed
+//
+// On PostgreSQL with a synchronous standby (synchronous_standby_names
+// set), the row Do returns with created false may have been committed on
+// the primary alone: its commit's wait for the standby can end early (a
+// cancel, such as pgx's on a timed-out context, or a terminated backend),
+// and a failover then loses it. Do therefore runs q.Select again as a
+// sub-select locked FOR KEY SHARE (sql/postgres/durable.sql), which gives
+// the statement's transaction (the caller's, in a *sql.Tx) an xid and WAL,
+// so that its COMMIT waits for the standby past the row's: alone, Do
+// returns only once the standby has the row; in the caller's transaction,
+// the caller's COMMIT waits. With a synchronous standby q.Select must
+// therefore be a query PostgreSQL can lock: no aggregate, DISTINCT, GROUP
+// BY, set operation or outer join (Do returns the engine's error
+// otherwise). Do first asks whether synchronous_standby_names is set
+// (sql/postgres/synchronous.sql): without it, that one round trip is all
+// it adds, with no xid, WAL or wait, and any select works; on SQLite Do
+// runs nothing more.
+//
 // # Failure modes
 //
 // At PostgreSQL's READ COMMITTED, the select can miss the row the insert
@@ -69,4 +88,12 @@
 // without ON CONFLICT … DO NOTHING or without RETURNING, or a select that is
 // not a SELECT, is refused with racefree.ErrInvalidInput before anything
 // runs.
+//
+// A ctx that ended before Do sent its insert returns the context's error,
+// nothing done. On PostgreSQL outside a *sql.Tx the insert commits by
+// itself, and a ctx that ended once it was sent returns an error matching
+// racefree.ErrUnavailable and the context's error: pgx drops the
+// connection and asks the server to cancel the insert, but the server may
+// run it first (once a row lock it waits for is free), so the row may
+// exist. Do again returns it, created false.
 package getorcreate

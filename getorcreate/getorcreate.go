@@ -3,6 +3,7 @@ package getorcreate
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/query"
 )
 
 // MaxAttempts bounds the insert-then-select rounds of one Do.
@@ -105,16 +107,32 @@ func (q Query) validate() error {
 // in a savepoint, so that on PostgreSQL the violation does not abort the
 // caller's transaction.
 //
+// On PostgreSQL with synchronous_standby_names set, a row that existed
+// is returned only once the synchronous standby has it: Do locks it FOR
+// KEY SHARE through q.Select, so that the COMMIT of the statement, or of
+// the caller's *sql.Tx, waits for the standby (see the package
+// documentation, "A row another transaction committed").
+//
 // Do runs its statements on exec; pass the caller's *sql.Tx to make the
 // creation part of the caller's transaction. The context governs every
-// statement. See the package documentation for the failure modes.
+// statement: a ctx that ended before Do sent its insert returns the
+// context's error, nothing done. On PostgreSQL outside a *sql.Tx (the
+// pool, a *sql.DB or a *sql.Conn), where the insert commits by itself, a
+// ctx that ended once it was sent (while it waits for another
+// transaction's row of the same key, say) returns an error matching
+// racefree.ErrUnavailable and the context's error: the server may still
+// create the row, and Do again returns it (created false then). See the
+// package documentation for the failure modes.
 func Do(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql.Row) error) (created bool, err error) {
 	if err := q.validate(); err != nil {
 		return false, err
 	}
 	for range MaxAttempts {
+		if err := ctx.Err(); err != nil {
+			return false, fmt.Errorf("getorcreate: %w", err) // nothing sent
+		}
 		var conflict *ConflictError
-		err := insert(ctx, exec, q, scan)
+		sqlite, err := insert(ctx, exec, q, scan)
 		switch {
 		case err == nil:
 			return true, nil
@@ -125,7 +143,7 @@ func Do(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql
 		default:
 			name, ok := uniqueViolation(err)
 			if !ok {
-				return false, fmt.Errorf("getorcreate: insert: %w", err)
+				return false, fmt.Errorf("getorcreate: insert: %w", mayHaveCreated(exec, sqlite, err))
 			}
 			// Another unique index refused the row: either a concurrent
 			// caller's row for the same key (it collides on both), or
@@ -136,7 +154,10 @@ func Do(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql
 		// have been deleted; then create it again.
 		err = scan(exec.QueryRowContext(ctx, q.Select, q.SelectArgs...))
 		if err == nil {
-			return false, nil
+			if sqlite {
+				return false, nil
+			}
+			return false, durable(ctx, exec, q)
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return false, fmt.Errorf("getorcreate: select: %w", err)
@@ -148,32 +169,128 @@ func Do(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql
 	return false, fmt.Errorf("%w, %d times", ErrVanished, MaxAttempts)
 }
 
+// mayHaveCreated returns err, the insert's, as an unknown outcome when
+// the caller gave up once the insert was sent by itself (outside a
+// *sql.Tx, where it commits on its own) to PostgreSQL: pgx then drops
+// the connection and asks the server to cancel the statement, but the
+// server may run and commit it first (once a row lock it waits for is
+// free), so the error matches racefree.ErrUnavailable as well as the
+// context's error. SQLite interrupts the statement and rolls it back,
+// and a *sql.Tx never commits what the caller gave up on: their errors
+// stay as they are.
+func mayHaveCreated(exec racefree.Executor, sqlite bool, err error) error {
+	if _, inTx := exec.(*sql.Tx); inTx || sqlite ||
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
+}
+
 // savepoint names the savepoint that keeps the caller's transaction usable
 // after the insert fails.
 const savepoint = "racefree_getorcreate"
 
-// insert runs q.Insert and scans its row. Inside a *sql.Tx it runs under a
+// insert runs q.Insert and scans its row, and reports whether exec is a
+// SQLite database (see onSQLite). Inside a *sql.Tx it runs under a
 // savepoint, rolled back when the insert fails: PostgreSQL aborts the whole
 // transaction on any error, which would make the select after a unique
 // violation impossible.
-func insert(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql.Row) error) error {
+func insert(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql.Row) error) (sqlite bool, err error) {
 	tx, ok := exec.(*sql.Tx)
 	if !ok {
-		return scan(exec.QueryRowContext(ctx, q.Insert, q.InsertArgs...))
+		return onSQLite(exec, nil), scan(exec.QueryRowContext(ctx, q.Insert, q.InsertArgs...))
 	}
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint); err != nil {
-		return fmt.Errorf("savepoint: %w", err)
+	res, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint)
+	if err != nil {
+		return false, fmt.Errorf("savepoint: %w", err)
 	}
-	err := scan(tx.QueryRowContext(ctx, q.Insert, q.InsertArgs...))
+	sqlite = onSQLite(tx, res)
+	err = scan(tx.QueryRowContext(ctx, q.Insert, q.InsertArgs...))
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
-			return errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
+			return sqlite, errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rerr))
 		}
 	}
 	if _, rerr := tx.ExecContext(ctx, "RELEASE SAVEPOINT "+savepoint); rerr != nil {
-		return errors.Join(err, fmt.Errorf("release savepoint: %w", rerr))
+		return sqlite, errors.Join(err, fmt.Errorf("release savepoint: %w", rerr))
 	}
-	return err
+	return sqlite, err
+}
+
+// onSQLite reports whether exec talks to SQLite rather than PostgreSQL,
+// without linking either driver and without a round trip: a *racefree.DB
+// says so; a *sql.DB or *sql.Conn by its driver's package (modernc.org/sqlite,
+// mattn/go-sqlite3: "sqlite" in the path); a *sql.Tx, which names no
+// driver, by res, the result of the SAVEPOINT insert ran in it: a SQLite
+// driver returns the connection's last insert ID with every result, and
+// PostgreSQL's drivers (pgx, lib/pq) have none to give.
+func onSQLite(exec racefree.Executor, res sql.Result) bool {
+	switch e := exec.(type) {
+	case interface{ Engine() string }:
+		return e.Engine() == racefree.SQLite
+	case *sql.DB:
+		return sqliteType(e.Driver())
+	case *sql.Conn:
+		var sqlite bool
+		_ = e.Raw(func(dc any) error { sqlite = sqliteType(dc); return nil })
+		return sqlite
+	case *sql.Tx:
+		if res == nil {
+			return false
+		}
+		_, err := res.LastInsertId()
+		return err == nil
+	}
+	return false
+}
+
+// sqliteType reports whether v's type comes from a package whose path
+// names SQLite.
+func sqliteType(v any) bool {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t != nil && strings.Contains(strings.ToLower(t.PkgPath()), "sqlite")
+}
+
+// durableSQL is sql/postgres/durable.sql: q.Select stands at its marker.
+//
+//go:embed sql/postgres/durable.sql
+var durableSQL string
+
+// synchronousSQL is sql/postgres/synchronous.sql.
+//
+//go:embed sql/postgres/synchronous.sql
+var synchronousSQL string
+
+// selectMarker is where durable.sql takes the caller's select.
+const selectMarker = "/* Query.Select */"
+
+// durable makes the answer "exists" about the row q.Select reads commit
+// only once a synchronous standby has the row, on PostgreSQL while
+// synchronous_standby_names is set: durable.sql locks the rows q.Select
+// reads FOR KEY SHARE, so that the statement's transaction (exec's, when
+// it is a *sql.Tx) has an xid and WAL, and its COMMIT waits for the
+// standby past the row's.
+func durable(ctx context.Context, exec racefree.Executor, q Query) error {
+	before, after, ok := strings.Cut(query.Embedded(durableSQL), selectMarker)
+	if !ok {
+		return errors.New("getorcreate: durable.sql has no " + selectMarker)
+	}
+	var synchronous bool
+	if err := exec.QueryRowContext(ctx, query.Embedded(synchronousSQL)).Scan(&synchronous); err != nil {
+		return fmt.Errorf("getorcreate: read synchronous_standby_names: %w", err)
+	}
+	if !synchronous {
+		return nil
+	}
+	sel := strings.TrimSuffix(strings.TrimSpace(q.Select), ";")
+	rows, err := exec.QueryContext(ctx, before+sel+after, q.SelectArgs...)
+	if err != nil {
+		return fmt.Errorf("getorcreate: lock the row for the synchronous standby (Select must be a query FOR KEY SHARE can lock: no aggregate, DISTINCT, GROUP BY, set operation or outer join): %w", err)
+	}
+	return rows.Close()
 }
 
 // targetMismatch recognises PostgreSQL's SQLSTATE 42P10 and SQLite's

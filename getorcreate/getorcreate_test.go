@@ -550,3 +550,30 @@ func TestConflictOnAnotherPrimaryKeyNamesIt(t *testing.T) {
 		}
 	})
 }
+
+// TestSelectNeedsNoLockWithoutASynchronousStandby: Do locks what the
+// select read only where a synchronous standby waits for commits (the
+// package documentation, "A row another transaction committed"); on a
+// PostgreSQL without one, a select PostgreSQL cannot lock (DISTINCT here)
+// returns the row that exists, as it does on SQLite, which has no
+// standbys. With a synchronous standby the same select is the engine's
+// error (reliability:TestExistsWaitsForTheSynchronousStandby).
+func TestSelectNeedsNoLockWithoutASynchronousStandby(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		setup(t, db)
+		q := queries[db.Engine()]
+		if _, created, err := userByEmail(ctx, db, db, q.insert, "lock@x", "lock"); err != nil || !created {
+			t.Fatalf("create: %v, %v", created, err)
+		}
+		var u user
+		created, err := getorcreate.Do(ctx, db, getorcreate.Query{
+			Insert: q.insert, InsertArgs: []any{"lock@x", "lock"},
+			Select: strings.Replace(q.sel, "SELECT", "SELECT DISTINCT", 1), SelectArgs: []any{"lock@x"},
+		}, func(row *sql.Row) error { return row.Scan(&u.id, &u.email) })
+		if err != nil || created || u.email != "lock@x" {
+			t.Fatalf("a DISTINCT select of a row that exists: %+v created %v, %v; want the row", u, created, err)
+		}
+	})
+}

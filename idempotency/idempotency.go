@@ -456,14 +456,8 @@ func (s *Store) Reap(ctx context.Context, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
-	if ok, err := s.db.SchemaAtLeast(ctx, s.db, tenant.TenantsVersion); err != nil {
-		return 0, fmt.Errorf("idempotency reap: %w", s.db.InterpretError(err))
-	} else if !ok {
-		have, _ := s.db.SchemaVersion(ctx)
-		return 0, fmt.Errorf("idempotency reap: %w", &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion})
-	}
 	var total int64
-	err := tenant.Each(ctx, s.db, func(ctx context.Context) error {
+	err := reaper.EachTenant(ctx, s.db, func(ctx context.Context) error {
 		n, err := s.reapTenant(ctx, batch)
 		total += n
 		return err

@@ -50,27 +50,15 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 		}
 		// Alone (the first call registers the tenant): s's d0 and t's t0
 		// are number 1 of their source.
-		for _, d := range [][2]string{{"gate", "g0"}, {"s", "d0"}, {"t", "t0"}} {
+		for _, d := range [][2]string{{"s", "d0"}, {"t", "t0"}} {
 			if res := receive(d[0], d[1], d[0]+"/"+d[1]); res.Duplicate || res.Seq != 1 {
 				t.Fatalf("%s/%s: %+v, want new with seq 1", d[0], d[1], res)
 			}
 		}
 
-		// The gate: a delivery whose batch waits for a transaction that
-		// holds the gate source's counter row (and, on SQLite, the write
-		// lock), so that the deliveries below queue behind it.
-		lock, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Rollback()
-		if _, err := lock.ExecContext(ctx, `UPDATE racefree_inbox_sources SET last_seq = last_seq WHERE source = 'gate'`); err != nil {
-			t.Fatal(err)
-		}
+		// The deliveries below queue behind the gate's batch.
 		before := db.CombineStats()
-		gate := make(chan inbox.Result, 1)
-		go func() { gate <- receive("gate", "g1", "gate/g1") }()
-		testdb.WaitCombiner(t, db, "the gate's batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+		open := gate(t, db, in)
 
 		// The second delivery of e1 comes with another body, as from a
 		// sender that stamps each attempt: it is the same event.
@@ -88,12 +76,7 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 			}()
 			testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
 		}
-		if err := lock.Rollback(); err != nil {
-			t.Fatal(err)
-		}
-		if res := <-gate; res.Duplicate || res.Seq != 2 {
-			t.Fatalf("gate/g1: %+v, want new with seq 2", res)
-		}
+		open()
 		wg.Wait()
 
 		// One batch of six in the order of their keys (d0, e0, e1, e2, e3
@@ -105,8 +88,8 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 			}
 		}
 		s := db.CombineStats()
-		if s.Failed != before.Failed || s.Batches != before.Batches+3 || s.Ops != before.Ops+8 || s.MaxBatch != 6 {
-			t.Errorf("combiner %+v after %+v: want the gate's batch, one of six and one of one, none failed", s, before)
+		if s.Failed != before.Failed || s.Batches != before.Batches+4 || s.Ops != before.Ops+9 || s.MaxBatch != 6 {
+			t.Errorf("combiner %+v after %+v: want the gate's two batches of one, one of six and one of one, none failed", s, before)
 		}
 		for source, want := range map[string][]string{
 			"s": {"1 d0 s/d0", "2 e0 s/e0", "3 e1 s/e1", "4 e2 s/e2", "5 e3 s/e3"},
@@ -277,4 +260,46 @@ func TestACombinedDeliveryOnAPoolOfOneConnection(t *testing.T) {
 			t.Fatal("no delivery went through the combiner")
 		}
 	})
+}
+
+// gate holds the combiner of db (Config.CombineBatches 1) busy with a
+// batch in flight, so that the deliveries started next queue behind it
+// (testdb.WaitCombiner tells when they are queued): it records the event
+// g0 of the source "gate" alone, then begins a transaction that holds
+// that source's counter row (on SQLite, the write lock) and starts the
+// delivery of g1, whose batch waits for it. open ends the transaction and
+// waits for g1, which must be the gate's second event; the queued
+// deliveries then run.
+func gate(t *testing.T, db *racefree.DB, in *inbox.Inbox) (open func()) {
+	t.Helper()
+	ctx := context.Background()
+	if res, err := in.Receive(ctx, "gate", "g0", []byte("gate/g0"), nil); err != nil || res.Duplicate || res.Seq != 1 {
+		t.Fatalf("gate/g0: %+v, %v; want new with seq 1", res, err)
+	}
+	lock, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback() })
+	if _, err := lock.ExecContext(ctx, `UPDATE racefree_inbox_sources SET last_seq = last_seq WHERE source = 'gate'`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		res, err := in.Receive(ctx, "gate", "g1", []byte("gate/g1"), nil)
+		if err == nil && (res.Duplicate || res.Seq != 2) {
+			err = fmt.Errorf("gate/g1: %+v, want new with seq 2", res)
+		}
+		done <- err
+	}()
+	testdb.WaitCombiner(t, db, "the gate's batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+	return func() {
+		t.Helper()
+		if err := lock.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

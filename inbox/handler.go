@@ -89,6 +89,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case errors.As(err, &ie):
 		writeProblem(w, http.StatusBadRequest, "invalid-input", "Invalid input", ie.Error())
+	case errors.Is(err, racefree.ErrNotDurable):
+		h.log().WarnContext(r.Context(), "inbox delivery not stored: no synchronous standby would wait for its commit", "source", h.Source, "id", id, "err", err)
+		writeProblem(w, http.StatusServiceUnavailable, "not-durable", "No synchronous standby", "no synchronous standby would wait for the commit; the delivery was not stored: retry")
 	case errors.Is(err, racefree.ErrReadOnly):
 		h.log().WarnContext(r.Context(), "inbox delivery not stored: the database is read-only", "source", h.Source, "id", id, "err", err)
 		writeProblem(w, http.StatusServiceUnavailable, "read-only", "Database is read-only", "the database node reached accepts no writes; the delivery was not stored: retry")

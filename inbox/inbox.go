@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -35,10 +36,11 @@ const (
 type Options struct {
 	// Retention is how long an event ID is kept, and so how long a
 	// redelivery of it is recognised as a duplicate. Set it to at least the
-	// sender's retry horizon. Defaults to DefaultRetention, 7 days.
+	// sender's retry horizon. Defaults to DefaultRetention, 7 days; New
+	// takes 1 ms to 10 years (counted in whole milliseconds).
 	Retention time.Duration
 	// ReapBatch bounds the rows one DELETE of Reap removes. Defaults to
-	// DefaultReapBatch, 1000.
+	// DefaultReapBatch, 1000; New takes 1 to 100,000.
 	ReapBatch int
 }
 
@@ -83,7 +85,10 @@ type Result struct {
 	// Failed reports that fn failed permanently on this delivery and the
 	// failure was recorded: redeliveries are duplicates from now on.
 	Failed bool
-	// Reason is the permanent failure's message, when Failed.
+	// Reason is the permanent failure's message, when Failed: at most
+	// its first 1024 bytes, cut before a character the limit would split,
+	// with NUL bytes dropped and bytes that are not UTF-8 replaced by
+	// U+FFFD, as it is stored.
 	Reason string
 	// Seq is the event's arrival number within its source (the cursor of
 	// List), when it was recorded by this delivery.
@@ -100,7 +105,12 @@ type Result struct {
 //   - A delivery of an ID already recorded returns Result{Duplicate: true}
 //     without calling fn. A concurrent delivery of the same ID waits for the
 //     first one's transaction and then counts as a duplicate if it
-//     committed.
+//     committed. On PostgreSQL with synchronous_standby_names set, the
+//     duplicate's transaction locks the recorded event FOR KEY SHARE, so
+//     its COMMIT, and the answer, wait until the synchronous standby has
+//     the event: the first delivery's commit may be on the primary alone
+//     (its wait for the standby cancelled), and "duplicate" then tells
+//     the sender to stop sending an event a failover would lose.
 //   - When fn returns an error, its writes and the record roll back
 //     together, so the next delivery processes the event again.
 //
@@ -150,7 +160,7 @@ func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []
 		err := tx.QueryRowContext(ctx, in.q.Get("receive"), tenant.From(ctx), source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds()).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			res.Duplicate = true
-			return nil
+			return in.durable(ctx, tx, source, eventID)
 		}
 		if err != nil {
 			return fmt.Errorf("record event: %w", err)
@@ -174,7 +184,7 @@ func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []
 
 // record records the event of a delivery without a processing function
 // in a batch with concurrent deliveries of the same tenant
-// (tenant.Combined), when racefree.Config.Combine is on; it reports false,
+// (send.Do), when racefree.Config.Combine is on; it reports false,
 // having done nothing, when the delivery is to be received alone.
 //
 // Its statements record the event and number it with no value passed
@@ -187,7 +197,11 @@ func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []
 // statements of its deliveries one after the other in one write
 // transaction, record inserts the event with the number after the
 // counter and number advances the counter to it. A duplicate inserts
-// nothing and numbers nothing: number returns no row.
+// nothing and numbers nothing: number returns no row. On PostgreSQL a
+// third statement, durable (durable_many), locks the recorded event FOR
+// KEY SHARE while synchronous_standby_names is set, so that a batch that
+// answers "duplicate" commits only once the synchronous standby has the
+// event (see Receive).
 //
 // The key names the event, not only its source: deliveries of one event
 // never share a batch, the later one runs after the earlier committed and
@@ -198,16 +212,20 @@ func (in *Inbox) record(ctx context.Context, source, eventID string, payload []b
 	var seq int64
 	args := []any{id, source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds()}
 	number := &racefree.Statement{Query: in.q.Get("number"), Args: []any{id, source, eventID}, Dest: []any{&seq}}
-	var record *racefree.Statement
+	var stmts []*racefree.Statement
 	if in.db.CanPipeline() {
-		record = &racefree.Statement{Query: in.q.Get("receive"), Many: in.q.Get("receive_many"), Args: args}
+		stmts = []*racefree.Statement{
+			{Query: in.q.Get("receive"), Many: in.q.Get("receive_many"), Args: args},
+			number,
+			{Query: in.q.Get("durable"), Many: in.q.Get("durable_many"), Args: []any{id, source, eventID}},
+		}
 		number.Many = in.q.Get("number_many")
 	} else {
-		record = &racefree.Statement{Query: in.q.Get("record"), Args: args}
+		stmts = []*racefree.Statement{{Query: in.q.Get("record"), Args: args}, number}
 	}
-	combined, err := tenant.Combined(ctx, in.db, in.db, combineKey(source, eventID), record, number)
+	way, err := send.Do(ctx, in.db, in.db, &send.Op{Key: combineKey(source, eventID), Stmts: stmts})
 	switch {
-	case !combined:
+	case way == send.NotSent:
 		return Result{}, false, nil
 	case errors.Is(err, racefree.ErrNotFound):
 		return Result{Duplicate: true}, true, nil
@@ -217,8 +235,23 @@ func (in *Inbox) record(ctx context.Context, source, eventID string, payload []b
 	return Result{Seq: seq}, true, nil
 }
 
+// durable makes a transaction that answers "duplicate" about
+// (source, eventID) commit only once a synchronous standby has the event,
+// on PostgreSQL while synchronous_standby_names is set (durable.sql: it
+// locks the event's row FOR KEY SHARE); elsewhere it does nothing.
+func (in *Inbox) durable(ctx context.Context, tx *sql.Tx, source, eventID string) error {
+	if in.db.Engine() != racefree.Postgres {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, in.q.Get("durable"), tenant.From(ctx), source, eventID)
+	if err != nil {
+		return fmt.Errorf("lock the recorded event: %w", in.db.InterpretError(err))
+	}
+	return rows.Close()
+}
+
 // combineKey names what a delivery writes to the combiner
-// (tenant.Combined, whose group is the tenant): the event's row. Neither
+// (send.Op.Key, whose group is the tenant): the event's row. Neither
 // a source nor an event ID holds a NUL byte (validate).
 func combineKey(source, eventID string) string {
 	return "inbox\x00" + source + "\x00" + eventID
@@ -243,7 +276,7 @@ func (in *Inbox) recordFailure(ctx context.Context, source, eventID string, payl
 			// Another delivery recorded the event since fn's transaction
 			// rolled back: this one is a duplicate of it.
 			res = Result{Duplicate: true}
-			return nil
+			return in.durable(ctx, tx, source, eventID)
 		}
 		if err != nil {
 			return fmt.Errorf("record failure: %w", err)
@@ -369,14 +402,8 @@ func (in *Inbox) Reap(ctx context.Context, exec racefree.Executor) (int64, error
 		}
 		return total, nil
 	}
-	if ok, err := in.db.SchemaAtLeast(ctx, in.db, tenant.TenantsVersion); err != nil {
-		return 0, fmt.Errorf("inbox: reap: %w", in.db.InterpretError(err))
-	} else if !ok {
-		have, _ := in.db.SchemaVersion(ctx)
-		return 0, fmt.Errorf("inbox: reap: %w", &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion})
-	}
 	var total int64
-	err := tenant.Each(ctx, in.db, func(ctx context.Context) error {
+	err := reaper.EachTenant(ctx, in.db, func(ctx context.Context) error {
 		n, err := in.reapTenant(ctx, in.db.Engine(), exec)
 		total += n
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/reaper"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -185,6 +186,14 @@ func (s *Store) Issue(ctx context.Context, exec racefree.Executor, purpose, subj
 // *racefree.InputError) or a failure of the database, after which the
 // outcome is unknown.
 //
+// On PostgreSQL with synchronous_standby_names set, a refusal read from
+// the code's row (AlreadyUsed, Revoked, Expired) locks it FOR KEY SHARE,
+// so that its COMMIT, and the answer, wait until the synchronous standby
+// has the row: the redemption it reports may be on the primary alone
+// (its commit's wait for the standby cancelled), and "already used" then
+// speaks of a redemption a failover would lose. In the caller's
+// transaction it is the caller's COMMIT that waits.
+//
 // exec may be the caller's transaction: the redemption then commits or
 // rolls back with the caller's own writes, and a concurrent Consume waits
 // for it (PostgreSQL: the row lock; SQLite: the write lock).
@@ -229,6 +238,9 @@ func (s *Store) explainCode(ctx context.Context, exec racefree.Executor, h []byt
 		return Redemption{Outcome: Unknown}, nil
 	}
 	if err != nil {
+		return Redemption{}, err
+	}
+	if err := s.durable(ctx, exec, "durable_code", tenant.From(ctx), h, purpose); err != nil {
 		return Redemption{}, err
 	}
 	r.IssuedAt, r.ExpiresAt = racefree.FromMillis(issued), racefree.FromMillis(expires)
@@ -327,7 +339,11 @@ func (s *Store) IssueRefresh(ctx context.Context, exec racefree.Executor, subjec
 // included, is refused from then on. With the default Grace of 0 every
 // retry is reuse, and so are the losers of concurrent rotations of one
 // token. Otherwise the outcome is Revoked, Expired (from the exact
-// millisecond of expiry) or Unknown, and nothing is written.
+// millisecond of expiry) or Unknown, and nothing is written. On
+// PostgreSQL with synchronous_standby_names set every answer but Unknown
+// commits only once the synchronous standby has the family's row as read:
+// Rotated, Replayed and Reused write it, and Revoked and Expired lock it
+// FOR KEY SHARE (see Consume).
 //
 // The rotation and the retirement, and the reuse detection and the
 // revocation, each commit together. exec may be the caller's transaction
@@ -412,6 +428,11 @@ func (s *Store) explainRefresh(ctx context.Context, exec racefree.Executor, h []
 		return Rotation{Outcome: Unknown}, nil
 	case err != nil:
 		return Rotation{}, err
+	}
+	if err := s.durable(ctx, exec, "durable_refresh", tenant.From(ctx), h); err != nil {
+		return Rotation{}, err
+	}
+	switch {
 	case revoked:
 		return Rotation{Outcome: Revoked}, nil
 	case head && now >= expires:
@@ -420,6 +441,24 @@ func (s *Store) explainRefresh(ctx context.Context, exec racefree.Executor, h []
 	// A live head that rotate did not match: rotated, or revoked, by a
 	// transaction this one cannot see yet.
 	return Rotation{Outcome: Revoked}, nil
+}
+
+// durable makes a refusal read from a row another transaction committed
+// (explain_code's, explain_refresh's) commit only once a synchronous
+// standby has that row, on PostgreSQL while synchronous_standby_names is
+// set: the statement named (durable_code.sql, durable_refresh.sql) locks
+// the row FOR KEY SHARE, so exec's transaction (on the pool, the
+// statement's own) has an xid and WAL, and its COMMIT waits for the
+// standby past the commit it read. Elsewhere it does nothing.
+func (s *Store) durable(ctx context.Context, exec racefree.Executor, name string, args ...any) error {
+	if s.db.Engine() != racefree.Postgres {
+		return nil
+	}
+	rows, err := exec.QueryContext(ctx, s.q.Get(name), args...)
+	if err != nil {
+		return fmt.Errorf("lock the row read: %w", err)
+	}
+	return rows.Close()
 }
 
 // RevokeFamilies revokes every refresh-token family of subject ("sign out
@@ -513,13 +552,7 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (codes
 	if batch <= 0 {
 		batch = 1000
 	}
-	if ok, err := s.db.SchemaAtLeast(ctx, s.db, tenant.TenantsVersion); err != nil {
-		return 0, 0, fmt.Errorf("onetime reap: %w", s.db.InterpretError(err))
-	} else if !ok {
-		have, _ := s.db.SchemaVersion(ctx)
-		return 0, 0, fmt.Errorf("onetime reap: %w", &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion})
-	}
-	err = tenant.Each(ctx, s.db, func(ctx context.Context) error {
+	err = reaper.EachTenant(ctx, s.db, func(ctx context.Context) error {
 		c, f, err := s.reap(ctx, grace, batch)
 		codes, families = codes+c, families+f
 		return err

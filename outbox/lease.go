@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -112,7 +113,7 @@ func (o *Outbox) Claim(ctx context.Context, worker string, n int, lease time.Dur
 // any, and claims, in one transaction: a relay's completions ride on its
 // next claim, one commit for both. On the pool of PostgreSQL, once the
 // tenant is registered, that transaction is one round trip: the tenant,
-// the completion and the claim sent together (tenant.Pipelined); the
+// the completion and the claim sent together (send.Do); the
 // claim records the lapses it finds itself, so nothing in it waits for an
 // earlier statement's rows.
 func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, lease time.Duration, topics []string, done []*Delivery, locked bool) ([]*Delivery, []tenure, error) {
@@ -136,11 +137,11 @@ func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, leas
 			stmts = append(stmts, o.completeStatement(id, done, &completed))
 		}
 		stmts = append(stmts, o.claimStatement(id, worker, n, lease, topics, &out))
-		pipelined, err := tenant.Pipelined(ctx, o.db, o.db, stmts...)
+		way, err := send.Do(ctx, o.db, o.db, &send.Op{Stmts: stmts, Pipeline: true})
 		if err != nil {
-			return nil, nil, fmt.Errorf("outbox claim: %w", o.db.InterpretError(err))
+			return nil, nil, fmt.Errorf("outbox claim: %w", err)
 		}
-		if pipelined {
+		if way == send.Together {
 			sortByID(out)
 			return out, completed, nil
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/schema"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -370,15 +371,7 @@ func (o *Outbox) run(ctx context.Context, exec racefree.Executor, fn func(racefr
 // needSchema returns a *racefree.SchemaError until the outbox's migration
 // is in place.
 func (o *Outbox) needSchema(ctx context.Context, exec racefree.Executor) error {
-	ok, err := o.db.SchemaAtLeast(ctx, exec, SchemaVersion)
-	if err != nil {
-		return o.db.InterpretError(err)
-	}
-	if !ok {
-		have, _ := o.db.SchemaVersion(ctx)
-		return &racefree.SchemaError{Have: have, Want: SchemaVersion}
-	}
-	return nil
+	return schema.Need(ctx, o.db, exec, SchemaVersion)
 }
 
 // inTx runs fn in one transaction for the tenant ctx names: exec when it

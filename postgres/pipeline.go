@@ -41,7 +41,10 @@ func (e *Engine) Bound(d time.Duration) *racefree.Statement {
 // connection that failed before anything was sent is returned as an error
 // wrapping driver.ErrBadConn, and discarded. That error, and the server's
 // answer that a statement or the commit failed (rolledBack), match
-// racefree.ErrNotCommitted; any other error may have committed.
+// racefree.ErrNotCommitted; any other error may have committed, and a
+// context that ended once the batch was sent is reported as
+// racefree.ErrUnavailable too (wrapping the context's error): the server
+// may commit the batch after the caller gave up on it.
 func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*racefree.Statement) error {
 	return conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
@@ -79,9 +82,27 @@ func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*racefree
 			return racefree.NotCommitted(fmt.Errorf("%w: %w", driver.ErrBadConn, err))
 		case rolledBack(err):
 			return racefree.NotCommitted(err)
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			// The caller gave up once the statements and the Sync were
+			// sent (pgx then drops the connection): the server runs them
+			// all the same, and commits them once a lock they wait for is
+			// free. An unknown outcome, as a lost reply.
+			return fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
 		}
 		return err
 	})
+}
+
+// MayHaveCommitted reports whether err, returned by COMMIT or by a
+// statement that commits by itself, leaves open that its transaction
+// committed (racefree.CommitJudge): every error but one that says
+// nothing was sent (pgconn.SafeToRetry) and the server's answer that the
+// statement or the commit failed (rolledBack). A context that ended while
+// the statement ran is such an error: pgx drops the connection, but the
+// server has the statement and its Sync, and commits it once a lock it
+// waits for is free.
+func (e *Engine) MayHaveCommitted(err error) bool {
+	return !pgconn.SafeToRetry(err) && !rolledBack(err)
 }
 
 // rolledBack reports whether err is the server's answer that a statement

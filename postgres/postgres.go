@@ -101,7 +101,10 @@ func (e *Engine) LockMigrations(ctx context.Context, tx *sql.Tx) error {
 // InterpretError maps SQLSTATEs onto racefree's sentinels: 23505
 // unique_violation is ErrConflict; 25006 read_only_sql_transaction (a
 // write on a standby or in a read-only transaction) is a
-// *racefree.ReadOnlyError, which matches ErrReadOnly and ErrUnavailable; 40001 serialization_failure and 40P01
+// *racefree.ReadOnlyError, which matches ErrReadOnly and ErrUnavailable;
+// the strict prelude's refusal (22P02 with "racefree: not durable: ") is a
+// *racefree.NotDurableError, which matches ErrNotDurable and
+// ErrUnavailable; 40001 serialization_failure and 40P01
 // deadlock_detected are ErrRetryable; classes 08 (connection exception) and
 // 57 (operator intervention: a shutdown, a terminated backend), except
 // 57014 query_canceled, are ErrUnavailable, as is a connection that failed
@@ -126,6 +129,9 @@ func (e *Engine) InterpretError(err error) error {
 		return fmt.Errorf("%w: %w", racefree.ErrConflict, err)
 	case pe.Code == readOnlySQLState:
 		return &racefree.ReadOnlyError{Reason: "the server refused a write (SQLSTATE 25006)", Err: err}
+	case pe.Code == notDurableSQLState && strings.Contains(pe.Message, notDurablePrefix):
+		reason := pe.Message[strings.Index(pe.Message, notDurablePrefix)+len(notDurablePrefix):]
+		return &racefree.NotDurableError{Reason: strings.TrimSuffix(reason, `"`), Err: err}
 	case pe.Code == "40001", pe.Code == "40P01":
 		return fmt.Errorf("%w: %w", racefree.ErrRetryable, err)
 	case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57") && pe.Code != "57014":
@@ -133,6 +139,15 @@ func (e *Engine) InterpretError(err error) error {
 	}
 	return err
 }
+
+// notDurableSQLState and notDurablePrefix are how the strict prelude
+// (tenant/sql/postgres/set_strict.sql) fails: SQL has no RAISE, so it
+// casts its reason, which begins with the prefix, to integer
+// (invalid_text_representation).
+const (
+	notDurableSQLState = "22P02"
+	notDurablePrefix   = "racefree: not durable: "
+)
 
 // writable asks whether the node accepts writes: whether it is a
 // standby, and whether a transaction of this session is read-only by

@@ -381,27 +381,13 @@ func (l *Limiter) Reap(ctx context.Context, exec racefree.Executor) (int64, erro
 	var err error
 	if _, ok := exec.(*sql.Tx); ok {
 		err = reap(ctx)
-	} else if err = l.needTenants(ctx, exec); err == nil {
-		err = tenant.Each(ctx, l.db, reap)
+	} else {
+		err = reaper.EachTenant(ctx, l.db, reap)
 	}
 	if err != nil {
 		return total, fmt.Errorf("quota: reap: %w", err)
 	}
 	return total, nil
-}
-
-// needTenants returns a *racefree.SchemaError (ErrSchemaOutdated) before
-// migration 011, which adds the tenant registry that Reap walks.
-func (l *Limiter) needTenants(ctx context.Context, exec racefree.Executor) error {
-	ok, err := l.db.SchemaAtLeast(ctx, exec, tenant.TenantsVersion)
-	if err != nil {
-		return l.db.InterpretError(err)
-	}
-	if !ok {
-		have, _ := l.db.SchemaVersion(ctx)
-		return &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion}
-	}
-	return nil
 }
 
 // reapOnce deletes one batch of the query name's expired rows, of the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -302,7 +303,7 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 //
 // With racefree.Config.Combine on, a GCRA or FixedWindow charge on the
 // pool goes in a batch with the concurrent charges of the same tenant on
-// other keys (tenant.CombinedWithin): one transaction and one commit for
+// other keys (racefree.Config.Combine): one transaction and one commit for
 // the batch, and the same decision as alone. On PostgreSQL a batch of two
 // or more charges of one kind runs as one statement over arrays
 // (consume_gcra_many.sql, consume_window_many.sql) that locks the
@@ -357,9 +358,11 @@ func (l *Limiter) bound(ctx context.Context, p Policy) (context.Context, context
 
 // degraded turns a failure into the policy's OnUnavailable decision when
 // the database did not answer (a timeout or ErrUnavailable); other errors
-// are returned as they are.
+// are returned as they are, and so is a caller's cancellation, even one
+// that left the charge's outcome unknown (ErrUnavailable as well): a
+// caller that gave up gets no decision.
 func degraded(p Policy, err error) (Decision, error) {
-	if !errors.Is(err, racefree.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || !errors.Is(err, racefree.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 		return Decision{}, err
 	}
 	if p.OnUnavailable == FailOpen {
@@ -388,12 +391,12 @@ func charge(p Policy) (string, int64) {
 	return "consume_gcra", p.interval()
 }
 
-// combineKey names key's counter to the combiner (tenant.CombinedWithin):
+// combineKey names key's counter to the combiner (send.Op.Key):
 // the tenant is its group, so the scope and the key.
 func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope + "\x00" + key }
 
 // consumeCombined charges as consume does, through the combiner
-// (tenant.CombinedWithin: a batch of the tenant's concurrent charges on
+// (send.Do, Bounded: a batch of the tenant's concurrent charges on
 // other keys, one transaction and one commit, bounded by ctx's deadline,
 // the policy's Wait). On PostgreSQL a batch of two or more charges of one
 // kind runs as one statement over arrays (consume_gcra_many,
@@ -422,9 +425,9 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 		if l.db.CanPipeline() {
 			st.Many = l.q.Get(name + "_many")
 		}
-		combined, err := tenant.CombinedWithin(ctx, l.db, exec, l.combineKey(key), st)
+		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: []*racefree.Statement{st}})
 		switch {
-		case !combined:
+		case way == send.NotSent:
 			return Decision{}, false, nil
 		case err == nil && allowed:
 			return decide(p, n, now, tat, used, true), true, nil
@@ -476,7 +479,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 				return Decision{}, err
 			}
 		default:
-			return Decision{}, l.db.InterpretError(err)
+			return Decision{}, l.interpret(exec, err)
 		}
 		if d := decide(p, n, now, tat, used, false); !d.Allowed {
 			return d, nil
@@ -554,7 +557,7 @@ func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string
 		if errors.Is(err, sql.ErrNoRows) {
 			now, tat, used, err = l.state(ctx, exec, key, p)
 		}
-		return err
+		return l.interpret(exec, err)
 	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, l.db.InterpretError(err))

@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
@@ -99,6 +100,29 @@ func TestReapSkipsLockedCounters(t *testing.T) {
 	}
 }
 
+// holdTheCounters opens a transaction that holds the write lock (SQLite)
+// or every counter's row lock (PostgreSQL), so that no charge is answered
+// until it ends: it is rolled back when the test ends, or before by the
+// caller.
+func holdTheCounters(t *testing.T, db *racefree.DB) *sql.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	if db.Engine() == racefree.SQLite {
+		_, err = tx.ExecContext(ctx, `UPDATE racefree_quotas SET used = used`)
+	} else {
+		_, err = tx.ExecContext(ctx, `SELECT 1 FROM racefree_quotas FOR UPDATE`)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
 // TestUnansweredDatabaseFollowsThePolicy holds the write lock (SQLite) or
 // the counter's row lock (PostgreSQL) in an open transaction, so that a
 // charge cannot be answered within its Wait.
@@ -108,19 +132,7 @@ func TestUnansweredDatabaseFollowsThePolicy(t *testing.T) {
 		ctx := context.Background()
 		l := setup(t, db)
 		consume(t, l, db, "k", 1, gcra)
-		tx, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if db.Engine() == racefree.SQLite {
-			_, err = tx.ExecContext(ctx, `UPDATE racefree_quotas SET used = used`)
-		} else {
-			_, err = tx.ExecContext(ctx, `SELECT 1 FROM racefree_quotas FOR UPDATE`)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		tx := holdTheCounters(t, db)
 		closed, open := gcra, gcra
 		closed.Wait, open.Wait = 200*time.Millisecond, 200*time.Millisecond
 		open.OnUnavailable = quota.FailOpen

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/schema"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -23,15 +25,7 @@ const maxSlidingProduct = 1 << 61
 
 // needSliding returns a *racefree.SchemaError before SlidingWindowMigration.
 func (l *Limiter) needSliding(ctx context.Context, exec racefree.Executor) error {
-	ok, err := l.db.SchemaAtLeast(ctx, exec, SlidingWindowMigration)
-	if err != nil {
-		return l.db.InterpretError(err)
-	}
-	if !ok {
-		have, _ := l.db.SchemaVersion(ctx)
-		return &racefree.SchemaError{Have: have, Want: SlidingWindowMigration}
-	}
-	return nil
+	return schema.Need(ctx, l.db, exec, SlidingWindowMigration)
 }
 
 // consumeSliding runs the sliding-window charge statement, as consume does
@@ -59,7 +53,7 @@ func (l *Limiter) consumeSliding(ctx context.Context, exec racefree.Executor, ke
 				return Decision{}, err
 			}
 		default:
-			return Decision{}, l.db.InterpretError(err)
+			return Decision{}, l.interpret(exec, err)
 		}
 		if d := decideSliding(p, n, now, tat, used, prev, false); !d.Allowed {
 			return d, nil
@@ -88,9 +82,9 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 		)
 		st := &racefree.Statement{Query: l.q.Get("consume_sliding"), Args: []any{id, l.scope, key, n, p.Per.Milliseconds(), p.Rate, l.db.ClockArg()},
 			Dest: []any{&allowed, &tat, &used, &prev, &now}}
-		combined, err := tenant.CombinedWithin(ctx, l.db, exec, l.combineKey(key), st)
+		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: []*racefree.Statement{st}})
 		switch {
-		case !combined:
+		case way == send.NotSent:
 			return Decision{}, false, nil
 		case err == nil && allowed:
 			return decideSliding(p, n, now, tat, used, prev, true), true, nil
@@ -139,7 +133,7 @@ func (l *Limiter) refundSliding(ctx context.Context, exec racefree.Executor, key
 		if errors.Is(err, sql.ErrNoRows) {
 			now, tat, used, prev, err = l.stateSliding(ctx, exec, key)
 		}
-		return err
+		return l.interpret(exec, err)
 	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, l.db.InterpretError(err))

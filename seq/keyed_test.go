@@ -223,3 +223,40 @@ func TestKeyedRetryAfterRetention(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyedEdges tries NextKeyed at its edges, one dimension at a time: n
+// at MaxN and one past it, and a key on two counters whose scope and name
+// differ only in where the one ends and the other begins ("a/b", "c" and
+// "a", "b/c"): two counters, so two requests, never the replay of the
+// other's numbers.
+func TestKeyedEdges(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, keys := seq.New(db), idempotency.New(db, nil)
+
+		if _, _, err := c.NextKeyed(ctx, db, keys, "edge", "max", seq.MaxN+1, "k"); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Fatalf("NextKeyed(MaxN+1): %v; want an InputError", err)
+		}
+		if first, replayed, err := c.NextKeyed(ctx, db, keys, "edge", "max", seq.MaxN, "k"); err != nil || first != 1 || replayed {
+			t.Fatalf("NextKeyed(MaxN) = %d, replayed %v, %v; want 1, not replayed", first, replayed, err)
+		}
+		if got, err := c.Current(ctx, db, "edge", "max"); err != nil || got != seq.MaxN {
+			t.Fatalf("Current after NextKeyed(MaxN) = %d, %v; want %d", got, err, seq.MaxN)
+		}
+
+		if first, replayed, err := c.NextKeyed(ctx, db, keys, "a/b", "c", 1, "k"); err != nil || first != 1 || replayed {
+			t.Fatalf(`NextKeyed("a/b", "c") = %d, replayed %v, %v; want 1, not replayed`, first, replayed, err)
+		}
+		if first, replayed, err := c.NextKeyed(ctx, db, keys, "a/b", "c", 1, "k"); err != nil || first != 1 || !replayed {
+			t.Fatalf(`NextKeyed("a/b", "c") again = %d, replayed %v, %v; want 1, replayed`, first, replayed, err)
+		}
+		if _, err := c.Next(ctx, db, "a", "b/c"); err != nil { // the other counter moves on first
+			t.Fatal(err)
+		}
+		if first, replayed, err := c.NextKeyed(ctx, db, keys, "a", "b/c", 1, "k"); err != nil || first != 2 || replayed {
+			t.Fatalf(`NextKeyed("a", "b/c") with the key of ("a/b", "c") = %d, replayed %v, %v; want its own 2, not replayed`, first, replayed, err)
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/internal/problem"
+	"github.com/racefree/racefree/tenant"
 )
 
 // auditRoutes serves the audit log when Options.AuditKeys is set; without
@@ -68,14 +69,22 @@ func toAuditEntryJSON(r *audit.Record) auditEntryJSON {
 	return e
 }
 
+// appendRequest is the body of POST /v1/audit.
+type appendRequest struct {
+	Scope   string          `json:"scope"`
+	Actor   string          `json:"actor"`
+	Action  string          `json:"action"`
+	Subject string          `json:"subject"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// checkpointRequest is the body of POST /v1/audit/checkpoints.
+type checkpointRequest struct {
+	Scope string `json:"scope"`
+}
+
 func (s *Server) appendAudit(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		Scope   string          `json:"scope"`
-		Actor   string          `json:"actor"`
-		Action  string          `json:"action"`
-		Subject string          `json:"subject"`
-		Data    json.RawMessage `json:"data"`
-	}
+	var req appendRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -134,6 +143,7 @@ func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.auditVerify(res.Break)
+	s.verified.record(tenant.From(r.Context()), scope, &res)
 	writeJSON(w, http.StatusOK, struct {
 		Intact bool `json:"intact"`
 		audit.Result
@@ -141,9 +151,7 @@ func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) checkpointAudit(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		Scope string `json:"scope"`
-	}
+	var req checkpointRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}

@@ -61,17 +61,41 @@ func durationFrom(field string, ms *int64) (time.Duration, error) {
 	return time.Duration(*ms) * time.Millisecond, nil
 }
 
-// claimKey returns the path's claim key, refusing a NUL byte.
-func claimKey(r *http.Request) (string, error) {
-	key := r.PathValue("key")
-	return key, noNUL("key", key)
+// claimKey returns the path's claim key: 1 to claim.MaxKeyBytes bytes of
+// UTF-8 without a NUL byte, matching pathValuePattern.
+func claimKey(r *http.Request) (string, error) { return pathParam(r, "key", claim.MaxKeyBytes) }
+
+// acquireRequest is the body of POST /v1/claims/{key}.
+type acquireRequest struct {
+	Holder string `json:"holder"`
+	TTLMs  *int64 `json:"ttl_ms"`
+}
+
+// renewRequest is the body of POST /v1/claims/{key}/renew.
+type renewRequest struct {
+	Holder string `json:"holder"`
+	Fence  *int64 `json:"fence"`
+	TTLMs  *int64 `json:"ttl_ms"`
+}
+
+// observeRequest is the body of POST /v1/events.
+type observeRequest struct {
+	Source      string `json:"source"`
+	Level       string `json:"level"`
+	Message     string `json:"message"`
+	Fingerprint string `json:"fingerprint"`
+	WindowMs    *int64 `json:"window_ms"`
+}
+
+// recordRequest is the body of POST /v1/events/{fingerprint}/result.
+type recordRequest struct {
+	Fence          *int64 `json:"fence"`
+	Classification string `json:"classification"`
+	ExternalID     string `json:"external_id"`
 }
 
 func (s *Server) acquireClaim(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		Holder string `json:"holder"`
-		TTLMs  *int64 `json:"ttl_ms"`
-	}
+	var req acquireRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -95,11 +119,7 @@ func (s *Server) acquireClaim(ctx context.Context, exec racefree.Executor, r *ht
 }
 
 func (s *Server) renewClaim(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		Holder string `json:"holder"`
-		Fence  *int64 `json:"fence"`
-		TTLMs  *int64 `json:"ttl_ms"`
-	}
+	var req renewRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -170,13 +190,7 @@ func (s *Server) getClaim(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) observeEvent(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		Source      string `json:"source"`
-		Level       string `json:"level"`
-		Message     string `json:"message"`
-		Fingerprint string `json:"fingerprint"`
-		WindowMs    *int64 `json:"window_ms"`
-	}
+	var req observeRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -204,16 +218,15 @@ func (s *Server) observeEvent(ctx context.Context, exec racefree.Executor, r *ht
 }
 
 func (s *Server) recordEvent(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		Fence          *int64 `json:"fence"`
-		Classification string `json:"classification"`
-		ExternalID     string `json:"external_id"`
-	}
+	var req recordRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	fp := r.PathValue("fingerprint")
-	for _, f := range [][2]string{{"fingerprint", fp}, {"classification", req.Classification}, {"external_id", req.ExternalID}} {
+	fp, err := pathParam(r, "fingerprint", claim.MaxKeyBytes)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range [][2]string{{"classification", req.Classification}, {"external_id", req.ExternalID}} {
 		if err := noNUL(f[0], f[1]); err != nil {
 			return nil, err
 		}
@@ -221,7 +234,7 @@ func (s *Server) recordEvent(ctx context.Context, exec racefree.Executor, r *htt
 	if err := positiveFence(req.Fence); err != nil {
 		return nil, err
 	}
-	err := s.events.Record(ctx, exec, fp, *req.Fence, dedup.Result{Classification: req.Classification, ExternalID: req.ExternalID})
+	err = s.events.Record(ctx, exec, fp, *req.Fence, dedup.Result{Classification: req.Classification, ExternalID: req.ExternalID})
 	s.metrics.claim("record", err)
 	if err != nil {
 		return nil, err

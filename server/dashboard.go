@@ -10,13 +10,16 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
-	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/apikey"
@@ -32,7 +35,8 @@ var dashFiles embed.FS
 
 // DashboardRoutes are the dashboard's routes: HTML for a browser, not
 // the JSON API.
-var DashboardRoutes = []string{"GET /{$}", "POST /login", "POST /logout", "POST /outbox/dead/{id}/redrive"}
+var DashboardRoutes = []string{"GET /{$}", "POST /login", "POST /logout", "POST /outbox/dead/{id}/redrive",
+	"GET /outbox/dead/{id}", "POST /outbox/dead/{id}/discard", "POST /switch"}
 
 const (
 	// sessionCookie holds a dashboard session: the credential the person
@@ -49,10 +53,13 @@ const (
 // dashboard is the dashboard's state: its templates, queries and the
 // secret sessions are sealed with.
 type dashboard struct {
-	page, login, message *template.Template
-	csp                  string
-	aead                 cipher.AEAD
-	csrfKey              []byte
+	page, login, message, dead *template.Template
+	csp                        string
+	aead                       cipher.AEAD
+	csrfKey                    []byte
+	// outboxSQL is /metrics's outbox query: the dashboard reads the
+	// earliest time a pending message is or was due from it.
+	outboxSQL string
 }
 
 func (s *Server) dashboardRoutes() {
@@ -63,10 +70,14 @@ func (s *Server) dashboardRoutes() {
 	}
 	s.dash = newDashboard(secret)
 	s.dashSQL = query.MustLoad(dashFiles, "dashboard/sql", s.db.Engine())
+	s.dash.outboxSQL = query.MustLoad(metricsFiles, "metrics/sql", s.db.Engine()).Get("outbox")
 	s.handle(DashboardRoutes[0], http.HandlerFunc(s.dashboardPage))
 	s.handle(DashboardRoutes[1], http.HandlerFunc(s.dashboardLogin))
 	s.handle(DashboardRoutes[2], http.HandlerFunc(s.dashboardLogout))
 	s.handle(DashboardRoutes[3], http.HandlerFunc(s.dashboardRedrive))
+	s.handle(DashboardRoutes[4], http.HandlerFunc(s.dashboardDead))
+	s.handle(DashboardRoutes[5], http.HandlerFunc(s.dashboardDiscard))
+	s.handle(DashboardRoutes[6], http.HandlerFunc(s.dashboardSwitch))
 }
 
 func newDashboard(secret []byte) *dashboard {
@@ -88,37 +99,13 @@ func newDashboard(secret []byte) *dashboard {
 		return template.Must(template.New(name).Funcs(funcs).ParseFS(dashFiles, "dashboard/layout.html", "dashboard/"+name))
 	}
 	return &dashboard{
-		page: parse("page.html"), login: parse("login.html"), message: parse("message.html"),
+		page: parse("page.html"), login: parse("login.html"), message: parse("message.html"), dead: parse("dead.html"),
 		// Nothing but the inline style sheet, the inline SVG and forms to
 		// this origin: no script runs, no frame embeds the page.
 		csp:     "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 		aead:    aead,
 		csrfKey: derive("csrf"),
 	}
-}
-
-// seal returns the session cookie's value for credential, valid until exp.
-func (d *dashboard) seal(credential string, exp time.Time) string {
-	plain := binary.BigEndian.AppendUint64(nil, uint64(exp.UnixMilli()))
-	plain = append(plain, credential...)
-	nonce := make([]byte, d.aead.NonceSize())
-	_, _ = rand.Read(nonce)
-	return base64.RawURLEncoding.EncodeToString(d.aead.Seal(nonce, nonce, plain, []byte(sessionCookie)))
-}
-
-// open returns the credential of a session cookie's value, if the cookie
-// was sealed by this secret and has not expired at now.
-func (d *dashboard) open(value string, now time.Time) (string, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(value)
-	n := d.aead.NonceSize()
-	if err != nil || len(raw) < n {
-		return "", false
-	}
-	plain, err := d.aead.Open(nil, raw[:n], raw[n:], []byte(sessionCookie))
-	if err != nil || len(plain) < 8 || int64(binary.BigEndian.Uint64(plain)) <= now.UnixMilli() {
-		return "", false
-	}
-	return string(plain[8:]), true
 }
 
 // csrf returns the token a form must carry: an HMAC of the session
@@ -128,30 +115,6 @@ func (d *dashboard) csrf(session string) string {
 	m := hmac.New(sha256.New, d.csrfKey)
 	m.Write([]byte(session))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-// dashCaller is who a dashboard request runs as.
-type dashCaller struct {
-	caller
-	session  string // the session cookie's value; empty without one
-	signedIn bool
-}
-
-// dashAuth returns the caller of a dashboard request: the credential of
-// its session cookie, or of its Authorization header, or, on an open
-// server (neither Token nor RequireKey) and without either, the default
-// tenant, as on /v1/. A cookie that this server did not seal, or whose
-// session expired, counts as none. errNoCredential means: show the
-// sign-in form.
-func (s *Server) dashAuth(r *http.Request) (dashCaller, error) {
-	if ck, err := r.Cookie(sessionCookie); err == nil {
-		if cred, ok := s.dash.open(ck.Value, time.Now()); ok {
-			c, err := s.credential(r.Context(), cred)
-			return dashCaller{caller: c, session: ck.Value, signedIn: true}, err
-		}
-	}
-	c, err := s.authenticate(r)
-	return dashCaller{caller: c}, err
 }
 
 // dashHeaders sets what every dashboard answer carries: private, never
@@ -203,7 +166,7 @@ func (s *Server) dashRefuse(w http.ResponseWriter, r *http.Request, err error) {
 
 // dashboardPage shows the caller's tenant, or the sign-in form.
 func (s *Server) dashboardPage(w http.ResponseWriter, r *http.Request) {
-	c, err := s.dashAuth(r)
+	c, err := s.dashAuth(w, r)
 	if err != nil {
 		s.dashRefuse(w, r, err)
 		return
@@ -217,14 +180,26 @@ func (s *Server) dashboardPage(w http.ResponseWriter, r *http.Request) {
 		s.dashRefuse(w, r, err)
 		return
 	}
+	lists, err := parseLists(r.URL.Query())
+	if err != nil {
+		s.message(w, r, http.StatusBadRequest, "A list's filter or page is not valid: "+err.Error())
+		return
+	}
 	now := time.Now()
 	d := &dashData{Title: "Dashboard", Tenant: c.tenant, Engine: s.db.Engine(), Admin: c.scopes.Has(apikey.Admin), CSRF: s.dash.csrf(c.session),
 		SignedIn: c.signedIn, ReadAt: formatTime(now), Limit: dashLimit,
-		Charts: s.rates.charts(c.tenant, now), ChartsEnd: now.UTC().Format("15:04 UTC")}
+		Charts: s.rates.charts(c.tenant, now), ChartsEnd: now.UTC().Format("15:04 UTC"), Lists: lists, Held: c.held, Dropped: c.dropped}
 	if id, err := strconv.ParseInt(r.URL.Query().Get("redriven"), 10, 64); err == nil && id > 0 {
 		d.Redriven = strconv.FormatInt(id, 10)
 	}
+	if id, err := strconv.ParseInt(r.URL.Query().Get("discarded"), 10, 64); err == nil && id > 0 {
+		d.Discarded = strconv.FormatInt(id, 10)
+	}
 	if err := s.load(ctx, d); err != nil {
+		if errors.Is(err, racefree.ErrInvalidInput) {
+			s.message(w, r, http.StatusBadRequest, "A list's filter or page is not valid: "+err.Error())
+			return
+		}
 		s.dashRefuse(w, r, err)
 		return
 	}
@@ -244,30 +219,8 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && u.Host == r.Host
 }
 
-// dashboardLogin checks the key of the sign-in form and, when it is a
-// valid credential, starts a session: an HttpOnly, SameSite=Strict cookie
-// (Secure over TLS) holding the key sealed with its expiry.
-func (s *Server) dashboardLogin(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r) {
-		s.message(w, r, http.StatusForbidden, "Cross-site sign-in refused.")
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxKeyForm)
-	key := r.PostFormValue("key")
-	if key == "" {
-		s.signIn(w, r, "Enter an API key or the server's token.")
-		return
-	}
-	if _, err := s.credential(r.Context(), key); err != nil {
-		s.dashRefuse(w, r, err)
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.dash.seal(key, time.Now().Add(sessionTTL)), Path: "/",
-		MaxAge: int(sessionTTL.Seconds()), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
-}
-
 func (s *Server) clearSession(w http.ResponseWriter, r *http.Request) {
+	w.Header().Del("Set-Cookie") // in place of a session this answer was to renew
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 }
@@ -275,14 +228,14 @@ func (s *Server) clearSession(w http.ResponseWriter, r *http.Request) {
 // dashForm authenticates a dashboard POST and checks its CSRF token; it
 // answers the refusal itself and reports whether to go on.
 func (s *Server) dashForm(w http.ResponseWriter, r *http.Request) (dashCaller, bool) {
-	c, err := s.dashAuth(r)
+	c, err := s.dashAuth(w, r)
 	if err != nil {
 		s.dashRefuse(w, r, err)
 		return c, false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxKeyForm)
 	got := r.PostFormValue("csrf")
-	if !sameOrigin(r) || !hmac.Equal([]byte(got), []byte(s.dash.csrf(c.session))) {
+	if !sameOrigin(r) || !hmac.Equal([]byte(got), []byte(s.dash.csrf(c.sent))) {
 		s.message(w, r, http.StatusForbidden, "This form is stale or came from another site. Reload the dashboard and try again.")
 		return c, false
 	}
@@ -301,12 +254,31 @@ func (s *Server) dashboardLogout(w http.ResponseWriter, r *http.Request) {
 // again (outbox.Redrive, as POST /v1/outbox/dead/{id}/redrive does): admin
 // scope and a valid CSRF token required.
 func (s *Server) dashboardRedrive(w http.ResponseWriter, r *http.Request) {
+	s.dashRepair(w, r, "redriven", "Redriving", func(o *outbox.Outbox) func(context.Context, racefree.Executor, outbox.Filter) ([]int64, error) {
+		return o.Redrive
+	})
+}
+
+// dashboardDiscard deletes a dead outbox message of the caller's tenant
+// and its history (outbox.Discard, as POST /v1/outbox/dead/{id}/discard
+// does): admin scope and a valid CSRF token required.
+func (s *Server) dashboardDiscard(w http.ResponseWriter, r *http.Request) {
+	s.dashRepair(w, r, "discarded", "Discarding", func(o *outbox.Outbox) func(context.Context, racefree.Executor, outbox.Filter) ([]int64, error) {
+		return o.Discard
+	})
+}
+
+// dashRepair runs op on the path's dead message of the caller's tenant,
+// after dashForm's checks and with the admin scope, and sends the person
+// back to the dashboard's outbox section saying what it did (done).
+func (s *Server) dashRepair(w http.ResponseWriter, r *http.Request, done, doing string,
+	op func(*outbox.Outbox) func(context.Context, racefree.Executor, outbox.Filter) ([]int64, error)) {
 	c, ok := s.dashForm(w, r)
 	if !ok {
 		return
 	}
 	if !c.scopes.Has(apikey.Admin) {
-		s.message(w, r, http.StatusForbidden, "Redriving needs a key with the admin scope.")
+		s.message(w, r, http.StatusForbidden, doing+" needs a key with the admin scope.")
 		return
 	}
 	id, err := deadID(r)
@@ -325,7 +297,7 @@ func (s *Server) dashboardRedrive(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		ids, err = o.Redrive(ctx, exec, outbox.Filter{IDs: []int64{id}})
+		ids, err = op(o)(ctx, exec, outbox.Filter{IDs: []int64{id}})
 		return err
 	})
 	switch {
@@ -334,6 +306,90 @@ func (s *Server) dashboardRedrive(w http.ResponseWriter, r *http.Request) {
 	case len(ids) == 0:
 		s.message(w, r, http.StatusNotFound, "No dead message "+strconv.FormatInt(id, 10)+" here: it was redriven or discarded already.")
 	default:
-		http.Redirect(w, r, "/?redriven="+strconv.FormatInt(id, 10)+"#outbox", http.StatusSeeOther)
+		http.Redirect(w, r, "/?"+done+"="+strconv.FormatInt(id, 10)+"#outbox", http.StatusSeeOther)
 	}
+}
+
+// deadDetail is the dead-letter page: one dead message of the caller's
+// tenant, its payload, headers and every recorded attempt.
+type deadDetail struct {
+	Title, Tenant, CSRF string
+	Admin, SignedIn     bool
+	Msg                 deadMessage
+	Payload             string // the payload as text (JSON indented), or base64
+	PayloadKind         string // "JSON", "text" or "base64"
+	Headers             []dashHeader
+	History             []dashAttempt
+}
+
+type dashHeader struct{ Name, Value string }
+
+type dashAttempt struct {
+	Attempt        int
+	Fence          int64
+	Worker, At     string
+	Outcome, Error string
+}
+
+// dashboardDead shows one dead message of the caller's tenant: its
+// payload, headers and each failed attempt with its error, with Redrive
+// and Discard for an admin. A message of another tenant, or one that is
+// not dead, is 404, and the page says nothing of it.
+func (s *Server) dashboardDead(w http.ResponseWriter, r *http.Request) {
+	c, err := s.dashAuth(w, r)
+	if err != nil {
+		s.dashRefuse(w, r, err)
+		return
+	}
+	if !c.scopes.Has(apikey.Read) {
+		s.message(w, r, http.StatusForbidden, "This key lacks the read scope the dashboard needs.")
+		return
+	}
+	id, err := deadID(r)
+	if err != nil {
+		s.message(w, r, http.StatusBadRequest, "That is not a message id.")
+		return
+	}
+	ctx, err := tenant.With(r.Context(), c.tenant)
+	if err != nil {
+		s.dashRefuse(w, r, err)
+		return
+	}
+	o, err := s.Outbox()
+	if err != nil {
+		s.dashRefuse(w, r, err)
+		return
+	}
+	var rec *outbox.Record
+	err = s.reading(ctx, func(ctx context.Context, exec racefree.Executor) (err error) {
+		rec, err = o.Get(ctx, exec, id)
+		return err
+	})
+	switch {
+	case errors.Is(err, racefree.ErrNotFound) || (err == nil && rec.State != outbox.Dead):
+		s.message(w, r, http.StatusNotFound, "No dead message "+strconv.FormatInt(id, 10)+" here: it was redriven or discarded, or never died.")
+		return
+	case err != nil:
+		s.dashRefuse(w, r, err)
+		return
+	}
+	d := &deadDetail{Title: "Dead letter " + strconv.FormatInt(id, 10), Tenant: c.tenant, CSRF: s.dash.csrf(c.session),
+		Admin: c.scopes.Has(apikey.Admin), SignedIn: c.signedIn, Msg: toDeadMessage(rec)}
+	switch {
+	case len(rec.Payload) > 0 && json.Valid(rec.Payload):
+		var b bytes.Buffer
+		_ = json.Indent(&b, rec.Payload, "", "  ")
+		d.Payload, d.PayloadKind = b.String(), "JSON"
+	case utf8.Valid(rec.Payload):
+		d.Payload, d.PayloadKind = string(rec.Payload), "text"
+	default:
+		d.Payload, d.PayloadKind = base64.StdEncoding.EncodeToString(rec.Payload), "base64"
+	}
+	for _, k := range slices.Sorted(maps.Keys(rec.Headers)) {
+		d.Headers = append(d.Headers, dashHeader{k, rec.Headers[k]})
+	}
+	for _, a := range rec.History {
+		d.History = append(d.History, dashAttempt{Attempt: a.Attempt, Fence: a.Fence, Worker: a.Worker, At: formatTime(a.At), Outcome: a.Outcome, Error: a.Error})
+	}
+	s.render(w, r, s.dash.dead, http.StatusOK, d)
 }

@@ -4,12 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/audit"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/outbox"
+	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -29,6 +33,7 @@ type dashData struct {
 	CSRF      string
 	SignedIn  bool // a session cookie, not an open server, got the caller in
 	Redriven  string
+	Discarded string
 	ReadAt    string
 	Claims    []dashClaim
 	Quotas    []dashQuota
@@ -36,29 +41,92 @@ type dashData struct {
 	Sources   []dashSource
 	Failed    []dashFailed
 	Outbox    *outbox.Stats
+	// OldestDue is how long the message due the longest has waited since
+	// it became due (0 when none is due): a message delayed on purpose,
+	// or leased by a relay whose lease still runs, counts only once its
+	// time has come, unlike Outbox.OldestPending.
+	OldestDue time.Duration
 	Dead      []deadMessage
 	Audit     []dashAudit
 	AuditOff  bool // no keyring: the audit log is not served
 	Charts    []chart
 	ChartsEnd string
 	Limit     int
+	// Each list's filter and page, as the request asked for them.
+	Lists dashLists
+	// The tenants whose keys the session holds, Tenant's among them, for
+	// the switcher (shown with two or more); Dropped says a key of the
+	// session was revoked or expired and is gone from it.
+	Held    []string
+	Dropped bool
+}
+
+// dashLists are the filter and page of each list of the dashboard.
+type dashLists struct {
+	Claims, Quotas, Idem, Sources, Failed, Dead, Audit *dashList
+}
+
+// The dashboard's lists: each one's parameters, filter fields, sort key
+// and page size.
+var (
+	claimsList = &listSpec{name: "claims", what: "live claims", prefix: "claims.", anchor: "claims", limit: dashLimit,
+		fields: []fieldSpec{{"key", "Key begins with", claim.MaxKeyBytes}, {"holder", "Holder begins with", claim.MaxHolderBytes}},
+		cursor: []cursorKind{cursorInt, cursorText}} // expires_at, key
+	quotasList = &listSpec{name: "quotas", what: "quota counters", prefix: "quotas.", anchor: "quotas", limit: dashLimit,
+		fields: []fieldSpec{{"limiter", "Limiter", quota.MaxKeyBytes}, {"key", "Key begins with", quota.MaxKeyBytes}},
+		cursor: []cursorKind{cursorInt, cursorText, cursorText, cursorText}} // updated_at, scope, key, kind
+	idemList = &listSpec{name: "idem", what: "requests in progress", prefix: "idem.", anchor: "idempotency", limit: dashLimit,
+		fields: []fieldSpec{{"scope", "Scope", idempotency.MaxScopeBytes}, {"key", "Key begins with", idempotency.MaxKeyBytes}},
+		cursor: []cursorKind{cursorInt, cursorText, cursorText}} // created_at, scope, key
+	sourcesList = &listSpec{name: "sources", what: "webhook sources", prefix: "sources.", anchor: "inbox", limit: dashLimit,
+		fields: []fieldSpec{{"source", "Source begins with", dashTextMax}},
+		cursor: []cursorKind{cursorText}} // source
+	failedList = &listSpec{name: "failed", what: "failed deliveries", prefix: "failed.", anchor: "inbox", limit: dashLimit,
+		fields: []fieldSpec{{"source", "Source", dashTextMax}, {"event", "Event begins with", dashTextMax}},
+		cursor: []cursorKind{cursorInt}} // id, descending
+	deadList = &listSpec{name: "dead", what: "dead letters", prefix: "", anchor: "outbox", limit: dashLimit,
+		fields: []fieldSpec{{"topic", "Topic", outbox.MaxTopicBytes}, {"key", "Key", outbox.MaxKeyBytes}},
+		cursor: []cursorKind{cursorInt}} // id
+	auditList = &listSpec{name: "audit", what: "audit scopes", prefix: "audit.", anchor: "audit", limit: auditScopesShown,
+		fields: []fieldSpec{{"scope", "Scope begins with", dashTextMax}},
+		cursor: []cursorKind{cursorText}} // scope
+)
+
+// parseLists reads every list's filter and page from the query q.
+func parseLists(q url.Values) (dashLists, error) {
+	var ls dashLists
+	for _, x := range []struct {
+		to   **dashList
+		spec *listSpec
+	}{{&ls.Claims, claimsList}, {&ls.Quotas, quotasList}, {&ls.Idem, idemList}, {&ls.Sources, sourcesList},
+		{&ls.Failed, failedList}, {&ls.Dead, deadList}, {&ls.Audit, auditList}} {
+		l, err := parseList(q, x.spec)
+		if err != nil {
+			return ls, err
+		}
+		*x.to = l
+	}
+	return ls, nil
 }
 
 type dashClaim struct {
 	Key, Holder string
 	Fence       int64
 	Left        string
+	expires     int64
 }
 
 type dashQuota struct {
 	Scope, Key, Kind string
 	Used, Prev       int64
 	Charged, Lapses  string
+	updated          int64
 }
 
 type dashIdem struct {
 	Scope, Key string
 	Age        string
+	created    int64
 }
 
 type dashSource struct {
@@ -69,6 +137,7 @@ type dashSource struct {
 type dashFailed struct {
 	Source, EventID, Reason, At string
 	Seq                         int64
+	id                          int64
 }
 
 type dashAudit struct {
@@ -89,47 +158,54 @@ func (s *Server) load(ctx context.Context, d *dashData) error {
 	t := tenant.From(ctx)
 	err := s.reading(ctx, func(ctx context.Context, exec racefree.Executor) error {
 		d.Claims, d.Quotas, d.Idem, d.Sources, d.Failed = nil, nil, nil, nil, nil
+		ls := &d.Lists
 		var now int64
-		err := each(ctx, exec, q.Get("claims"), []any{t, clock, dashLimit}, func(rows *sql.Rows) error {
+		// Each list reads one row more than a page, to know whether there is a next one.
+		err := each(ctx, exec, q.Get("claims"), append([]any{t, clock, ls.Claims.spec.limit + 1, ls.Claims.value("key"), ls.Claims.value("holder")},
+			ls.Claims.afterArgs()...), func(rows *sql.Rows) error {
 			var c dashClaim
-			var exp int64
-			if err := rows.Scan(&c.Key, &c.Holder, &c.Fence, &exp, &now); err != nil {
+			if err := rows.Scan(&c.Key, &c.Holder, &c.Fence, &c.expires, &now); err != nil {
 				return err
 			}
-			c.Left = span(exp - now)
+			c.Left = span(c.expires - now)
 			d.Claims = append(d.Claims, c)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		err = each(ctx, exec, q.Get("quotas"), []any{t, clock, dashLimit}, func(rows *sql.Rows) error {
+		d.Claims = paged(ls.Claims, d.Claims, func(c dashClaim) []any { return []any{c.expires, c.Key} })
+		err = each(ctx, exec, q.Get("quotas"), append([]any{t, clock, ls.Quotas.spec.limit + 1, ls.Quotas.value("limiter"), ls.Quotas.value("key")},
+			ls.Quotas.afterArgs()...), func(rows *sql.Rows) error {
 			var x dashQuota
-			var upd, exp int64
-			if err := rows.Scan(&x.Scope, &x.Key, &x.Kind, &x.Used, &x.Prev, &upd, &exp, &now); err != nil {
+			var exp int64
+			if err := rows.Scan(&x.Scope, &x.Key, &x.Kind, &x.Used, &x.Prev, &x.updated, &exp, &now); err != nil {
 				return err
 			}
-			x.Charged, x.Lapses = span(now-upd)+" ago", span(exp-now)
+			x.Charged, x.Lapses = span(now-x.updated)+" ago", span(exp-now)
 			d.Quotas = append(d.Quotas, x)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		err = each(ctx, exec, q.Get("idempotency"), []any{t, clock, dashLimit}, func(rows *sql.Rows) error {
+		d.Quotas = paged(ls.Quotas, d.Quotas, func(x dashQuota) []any { return []any{x.updated, x.Scope, x.Key, x.Kind} })
+		err = each(ctx, exec, q.Get("idempotency"), append([]any{t, clock, ls.Idem.spec.limit + 1, ls.Idem.value("scope"), ls.Idem.value("key")},
+			ls.Idem.afterArgs()...), func(rows *sql.Rows) error {
 			var x dashIdem
-			var created int64
-			if err := rows.Scan(&x.Scope, &x.Key, &created, &now); err != nil {
+			if err := rows.Scan(&x.Scope, &x.Key, &x.created, &now); err != nil {
 				return err
 			}
-			x.Age = span(now - created)
+			x.Age = span(now - x.created)
 			d.Idem = append(d.Idem, x)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		err = each(ctx, exec, q.Get("inbox_sources"), []any{t, dashLimit}, func(rows *sql.Rows) error {
+		d.Idem = paged(ls.Idem, d.Idem, func(x dashIdem) []any { return []any{x.created, x.Scope, x.Key} })
+		err = each(ctx, exec, q.Get("inbox_sources"), append([]any{t, ls.Sources.spec.limit + 1, ls.Sources.value("source")},
+			ls.Sources.afterArgs()...), func(rows *sql.Rows) error {
 			var x dashSource
 			if err := rows.Scan(&x.Source, &x.Received); err != nil {
 				return err
@@ -140,10 +216,12 @@ func (s *Server) load(ctx context.Context, d *dashData) error {
 		if err != nil {
 			return err
 		}
-		err = each(ctx, exec, q.Get("inbox_failed"), []any{t, dashLimit}, func(rows *sql.Rows) error {
+		d.Sources = paged(ls.Sources, d.Sources, func(x dashSource) []any { return []any{x.Source} })
+		err = each(ctx, exec, q.Get("inbox_failed"), append([]any{t, ls.Failed.spec.limit + 1, ls.Failed.value("source"), ls.Failed.value("event")},
+			ls.Failed.afterArgs()...), func(rows *sql.Rows) error {
 			var x dashFailed
 			var at int64
-			if err := rows.Scan(&x.Source, &x.EventID, &x.Seq, &x.Reason, &at); err != nil {
+			if err := rows.Scan(&x.Source, &x.EventID, &x.Seq, &x.Reason, &at, &x.id); err != nil {
 				return err
 			}
 			x.At = formatTime(racefree.FromMillis(at))
@@ -153,6 +231,7 @@ func (s *Server) load(ctx context.Context, d *dashData) error {
 		if err != nil {
 			return err
 		}
+		d.Failed = paged(ls.Failed, d.Failed, func(x dashFailed) []any { return []any{x.id} })
 		o, err := s.Outbox()
 		if err != nil {
 			return err
@@ -160,10 +239,21 @@ func (s *Server) load(ctx context.Context, d *dashData) error {
 		if d.Outbox, err = o.Stats(ctx, exec); err != nil {
 			return err
 		}
-		dead, err := o.Dead(ctx, exec, outbox.Filter{}, 0, dashLimit)
+		var earliest sql.NullInt64
+		var ready, leased, due, deadN int64
+		if err := exec.QueryRowContext(ctx, s.dash.outboxSQL, t, clock, metricsCountBound).Scan(&ready, &leased, &due, &earliest, &deadN, &now); err != nil {
+			return err
+		}
+		d.OldestDue = 0
+		if earliest.Valid && now > earliest.Int64 {
+			d.OldestDue = time.Duration(now-earliest.Int64) * time.Millisecond
+		}
+		dl := ls.Dead
+		dead, err := o.Dead(ctx, exec, outbox.Filter{Topic: dl.value("topic"), Key: dl.value("key")}, dl.afterInt(), dl.spec.limit+1)
 		if err != nil {
 			return err
 		}
+		dead = paged(dl, dead, func(r *outbox.Record) []any { return []any{r.ID} })
 		d.Dead = d.Dead[:0]
 		for _, r := range dead {
 			d.Dead = append(d.Dead, toDeadMessage(r))
@@ -191,22 +281,27 @@ func each(ctx context.Context, exec racefree.Executor, query string, args []any,
 	return rows.Err()
 }
 
-// loadAudit verifies each of the tenant's audit scopes (the first
-// auditScopesShown) against its stored checkpoints, resuming from where
-// this process last found it intact (verified), so that a page load
-// checks only the entries appended since.
+// loadAudit verifies each of the tenant's audit scopes of the page (by
+// name, auditScopesShown a page, those that begin with the filter's, read
+// a page at a time: audit.Log.ScopesPage)
+// against its stored checkpoints, resuming from where this process last
+// found it intact (verified), so that a page load checks only the entries
+// appended since.
 func (s *Server) loadAudit(ctx context.Context, d *dashData) error {
 	if s.audit == nil {
 		d.AuditOff = true
 		return nil
 	}
-	scopes, err := s.audit.Scopes(ctx)
+	al := d.Lists.Audit
+	after := ""
+	if len(al.after) > 0 {
+		after = al.after[0]
+	}
+	page, err := s.audit.ScopesPage(ctx, al.value("scope"), after, al.spec.limit+1)
 	if err != nil {
 		return err
 	}
-	if len(scopes) > auditScopesShown {
-		scopes = scopes[:auditScopesShown]
-	}
+	scopes := paged(al, page, func(sc string) []any { return []any{sc} })
 	t := tenant.From(ctx)
 	for _, scope := range scopes {
 		cps, err := s.audit.Checkpoints(ctx, scope, 0)
@@ -220,10 +315,8 @@ func (s *Server) loadAudit(ctx context.Context, d *dashData) error {
 		a := dashAudit{Scope: scope, Intact: res.Intact(), Verified: res.Verified.Seq, Anchored: res.Anchored, Checkpoint: "none"}
 		if res.Break != nil {
 			a.Break = fmt.Sprintf("%s at entry %d", res.Break.Kind, res.Break.Seq)
-			s.verified.forget(t, scope)
-		} else {
-			s.verified.set(t, scope, res.Verified)
 		}
+		s.verified.record(t, scope, &res)
 		if n := len(cps); n > 0 {
 			c := cps[n-1]
 			a.Checkpoint = fmt.Sprintf("#%d at entry %d, %s", c.N, c.Seq, formatTime(c.At))
@@ -234,12 +327,16 @@ func (s *Server) loadAudit(ctx context.Context, d *dashData) error {
 }
 
 // verifiedPositions remembers, per tenant and audit scope, the last
-// position a Verify found intact, for the next page load to resume from.
-// It holds at most maxVerified positions; when full it starts over (the
-// next load of each scope verifies its whole chain again).
+// position a Verify found intact, for the next page load to resume from
+// and for racefree_audit_unverified_entries, and the chains whose latest
+// verification found a break (racefree_audit_broken_chains). It holds at
+// most maxVerified of each; when full it starts over (the next load of
+// each scope verifies its whole chain again; a broken chain is counted
+// again at its next verification).
 type verifiedPositions struct {
-	mu sync.Mutex
-	m  map[[2]string]audit.Position
+	mu     sync.Mutex
+	m      map[[2]string]audit.Position
+	broken map[[2]string]bool
 }
 
 const maxVerified = 10000
@@ -254,6 +351,7 @@ func (v *verifiedPositions) get(t, scope string) *audit.Position {
 	return &p
 }
 
+// set records that the chain is intact up to p.
 func (v *verifiedPositions) set(t, scope string, p audit.Position) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -261,12 +359,49 @@ func (v *verifiedPositions) set(t, scope string, p audit.Position) {
 		v.m = map[[2]string]audit.Position{}
 	}
 	v.m[[2]string{t, scope}] = p
+	delete(v.broken, [2]string{t, scope})
 }
 
+// forget records that a verification found the chain broken: the next
+// one starts from its beginning, and the chain counts as broken until a
+// verification finds it intact.
 func (v *verifiedPositions) forget(t, scope string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.m, [2]string{t, scope})
+	if v.broken == nil || len(v.broken) >= maxVerified {
+		v.broken = map[[2]string]bool{}
+	}
+	v.broken[[2]string{t, scope}] = true
+}
+
+// record records a verification's result.
+func (v *verifiedPositions) record(t, scope string, res *audit.Result) {
+	if res.Break != nil {
+		v.forget(t, scope)
+	} else {
+		v.set(t, scope, res.Verified)
+	}
+}
+
+// brokenChains is how many chains the latest verification found broken.
+func (v *verifiedPositions) brokenChains() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.broken)
+}
+
+// unverified is how many of the chain's entries up to last lie past the
+// position last verified intact (or past its retention floor, when none
+// was verified or pruning passed it).
+func (v *verifiedPositions) unverified(t, scope string, floor, last int64) int64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	from := floor
+	if p, ok := v.m[[2]string{t, scope}]; ok {
+		from = max(from, p.Seq)
+	}
+	return max(last-from, 0)
 }
 
 // span formats a number of milliseconds for a person: 850 ms, 12.3 s,

@@ -8,25 +8,36 @@ import (
 	"time"
 )
 
-// TestSessionSeal: a session cookie opens to its credential until its
-// expiry and not from then on; a cookie changed in any byte, or sealed
-// under another secret, never opens; the CSRF token differs per session.
+// TestSessionSeal: a session cookie opens to its keys and the tenant it
+// views, each key until its own expiry and not from then on, the cookie
+// not once none is left; a cookie changed in any byte, sealed under
+// another secret, or two cookies spliced together never open, so no
+// cookie holds a key its person did not sign in with; the CSRF token
+// differs per session.
 func TestSessionSeal(t *testing.T) {
 	t.Parallel()
 	d := newDashboard(bytes.Repeat([]byte{1}, 32))
 	now := time.Now()
-	c := d.seal("rfk_key", now.Add(time.Hour))
+	one := func(cred string, exp time.Time) session { return session{keys: []heldKey{{cred, exp}}, view: "acme"} }
+	c := d.seal(one("rfk_key", now.Add(time.Hour)))
 	if strings.Contains(c, "rfk_key") {
 		t.Fatalf("the cookie %q holds the key in clear", c)
 	}
-	if got, ok := d.open(c, now); !ok || got != "rfk_key" {
-		t.Fatalf("open before expiry: %q, %v", got, ok)
+	if got, ok := d.open(c, now); !ok || len(got.keys) != 1 || got.keys[0].cred != "rfk_key" || got.view != "acme" {
+		t.Fatalf("open before expiry: %+v, %v", got, ok)
 	}
 	if _, ok := d.open(c, now.Add(time.Hour)); ok {
 		t.Fatal("a session opened at its expiry")
 	}
-	if _, ok := d.open(d.seal("rfk_key", now.Add(-time.Millisecond)), now); ok {
+	if _, ok := d.open(d.seal(one("rfk_key", now.Add(-time.Millisecond))), now); ok {
 		t.Fatal("an expired session opened")
+	}
+	two := d.seal(session{keys: []heldKey{{"rfk_a", now.Add(time.Minute)}, {"rfk_b", now.Add(time.Hour)}}, view: "globex"})
+	if got, ok := d.open(two, now); !ok || len(got.keys) != 2 || got.keys[1].cred != "rfk_b" || got.view != "globex" {
+		t.Fatalf("two keys: %+v, %v", got, ok)
+	}
+	if got, ok := d.open(two, now.Add(2*time.Minute)); !ok || len(got.keys) != 1 || got.keys[0].cred != "rfk_b" {
+		t.Fatalf("two keys, the first expired: %+v, %v", got, ok)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
@@ -39,10 +50,32 @@ func TestSessionSeal(t *testing.T) {
 			t.Fatalf("a cookie changed at byte %d opened", i)
 		}
 	}
+	raw2, _ := base64.RawURLEncoding.DecodeString(two)
+	for _, spliced := range [][]byte{append(bytes.Clone(raw), raw2[d.aead.NonceSize():]...), append(bytes.Clone(raw2[:d.aead.NonceSize()]), raw[d.aead.NonceSize():]...)} {
+		if _, ok := d.open(base64.RawURLEncoding.EncodeToString(spliced), now); ok {
+			t.Fatal("two cookies spliced together opened")
+		}
+	}
 	if _, ok := newDashboard(bytes.Repeat([]byte{2}, 32)).open(c, now); ok {
 		t.Fatal("a cookie opened under another secret")
 	}
-	if d.csrf(c) == d.csrf(d.seal("rfk_key", now.Add(time.Hour))) {
+	if d.csrf(c) == d.csrf(d.seal(one("rfk_key", now.Add(time.Hour)))) {
 		t.Fatal("two sessions share a CSRF token")
+	}
+}
+
+// TestChartTimeAxis: each chart's time axis names the first bar's minute,
+// the middle one and now's, in UTC, and each bar names its minute.
+func TestChartTimeAxis(t *testing.T) {
+	t.Parallel()
+	var r rates
+	now := time.Date(2026, 12, 2, 5, 42, 10, 0, time.UTC)
+	r.count("acme", 200, now.Add(-2*time.Minute))
+	c := r.charts("acme", now)[0]
+	if c.Axis != [3]string{"04:43", "05:13", "05:42"} {
+		t.Fatalf("axis %v, want 04:43, 05:13, 05:42", c.Axis)
+	}
+	if len(c.Bars) != 1 || c.Bars[0].X != 57 || c.Bars[0].Label != "1 requests at 05:40 UTC, 2 min ago" {
+		t.Fatalf("bars %+v, want one at 05:40", c.Bars)
 	}
 }

@@ -67,6 +67,9 @@ type chart struct {
 	Peak  int64
 	Bars  []bar
 	W, H  int
+	// Axis labels the time axis at its start, middle and end (UTC,
+	// minutes): the first bar's minute, 30 minutes on, and now's.
+	Axis [3]string
 }
 
 // bar is one minute's bar in the view box.
@@ -93,6 +96,9 @@ func (r *rates) charts(t string, now time.Time) []chart {
 	out := make([]chart, len(series))
 	for s, title := range series {
 		c := chart{Title: title, W: rateWidth, H: rateHeight}
+		for i, k := range []int64{0, rateBuckets / 2, rateBuckets - 1} {
+			c.Axis[i] = time.Unix((end-rateBuckets+1+k)*60, 0).UTC().Format("15:04")
+		}
 		for k := range rateBuckets {
 			c.Total += counts[k][s]
 			c.Peak = max(c.Peak, counts[k][s])
@@ -104,7 +110,7 @@ func (r *rates) charts(t string, now time.Time) []chart {
 			}
 			h := int((n*rateHeight + c.Peak - 1) / c.Peak) // at least 1 unit high
 			c.Bars = append(c.Bars, bar{X: k, Y: rateHeight - h, H: h,
-				Label: fmt.Sprintf("%d %s, %d min ago", n, title, rateBuckets-1-k)})
+				Label: fmt.Sprintf("%d %s at %s UTC, %d min ago", n, title, time.Unix((end-rateBuckets+1+int64(k))*60, 0).UTC().Format("15:04"), rateBuckets-1-k)})
 		}
 		out[s] = c
 	}

@@ -235,7 +235,8 @@ func showsEverySection(t *testing.T, db *racefree.DB, h http.Handler) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"<td>sliding_window</td><td class=\"num\">3</td>", // the quota's units this window
+		"<td>sliding_window</td><td class=\"num\">3</td>",                                       // the quota's units this window
+		"<tr><td><em>default</em> (<code>/v1/quotas</code>)</td><th scope=\"row\">user-42</th>", // charged over HTTP: the default limiter, named
 		"<th scope=\"row\">billing</th><td><span class=\"ok\">intact</span>, anchored</td><td class=\"num\">1</td><td>#1 at entry 1,",
 		"<th scope=\"row\">evt_refused</th>", "unknown event type",
 		"<th scope=\"row\">key-in-flight</th>",

@@ -12,9 +12,15 @@
 // PostgreSQL role the server logs in as escapes row-level security, which
 // Server.JudgeRole found), and /metrics exposes Prometheus
 // metrics: requests by route and status with latency histograms, the
-// connection pool's figures, and domain counters (claim outcomes, event
-// observations, idempotency replays and conflicts, inbox deliveries, rows
-// reaped).
+// connection pool's figures, domain counters (claim outcomes, event
+// observations, idempotency replays and conflicts, inbox deliveries, quota
+// decisions, sequence numbers, token and audit operations, outbox enqueues
+// and, with Server.WatchRelay, the relay's deliveries, rows reaped) and
+// gauges read from the database at scrape time within
+// Options.MetricsTimeout (the outbox's backlog, due messages, oldest due
+// age and dead letters; the audit log's entries no checkpoint covers and
+// their age): docs/operations.md lists them, with the dashboard and the
+// alerting rules of deploy/.
 //
 // Each state-changing route of racefree's own (claims, events, sequences,
 // the outbox's enqueue, redrive and discard) runs in one transaction; with an Idempotency-Key the operation, the key's record and

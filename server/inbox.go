@@ -35,7 +35,9 @@ type inboxRoutes struct {
 	err      error                       // a configuration error, answered with 500
 }
 
-var sourceName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+// sourceName is a source's name: 1 to 100 of A-Z a-z 0-9 . _ -, other than
+// "." and "..", which no path can carry (cleanPath).
+var sourceName = regexp.MustCompile(`^(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,98}|\.\.[A-Za-z0-9._-]{1,98})$`)
 
 // ParseInboxSecrets parses "[tenant/]source=whsec_…" pairs, as given to
 // --inbox-secret or, comma-separated, in RACEFREE_INBOX_SECRETS, into the
@@ -140,9 +142,22 @@ func (s *Server) inboxRoutes() {
 // signedRoute reports whether r goes to a route that authenticates itself.
 func signedRoute(pattern string) bool { return pattern == inboxPost }
 
+// validSource answers 400 itself, and reports false, when the path's source
+// is not a source name (sourceName), which no configuration can hold.
+func (s *Server) validSource(w http.ResponseWriter, r *http.Request) bool {
+	if !sourceName.MatchString(r.PathValue("source")) {
+		badRequest(w, "source must be 1 to 100 letters, digits, '.', '_' or '-'")
+		return false
+	}
+	return true
+}
+
 // inboxHandler returns the handler of the path's source for the
 // request's tenant, or writes the problem.
 func (s *Server) inboxHandler(w http.ResponseWriter, r *http.Request) *inbox.Handler {
+	if !s.validSource(w, r) {
+		return nil
+	}
 	if s.inbox.err != nil {
 		s.writeError(w, r, s.inbox.err)
 		return nil
@@ -162,6 +177,9 @@ func (s *Server) inboxHandler(w http.ResponseWriter, r *http.Request) *inbox.Han
 // configured the source, else the one that verifies (or the first, which
 // answers 401). It leaves r's body readable again.
 func (s *Server) signer(w http.ResponseWriter, r *http.Request) *inbox.Handler {
+	if !s.validSource(w, r) {
+		return nil
+	}
 	if s.inbox.err != nil {
 		s.writeError(w, r, s.inbox.err)
 		return nil

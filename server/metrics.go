@@ -17,6 +17,10 @@ type metrics struct {
 	inbox  *prometheus.CounterVec // source, outcome
 	reaped *prometheus.CounterVec // what
 	audits *prometheus.CounterVec // op, outcome
+	quotas *prometheus.CounterVec // kind, decision
+	// enqueued counts messages enqueued over HTTP. Not by topic: topics
+	// are the users' strings, unbounded.
+	enqueued prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -46,7 +50,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "racefree_audit_operations_total",
 		Help: "Audit log operations by op (append, verify) and outcome: ok, invalid or error for append; intact or the kind of the break for verify.",
 	}, []string{"op", "outcome"})
-	reg.MustRegister(m.claims, m.events, m.idem, m.inbox, m.reaped, m.audits)
+	// The policy kind is one of quota's three (an unknown kind is refused
+	// before it is counted), never the key: keys are unbounded.
+	m.quotas = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "racefree_quota_decisions_total",
+		Help: "Quota charges decided over HTTP, by policy kind (gcra, window, sliding_window) and decision (admitted, refused). Bad input and failures decide nothing and are not counted.",
+	}, []string{"kind", "decision"})
+	m.enqueued = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "racefree_outbox_enqueued_total",
+		Help: "Messages enqueued to the outbox over HTTP (POST /v1/outbox), replays of an Idempotency-Key excluded.",
+	})
+	reg.MustRegister(m.claims, m.events, m.idem, m.inbox, m.reaped, m.audits, m.quotas, m.enqueued)
 	return m
 }
 
@@ -123,4 +137,13 @@ func (m *metrics) auditVerify(b *audit.Break) {
 		outcome = string(b.Kind)
 	}
 	m.audits.WithLabelValues("verify", outcome).Inc()
+}
+
+// quota counts one decided charge.
+func (m *metrics) quota(kind string, admitted bool) {
+	decision := "refused"
+	if admitted {
+		decision = "admitted"
+	}
+	m.quotas.WithLabelValues(kind, decision).Inc()
 }

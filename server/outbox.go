@@ -98,7 +98,7 @@ func (req *enqueueRequest) message(now time.Time) (outbox.Message, error) {
 		return m, racefree.Invalid("payload", "send payload (a JSON value) or payload_base64 (bytes), not both")
 	case req.PayloadBase64 != nil:
 		b, err := base64.StdEncoding.DecodeString(*req.PayloadBase64)
-		if err != nil {
+		if err != nil || strings.ContainsAny(*req.PayloadBase64, "\r\n") { // the decoder would skip line breaks
 			return m, racefree.Invalid("payload_base64", "must be standard base64")
 		}
 		m.Payload = b
@@ -170,6 +170,7 @@ func (s *Server) enqueueMessage(ctx context.Context, exec racefree.Executor, r *
 	if err != nil {
 		return nil, err
 	}
+	s.metrics.enqueued.Inc()
 	return map[string]any{"id": id, "idempotency_key": strconv.FormatInt(id, 10), "topic": m.Topic, "key": m.Key}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -70,7 +71,7 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 			"reset_at": formatTime(qe.Decision.ResetAt)}
 		return p
 	case errors.Is(err, racefree.ErrNotFound):
-		return problem.NotFound.New("")
+		return problem.NotFound.New(notFoundDetail(r))
 	case errors.Is(err, audit.ErrUnknownKey), errors.Is(err, audit.ErrNoSigner):
 		s.log.ErrorContext(r.Context(), "audit keyring incomplete", "method", r.Method, "path", r.URL.Path, "err", err)
 		return problem.AuditKeyMissing.New(err.Error()) // key ids only, never key material
@@ -90,6 +91,9 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return problem.KeyMismatch.New("this Idempotency-Key was used with a different request")
 	case errors.Is(err, racefree.ErrSchemaOutdated), errors.Is(err, racefree.ErrSchemaTooNew):
 		return problem.Schema.New(err.Error())
+	case errors.Is(err, racefree.ErrNotDurable):
+		s.log.WarnContext(r.Context(), "request not served: no synchronous standby would wait for its commit", "method", r.Method, "path", r.URL.Path, "err", err)
+		return problem.NotDurable.New("this server requires synchronous replication (--require-synchronous-replication) and no synchronous standby would wait for the commit; nothing was written: retry (with the same Idempotency-Key for a POST) once one streams")
 	case errors.Is(err, racefree.ErrReadOnly):
 		s.log.WarnContext(r.Context(), "request not served: the database is read-only", "method", r.Method, "path", r.URL.Path, "err", err)
 		return problem.ReadOnly.New("the database node this server reaches accepts no writes (a standby, or read-only transactions); nothing was written: retry (with the same Idempotency-Key for a POST) once the primary is reachable")
@@ -102,6 +106,22 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	return problem.Internal.New("")
+}
+
+// notFoundDetail says what r asked for and the tenant does not have, in
+// the words of the route: every 404 names what was not found.
+func notFoundDetail(r *http.Request) string {
+	switch r.Pattern {
+	case "GET /v1/claims/{key}", "POST /v1/claims/{key}/renew", "DELETE /v1/claims/{key}":
+		return fmt.Sprintf("no claim on key %q: never acquired, or reaped after it lapsed", r.PathValue("key"))
+	case "POST /v1/events/{fingerprint}/result":
+		return fmt.Sprintf("no event with fingerprint %q: never observed, or reaped after its window", r.PathValue("fingerprint"))
+	case "GET /v1/audit/checkpoints/latest":
+		return fmt.Sprintf("no checkpoint of audit scope %q", r.URL.Query().Get("scope"))
+	case "POST /v1/outbox/dead/{id}/redrive", "POST /v1/outbox/dead/{id}/discard":
+		return fmt.Sprintf("no dead outbox message %s: never dead, redriven or discarded already, or another tenant's", r.PathValue("id"))
+	}
+	return "not found: " + r.Method + " " + r.URL.Path
 }
 
 // writeError answers err with its problem, and the headers err carries
@@ -136,6 +156,9 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // and trailing data. Its errors are *racefree.InputError naming the field
 // and what was expected, never a Go type.
 func decode(body []byte, v any) error {
+	if string(bytes.TrimSpace(body)) == "null" {
+		return racefree.Invalid("request body", "must be a JSON object, got null")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -143,7 +166,7 @@ func decode(body []byte, v any) error {
 		if dec.Decode(new(json.RawMessage)) != io.EOF {
 			return racefree.Invalid("request body", "has data after the JSON object")
 		}
-		return nil
+		return exactMembers(body, reflect.TypeOf(v), "")
 	}
 	var (
 		se *json.SyntaxError
@@ -211,4 +234,46 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// rawMessage is the type of a field that takes any JSON value, null too.
+var rawMessage = reflect.TypeFor[json.RawMessage]()
+
+// exactMembers refuses what encoding/json lets through but the request's
+// schema does not: a member named in another case than its field's json
+// name ("Holder" for holder), and a null member, which Go would take for
+// an absent one, unless its field takes any JSON value. It checks the
+// JSON object raw against struct type t, and the objects of its struct
+// fields likewise.
+func exactMembers(raw []byte, t reflect.Type, prefix string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return nil // not an object: decode judged it
+	}
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		fields[name] = t.Field(i).Type
+	}
+	for name, v := range members {
+		ft, ok := fields[name]
+		switch {
+		case !ok:
+			return racefree.Invalid(prefix+name, "is not a field of this request")
+		case ft == rawMessage:
+		case string(bytes.TrimSpace(v)) == "null":
+			return racefree.Invalid(prefix+name, "must not be null: leave it out instead")
+		default:
+			if err := exactMembers(v, ft, prefix+name+"."); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

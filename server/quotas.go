@@ -9,6 +9,20 @@ import (
 	"github.com/racefree/racefree/quota"
 )
 
+// consumeQuotaRequest is the body of POST /v1/quotas/{key}/consume.
+type consumeQuotaRequest struct {
+	N      *int64         `json:"n"`
+	Policy *policyRequest `json:"policy"`
+}
+
+// policyRequest is a quota.Policy as a request gives it.
+type policyRequest struct {
+	Kind  string `json:"kind"`
+	Rate  int64  `json:"rate"`
+	PerMs int64  `json:"per_ms"`
+	Burst int64  `json:"burst"`
+}
+
 func (s *Server) quotaRoutes() {
 	s.handle("POST /v1/quotas/{key}/consume", s.transactional(s.consumeQuota))
 }
@@ -30,20 +44,12 @@ func (s *Server) quotaRoutes() {
 // the process's. Their r and t, like the body, describe the key as the
 // charge left it; t is never negative.
 func (s *Server) consumeQuota(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		N      *int64 `json:"n"`
-		Policy *struct {
-			Kind  string `json:"kind"`
-			Rate  int64  `json:"rate"`
-			PerMs int64  `json:"per_ms"`
-			Burst int64  `json:"burst"`
-		} `json:"policy"`
-	}
+	var req consumeQuotaRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	key := r.PathValue("key")
-	if err := racefree.CheckText("key", key, quota.MaxKeyBytes); err != nil {
+	key, err := pathParam(r, "key", quota.MaxKeyBytes)
+	if err != nil {
 		return nil, err
 	}
 	if req.Policy == nil {
@@ -64,6 +70,7 @@ func (s *Server) consumeQuota(ctx context.Context, exec racefree.Executor, r *ht
 	if err != nil {
 		return nil, err
 	}
+	s.metrics.quota(string(p.Kind), d.Allowed)
 	h := http.Header{}
 	h.Set("RateLimit-Policy", p.RateLimitPolicy())
 	h.Set("RateLimit", p.RateLimit(d))

@@ -92,6 +92,16 @@ func TestReadOnlyNode(t *testing.T) {
 		}
 	}
 
+	// The database gauges of /metrics, read in read-only transactions of
+	// every tenant: the ready message, the dead letter, the audit entries
+	// the checkpoint covers and the verify route above verified.
+	m := parseMetrics(t, scrape(t, h))
+	m.want(t, "read-only node", "racefree_database_gauges_ok", 1)
+	m.want(t, "read-only node", "racefree_outbox_messages", 1, "state", "ready")
+	m.want(t, "read-only node", "racefree_outbox_messages", 1, "state", "dead")
+	m.want(t, "read-only node", "racefree_audit_uncheckpointed_entries", 0)
+	m.want(t, "read-only node", "racefree_audit_unverified_entries", 0)
+
 	// The library's reads on the pool, for a tenant this process never saw.
 	actx, _ := tenant.With(ctx, "acme")
 	if c, err := claim.New(db).Get(actx, db, "acme-job"); err != nil || c.Holder != "acme-worker" {
@@ -171,6 +181,7 @@ func TestAStandbyIsReadOnly(t *testing.T) {
 	if n, err := seq.New(standby).Current(ctx, standby, "invoices", "2026"); err != nil || n != 2 {
 		t.Errorf("seq.Current on the standby: %d, %v; want 2", n, err)
 	}
+	parseMetrics(t, scrape(t, h)).want(t, "standby", "racefree_database_gauges_ok", 1)
 	code, body, hdr = do(t, h, "POST", "/v1/sequences/invoices/2026/next", `{}`)
 	if code != 503 || body["type"] != server.ProblemType("read-only") || hdr.Get("Retry-After") == "" {
 		t.Errorf("next on the standby: %d %v, want 503 read-only with Retry-After", code, body)

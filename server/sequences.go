@@ -14,15 +14,24 @@ import (
 type sequenceRoutes struct {
 	counters *seq.Counters
 	ops      *prometheus.CounterVec // outcome
+	numbers  prometheus.Counter
 }
 
 func (s *Server) sequenceRoutes() {
 	sr := &sequenceRoutes{counters: seq.New(s.db), ops: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "racefree_sequence_operations_total",
 		Help: "Sequence next calls by outcome: ok, exhausted, invalid or error.",
-	}, []string{"outcome"})}
-	s.reg.MustRegister(sr.ops)
+	}, []string{"outcome"}), numbers: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "racefree_sequence_numbers_total",
+		Help: "Sequence numbers handed out (a call for n counts n), replays of an Idempotency-Key excluded. Not by scope or name: both are unbounded.",
+	})}
+	s.reg.MustRegister(sr.ops, sr.numbers)
 	s.handle("POST /v1/sequences/{scope}/{name}/next", s.transactional(sr.next))
+}
+
+// nextRequest is the body of POST /v1/sequences/{scope}/{name}/next.
+type nextRequest struct {
+	N *int64 `json:"n"`
 }
 
 type sequenceJSON struct {
@@ -37,9 +46,7 @@ type sequenceJSON struct {
 // stored answer commit together, so a retried request gets the same
 // numbers back and none is consumed twice.
 func (sr *sequenceRoutes) next(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		N *int64 `json:"n"`
-	}
+	var req nextRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -47,12 +54,20 @@ func (sr *sequenceRoutes) next(ctx context.Context, exec racefree.Executor, r *h
 	if req.N != nil {
 		n = *req.N
 	}
-	scope, name := r.PathValue("scope"), r.PathValue("name")
+	scope, err := pathParam(r, "scope", seq.MaxScopeBytes)
+	if err != nil {
+		return nil, err
+	}
+	name, err := pathParam(r, "name", seq.MaxNameBytes)
+	if err != nil {
+		return nil, err
+	}
 	first, err := sr.counters.NextN(ctx, exec, scope, name, n)
 	sr.count(err)
 	if err != nil {
 		return nil, err
 	}
+	sr.numbers.Add(float64(n))
 	return sequenceJSON{Scope: scope, Name: name, First: first, Last: first + n - 1}, nil
 }
 

@@ -62,6 +62,12 @@ type Options struct {
 	// "Authorization: Bearer <MetricsToken>" (it may equal Token).
 	// Defaults to none: /metrics is open, like /healthz and /readyz.
 	MetricsToken string
+	// MetricsTimeout bounds the database reads of one scrape of /metrics
+	// (the outbox's and the audit log's gauges, read at scrape time on
+	// every tenant): past it those gauges are left out of the scrape and
+	// racefree_database_gauges_ok is 0. Defaults to 5 seconds; keep it
+	// below Prometheus' scrape_timeout.
+	MetricsTimeout time.Duration
 	// RequestTimeout bounds each request's work: a request still waiting
 	// for the database after it (a lock held elsewhere, a busy SQLite)
 	// answers 503 with Retry-After; its transaction rolls back (a single
@@ -98,19 +104,21 @@ type Options struct {
 
 // Server represents racefree's HTTP API over one database.
 type Server struct {
-	db       *racefree.DB
-	opts     Options
-	log      *slog.Logger
-	mux      *http.ServeMux
-	reg      *prometheus.Registry
-	reqs     *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	inbox    *inboxRoutes
-	tokens   *tokenRoutes
-	metrics  *metrics
-	keys     *apikey.Store
-	admin    map[string]bool // route patterns that need the admin scope
-	patterns []string        // every route pattern, in the order registered
+	db      *racefree.DB
+	opts    Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+	reg     *prometheus.Registry
+	reqs    *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+	inbox   *inboxRoutes
+	tokens  *tokenRoutes
+	metrics *metrics
+	// relayMetrics exports the counters of the relay WatchRelay names.
+	relayMetrics *relayMetrics
+	keys         *apikey.Store
+	admin        map[string]bool // route patterns that need the admin scope
+	patterns     []string        // every route pattern, in the order registered
 
 	claims *claim.Store
 	events *dedup.Log
@@ -156,6 +164,8 @@ func New(db *racefree.DB, opts Options) *Server {
 	s.role = newRoleState(s.reg)
 	s.doctor = newDoctorState(s.reg)
 	registerCombineMetrics(s.reg, db)
+	s.relayMetrics = newRelayMetrics()
+	s.reg.MustRegister(newDatabaseGauges(s), s.relayMetrics)
 	s.reg.MustRegister(s.reqs, s.latency,
 		collectors.NewDBStatsCollector(db.SQL(), "racefree"),
 		collectors.NewGoCollector(),
@@ -456,6 +466,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ready := map[string]any{"status": "ready", "engine": s.db.Engine()}
+	if s.db.RequiresSynchronousReplication() {
+		// Writes are refused while no synchronous standby waits for
+		// them; the doctor's strict-refuses-writes finding says so.
+		ready["require_synchronous_replication"] = true
+	}
 	if ws := s.roleWarnings(); len(ws) > 0 {
 		ready["warnings"] = ws
 	}

@@ -33,6 +33,13 @@ var (
 // does (with the owner's database), and returns its text.
 func newKey(t *testing.T, owner *racefree.DB, tenantID string, scopes apikey.Scope) string {
 	t.Helper()
+	return createKey(t, owner, tenantID, scopes).Token
+}
+
+// createKey creates an API key of tenantID with scopes and returns it
+// whole (its ID too, to revoke it).
+func createKey(t *testing.T, owner *racefree.DB, tenantID string, scopes apikey.Scope) apikey.Created {
+	t.Helper()
 	s, err := apikey.New(owner, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +48,7 @@ func newKey(t *testing.T, owner *racefree.DB, tenantID string, scopes apikey.Sco
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Token
+	return c
 }
 
 func bearerOf(key string) []string { return []string{"Authorization", "Bearer " + key} }

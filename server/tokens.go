@@ -108,13 +108,27 @@ func (s *Server) countToken(op string, outcome onetime.Outcome, err error) {
 	s.tokens.ops.WithLabelValues(op, label).Inc()
 }
 
+// issueRequest is the body of POST /v1/tokens.
+type issueRequest struct {
+	Kind    *string `json:"kind"`
+	Purpose string  `json:"purpose"`
+	Subject string  `json:"subject"`
+	TTLMs   *int64  `json:"ttl_ms"`
+}
+
+// consumeTokenRequest is the body of POST /v1/tokens/consume.
+type consumeTokenRequest struct {
+	Purpose string `json:"purpose"`
+	Token   string `json:"token"`
+}
+
+// rotateRequest is the body of POST /v1/tokens/rotate.
+type rotateRequest struct {
+	Token string `json:"token"`
+}
+
 func (s *Server) issueToken(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		Kind    string `json:"kind"`
-		Purpose string `json:"purpose"`
-		Subject string `json:"subject"`
-		TTLMs   *int64 `json:"ttl_ms"`
-	}
+	var req issueRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -126,8 +140,12 @@ func (s *Server) issueToken(ctx context.Context, exec racefree.Executor, r *http
 	if err != nil {
 		return nil, err
 	}
-	switch req.Kind {
-	case "", "code":
+	kind := "code" // the default, when kind is absent
+	if req.Kind != nil {
+		kind = *req.Kind
+	}
+	switch kind {
+	case "code":
 		c, err := store.Issue(ctx, exec, req.Purpose, req.Subject, ttl)
 		s.countToken("issue", 0, err)
 		if err != nil {
@@ -146,7 +164,7 @@ func (s *Server) issueToken(ctx context.Context, exec racefree.Executor, r *http
 		}
 		return refreshJSON("issued", t), nil
 	}
-	return nil, racefree.Invalid("kind", `must be "code" or "refresh", got %q`, req.Kind)
+	return nil, racefree.Invalid("kind", `must be "code" or "refresh", got %q`, kind)
 }
 
 func refreshJSON(outcome string, t *onetime.Refresh) map[string]any {
@@ -155,10 +173,7 @@ func refreshJSON(outcome string, t *onetime.Refresh) map[string]any {
 }
 
 func (s *Server) consumeToken(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		Purpose string `json:"purpose"`
-		Token   string `json:"token"`
-	}
+	var req consumeTokenRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
@@ -179,9 +194,7 @@ func (s *Server) consumeToken(ctx context.Context, exec racefree.Executor, r *ht
 }
 
 func (s *Server) rotateToken(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	var req struct {
-		Token string `json:"token"`
-	}
+	var req rotateRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}

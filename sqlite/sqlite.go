@@ -45,9 +45,43 @@ func Open(ctx context.Context, path string, cfg *racefree.Config) (*racefree.DB,
 	return db, nil
 }
 
+// ErrNoDatabase means OpenExisting found no database file at its path. It
+// matches fs.ErrNotExist.
+var ErrNoDatabase = fmt.Errorf("no database file: %w", fs.ErrNotExist)
+
+// OpenExisting opens the SQLite database file at path like Open, except
+// that it never creates it: the file is opened read/write without create
+// (the URI mode=rw), so a path that names no file is an error matching
+// ErrNoDatabase and fs.ErrNotExist, and leaves no file behind. Commands
+// that only use a database someone else made call it, so that a typo in
+// a path does not leave an empty database there.
+func OpenExisting(ctx context.Context, path string, cfg *racefree.Config) (*racefree.DB, error) {
+	e, err := newEngine(path, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.db.PingContext(ctx); err != nil {
+		_ = e.db.Close()
+		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("sqlite %s: %w", path, ErrNoDatabase)
+		}
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	db, err := racefree.New(ctx, e, cfg)
+	if err != nil {
+		_ = e.db.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	return db, nil
+}
+
 // NewEngine checks path and prepares a connection pool on it. It does no
 // I/O beyond checking that the directory exists.
-func NewEngine(path string) (*Engine, error) {
+func NewEngine(path string) (*Engine, error) { return newEngine(path, true) }
+
+// newEngine is NewEngine; without create, its connections open the file
+// read/write only, never creating it.
+func newEngine(path string, create bool) (*Engine, error) {
 	if path == "" {
 		return nil, racefree.Invalid("sqlite path", "empty")
 	}
@@ -68,7 +102,16 @@ func NewEngine(path string) (*Engine, error) {
 	params.Set("_synchronous", "NORMAL")
 	params.Set("_foreign_keys", "1")
 	params.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", path+"?"+params.Encode())
+	name := path + "?" + params.Encode()
+	if !create {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite %s: %w", path, err)
+		}
+		params.Set("mode", "rw") // SQLITE_OPEN_READWRITE without SQLITE_OPEN_CREATE
+		name = (&url.URL{Scheme: "file", Path: abs, RawQuery: params.Encode()}).String()
+	}
+	db, err := sql.Open("sqlite", name)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}

@@ -3,6 +3,8 @@ package sqlite_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -52,5 +54,34 @@ func TestConnectionSettings(t *testing.T) {
 	}
 	if !errors.Is(db.InterpretError(context.Canceled), context.Canceled) {
 		t.Fatal("InterpretError must keep errors it does not know")
+	}
+}
+
+// TestOpenExistingCreatesNothing: OpenExisting refuses a path that names
+// no file with ErrNoDatabase (fs.ErrNotExist), leaving no file behind,
+// and opens an existing database as Open does.
+func TestOpenExistingCreatesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "typo.db")
+	if _, err := sqlite.OpenExisting(ctx, path, nil); !errors.Is(err, sqlite.ErrNoDatabase) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("OpenExisting of no file: %v, want ErrNoDatabase", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("OpenExisting left %d files, want none", len(entries))
+	}
+	db, err := sqlite.Open(ctx, path, &racefree.Config{Schema: racefree.SchemaMigrate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = sqlite.OpenExisting(ctx, path, nil)
+	if err != nil {
+		t.Fatalf("OpenExisting of a migrated database: %v", err)
+	}
+	defer db.Close()
+	if v, err := db.SchemaVersion(ctx); err != nil || v < 1 {
+		t.Fatalf("schema version through OpenExisting: %d, %v", v, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/ident"
 	"github.com/racefree/racefree/internal/roles"
+	"github.com/racefree/racefree/internal/schema"
 )
 
 // privileges lists what the application role needs on each racefree table:
@@ -106,11 +107,8 @@ func Grant(ctx context.Context, db *racefree.DB, role string) error {
 	if err != nil {
 		return racefree.Invalid("app-role", "%v", err)
 	}
-	if ok, err := db.SchemaAtLeast(ctx, db, KeysVersion); err != nil {
+	if err := schema.Need(ctx, db, db, KeysVersion); err != nil {
 		return err
-	} else if !ok {
-		have, _ := db.SchemaVersion(ctx)
-		return &racefree.SchemaError{Have: have, Want: KeysVersion}
 	}
 	return db.InTx(ctx, func(tx *sql.Tx) error {
 		if err := checkAppRole(ctx, tx, role); err != nil {

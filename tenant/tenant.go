@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/schema"
 	"github.com/racefree/racefree/internal/statement"
 )
 
@@ -133,7 +134,7 @@ func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.C
 // process remembers the tenant once the transaction commits.
 func tenantTx(ctx context.Context, db *racefree.DB, id string, fn func(tx *sql.Tx) error) error {
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		if err := set(ctx, db, tx, id); err != nil {
+		if err := set(ctx, db, tx, db.RequiresSynchronousReplication(), id); err != nil {
 			return err
 		}
 		setIn.Store(tx, id)
@@ -178,8 +179,8 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 			}
 			return fn(tx)
 		}
-		if db.Engine() == racefree.Postgres && !bypasses(ctx, db, tx) {
-			if err := ensure(ctx, db, tx, id); err != nil {
+		if db.Engine() == racefree.Postgres && !writeBypasses(ctx, db, tx) {
+			if err := ensure(ctx, db, tx, db.RequiresSynchronousReplication(), id); err != nil {
 				return err
 			}
 		}
@@ -191,7 +192,7 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 		}
 		return fn(tx)
 	}
-	if db.Engine() != racefree.Postgres || bypasses(ctx, db, exec) {
+	if db.Engine() != racefree.Postgres || writeBypasses(ctx, db, exec) {
 		// SQLite, or a PostgreSQL role that row-level security does not
 		// bind: no setting to carry, so no transaction of Run's own (the
 		// statements' own tenant filter still applies). exec may hold a
@@ -236,7 +237,7 @@ func Read(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(
 			return fn(tx)
 		}
 		if db.Engine() == racefree.Postgres && !bypasses(ctx, db, tx) {
-			if err := ensure(ctx, db, tx, id); err != nil {
+			if err := ensure(ctx, db, tx, false, id); err != nil {
 				return err
 			}
 		}
@@ -246,7 +247,7 @@ func Read(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(
 		return fn(exec)
 	}
 	return db.ReadTx(ctx, func(tx *sql.Tx) error {
-		if err := set(ctx, db, tx, id); err != nil {
+		if err := set(ctx, db, tx, false, id); err != nil {
 			return err
 		}
 		setIn.Store(tx, id)
@@ -273,7 +274,7 @@ func ReadTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context
 		return err
 	}
 	return db.ReadTx(ctx, func(tx *sql.Tx) error {
-		if err := set(ctx, db, tx, id); err != nil {
+		if err := set(ctx, db, tx, false, id); err != nil {
 			return err
 		}
 		setIn.Store(tx, id)
@@ -359,10 +360,10 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 	if !known(db, id) {
 		return false, nil
 	}
-	if bypasses(ctx, db, exec) {
+	if writeBypasses(ctx, db, exec) {
 		return true, db.Pipeline(ctx, stmts...)
 	}
-	return true, db.Pipeline(ctx, append([]*racefree.Statement{{Query: q(db, "set"), Args: []any{id}}}, stmts...)...)
+	return true, db.Pipeline(ctx, append([]*racefree.Statement{{Query: writeSet(db), Args: []any{id}}}, stmts...)...)
 }
 
 // Combined runs stmts, the statements of one racefree operation on key,
@@ -408,8 +409,8 @@ func combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key 
 		return false, nil
 	}
 	var begin []*racefree.Statement
-	if db.Engine() == racefree.Postgres && !bypasses(ctx, db, exec) {
-		begin = []*racefree.Statement{{Query: q(db, "set"), Args: []any{id}}}
+	if db.Engine() == racefree.Postgres && !writeBypasses(ctx, db, exec) {
+		begin = []*racefree.Statement{{Query: writeSet(db), Args: []any{id}}}
 	}
 	ran, err := db.Combine(ctx, &racefree.Op{Group: id, Key: key, Begin: begin, Stmts: stmts, Deadline: deadline})
 	return ran, db.InterpretError(err)
@@ -417,8 +418,11 @@ func combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key 
 
 // one runs st, alone, as QueryRow and Exec say: pipelined with its tenant,
 // or, for a role that row-level security does not bind, as before tenancy.
+// On the pool, where st commits by itself, a caller that gave up once st
+// was sent gets racefree.ErrUnavailable with the context's error where
+// the server may commit it all the same (racefree.DB.InterpretAutocommit).
 func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *racefree.Statement) error {
-	if pooled(db, exec) && db.CanPipeline() && !bypasses(ctx, db, exec) {
+	if pooled(db, exec) && db.CanPipeline() && !writeBypasses(ctx, db, exec) {
 		if ok, err := Pipelined(ctx, db, exec, st); ok {
 			return err
 		}
@@ -433,6 +437,9 @@ func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *racef
 		found, err := statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Dest: st.Dest, Affected: &st.RowsAffected})
 		if err == nil && !found {
 			err = sql.ErrNoRows
+		}
+		if pooled(db, exec) { // it committed by itself: a cancelled one may have
+			return db.InterpretAutocommit(err)
 		}
 		return db.InterpretError(err)
 	})
@@ -479,42 +486,83 @@ func needSchema(ctx context.Context, db *racefree.DB, exec racefree.Executor, id
 	if id != Default {
 		want = KeysVersion
 	}
-	ok, err := db.SchemaAtLeast(ctx, exec, want)
-	if err != nil {
-		return db.InterpretError(err)
-	}
-	if !ok {
-		// Through exec, never the pool: a caller's transaction may hold
-		// the pool's last connection.
-		var have sql.NullInt64
-		_ = exec.QueryRowContext(ctx, q(db, "version")).Scan(&have)
-		return &racefree.SchemaError{Have: have.Int64, Want: want}
-	}
-	return nil
+	return schema.Need(ctx, db, exec, want)
 }
 
-func set(ctx context.Context, db *racefree.DB, tx *sql.Tx, id string) error {
+// set sets tx's tenant to id (set.sql), checking first, when strict,
+// that a synchronous standby will wait for tx's commit (set_strict.sql,
+// see writeSet).
+func set(ctx context.Context, db *racefree.DB, tx *sql.Tx, strict bool, id string) error {
 	if db.Engine() != racefree.Postgres {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, q(db, "set"), id); err != nil {
-		return fmt.Errorf("set tenant: %w", err)
+	query := q(db, "set")
+	if strict {
+		query = q(db, "set_strict")
+	}
+	if _, err := tx.ExecContext(ctx, query, id); err != nil {
+		return fmt.Errorf("set tenant: %w", db.InterpretError(err))
 	}
 	return nil
 }
 
-// ensure sets the transaction's tenant when it has none, in one statement,
-// and refuses a transaction set to another tenant.
-func ensure(ctx context.Context, db *racefree.DB, tx *sql.Tx, id string) error {
+// ensure sets the transaction's tenant when it has none, in one statement
+// (ensure.sql; when strict, ensure_strict.sql, which checks first that a
+// synchronous standby will wait for tx's commit), and refuses a
+// transaction set to another tenant.
+func ensure(ctx context.Context, db *racefree.DB, tx *sql.Tx, strict bool, id string) error {
+	query := q(db, "ensure")
+	if strict {
+		query = q(db, "ensure_strict")
+	}
 	var have string
-	err := tx.QueryRowContext(ctx, q(db, "ensure"), id).Scan(&have)
+	err := tx.QueryRowContext(ctx, query, id).Scan(&have)
 	if err != nil {
-		return fmt.Errorf("set tenant: %w", err)
+		return fmt.Errorf("set tenant: %w", db.InterpretError(err))
 	}
 	if have != id {
 		return &MismatchError{Tx: have, Context: id}
 	}
 	return nil
+}
+
+// CheckDurable runs, in a read-only transaction that writes nothing, the
+// check that begins every write of a DB with
+// racefree.Config.RequireSynchronousReplication (set_strict.sql): it
+// returns a *racefree.NotDurableError when a write would be refused now,
+// with the reason, nil when a synchronous standby would wait for its
+// commit, or the error that kept it from knowing. On SQLite, which has
+// no standbys, it returns an *racefree.InputError. racefree doctor and
+// serve's /readyz report it.
+func CheckDurable(ctx context.Context, db *racefree.DB) error {
+	if db.Engine() != racefree.Postgres {
+		return racefree.Invalid("engine", "%s has no standbys to replicate to", db.Engine())
+	}
+	return db.ReadTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, q(db, "set_strict"), Default)
+		return db.InterpretError(err)
+	})
+}
+
+// writeSet is the statement that begins a write pipelined or combined on
+// PostgreSQL: set, or, with racefree.Config.RequireSynchronousReplication,
+// its strict form, which also fails, and so aborts the write's
+// transaction, unless a synchronous standby will wait for its commit
+// (sql/postgres/set_strict.sql). A write in a transaction begins the same
+// way (set and ensure with strict set); reads begin with set and ensure
+// alone.
+func writeSet(db *racefree.DB) string {
+	if db.RequiresSynchronousReplication() {
+		return q(db, "set_strict")
+	}
+	return q(db, "set")
+}
+
+// writeBypasses is bypasses for a write: with
+// racefree.Config.RequireSynchronousReplication no role bypasses the
+// statement that begins a write, since it carries the check.
+func writeBypasses(ctx context.Context, db *racefree.DB, exec racefree.Executor) bool {
+	return !db.RequiresSynchronousReplication() && bypasses(ctx, db, exec)
 }
 
 // setIn holds the transactions InTx and Run opened, with their tenant, for

@@ -465,3 +465,41 @@ func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, 
 	}
 	return rows.Err()
 }
+
+// Rows returns how many rows table holds, for a progress line: the
+// planner's estimate on PostgreSQL (pg_class.reltuples, which ANALYZE and
+// autovacuum keep; exact false), an exact count on SQLite (exact true,
+// a scan of the smallest index). A table never analyzed on PostgreSQL is
+// 0, false. It reads only, in a read-only transaction like Check.
+func (c *Checker) Rows(ctx context.Context, table string) (n int64, exact bool, err error) {
+	name, err := ParseName(table)
+	if err != nil {
+		return 0, false, err
+	}
+	quoted, err := name.Quoted()
+	if err != nil {
+		return 0, false, err
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err = c.readOnly(ctx, timeout, func(q querier) error {
+		if c.engine == racefree.Postgres {
+			var est float64
+			if err := q.QueryRowContext(ctx, `SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)`, name.String()).Scan(&est); err != nil {
+				return err
+			}
+			n = max(0, int64(est)) // -1: never analyzed
+			return nil
+		}
+		exact = true
+		return q.QueryRowContext(ctx, `SELECT count(*) FROM `+quoted).Scan(&n)
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("unique-check %s: rows: %w", name, err)
+	}
+	return n, exact, nil
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,10 +33,6 @@ func auditCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Verify, checkpoint and key the tamper-evident audit log",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("audit needs a subcommand: verify, checkpoint, prune or keygen")
-		},
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
@@ -158,6 +155,50 @@ Exit status: 0 pruned, 1 the chain is broken, 2 error.`,
 	pr.StringVar(&pruneCheckpoint, "checkpoint", "", "file of exported checkpoints (JSON lines) to verify against first (default: the checkpoints stored in the database)")
 	pr.StringVar(&pruneFor, "tenant", tenant.Default, "tenant whose scope to prune")
 
+	var (
+		appendScope, appendActor, appendAction, appendSubject, appendData, appendFor, appendFormat string
+		appendSrv                                                                                  serverFlags
+	)
+	appendCmd := &cobra.Command{
+		Use:   "append --scope S --actor A --action X [--subject S] [--data JSON]",
+		Short: "Append an entry to a scope's chain and print it as stored (numbered, timed, chained)",
+		Long: `append appends one entry to the chain of --scope, in the database (--db,
+with --keys and --tenant) or, with --server URL (or RACEFREE_SERVER), on a
+running racefree server for the tenant of the key in RACEFREE_KEY. It
+prints the entry as stored: one line of text, or with --format json one
+object with the members of the API's entry (scope, seq, at, actor, action,
+subject, data, key_id, prev_mac, mac). Over HTTP a retry after a lost reply
+returns the entry already appended, never a second one.
+Exit status: 0 appended, 1 the database or server failed, 2 bad input or
+usage (nothing appended).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := jsonOutput(appendFormat)
+			if err != nil {
+				return err
+			}
+			e := audit.Entry{Actor: appendActor, Action: appendAction, Subject: appendSubject}
+			if appendData != "" {
+				e.Data = []byte(appendData)
+			}
+			rec, err := auditAppend(cmd, &appendSrv, db, keys, appendFor, appendScope, e)
+			if err != nil {
+				return clientExit(err)
+			}
+			return printEntry(cmd.OutOrStdout(), &rec, asJSON)
+		},
+	}
+	af := appendCmd.Flags()
+	af.StringVar(&appendScope, "scope", "", "the chain to append to (required)")
+	af.StringVar(&appendActor, "actor", "", "who did it (required)")
+	af.StringVar(&appendAction, "action", "", "what was done (required)")
+	af.StringVar(&appendSubject, "subject", "", "to what")
+	af.StringVar(&appendData, "data", "", "details, as JSON (over HTTP the data must be JSON)")
+	af.StringVar(&appendFor, "tenant", tenant.Default, "tenant whose chain it is (--db only; with --server the key names it)")
+	formatFlag(appendCmd, &appendFormat, "output: text (one line) or json (one object, the members of the API's entry)")
+	appendSrv.add(appendCmd)
+	usageExit(appendCmd)
+
 	var macID, signID string
 	keygen := &cobra.Command{
 		Use:   "keygen",
@@ -175,7 +216,7 @@ Exit status: 0 pruned, 1 the chain is broken, 2 error.`,
 	}
 	keygen.Flags().StringVar(&macID, "mac-id", "", "id of the mac key (default mac-YYYYMMDD)")
 	keygen.Flags().StringVar(&signID, "sign-id", "", "id of the sign key (default sign-YYYYMMDD)")
-	cmd.AddCommand(verify, cp, prune, keygen)
+	cmd.AddCommand(verify, appendCmd, cp, prune, keygen)
 	return cmd
 }
 
@@ -201,10 +242,7 @@ func openAudit(ctx context.Context, db, keys string) (*racefree.DB, *audit.Log, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := mustExist(db); err != nil {
-		return nil, nil, err
-	}
-	h, err := dsn.Open(ctx, db, nil)
+	h, err := openExisting(ctx, db, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -333,6 +371,55 @@ func printVerified(stdout io.Writer, format string, results []audit.Result, stor
 		return &exitError{exitAuditMayHaveLost, fmt.Errorf("%d of %d audit chains may have lost entries in a failover (--strict)", warned, len(results))}
 	}
 	return nil
+}
+
+// auditAppend appends e to scope on --server when it is set, else in the
+// database db (keyring keys) for tenant ten.
+func auditAppend(cmd *cobra.Command, srv *serverFlags, db, keys, ten, scope string, e audit.Entry) (audit.Record, error) {
+	ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
+	defer cancel()
+	if srv.url != "" {
+		for _, f := range []string{"db", "keys", "tenant"} {
+			if cmd.Flags().Changed(f) {
+				return audit.Record{}, racefree.Invalid(f, "is for the database; with --server the server's keyring appends, for the key's tenant")
+			}
+		}
+		c, err := srv.client()
+		if err != nil {
+			return audit.Record{}, err
+		}
+		return c.Append(ctx, scope, e)
+	}
+	ctx, err := tenant.With(ctx, ten)
+	if err != nil {
+		return audit.Record{}, err
+	}
+	h, l, err := openAudit(ctx, db, keys)
+	if err != nil {
+		return audit.Record{}, err
+	}
+	defer h.Close()
+	return l.Append(ctx, h, scope, e)
+}
+
+// printEntry prints an audit entry as one line of text, or with asJSON as
+// one object with the members of the API's entry: data as the JSON it
+// holds, or data_base64 for data that is not JSON; the MACs in base64.
+func printEntry(w io.Writer, r *audit.Record, asJSON bool) error {
+	if !asJSON {
+		_, err := fmt.Fprintf(w, "%s: entry %d at %s: %s %s %s\n", r.Scope, r.Seq, fmtTime(r.At), r.Actor, r.Action, r.Subject)
+		return err
+	}
+	out := map[string]any{"scope": r.Scope, "seq": r.Seq, "at": fmtTime(r.At), "actor": r.Actor, "action": r.Action, "subject": r.Subject,
+		"key_id": r.KeyID, "prev_mac": base64.StdEncoding.EncodeToString(r.PrevMAC), "mac": base64.StdEncoding.EncodeToString(r.MAC)}
+	switch {
+	case len(r.Data) == 0:
+	case json.Valid(r.Data):
+		out["data"] = json.RawMessage(r.Data)
+	default:
+		out["data_base64"] = base64.StdEncoding.EncodeToString(r.Data)
+	}
+	return json.NewEncoder(w).Encode(out)
 }
 
 // auditVerifyServer verifies scopes on a running server, against the

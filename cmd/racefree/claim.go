@@ -48,6 +48,29 @@ func (f *serverFlags) client() (*client.Client, error) {
 	return client.New(f.url, &client.Options{Key: os.Getenv("RACEFREE_KEY")})
 }
 
+// run runs fn with a client of --server and a timeout, and maps its error
+// to the exit status.
+func (f *serverFlags) run(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	c, err := f.client()
+	if err != nil {
+		return clientExit(err)
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
+	defer cancel()
+	return clientExit(fn(ctx, c))
+}
+
+// runOutput checks format (text or json: a usage error otherwise) before
+// anything is sent, then runs fn as run does, telling it whether to print
+// JSON.
+func (f *serverFlags) runOutput(cmd *cobra.Command, format string, fn func(ctx context.Context, c *client.Client, asJSON bool) error) error {
+	asJSON, err := jsonOutput(format)
+	if err != nil {
+		return err
+	}
+	return f.run(cmd, func(ctx context.Context, c *client.Client) error { return fn(ctx, c, asJSON) })
+}
+
 // clientExit gives a client command's error its exit status.
 func clientExit(err error) error {
 	var ee *exitError
@@ -82,10 +105,19 @@ func usageExit(cmd *cobra.Command) {
 	}
 }
 
-// printClaim prints a claim as one JSON line; a live claim held by
+// printClaim prints a claim as one line of text, or with asJSON as one
+// JSON object with the members of the API's Claim; a live claim held by
 // another (from a *claim.HeldError) has only its key, holder, fence and
 // expiry.
-func printClaim(w io.Writer, c *claim.Claim) error {
+func printClaim(w io.Writer, c *claim.Claim, asJSON bool) error {
+	if !asJSON {
+		state := "held by"
+		if !c.Live {
+			state = "free; last held by"
+		}
+		_, err := fmt.Fprintf(w, "%s: %s %s, fence %d, until %s\n", c.Key, state, c.Holder, c.Fence, fmtTime(c.ExpiresAt))
+		return err
+	}
 	out := map[string]any{"key": c.Key, "holder": c.Holder, "fence": c.Fence, "live": c.Live, "expires_at": fmtTime(c.ExpiresAt)}
 	if !c.ClaimedAt.IsZero() {
 		out["claimed_at"], out["count"] = fmtTime(c.ClaimedAt), c.Count
@@ -108,46 +140,32 @@ func claimCmd() *cobra.Command {
 		holder string
 		fence  int64
 		ttl    time.Duration
+		format string
 	)
 	cmd := &cobra.Command{
 		Use:   "claim",
 		Short: "Acquire, renew, release or read a claim on a running server (--server URL, key in RACEFREE_KEY)",
 		Long:  "claim talks to a racefree server. " + exitCodesHelp,
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return &exitError{exitUsage, fmt.Errorf("claim needs a subcommand: acquire, renew, release or get")}
-		},
 	}
 	srv.add(cmd)
-	// with runs fn with a client of --server and a timeout, and maps its
-	// error to the exit status.
-	with := func(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
-		c, err := srv.client()
-		if err != nil {
-			return clientExit(err)
-		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
-		defer cancel()
-		return clientExit(fn(ctx, c))
-	}
 	acquire := &cobra.Command{
 		Use:   "acquire KEY --holder H --ttl D",
 		Short: "Take the claim on KEY: exit 0 won (the claim is printed), 3 held (the live claim is printed)",
 		Long:  exitCodesHelp,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c *client.Client) error {
+			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
 				got, err := c.Acquire(ctx, args[0], holder, ttl)
 				var held *claim.HeldError
 				if errors.As(err, &held) {
-					if perr := printClaim(cmd.OutOrStdout(), &held.Claim); perr != nil {
+					if perr := printClaim(cmd.OutOrStdout(), &held.Claim, asJSON); perr != nil {
 						return perr
 					}
 				}
 				if err != nil {
 					return err
 				}
-				return printClaim(cmd.OutOrStdout(), got)
+				return printClaim(cmd.OutOrStdout(), got, asJSON)
 			})
 		},
 	}
@@ -157,12 +175,12 @@ func claimCmd() *cobra.Command {
 		Long:  exitCodesHelp,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c *client.Client) error {
+			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
 				got, err := c.Renew(ctx, args[0], holder, fence, ttl)
 				if err != nil {
 					return err
 				}
-				return printClaim(cmd.OutOrStdout(), got)
+				return printClaim(cmd.OutOrStdout(), got, asJSON)
 			})
 		},
 	}
@@ -172,8 +190,15 @@ func claimCmd() *cobra.Command {
 		Long:  exitCodesHelp,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c *client.Client) error {
-				return c.Release(ctx, args[0], holder, fence)
+			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
+				if err := c.Release(ctx, args[0], holder, fence); err != nil {
+					return err
+				}
+				if asJSON { // the route answers 204: its own parameters
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"key": args[0], "holder": holder, "fence": fence})
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: released by %s, fence %d\n", args[0], holder, fence)
+				return err
 			})
 		},
 	}
@@ -183,12 +208,12 @@ func claimCmd() *cobra.Command {
 		Long:  exitCodesHelp,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, func(ctx context.Context, c *client.Client) error {
+			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
 				got, err := c.Get(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				return printClaim(cmd.OutOrStdout(), got)
+				return printClaim(cmd.OutOrStdout(), got, asJSON)
 			})
 		},
 	}
@@ -203,6 +228,7 @@ func claimCmd() *cobra.Command {
 	}
 	usageExit(cmd)
 	for _, sub := range []*cobra.Command{acquire, renew, release, get} {
+		formatFlag(sub, &format, "output: text (one line) or json (one object, the members of the API's claim)")
 		usageExit(sub)
 		cmd.AddCommand(sub)
 	}

@@ -63,21 +63,25 @@ func TestClientCommandsAgainstAServe(t *testing.T) {
 		code   int
 		stdout string
 	}{
-		{[]string{"claim", "acquire", "job-1", "--holder", "a", "--ttl", "1m"}, "secret", 0, `"fence":1`},
-		{[]string{"claim", "acquire", "job-1", "--holder", "b", "--ttl", "1m"}, "secret", exitHeld, `"holder":"a"`},
-		{[]string{"claim", "renew", "job-1", "--holder", "a", "--fence", "1", "--ttl", "1m"}, "secret", 0, `"fence":1`},
+		{[]string{"claim", "acquire", "job-1", "--holder", "a", "--ttl", "1m"}, "secret", 0, "job-1: held by a, fence 1, until "},
+		{[]string{"claim", "acquire", "job-1", "--holder", "b", "--ttl", "1m", "--format", "json"}, "secret", exitHeld, `"holder":"a"`},
+		{[]string{"claim", "acquire", "job-1", "--holder", "b", "--ttl", "1m"}, "secret", exitHeld, "job-1: held by a, fence 1, until "},
+		{[]string{"claim", "renew", "job-1", "--holder", "a", "--fence", "1", "--ttl", "1m", "--format", "json"}, "secret", 0, `"fence":1`},
 		{[]string{"claim", "renew", "job-1", "--holder", "a", "--fence", "2", "--ttl", "1m"}, "secret", exitNotHeld, ""},
-		{[]string{"claim", "get", "job-1"}, "secret", 0, `"live":true`},
+		{[]string{"claim", "get", "job-1", "--format", "json"}, "secret", 0, `"live":true`},
+		{[]string{"claim", "get", "job-1"}, "secret", 0, "job-1: held by a, fence 1"},
+		{[]string{"claim", "get", "job-1", "--format", "yaml"}, "secret", exitUsage, ""},
 		{[]string{"claim", "get", "job-2"}, "secret", exitNotFound, ""},
-		{[]string{"claim", "release", "job-1", "--holder", "a", "--fence", "1"}, "secret", 0, ""},
-		{[]string{"claim", "acquire", "job-1", "--holder", "b"}, "secret", 0, `"fence":2`},
+		{[]string{"claim", "release", "job-1", "--holder", "a", "--fence", "1"}, "secret", 0, "job-1: released by a, fence 1"},
+		{[]string{"claim", "acquire", "job-1", "--holder", "b", "--format", "json"}, "secret", 0, `"fence":2`},
 		{[]string{"claim", "release", "job-1", "--holder", "a", "--fence", "1"}, "secret", exitStale, ""},
 		{[]string{"claim", "acquire", "job-1", "--holder", ""}, "secret", exitUsage, ""},
 		{[]string{"claim", "acquire", "job-1", "--holder", "a", "--bogus"}, "secret", exitUsage, ""},
 		{[]string{"claim", "acquire"}, "secret", exitUsage, ""},
 		{[]string{"claim", "get", "job-1"}, "wrong", exitUnreached, ""},
-		{[]string{"quota", "consume", "u", "--rate", "1", "--per", "1h", "--burst", "1"}, "secret", 0, `"remaining":0`},
-		{[]string{"quota", "consume", "u", "--rate", "1", "--per", "1h", "--burst", "1"}, "secret", exitHeld, `"retry_after_ms"`},
+		{[]string{"quota", "consume", "u", "--rate", "1", "--per", "1h", "--burst", "1"}, "secret", 0, "allowed: 0 remaining, full again at "},
+		{[]string{"quota", "consume", "u", "--rate", "1", "--per", "1h", "--burst", "1", "--format", "json"}, "secret", exitHeld, `"retry_after_ms"`},
+		{[]string{"quota", "consume", "u", "--rate", "1", "--per", "1h", "--burst", "1"}, "secret", exitHeld, "refused: retry after "},
 		{[]string{"quota", "consume", "u", "--rate", "1", "--burst", "1", "--tenant", "acme"}, "secret", exitUsage, ""},
 		{[]string{"audit", "verify", "--scope", "orders"}, "secret", 0, "orders: intact"},
 		{[]string{"audit", "verify"}, "secret", exitAuditFailed, ""},
@@ -93,7 +97,7 @@ func TestClientCommandsAgainstAServe(t *testing.T) {
 	}
 	// A refusal through the server says when the key is full again: an
 	// hour after the charge above, never the zero time.
-	r := as("secret", "quota", "consume", "u", "--rate", "1", "--per", "1h", "--burst", "1")
+	r := as("secret", "quota", "consume", "u", "--rate", "1", "--per", "1h", "--burst", "1", "--format", "json")
 	var refusal struct {
 		Remaining *int64    `json:"remaining"`
 		ResetAt   time.Time `json:"reset_at"`

@@ -18,6 +18,7 @@ func doctorCmd() *cobra.Command {
 	var (
 		db, role, format string
 		timeout          time.Duration
+		strict           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -33,7 +34,9 @@ racefree's tables without forced row-level security; a schema behind (or
 ahead of) this binary; racefree's tables never analyzed (info); a
 transaction pooler in front of a DSN that prepares statements. On SQLite:
 the journal mode and synchronous level, and what each means for a power
-loss. What it cannot see is a finding too (…-not-judged), never "ok".
+loss. With --require-synchronous-replication, whether serve in that mode
+would refuse writes now (strict-refuses-writes, with the reason).
+What it cannot see is a finding too (…-not-judged), never "ok".
 It changes nothing.
 
   racefree doctor --db postgres://app@db/app --format json
@@ -43,7 +46,7 @@ Every finding has a stable code; --format json prints an array of
 only), 1 a finding of severity warn or error, 2 could not check.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			err := runDoctor(cmd.Context(), cmd.OutOrStdout(), db, role, format, timeout)
+			err := runDoctor(cmd.Context(), cmd.OutOrStdout(), db, role, format, timeout, strict)
 			var ee *exitError
 			if err != nil && !errors.As(err, &ee) {
 				err = &exitError{exitFailed, err}
@@ -57,10 +60,11 @@ only), 1 a finding of severity warn or error, 2 could not check.`,
 	f.StringVar(&role, "role", "", "PostgreSQL: the role the application serves as, judged by every role it can become (default: the connecting role)")
 	f.StringVar(&format, "format", "text", "output: text (one line a finding) or json (an array of {code, severity, detail, fix})")
 	f.DurationVar(&timeout, "timeout", doctor.DefaultTimeout, "bound on the whole check")
+	f.BoolVar(&strict, "require-synchronous-replication", false, "PostgreSQL: also check whether serve --require-synchronous-replication would accept writes now")
 	return cmd
 }
 
-func runDoctor(ctx context.Context, stdout io.Writer, db, role, format string, timeout time.Duration) error {
+func runDoctor(ctx context.Context, stdout io.Writer, db, role, format string, timeout time.Duration, strict bool) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -77,10 +81,13 @@ func runDoctor(ctx context.Context, stdout io.Writer, db, role, format string, t
 	if role != "" && engine != racefree.Postgres {
 		return racefree.Invalid("role", "SQLite has no roles")
 	}
+	if strict && engine != racefree.Postgres {
+		return racefree.Invalid("require-synchronous-replication", "SQLite has no standbys")
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var rep doctor.Report
-	h, err := dsn.Open(ctx, db, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+	h, err := openExisting(ctx, db, &racefree.Config{Schema: racefree.SchemaAllowOutdated, RequireSynchronousReplication: strict})
 	switch {
 	case errors.Is(err, racefree.ErrSchemaTooNew):
 		// Nothing else can be checked by a binary older than the schema.

@@ -14,6 +14,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/apikey"
 	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/internal/schema"
 	"github.com/racefree/racefree/tenant"
 	"github.com/spf13/cobra"
 )
@@ -26,19 +27,19 @@ func keysCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
 		Short: "Create, list and revoke the API keys of the HTTP server (one tenant each)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("keys needs a subcommand: create, list or revoke")
-		},
 	}
 	cmd.PersistentFlags().StringVar(&dbFlag, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
 
-	var createTenant, scopes, name string
+	var createTenant, scopes, name, createFormat string
 	create := &cobra.Command{
-		Use:   "create --tenant T [--scope read,write] [--name N]",
-		Short: "Create a key of tenant T: prints the key once on stdout, its id on stderr",
+		Use:   "create --tenant T [--scope read,write] [--name N] [--format json]",
+		Short: "Create a key of tenant T: prints the key once on stdout, its id on stderr (--format json: one object with both)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := jsonOutput(createFormat)
+			if err != nil {
+				return err
+			}
 			sc, err := apikey.ParseScopes(scopes)
 			if err != nil {
 				return err
@@ -51,6 +52,12 @@ func keysCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if asJSON {
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
+						keyJSON
+						Token string `json:"token"`
+					}{toKeyJSON(c.Key), c.Token})
+				}
 				fmt.Fprintln(cmd.OutOrStdout(), c.Token)
 				fmt.Fprintf(cmd.ErrOrStderr(), "created key %s of tenant %s with scopes %s; it is shown once: store it now\n", c.ID, c.Tenant, c.Scopes)
 				return nil
@@ -60,6 +67,7 @@ func keysCmd() *cobra.Command {
 	create.Flags().StringVar(&createTenant, "tenant", "", "the key's tenant (required)")
 	create.Flags().StringVar(&scopes, "scope", "read,write", "comma-separated scopes: read (GET routes), write (state-changing routes), admin (operator routes)")
 	create.Flags().StringVar(&name, "name", "", "a name for the key, shown by keys list")
+	formatFlag(create, &createFormat, "output: text (the key on stdout, its id on stderr) or json (one object: the fields of keys list and the token)")
 
 	var listTenant, format string
 	list := &cobra.Command{
@@ -101,12 +109,16 @@ func keysCmd() *cobra.Command {
 	list.Flags().StringVar(&listTenant, "tenant", "", "list this tenant's keys only (default: every tenant's)")
 	list.Flags().StringVar(&format, "format", "text", "output: text (a table) or json (one JSON object per key and line)")
 
-	var revokeTenant string
+	var revokeTenant, revokeFormat string
 	revoke := &cobra.Command{
 		Use:   "revoke --tenant T ID",
 		Short: "Revoke key ID of tenant T: every server refuses it within a second (revoking twice is harmless)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := jsonOutput(revokeFormat)
+			if err != nil {
+				return err
+			}
 			if err := checkKeyArgs(revokeTenant, ""); err != nil {
 				return err
 			}
@@ -118,12 +130,16 @@ func keysCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if asJSON {
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(toKeyJSON(k))
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "key %s of tenant %s revoked at %s\n", k.ID, k.Tenant, k.RevokedAt.Format(time.RFC3339))
 				return nil
 			})
 		},
 	}
 	revoke.Flags().StringVar(&revokeTenant, "tenant", "", "the key's tenant (required)")
+	formatFlag(revoke, &revokeFormat, "output: text (one line) or json (one object: the fields of keys list)")
 
 	cmd.AddCommand(create, list, revoke)
 	return cmd
@@ -148,21 +164,15 @@ func checkKeyArgs(tenantID, name string) error {
 // tenant other than the default needs migration 012), and runs fn with
 // its key store.
 func withKeys(ctx context.Context, db string, fn func(ctx context.Context, db *racefree.DB, s *apikey.Store) error) error {
-	if err := mustExist(db); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	h, err := dsn.Open(ctx, db, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+	h, err := openExisting(ctx, db, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	if ok, err := h.SchemaAtLeast(ctx, h, tenant.TenantsVersion); err != nil {
+	if err := schema.Need(ctx, h, h, tenant.TenantsVersion); err != nil {
 		return err
-	} else if !ok {
-		have, _ := h.SchemaVersion(ctx)
-		return &racefree.SchemaError{Have: have, Want: tenant.TenantsVersion}
 	}
 	s, err := apikey.New(h, nil)
 	if err != nil {
@@ -180,13 +190,19 @@ type keyJSON struct {
 	RevokedAt string `json:"revoked_at,omitempty"`
 }
 
+// toKeyJSON returns k as keys list --format json prints it.
+func toKeyJSON(k apikey.Key) keyJSON {
+	j := keyJSON{Tenant: k.Tenant, ID: k.ID, Name: k.Name, Scopes: k.Scopes.String(), CreatedAt: k.CreatedAt.Format(time.RFC3339)}
+	if k.Revoked() {
+		j.RevokedAt = k.RevokedAt.Format(time.RFC3339)
+	}
+	return j
+}
+
 func printKeys(w io.Writer, keys []apikey.Key, format string) error {
 	rows := make([]keyJSON, len(keys))
 	for i, k := range keys {
-		rows[i] = keyJSON{Tenant: k.Tenant, ID: k.ID, Name: k.Name, Scopes: k.Scopes.String(), CreatedAt: k.CreatedAt.Format(time.RFC3339)}
-		if k.Revoked() {
-			rows[i].RevokedAt = k.RevokedAt.Format(time.RFC3339)
-		}
+		rows[i] = toKeyJSON(k)
 	}
 	if format == "json" {
 		enc := json.NewEncoder(w)

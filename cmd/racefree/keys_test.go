@@ -84,6 +84,23 @@ func TestKeysCreateListRevoke(t *testing.T) {
 		if json.Unmarshal([]byte(r.stdout), &got) != nil || got["revoked_at"] == nil {
 			t.Fatalf("list after revoke: %q", r.stdout)
 		}
+
+		// --format json: one object each, the fields of keys list (and the
+		// token, once, from create).
+		r = runCLI(t, "keys", "create", "--db", d, "--tenant", "acme", "--scope", "read", "--name", "json", "--format", "json")
+		var created map[string]any
+		if r.code != 0 || strings.Count(r.stdout, "\n") != 1 || json.Unmarshal([]byte(r.stdout), &created) != nil || r.stderr != "" ||
+			created["tenant"] != "acme" || created["scopes"] != "read" || created["name"] != "json" || created["id"] == nil || created["created_at"] == nil {
+			t.Fatalf("create --format json: %+v", r)
+		}
+		if k, err := store.Verify(ctx, created["token"].(string)); err != nil || k.ID != created["id"] {
+			t.Fatalf("the token of create --format json: %+v, %v", k, err)
+		}
+		r = runCLI(t, "keys", "revoke", "--db", d, "--tenant", "acme", "--format", "json", created["id"].(string))
+		var revoked map[string]any
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &revoked) != nil || revoked["id"] != created["id"] || revoked["revoked_at"] == nil || revoked["token"] != nil {
+			t.Fatalf("revoke --format json: %+v", r)
+		}
 	})
 }
 
@@ -153,7 +170,7 @@ func TestKeysBadInputIsOneLineAndChangesNothing(t *testing.T) {
 		{"keys", "revoke", "--tenant", "acme", "0123456789abcdef"},
 	} {
 		r := runCLI(t, append(args, "--db", "sqlite:"+filepath.Join(dir, "typo.db"))...)
-		if r.code == 0 || !strings.Contains(r.stderr, "no such database file") {
+		if r.code == 0 || !strings.Contains(r.stderr, "no database at ") {
 			t.Errorf("%q on a missing file: exit %d, %q", args, r.code, r.stderr)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/inbox"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/server"
 )
 
 // TestMain lets the tests run this binary as racefree itself: a child
@@ -31,7 +33,7 @@ import (
 // so that a developer's RACEFREE_DB cannot change what runCLI does.
 func TestMain(m *testing.M) {
 	if os.Getenv("RACEFREE_TEST_AS_CLI") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	for _, k := range []string{"RACEFREE_DB", "RACEFREE_ADDR", "RACEFREE_TOKEN", "RACEFREE_INBOX_SECRETS",
 		"RACEFREE_METRICS_TOKEN", "RACEFREE_REFRESH_SECRET", "RACEFREE_REQUIRE_KEY"} {
@@ -60,8 +62,15 @@ type result struct {
 // process shows (serve, signals, a crash) start a child with cli.
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
+	return runCLIWithStdin(t, "", args...)
+}
+
+// runCLIWithStdin runs racefree as runCLI does, with stdin as its standard
+// input (runCLI's is empty: no command waits on the terminal).
+func runCLIWithStdin(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(args, &out, &errb)
+	code := run(args, strings.NewReader(stdin), &out, &errb)
 	return result{code, out.String(), errb.String()}
 }
 
@@ -205,6 +214,25 @@ func TestMigrateUpFromConcurrentProcesses(t *testing.T) {
 		if st.code != 0 || strings.Contains(st.stdout, "pending") {
 			t.Fatalf("status: exit %d\n%s%s", st.code, st.stdout, st.stderr)
 		}
+		st = runCLI(t, "migrate", "status", "--db", dsn, "--format", "json")
+		var status struct {
+			Migrations []struct {
+				Version   int64  `json:"version"`
+				Applied   bool   `json:"applied"`
+				AppliedAt string `json:"applied_at"`
+			} `json:"migrations"`
+		}
+		if err := json.Unmarshal([]byte(st.stdout), &status); err != nil || st.code != 0 || len(status.Migrations) != len(ms) ||
+			!status.Migrations[len(ms)-1].Applied || status.Migrations[len(ms)-1].AppliedAt == "" || status.Migrations[len(ms)-1].Version != ms[len(ms)-1].Version {
+			t.Fatalf("status --format json: %+v (%v)", st, err)
+		}
+		up := runCLI(t, "migrate", "up", "--db", dsn, "--format", "json")
+		var v struct {
+			Version int64 `json:"version"`
+		}
+		if err := json.Unmarshal([]byte(up.stdout), &v); err != nil || up.code != 0 || v.Version != ms[len(ms)-1].Version {
+			t.Fatalf("up --format json: %+v (%v)", up, err)
+		}
 	})
 }
 
@@ -289,10 +317,21 @@ func TestServeAnswersAndStopsGracefully(t *testing.T) {
 	}
 }
 
-func TestVersion(t *testing.T) {
+// TestOpenAPI checks that racefree openapi prints the document serve
+// answers at /openapi.json, byte for byte what server.OpenAPIJSON makes
+// (the copy clients/typescript generates its types from), and refuses an
+// argument with one line.
+func TestOpenAPI(t *testing.T) {
 	t.Parallel()
-	if r := runCLI(t, "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "racefree ") {
-		t.Fatalf("version: %+v", r)
+	want, err := server.OpenAPIJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, "openapi"); r.code != 0 || r.stdout != string(want) || !strings.Contains(r.stdout, `"openapi": "3.1.0"`) {
+		t.Fatalf("openapi: exit %d, %d bytes, want %d\n%s", r.code, len(r.stdout), len(want), r.stderr)
+	}
+	if r := runCLI(t, "openapi", "extra"); r.code == 0 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("openapi extra: %+v, want a non-zero exit and one line", r)
 	}
 }
 
@@ -372,7 +411,7 @@ func TestMigrateStatusCreatesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	r := runCLI(t, "migrate", "status", "--db", "sqlite:"+filepath.Join(dir, "typo.db"))
-	if r.code == 0 || !strings.Contains(r.stderr, "no such database file") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+	if r.code == 0 || !strings.Contains(r.stderr, "no database at ") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 		t.Fatalf("exit %d, stderr %q; want one line saying the file does not exist", r.code, r.stderr)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
@@ -474,6 +513,7 @@ func TestServeRefusesBadTimeouts(t *testing.T) {
 		{"--read-timeout", "0s"},
 		{"--idle-timeout", "-1s"},
 		{"--request-timeout", "30s", "--write-timeout", "30s"},
+		{"--metrics-timeout", "0s"},
 	} {
 		r := runRefusedServe(t, append([]string{"--db", "sqlite:" + filepath.Join(dir, "x.db")}, args...)...)
 		if r.code == 0 || !strings.HasPrefix(r.stderr, "racefree: invalid ") {
@@ -583,7 +623,7 @@ func TestServeDefaults(t *testing.T) {
 	for name, want := range map[string]string{
 		"addr": "127.0.0.1:8080", "migrate": "true", "shutdown-timeout": "30s",
 		"read-header-timeout": "10s", "read-timeout": "15s", "request-timeout": "20s", "write-timeout": "30s", "idle-timeout": "1m0s",
-		"claim-grace": "1h0m0s", "dedup-retention": "24h0m0s", "inbox-max-body": "1048576",
+		"metrics-timeout": "5s", "claim-grace": "1h0m0s", "dedup-retention": "24h0m0s", "inbox-max-body": "1048576",
 		"relay": "false", "relay-timeout": "30s", "relay-lease": "1m0s", "relay-concurrency": "16", "relay-poll": "1s", "relay-listen": "true",
 	} {
 		if got := f.Lookup(name).DefValue; got != want {

@@ -2,16 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/internal/ident"
+	"github.com/racefree/racefree/sqlite"
 	"github.com/racefree/racefree/tenant"
 	"github.com/spf13/cobra"
 )
@@ -21,16 +21,13 @@ func migrateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply, list or print the schema migrations",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("migrate needs a subcommand: up, status or sql")
-		},
 	}
 	cmd.PersistentFlags().StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
 
 	var (
 		to      int64
 		appRole string
+		format  string
 	)
 	up := &cobra.Command{
 		Use:   "up [--to N] [--app-role NAME]",
@@ -47,6 +44,10 @@ of the tables' owner or the role running this command. Run it as the
 tables' owner.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := jsonOutput(format)
+			if err != nil {
+				return err
+			}
 			if err := checkUpFlags(cmd, db, to, appRole); err != nil {
 				return err
 			}
@@ -75,30 +76,40 @@ tables' owner.`,
 			if err != nil {
 				return err
 			}
+			if appRole != "" {
+				if err := tenant.Grant(ctx, h, appRole); err != nil {
+					return fmt.Errorf("grant to %s: %w", appRole, err)
+				}
+			}
+			if asJSON {
+				out := map[string]any{"version": v}
+				if appRole != "" {
+					out["granted"] = appRole
+				}
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "schema at version %d\n", v)
-			if appRole == "" {
-				return nil
+			if appRole != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "granted %s what racefree serve needs; it is bound by row-level security\n", appRole)
 			}
-			if err := tenant.Grant(ctx, h, appRole); err != nil {
-				return fmt.Errorf("grant to %s: %w", appRole, err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "granted %s what racefree serve needs; it is bound by row-level security\n", appRole)
 			return nil
 		},
 	}
 	up.Flags().Int64Var(&to, "to", 0, "apply the migrations up to this version only (a staged rollout: --to 11 while the previous release runs)")
 	up.Flags().StringVar(&appRole, "app-role", "", "PostgreSQL: grant this role what racefree serve needs, once migrated; refused first, changing nothing, if it is or can become (SET ROLE through its memberships) a superuser, a BYPASSRLS role or the tables' owner")
+	formatFlag(up, &format, "output: text or json ({version, granted})")
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "List the migrations and whether each is applied",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := mustExist(db); err != nil {
+			asJSON, err := jsonOutput(format)
+			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			h, err := dsn.Open(ctx, db, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+			h, err := openExisting(ctx, db, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
 			if err != nil {
 				return err
 			}
@@ -106,6 +117,25 @@ tables' owner.`,
 			st, err := h.MigrationStatus(ctx)
 			if err != nil {
 				return err
+			}
+			if asJSON {
+				type migration struct {
+					Version   int64  `json:"version"`
+					Name      string `json:"name"`
+					Applied   bool   `json:"applied"`
+					AppliedAt string `json:"applied_at,omitempty"`
+				}
+				out := struct {
+					Migrations []migration `json:"migrations"`
+				}{Migrations: []migration{}}
+				for _, s := range st {
+					m := migration{Version: int64(s.Version), Name: s.Name, Applied: s.Applied}
+					if s.Applied {
+						m.AppliedAt = racefree.FromMillis(s.AppliedAt).Format(time.RFC3339)
+					}
+					out.Migrations = append(out.Migrations, m)
+				}
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "VERSION\tNAME\tAPPLIED AT")
@@ -119,6 +149,7 @@ tables' owner.`,
 			return w.Flush()
 		},
 	}
+	formatFlag(status, &format, "output: text (a table) or json ({migrations: [{version, name, applied, applied_at}]})")
 	sqlCmd := &cobra.Command{
 		Use:   "sql",
 		Short: "Print the schema as plain SQL for your own migration tool; connects to nothing",
@@ -172,15 +203,21 @@ func checkUpFlags(cmd *cobra.Command, db string, to int64, appRole string) error
 	return nil
 }
 
-// mustExist refuses a SQLite database file that does not exist, so that a
-// command that only reads never creates one (opening SQLite would).
-func mustExist(d string) error {
-	engine, path, err := dsn.Parse(d)
-	if err != nil || engine != racefree.SQLite {
-		return err
+// openExisting opens the database d names, which must exist: a SQLite
+// path that names no file is refused with one line saying so, and no file
+// is created (dsn.OpenExisting). Every command but serve and migrate up
+// opens its database this way.
+func openExisting(ctx context.Context, d string, cfg *racefree.Config) (*racefree.DB, error) {
+	h, err := dsn.OpenExisting(ctx, d, cfg)
+	if errors.Is(err, sqlite.ErrNoDatabase) {
+		_, path, _ := dsn.Parse(d)
+		return nil, noDatabase(path)
 	}
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("sqlite %s: no such database file (this command only reads; `racefree migrate up` creates it)", path)
-	}
-	return nil
+	return h, err
+}
+
+// noDatabase is the one line of a command given a SQLite path that names
+// no file.
+func noDatabase(path string) error {
+	return fmt.Errorf("no database at %s (run racefree serve or racefree migrate up first)", path)
 }

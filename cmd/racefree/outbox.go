@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/client"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/outbox"
 	"github.com/racefree/racefree/tenant"
@@ -26,19 +28,43 @@ func outboxCmd() *cobra.Command {
 	var (
 		db       string
 		tenantID string
-		asJSON   bool
+		format   string
+		asJSON   bool // --json, the deprecated spelling of --format json
+		srv      serverFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "outbox",
 		Short: "Inspect the transactional outbox: dead letters and figures; enqueue a message",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("outbox needs a subcommand: enqueue, dead or stats")
-		},
 	}
 	cmd.PersistentFlags().StringVar(&db, "db", envOr("RACEFREE_DB", dsn.Default), "database: sqlite:PATH or postgres://… (env RACEFREE_DB)")
 	cmd.PersistentFlags().StringVar(&tenantID, "tenant", tenant.Default, "the tenant whose outbox to read")
+	cmd.PersistentFlags().StringVar(&format, "format", "text", "output: text or json (the shapes of the HTTP API: one JSON object per line)")
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON instead of text")
+	_ = cmd.PersistentFlags().MarkHidden("json")
+	srv.add(cmd)
+	// output checks --format and says whether to print JSON.
+	output := func(cmd *cobra.Command) (bool, error) {
+		if err := checkFormat(format); err != nil {
+			return false, usage(err)
+		}
+		if asJSON {
+			fmt.Fprintln(cmd.ErrOrStderr(), "racefree: warning: --json is deprecated: use --format json")
+		}
+		return asJSON || format == "json", nil
+	}
+	// remote returns a client of --server, or nil without --server; with
+	// it, the flags of the database are refused.
+	remote := func(cmd *cobra.Command) (*client.Client, error) {
+		if srv.url == "" {
+			return nil, nil
+		}
+		for _, f := range []string{"db", "tenant"} {
+			if cmd.Flags().Changed(f) {
+				return nil, racefree.Invalid(f, "is for the database; with --server the key in RACEFREE_KEY names the tenant")
+			}
+		}
+		return srv.client()
+	}
 
 	// open returns the outbox, and a context naming the tenant.
 	open := func(cmd *cobra.Command) (context.Context, *racefree.DB, *outbox.Outbox, func(), error) {
@@ -47,7 +73,7 @@ func outboxCmd() *cobra.Command {
 			return nil, nil, nil, nil, err
 		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		h, err := dsn.Open(ctx, db, nil)
+		h, err := openExisting(ctx, db, nil)
 		if err != nil {
 			cancel()
 			return nil, nil, nil, nil, err
@@ -66,21 +92,45 @@ func outboxCmd() *cobra.Command {
 		Short: "Print the backlog (ready, due, leased), the age of the oldest pending message and the dead count",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, h, o, done, err := open(cmd)
+			asJSON, err := output(cmd)
 			if err != nil {
 				return err
 			}
-			defer done()
-			s, err := o.Stats(ctx, h)
+			var s *outbox.Stats
+			c, err := remote(cmd)
 			if err != nil {
 				return err
+			}
+			if c != nil {
+				ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
+				defer cancel()
+				if s, err = c.OutboxStats(ctx); err != nil {
+					return err
+				}
+			} else {
+				ctx, h, o, done, err := open(cmd)
+				if err != nil {
+					return err
+				}
+				defer done()
+				if s, err = o.Stats(ctx, h); err != nil {
+					return err
+				}
 			}
 			w := cmd.OutOrStdout()
+			tenantID := tenantID
+			if c != nil {
+				tenantID = "(the key's)"
+			}
 			if asJSON {
-				return json.NewEncoder(w).Encode(map[string]any{
-					"tenant": tenantID, "backlog": s.Ready + s.Leased, "ready": s.Ready, "due": s.Due, "leased": s.Leased,
+				out := map[string]any{
+					"backlog": s.Ready + s.Leased, "ready": s.Ready, "due": s.Due, "leased": s.Leased,
 					"oldest_pending_ms": s.OldestPending.Milliseconds(), "dead": s.Dead, "delivered": s.Delivered,
-				})
+				}
+				if c == nil {
+					out["tenant"] = tenantID
+				}
+				return json.NewEncoder(w).Encode(out)
 			}
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "tenant\t%s\n", tenantID)
@@ -95,10 +145,6 @@ func outboxCmd() *cobra.Command {
 	dead := &cobra.Command{
 		Use:   "dead",
 		Short: "List, redrive or discard dead messages",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("outbox dead needs a subcommand: list, redrive or discard")
-		},
 	}
 	var (
 		topic, key string
@@ -121,39 +167,81 @@ func outboxCmd() *cobra.Command {
 		Use:   "list [ID…]",
 		Short: "List dead messages, by id, with their last error (page with --after)",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := output(cmd)
+			if err != nil {
+				return err
+			}
 			f, err := filter(args)
 			if err != nil {
 				return err
 			}
-			ctx, h, o, done, err := open(cmd)
+			var rs []*outbox.Record
+			c, err := remote(cmd)
 			if err != nil {
 				return err
 			}
-			defer done()
-			rs, err := o.Dead(ctx, h, f, after, limit)
-			if err != nil {
-				return err
+			if c != nil {
+				if len(f.IDs) > 0 {
+					return racefree.Invalid("id", "with --server, list by --topic and --key (the HTTP API lists no ids)")
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
+				defer cancel()
+				if rs, err = c.Dead(ctx, f, after, limit); err != nil {
+					return err
+				}
+			} else {
+				ctx, h, o, done, err := open(cmd)
+				if err != nil {
+					return err
+				}
+				defer done()
+				if rs, err = o.Dead(ctx, h, f, after, limit); err != nil {
+					return err
+				}
 			}
 			return printDead(cmd.OutOrStdout(), rs, asJSON)
 		},
 	}
-	act := func(use, done, short string, do func(o *outbox.Outbox) func(context.Context, racefree.Executor, outbox.Filter) ([]int64, error)) *cobra.Command {
+	act := func(use, done, short string, do func(o *outbox.Outbox) func(context.Context, racefree.Executor, outbox.Filter) ([]int64, error),
+		remoteDo func(c *client.Client) func(context.Context, int64) error) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " (ID… | --topic T | --key K | --all)",
 			Short: short,
 			RunE: func(cmd *cobra.Command, args []string) error {
+				asJSON, err := output(cmd)
+				if err != nil {
+					return err
+				}
 				f, err := filter(args)
 				if err != nil {
 					return err
 				}
-				ctx, h, o, closeDB, err := open(cmd)
+				var ids []int64
+				c, err := remote(cmd)
 				if err != nil {
 					return err
 				}
-				defer closeDB()
-				ids, err := do(o)(ctx, h, f)
-				if err != nil {
-					return err
+				if c != nil {
+					if f.Topic != "" || f.Key != "" || f.All || len(f.IDs) == 0 {
+						return racefree.Invalid("id", "with --server, name the messages by id (the HTTP API repairs one id at a time)")
+					}
+					ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
+					defer cancel()
+					for _, id := range f.IDs {
+						if err := remoteDo(c)(ctx, id); err != nil {
+							return err
+						}
+						ids = append(ids, id)
+					}
+				} else {
+					ctx, h, o, closeDB, err := open(cmd)
+					if err != nil {
+						return err
+					}
+					defer closeDB()
+					if ids, err = do(o)(ctx, h, f); err != nil {
+						return err
+					}
 				}
 				if asJSON {
 					if ids == nil {
@@ -172,11 +260,11 @@ func outboxCmd() *cobra.Command {
 	redrive := act("redrive", "redriven", "Make dead messages due again at once, with a fresh set of attempts (only dead ones)",
 		func(o *outbox.Outbox) func(context.Context, racefree.Executor, outbox.Filter) ([]int64, error) {
 			return o.Redrive
-		})
+		}, func(c *client.Client) func(context.Context, int64) error { return c.Redrive })
 	discard := act("discard", "discarded", "Delete dead messages and their history (only dead ones)",
 		func(o *outbox.Outbox) func(context.Context, racefree.Executor, outbox.Filter) ([]int64, error) {
 			return o.Discard
-		})
+		}, func(c *client.Client) func(context.Context, int64) error { return c.Discard })
 	for _, c := range []*cobra.Command{list, redrive, discard} {
 		c.Flags().StringVar(&topic, "topic", "", "only messages of this topic")
 		c.Flags().StringVar(&key, "key", "", "only messages of this key")
@@ -202,6 +290,10 @@ Racefree-Outbox-Fence) and are refused. Exit status: 0 stored, 1 the
 database failed, 2 bad input (nothing stored).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := output(cmd)
+			if err != nil {
+				return err
+			}
 			m := outbox.Message{Topic: args[0], Key: eqKey, Payload: []byte(payload), Ordered: ordered}
 			for _, h := range headers {
 				name, value, ok := strings.Cut(h, "=")
@@ -216,17 +308,33 @@ database failed, 2 bad input (nothing stored).`,
 				}
 				m.Headers[name] = value
 			}
-			ctx, h, o, done, err := open(cmd)
+			var id int64
+			c, err := remote(cmd)
 			if err != nil {
 				return clientExit(err)
 			}
-			defer done()
-			id, err := o.Enqueue(ctx, h, m)
-			if err != nil {
-				return clientExit(err)
+			if c != nil {
+				ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
+				defer cancel()
+				if id, err = c.Enqueue(ctx, m); err != nil {
+					return clientExit(err)
+				}
+			} else {
+				ctx, h, o, done, err := open(cmd)
+				if err != nil {
+					return clientExit(err)
+				}
+				defer done()
+				if id, err = o.Enqueue(ctx, h, m); err != nil {
+					return clientExit(err)
+				}
 			}
 			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"id": id, "idempotency_key": strconv.FormatInt(id, 10), "tenant": tenantID, "topic": m.Topic})
+				out := map[string]any{"id": id, "idempotency_key": strconv.FormatInt(id, 10), "topic": m.Topic, "key": m.Key}
+				if c == nil {
+					out["tenant"] = tenantID
+				}
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), id)
 			return nil
@@ -242,19 +350,35 @@ database failed, 2 bad input (nothing stored).`,
 	return cmd
 }
 
+// deadJSON is a dead message as GET /v1/outbox/dead answers it: a JSON
+// payload as its JSON value, any other as payload_base64.
+type deadJSON struct {
+	ID            int64             `json:"id"`
+	Topic         string            `json:"topic"`
+	Key           string            `json:"key"`
+	Ordered       bool              `json:"ordered"`
+	Payload       json.RawMessage   `json:"payload,omitempty"`
+	PayloadBase64 string            `json:"payload_base64,omitempty"`
+	Headers       map[string]string `json:"headers"`
+	Attempts      int               `json:"attempts"`
+	MaxAttempts   int               `json:"max_attempts"`
+	CreatedAt     string            `json:"created_at"`
+	DiedAt        string            `json:"died_at"`
+	LastError     string            `json:"last_error"`
+}
+
 func printDead(w io.Writer, rs []*outbox.Record, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, r := range rs {
-			payload := any(string(r.Payload))
-			if !utf8.Valid(r.Payload) {
-				payload = r.Payload // base64
+			m := deadJSON{ID: r.ID, Topic: r.Topic, Key: r.Key, Ordered: r.Ordered, Headers: r.Headers, Attempts: r.Attempts,
+				MaxAttempts: r.MaxAttempts, CreatedAt: fmtTime(r.CreatedAt), DiedAt: fmtTime(r.AvailableAt), LastError: r.LastError}
+			if len(r.Payload) > 0 && json.Valid(r.Payload) {
+				m.Payload = r.Payload
+			} else if len(r.Payload) > 0 {
+				m.PayloadBase64 = base64.StdEncoding.EncodeToString(r.Payload)
 			}
-			if err := enc.Encode(map[string]any{
-				"id": r.ID, "topic": r.Topic, "key": r.Key, "attempts": r.Attempts, "max_attempts": r.MaxAttempts,
-				"created_at": r.CreatedAt.Format(time.RFC3339Nano), "died_at": r.AvailableAt.Format(time.RFC3339Nano),
-				"last_error": r.LastError, "headers": r.Headers, "payload": payload,
-			}); err != nil {
+			if err := enc.Encode(m); err != nil {
 				return err
 			}
 		}

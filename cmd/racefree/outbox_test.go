@@ -26,7 +26,11 @@ func TestOutboxDeadLettersAndStats(t *testing.T) {
 		acme, _ := tenant.With(ctx, "acme")
 		kill := func(ctx context.Context, topic string) int64 {
 			t.Helper()
-			id, err := o.Enqueue(ctx, db, outbox.Message{Topic: topic, Key: "k", Payload: []byte("p")})
+			payload := []byte("p") // not JSON: payload_base64, as over HTTP
+			if topic == "sms" {
+				payload = []byte(`{"n":1}`) // JSON: the payload's value, as over HTTP
+			}
+			id, err := o.Enqueue(ctx, db, outbox.Message{Topic: topic, Key: "k", Payload: payload})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +51,7 @@ func TestOutboxDeadLettersAndStats(t *testing.T) {
 
 		stats := func(tenantID string) map[string]float64 {
 			t.Helper()
-			r := runCLI(t, "outbox", "stats", "--db", dsn, "--tenant", tenantID, "--json")
+			r := runCLI(t, "outbox", "stats", "--db", dsn, "--tenant", tenantID, "--format", "json")
 			var out map[string]any
 			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
 				t.Fatalf("stats: exit %d, %q, %q", r.code, r.stdout, r.stderr)
@@ -72,10 +76,16 @@ func TestOutboxDeadLettersAndStats(t *testing.T) {
 			!strings.Contains(r.stdout, "rejected; by the receiver") {
 			t.Fatalf("dead list: %d %q %q", r.code, r.stdout, r.stderr)
 		}
-		r = runCLI(t, "outbox", "dead", "list", "--db", dsn, "--tenant", "acme", "--topic", "sms", "--json")
+		r = runCLI(t, "outbox", "dead", "list", "--db", dsn, "--tenant", "acme", "--topic", "sms", "--format", "json")
 		var rec map[string]any
-		if r.code != 0 || strings.Count(r.stdout, "\n") != 1 || json.Unmarshal([]byte(r.stdout), &rec) != nil || rec["id"] != float64(a2) || rec["payload"] != "p" {
-			t.Fatalf("dead list --topic sms --json: %d %q %q", r.code, r.stdout, r.stderr)
+		if r.code != 0 || strings.Count(r.stdout, "\n") != 1 || json.Unmarshal([]byte(r.stdout), &rec) != nil || rec["id"] != float64(a2) ||
+			fmt.Sprint(rec["payload"]) != "map[n:1]" || rec["payload_base64"] != nil {
+			t.Fatalf("dead list --topic sms --format json: %d %q %q; want the JSON payload as its value", r.code, r.stdout, r.stderr)
+		}
+		r = runCLI(t, "outbox", "dead", "list", "--db", dsn, "--tenant", "acme", "--topic", "mail", "--format", "json")
+		rec = nil
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rec) != nil || rec["payload_base64"] != "cA==" || rec["payload"] != nil {
+			t.Fatalf("dead list --topic mail --format json: %d %q %q; want other bytes as payload_base64", r.code, r.stdout, r.stderr)
 		}
 
 		r = runCLI(t, "outbox", "dead", "redrive", fmt.Sprint(a1), fmt.Sprint(d1), "--db", dsn, "--tenant", "acme")
@@ -85,8 +95,9 @@ func TestOutboxDeadLettersAndStats(t *testing.T) {
 		if rec, err := o.Get(acme, db, a1); err != nil || rec.State != outbox.Ready {
 			t.Fatalf("after the redrive: %+v, %v", rec, err)
 		}
+		// --json still works, deprecated, with a warning on stderr.
 		r = runCLI(t, "outbox", "dead", "discard", "--all", "--db", dsn, "--tenant", "acme", "--json")
-		if r.code != 0 || strings.TrimSpace(r.stdout) != fmt.Sprintf(`{"discarded":[%d]}`, a2) {
+		if r.code != 0 || strings.TrimSpace(r.stdout) != fmt.Sprintf(`{"discarded":[%d]}`, a2) || !strings.Contains(r.stderr, "--json is deprecated: use --format json") {
 			t.Fatalf("discard --all: %d %q %q", r.code, r.stdout, r.stderr)
 		}
 		if s := stats("acme"); s["dead"] != 0 || s["ready"] != 2 {
@@ -127,7 +138,7 @@ func TestOutboxEnqueueRefusesRacefreeHeaders(t *testing.T) {
 		if err := db.QueryRowContext(context.Background(), `SELECT count(*) FROM racefree_outbox`).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("%d messages stored (%v), want none", n, err)
 		}
-		r := runCLI(t, "outbox", "enqueue", "mail", "--db", dsn, "--tenant", "acme", "--header", "X-Trace=1", "--payload", "hi", "--json")
+		r := runCLI(t, "outbox", "enqueue", "mail", "--db", dsn, "--tenant", "acme", "--header", "X-Trace=1", "--payload", "hi", "--format", "json")
 		var out map[string]any
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out["tenant"] != "acme" || out["idempotency_key"] != fmt.Sprint(out["id"]) {
 			t.Fatalf("enqueue: exit %d, %q, %q", r.code, r.stdout, r.stderr)

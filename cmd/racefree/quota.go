@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/racefree/racefree"
@@ -19,22 +20,19 @@ import (
 // allowed, 3 when it is refused and 2 on bad input.
 func quotaCmd() *cobra.Command {
 	var (
-		db    string
-		kind  string
-		rate  int64
-		per   time.Duration
-		burst int64
-		n     int64
-		ten   string
-		srv   serverFlags
+		db     string
+		kind   string
+		rate   int64
+		per    time.Duration
+		burst  int64
+		n      int64
+		ten    string
+		format string
+		srv    serverFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "quota",
 		Short: "Charge a quota or rate limit",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("quota needs a subcommand: consume")
-		},
 	}
 	consume := &cobra.Command{
 		Use:   "consume KEY",
@@ -46,6 +44,10 @@ Exit status: 0 allowed, 1 the database or server failed, 2 bad input or
 usage (nothing charged), 3 refused (retry_after_ms says when to retry).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := jsonOutput(format)
+			if err != nil {
+				return err
+			}
 			p := quota.Policy{Kind: quota.Kind(kind), Rate: rate, Per: per, Burst: burst, Wait: quota.NoWait}
 			d, err := consumeQuota(cmd, args[0], n, p, db, ten, &srv)
 			if err != nil {
@@ -58,7 +60,7 @@ usage (nothing charged), 3 refused (retry_after_ms says when to retry).`,
 			if !d.Allowed {
 				out["retry_after_ms"] = d.RetryAfter.Milliseconds()
 			}
-			if err := json.NewEncoder(cmd.OutOrStdout()).Encode(out); err != nil {
+			if err := printDecision(cmd.OutOrStdout(), d, out, asJSON); err != nil {
 				return err
 			}
 			if !d.Allowed {
@@ -76,8 +78,30 @@ usage (nothing charged), 3 refused (retry_after_ms says when to retry).`,
 	consume.Flags().Int64Var(&burst, "burst", 0, "gcra: the bucket's size (required for gcra)")
 	consume.Flags().Int64Var(&n, "n", 1, "units to charge")
 	consume.Flags().StringVar(&ten, "tenant", tenant.Default, "the tenant whose counter is charged")
+	formatFlag(consume, &format, "output: text (one line) or json (one object: allowed, remaining, reset_at and, when refused, retry_after_ms, as the API)")
 	cmd.AddCommand(consume)
 	return cmd
+}
+
+// printDecision prints a quota decision as one line of text, or with
+// asJSON the object out (the API's members).
+func printDecision(w io.Writer, d quota.Decision, out map[string]any, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(out)
+	}
+	var err error
+	if d.Allowed {
+		_, err = fmt.Fprintf(w, "allowed: %d remaining", d.Remaining)
+	} else {
+		_, err = fmt.Fprintf(w, "refused: retry after %s (%d remaining)", d.RetryAfter, d.Remaining)
+	}
+	if err == nil && !d.ResetAt.IsZero() {
+		_, err = fmt.Fprintf(w, ", full again at %s", fmtTime(d.ResetAt))
+	}
+	if err == nil {
+		_, err = fmt.Fprintln(w)
+	}
+	return err
 }
 
 // consumeQuota charges n units of key under p on --server when it is set,
@@ -102,7 +126,7 @@ func consumeQuota(cmd *cobra.Command, key string, n int64, p quota.Policy, db, t
 	if err != nil {
 		return quota.Decision{}, err
 	}
-	h, err := dsn.Open(ctx, db, nil)
+	h, err := openExisting(ctx, db, nil)
 	if err != nil {
 		return quota.Decision{}, err
 	}

@@ -13,7 +13,7 @@ func TestQuotaConsume(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, dsn string) {
 		testdb.Open(t, dsn, nil) // migrated
-		args := []string{"quota", "consume", "user-1", "--db", dsn, "--rate", "1", "--per", "1h", "--burst", "2"}
+		args := []string{"quota", "consume", "user-1", "--db", dsn, "--rate", "1", "--per", "1h", "--burst", "2", "--format", "json"}
 		for i, want := range []struct {
 			code      int
 			allowed   bool
@@ -48,12 +48,16 @@ func TestQuotaConsume(t *testing.T) {
 			t.Fatalf("--tenant 'a b': exit %d, stderr %q; want exit 2, invalid tenant", r.code, r.stderr)
 		}
 		// A sliding window: its limit is the rate, its refusal exit 3.
-		sliding := []string{"quota", "consume", "user-2", "--db", dsn, "--kind", "sliding_window", "--rate", "1", "--per", "1h"}
+		sliding := []string{"quota", "consume", "user-2", "--db", dsn, "--kind", "sliding_window", "--rate", "1", "--per", "1h", "--format", "json"}
 		if r := runCLI(t, sliding...); r.code != 0 || !strings.Contains(r.stdout, `"remaining":0`) {
 			t.Fatalf("sliding window: exit %d, stdout %q, stderr %q; want allowed with 0 remaining", r.code, r.stdout, r.stderr)
 		}
 		if r := runCLI(t, sliding...); r.code != 3 || !strings.Contains(r.stdout, "retry_after_ms") {
 			t.Fatalf("sliding window over its limit: exit %d, stdout %q, stderr %q; want exit 3", r.code, r.stdout, r.stderr)
+		}
+		// Without --format json, one line of text.
+		if r := runCLI(t, "quota", "consume", "user-3", "--db", dsn, "--rate", "1", "--per", "1h", "--burst", "2"); r.code != 0 || !strings.HasPrefix(r.stdout, "allowed: 1 remaining, full again at ") || strings.Count(r.stdout, "\n") != 1 {
+			t.Fatalf("text: exit %d, stdout %q, stderr %q; want one line, allowed", r.code, r.stdout, r.stderr)
 		}
 	})
 }

@@ -21,7 +21,8 @@ import (
 // enqueues, each topic to its --relay-url (the others to the URL for
 // every topic), with Idempotency-Key set to the message id,
 // Racefree-Outbox-Tenant to its tenant and Racefree-Outbox-Fence to the
-// lease's fence, and stops with serve on SIGTERM.
+// lease's fence, counts the deliveries on /metrics, and stops with serve
+// on SIGTERM.
 func TestServeRelaysTheOutbox(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, dsn string) {
@@ -64,6 +65,22 @@ func TestServeRelaysTheOutbox(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatalf("%s: not delivered within 30s\n%s", c.topic, stderr.String())
 			}
+		}
+		// /metrics counts the relay's deliveries once it completed them.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), `racefree_outbox_deliveries_total{outcome="delivered"} 2`+"\n") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/metrics does not count the relay's 2 deliveries within 30s:\n%s", b)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)

@@ -35,6 +35,7 @@ func serveCmd() *cobra.Command {
 		db, addr, token string
 		migrate         bool
 		combine         bool
+		strict          bool
 		requireKey      bool
 		grace           time.Duration
 		inboxSecrets    []string
@@ -89,7 +90,7 @@ func serveCmd() *cobra.Command {
 			if waitForDB < 0 {
 				return racefree.Invalid("wait-for-db", "must not be negative")
 			}
-			return serve(cmd.Context(), db, addr, token, migrate, combine, grace, inboxOpts, limits, reaping, &relay, waitForDB)
+			return serve(cmd.Context(), db, addr, token, migrate, combine, strict, grace, inboxOpts, limits, reaping, &relay, waitForDB)
 		},
 	}
 	f := cmd.Flags()
@@ -99,6 +100,7 @@ func serveCmd() *cobra.Command {
 	f.BoolVar(&requireKey, "require-key", envOr("RACEFREE_REQUIRE_KEY", "") == "1", "refuse /v1/ requests without an API key (racefree keys create) even without --token (env RACEFREE_REQUIRE_KEY=1)")
 	f.BoolVar(&migrate, "migrate", true, "apply pending schema migrations at start; false: refuse an outdated schema, except the expand step of a rollout (migration 011 on), served for the default tenant")
 	f.BoolVar(&combine, "combine", envOr("RACEFREE_COMBINE", "") == "1", "gather concurrent claim acquires, renewals and releases (the requests without an Idempotency-Key) into batches of one commit each (racefree.Config.Combine; env RACEFREE_COMBINE=1)")
+	f.BoolVar(&strict, "require-synchronous-replication", envOr("RACEFREE_REQUIRE_SYNCHRONOUS_REPLICATION", "") == "1", "PostgreSQL: refuse every write, 503 not-durable with nothing committed, unless a synchronous standby will wait for its commit, checked in the write's own first statement (racefree.Config.RequireSynchronousReplication; the role needs pg_read_all_stats; refused on SQLite; env RACEFREE_REQUIRE_SYNCHRONOUS_REPLICATION=1)")
 	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "[tenant/]source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret, for the default tenant or the one named; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,acme/src=whsec_b)")
 	f.StringVar(&auditKeys, "audit-keys", "", "keyring file of the audit log served at /v1/audit (default: the keyring in "+audit.EnvKeys+"; neither: no audit routes)")
 	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
@@ -114,6 +116,7 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&inboxOpts.RequestTimeout, "request-timeout", 20*time.Second, "how long a request may wait for the database before it answers 503")
 	f.DurationVar(&limits.write, "write-timeout", 30*time.Second, "how long a request may take from its headers to the end of its response (more than --request-timeout)")
 	f.DurationVar(&limits.idle, "idle-timeout", 60*time.Second, "how long an idle keep-alive connection is kept open")
+	f.DurationVar(&inboxOpts.MetricsTimeout, "metrics-timeout", 5*time.Second, "how long one scrape of /metrics may spend reading the database's gauges (outbox backlog and oldest due message, audit checkpoints); past it they are left out of that scrape and racefree_database_gauges_ok is 0")
 	f.DurationVar(&inboxOpts.RefreshGrace, "refresh-grace", 0, "how long after a rotation a retry with the rotated refresh token gets the same successor back instead of revoking its family; above 0 needs --refresh-secret")
 	f.StringVar(&refreshSecret, "refresh-secret", envOr("RACEFREE_REFRESH_SECRET", ""), "secret (at least 32 bytes, the same on every instance) that derives refresh-token successors (env RACEFREE_REFRESH_SECRET)")
 	f.StringVar(&logFormat, "log-format", envOr("RACEFREE_LOG_FORMAT", "text"), "log format on stderr: text or json (env RACEFREE_LOG_FORMAT)")
@@ -163,7 +166,7 @@ func (t timeouts) check(request time.Duration) error {
 	return nil
 }
 
-func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine bool, grace time.Duration, opts server.Options, limits timeouts, reaping reapOptions, relay *relayOptions, waitForDB time.Duration) error {
+func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine, strict bool, grace time.Duration, opts server.Options, limits timeouts, reaping reapOptions, relay *relayOptions, waitForDB time.Duration) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -182,6 +185,9 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine boo
 	}
 	if opts.InboxRetention < time.Millisecond {
 		return racefree.Invalid("inbox-retention", "must be positive")
+	}
+	if opts.MetricsTimeout <= 0 {
+		return racefree.Invalid("metrics-timeout", "must be positive")
 	}
 	if err := limits.check(opts.RequestTimeout); err != nil {
 		return err
@@ -236,7 +242,7 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine boo
 	defer srv.Close() // on the way out before the graceful shutdown below
 
 	db, err := openWaiting(ctx, log, waitForDB, func(ctx context.Context) (*racefree.DB, error) {
-		return openForServe(ctx, dsnStr, migrate, combine, &opts, log)
+		return openForServe(ctx, dsnStr, migrate, combine, strict, &opts, log)
 	})
 	if err != nil {
 		return err
@@ -347,10 +353,10 @@ func openWaiting(ctx context.Context, log *slog.Logger, wait time.Duration, open
 // application role, which owns nothing, may serve a database the owner
 // migrated). With --migrate=false, an outdated schema at the expand step
 // of a rollout lowers opts.OldestSchema.
-func openForServe(ctx context.Context, dsnStr string, migrate, combine bool, opts *server.Options, log *slog.Logger) (*racefree.DB, error) {
+func openForServe(ctx context.Context, dsnStr string, migrate, combine, strict bool, opts *server.Options, log *slog.Logger) (*racefree.DB, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	db, err := dsn.Open(openCtx, dsnStr, &racefree.Config{Schema: racefree.SchemaAllowOutdated, Combine: combine})
+	db, err := dsn.Open(openCtx, dsnStr, &racefree.Config{Schema: racefree.SchemaAllowOutdated, Combine: combine, RequireSynchronousReplication: strict})
 	if err == nil {
 		err = db.CheckSchema(openCtx)
 		switch {
@@ -397,6 +403,7 @@ func serving(ctx context.Context, db *racefree.DB, api *server.Server, srv *http
 		if err != nil {
 			return err
 		}
+		api.WatchRelay(r)
 		relayDone = runRelay(relayCtx, r)
 		log.Info("outbox relay running", "worker", r.Worker(), "topics", relay.topics())
 	}

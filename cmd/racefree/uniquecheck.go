@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -25,7 +26,7 @@ func uniqueCheckCmd() *cobra.Command {
 	var (
 		db, table, where, migration, format, dedupe, ageColumn string
 		keys                                                   []string
-		nullsNotDistinct, reveal                               bool
+		nullsNotDistinct, reveal, quiet, forceProgress         bool
 		limit, maxKeys                                         int
 		timeout                                                time.Duration
 	)
@@ -41,13 +42,17 @@ It runs in a read-only transaction with a statement timeout and never writes.
   racefree unique-check --db DSN --migration migrations/042_unique_email.sql
 
 Key values are masked (sha256 prefix and length) unless --reveal-values.
+On a terminal it shows progress on stderr, at most once a second: the check
+it runs, the rows checked of the total (PostgreSQL's estimate), their rate
+and the time left; --quiet turns it off, --progress shows it even when
+stderr is not a terminal.
 Exit status: 0 no duplicates, 1 duplicates found, 2 error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := uniqueCheck(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), uniqueCheckOptions{
 				db: db, table: table, keys: keys, where: where, nullsNotDistinct: nullsNotDistinct,
 				migration: migration, format: format, limit: limit, maxKeys: maxKeys, reveal: reveal, timeout: timeout,
-				dedupe: dedupe, ageColumn: ageColumn,
+				dedupe: dedupe, ageColumn: ageColumn, progress: !quiet && (forceProgress || isTerminal(cmd.ErrOrStderr())),
 			})
 			var ee *exitError
 			if err != nil && !errors.As(err, &ee) {
@@ -71,13 +76,15 @@ Exit status: 0 no duplicates, 1 duplicates found, 2 error.`,
 	f.DurationVar(&timeout, "timeout", uniquecheck.DefaultTimeout, "statement timeout of each check")
 	f.StringVar(&dedupe, "dedupe-sql", "", "print (never run) SQL that archives and deletes the surplus rows: keep=oldest|newest|min-id")
 	f.StringVar(&ageColumn, "age-column", "created_at", "column that keep=oldest and keep=newest order by")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress line on stderr")
+	f.BoolVar(&forceProgress, "progress", false, "show the progress line on stderr even when it is not a terminal")
 	return cmd
 }
 
 type uniqueCheckOptions struct {
 	db, table, where, migration, format, dedupe, ageColumn string
 	keys                                                   []string
-	nullsNotDistinct, reveal                               bool
+	nullsNotDistinct, reveal, progress                     bool
 	limit, maxKeys                                         int
 	timeout                                                time.Duration
 }
@@ -139,6 +146,11 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 		fmt.Fprintf(stderr, "racefree: warning: %s:%s: %s\n", o.migration, strings.TrimPrefix(n.Source, "line "), n.Message)
 	}
 
+	if _, path, _ := dsn.Parse(o.db); engine == racefree.SQLite {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return noDatabase(path) // uniquecheck.Open opens it mode=ro: it would not create it either
+		}
+	}
 	c, err := uniquecheck.Open(o.db)
 	if err != nil {
 		return err
@@ -147,11 +159,24 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 	c.Timeout = o.timeout
 	var reps []*uniquecheck.Report
 	dups := 0
-	for _, s := range specs {
+	var p *scanProgress
+	if o.progress {
+		p = newScanProgress(stderr, len(specs))
+		defer p.stop()
+		for _, s := range specs {
+			n, exact, err := c.Rows(ctx, s.Table)
+			if err != nil {
+				return err
+			}
+			p.rows = append(p.rows, n)
+			p.exact = p.exact && exact
+		}
+	}
+	for i, s := range specs {
 		s.Limit, s.MaxKeys = o.limit, o.maxKeys
-		stop := progress(stderr, s)
+		p.begin(i, s)
 		rep, err := c.Check(ctx, s)
-		stop()
+		p.end(i)
 		if err != nil {
 			if s.Source != "" {
 				return fmt.Errorf("%s: %w", s.Source, err)
@@ -163,6 +188,7 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 		}
 		reps = append(reps, rep)
 	}
+	p.stop() // the last progress line, before the report
 
 	out := reps
 	if !o.reveal {
@@ -199,38 +225,4 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 		return &exitError{exitDuplicates, fmt.Errorf("unique-check: %d of %d checks found duplicates", dups, len(reps))}
 	}
 	return nil
-}
-
-// progress shows, on a terminal only, that a long scan is still running.
-// It returns the function that stops it and clears the line.
-func progress(w io.Writer, s uniquecheck.Spec) func() {
-	f, ok := w.(*os.File)
-	if !ok {
-		return func() {}
-	}
-	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	start := time.Now()
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		shown := false
-		for {
-			select {
-			case <-done:
-				if shown {
-					fmt.Fprint(f, "\r\033[K")
-				}
-				return
-			case <-t.C:
-				shown = true
-				fmt.Fprintf(f, "\r\033[Kracefree: scanning %s (%s) … %s", s.Table, strings.Join(s.Keys, ", "), time.Since(start).Round(time.Second))
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
 }

@@ -19,21 +19,41 @@ import (
 // TestServeWaitsForTheDatabase: serve pointed at a PostgreSQL database
 // that does not exist yet keeps retrying, logging each attempt with its
 // reason, while /healthz answers 200 and /readyz 503; once the database
-// is created it migrates it and /readyz answers 200.
+// appears it migrates it and /readyz answers 200. The database appears
+// by renaming an empty one of testdb's pool to the awaited name (and back
+// when the test ends), which PostgreSQL sees as a new database without
+// the checkpoint a CREATE/DROP DATABASE pair costs every other test.
 func TestServeWaitsForTheDatabase(t *testing.T) {
 	t.Parallel()
-	base := testdb.PostgresURL(t)
-	admin, err := sql.Open("pgx", base)
+	pooled, err := url.Parse(testdb.NewDatabaseDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.Close() }) // after the drop below: cleanups run last first
+	from := strings.TrimPrefix(pooled.Path, "/")
+	admin, err := sql.Open("pgx", testdb.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close() }) // after the rename back below: cleanups run last first
 	name := "rf_test_wait_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	u, _ := url.Parse(base)
+	u := *pooled
 	u.Path = "/" + name
+	// rename moves the pooled database from one name to another once no
+	// session is on it (the pool's next holder makes it again if this
+	// never runs).
+	rename := func(from, to string) error {
+		if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, from); err != nil {
+			return err
+		}
+		_, err := admin.Exec(`ALTER DATABASE ` + from + ` RENAME TO ` + to)
+		return err
+	}
+	renamed := false
 	t.Cleanup(func() {
-		if _, err := admin.Exec(`DROP DATABASE IF EXISTS ` + name + ` WITH (FORCE)`); err != nil {
-			t.Logf("drop %s: %v", name, err)
+		if renamed {
+			if err := rename(name, from); err != nil {
+				t.Logf("rename %s back to %s: %v", name, from, err)
+			}
 		}
 	})
 
@@ -67,9 +87,10 @@ func TestServeWaitsForTheDatabase(t *testing.T) {
 	if code := waitFor(t, "http://"+addr+"/healthz"); code != 200 {
 		t.Fatalf("healthz while waiting: %d", code)
 	}
-	if _, err := admin.Exec(`CREATE DATABASE ` + name); err != nil {
+	if err := rename(from, name); err != nil {
 		t.Fatal(err)
 	}
+	renamed = true
 	if code := waitFor(t, "http://"+addr+"/readyz"); code != 200 {
 		t.Fatalf("readyz once the database exists: %d\n%s", code, stderr.String())
 	}

@@ -56,6 +56,7 @@ var (
 	Internal              = Kind{"internal", "Internal error", http.StatusInternalServerError}
 	Unavailable           = Kind{"unavailable", "Temporarily unavailable", http.StatusServiceUnavailable}
 	ReadOnly              = Kind{"read-only", "Database is read-only", http.StatusServiceUnavailable}
+	NotDurable            = Kind{"not-durable", "No synchronous standby", http.StatusServiceUnavailable}
 	IdempotencyUnknown    = Kind{"idempotency-unavailable", "Idempotency store unavailable", http.StatusServiceUnavailable}
 	Schema                = Kind{"schema", "Database schema mismatch", http.StatusServiceUnavailable}
 	NotReady              = Kind{"not-ready", "Not ready", http.StatusServiceUnavailable}
@@ -75,7 +76,7 @@ var (
 func Kinds() []Kind {
 	return []Kind{InvalidInput, IdempotencyKeyMissing, IdempotencyMalformed, Unauthorized, BadSignature, InsufficientScope,
 		NotFound, NoRoute, UnknownSource, MethodNotAllowed, Held, NotHeld, StaleFence, InProgress, SequenceExhausted, TooLarge,
-		UnsupportedMediaType, KeyMismatch, QuotaExceeded, Internal, Unavailable, ReadOnly, IdempotencyUnknown, Schema, NotReady,
+		UnsupportedMediaType, KeyMismatch, QuotaExceeded, Internal, Unavailable, ReadOnly, NotDurable, IdempotencyUnknown, Schema, NotReady,
 		TokenUnknown, TokenUsed, TokenReused, TokenRevoked, TokenExpired,
 		AuditUnconfigured, AuditKeyMissing}
 }

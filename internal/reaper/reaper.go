@@ -10,7 +10,22 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/schema"
+	"github.com/racefree/racefree/tenant"
 )
+
+// EachTenant is every reaper's prelude: it runs fn once for every tenant
+// racefree has seen (tenant.Each), with a context naming that tenant, so
+// that on PostgreSQL a reaper sees one tenant's rows at a time. Before
+// migration 011 (tenant.TenantsVersion), which adds the tenant registry it
+// walks, it runs nothing and returns a *racefree.SchemaError
+// (racefree.ErrSchemaOutdated).
+func EachTenant(ctx context.Context, db *racefree.DB, fn func(ctx context.Context) error) error {
+	if err := schema.Need(ctx, db, db, tenant.TenantsVersion); err != nil {
+		return err
+	}
+	return tenant.Each(ctx, db, fn)
+}
 
 // Run calls batch until it deletes fewer than size rows, an error occurs or
 // ctx ends, and returns the rows deleted in all. engine is the engine's

@@ -25,9 +25,9 @@ var (
 	// optionally with /subtests.
 	listedTest = regexp.MustCompile(`^([^\s:]+):((?:Test|Example|Fuzz)[\p{L}\p{N}_]*)(?:/\S*)?$`)
 	// listedMutant is a catalogue number in a row's mutants column.
-	listedMutant = regexp.MustCompile(`^[0-9]{3}$`)
+	listedMutant = regexp.MustCompile(`^[0-9]{3,4}$`)
 	// catalogueNumber is the number a catalogue file's name starts with.
-	catalogueNumber = regexp.MustCompile(`^([0-9]{3})-`)
+	catalogueNumber = regexp.MustCompile(`^([0-9]{3,4})-`)
 )
 
 // A proof is what the guarantees tables say proves the promises a mutant
@@ -83,12 +83,19 @@ func addGuarantees(out map[string]proof, text string, page bool) {
 			continue
 		}
 		cells := splitRow(line)
-		if len(cells) != 4 {
+		if len(cells) != 4 && len(cells) != 5 {
 			continue
+		}
+		// The tests column, and the edges column of a table that has
+		// one: the tests that try the promise at its edges judge its
+		// mutants too.
+		listed := cells[1]
+		if len(cells) == 5 {
+			listed += " " + cells[4]
 		}
 		type test struct{ dir, name string }
 		var tests []test
-		for _, span := range strings.Split(cells[1], "`")[1:] {
+		for _, span := range strings.Split(listed, "`")[1:] {
 			if m := listedTest.FindStringSubmatch(strings.TrimSpace(span)); m != nil {
 				tests = append(tests, test{m[1], m[2]})
 			}

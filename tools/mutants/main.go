@@ -25,12 +25,15 @@
 //
 // Usage, from anywhere inside the repository:
 //
-//	go run ./tools/mutants [-run REGEX] [-j N] [-v] [-list] [-timeout D] [-baseline FILE]
+//	go run ./tools/mutants [-run REGEX] [-j N] [-v] [-list] [-timeout D] [-baseline FILE] [-ledger FILE [-update] [-sample N]]
 //	go test -json ./... | go run ./tools/mutants -record FILE
 //
 // With -baseline the runner takes the baseline from FILE, the record of a
 // go test -json run (such as CI's run of every test with -race) that -record
 // wrote, instead of running it again.
+//
+// With -ledger the runner skips the mutants that the ledger records as
+// caught on exactly today's inputs (ledger.go), CI's short mode.
 //
 // The exit status is 0 when every mutant was caught and 1 otherwise. The
 // environment is passed through unchanged, so TEST_DATABASE_URL,
@@ -66,12 +69,16 @@ func main() {
 	baseFile := flag.String("baseline", "", "take the baseline from `file`, a go test -json run of the mutants' packages that -record wrote, instead of running it")
 	build := flag.Bool("build", false, "build every mutant's tests, SQL mutants too, instead of running those in test binaries built once (see overlay.go)")
 	recordFile := flag.String("record", "", "copy go test -json output from standard input to `file`, for -baseline, printing what go test would print without -json; run nothing")
+	ledgerPath := flag.String("ledger", "", "run only the mutants that `file` (tools/mutants/ledger.tsv) does not record as caught on today's inputs, and a sample of the others (see ledger.go)")
+	update := flag.Bool("update", false, "with -ledger: write the ledger anew from this run's verdicts")
+	sample := flag.Int("sample", 24, "with -ledger: also run `N` of the up-to-date mutants, chosen anew for each commit")
+	fromLog := flag.String("ledger-from-log", "", "with -ledger: record as caught, on today's inputs, every mutant that `log` (the output of a run of this same tree) reports caught; run nothing")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./tools/mutants [-run regexp] [-j N] [-v] [-list] [-timeout d] [-baseline file]\n       go test -json ... | go run ./tools/mutants -record file\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() > 0 || *jobs < 1 || *timeout <= 0 {
+	if flag.NArg() > 0 || *jobs < 1 || *timeout <= 0 || *sample < 0 || ((*update || *fromLog != "") && *ledgerPath == "") {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -143,7 +150,8 @@ func main() {
 		<-ctx.Done()
 		stop() // a second interrupt kills the runner outright
 	}()
-	rn := &runner{root: root, jobs: *jobs, verbose: *verbose, timeout: *timeout, baseFile: *baseFile, noOverlay: *build, out: &printer{w: os.Stdout}}
+	rn := &runner{root: root, jobs: *jobs, verbose: *verbose, timeout: *timeout, baseFile: *baseFile, noOverlay: *build, out: &printer{w: os.Stdout},
+		ledger: *ledgerPath, update: *update, sample: *sample, fromLog: *fromLog}
 	code := rn.run(ctx, selected)
 	stop()
 	os.Exit(code)

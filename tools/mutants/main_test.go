@@ -854,6 +854,13 @@ func TestReadGuaranteesReadsTheDocsPages(t *testing.T) {
 			"## What is guaranteed",
 			"| on another page | `dedup:TestObserve` | 012 | both |",
 		}, "\n"),
+		"docs/sequences.md": strings.Join([]string{
+			"# Sequences",
+			"## What is guaranteed",
+			"| promise | tests | mutants | engines | edges |",
+			"|---|---|---|---|---|",
+			"| with an edges column | `seq:TestNext` | 013 | both | bounds: `seq:TestNextAtMax`; cancel: `seq:TestNext` |",
+		}, "\n"),
 	})
 	got, err := readGuarantees(root)
 	if err != nil {
@@ -863,6 +870,7 @@ func TestReadGuaranteesReadsTheDocsPages(t *testing.T) {
 		"010": {"claim": {"TestAcquire", "TestRenew"}},
 		"011": {"claim": {"TestRenew"}, "server": {"TestClaimsOverHTTP"}},
 		"012": {"dedup": {"TestObserve"}},
+		"013": {"seq": {"TestNext", "TestNextAtMax"}},
 	}
 	if len(got) != len(want) {
 		t.Errorf("mutants %v, want %v", got, want)

@@ -30,6 +30,10 @@ type runner struct {
 	baseFile  string        // a go test -json file to take the baseline from instead of running it
 	noOverlay bool          // build every mutant, SQL too (see overlay.go)
 	env       []string      // added to the environment of go test
+	ledger    string        // the ledger's path; "" runs every selected mutant
+	update    bool          // write the ledger anew after the run
+	sample    int           // up-to-date mutants to run again anyway
+	fromLog   string        // a runner's output to take caught verdicts from
 	out       *printer
 
 	mod      module
@@ -122,6 +126,21 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 		union = append(union, pkgs...)
 		todo = append(todo, m)
 	}
+	var ledger *ledgerRun
+	if rn.ledger != "" {
+		if ledger, todo, err = rn.consultLedger(todo, pkgsOf); err != nil {
+			rn.out.printf("mutants: ledger: %v\n", err)
+			return 1
+		}
+		if rn.fromLog != "" {
+			return ledger.seed(rn)
+		}
+		counts[caught] += ledger.upToDate
+		union = nil
+		for _, m := range todo {
+			union = append(union, pkgsOf[m]...)
+		}
+	}
 	slices.Sort(union)
 	union = slices.Compact(union)
 
@@ -188,6 +207,9 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 	var busy, testing float64 // seconds over all mutants: in all, and in test binaries
 	for r := range results {
 		counts[r.outcome]++
+		if ledger != nil {
+			ledger.judged(rn, r)
+		}
 		if r.outcome != interrupted {
 			rn.report(r)
 		}
@@ -210,6 +232,13 @@ func (rn *runner) run(ctx context.Context, mutants []*mutant) int {
 	}
 	rn.out.printf("mutants: %d caught, %d survived, %d broken, %d timed out, %d baseline failed\n",
 		counts[caught], counts[survived], counts[broken], counts[timedOut], counts[baselineFailed])
+	if ledger != nil && rn.update && ctx.Err() == nil {
+		if err := ledger.write(); err != nil {
+			rn.out.printf("mutants: ledger: %v\n", err)
+			return 1
+		}
+		rn.out.printf("mutants: ledger: wrote %s (%d caught)\n", rn.ledger, len(ledger.entries))
+	}
 	switch {
 	case ctx.Err() != nil:
 		rn.out.printf("mutants: interrupted\n")

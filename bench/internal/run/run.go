@@ -83,7 +83,15 @@ func NewSchema(ctx context.Context, base string) (string, func(), error) {
 		admin.Close()
 		return "", nil, err
 	}
+	pgMu.Lock()
+	pgAdmin = admin
+	pgMu.Unlock()
 	drop := func() {
+		pgMu.Lock()
+		if pgAdmin == admin {
+			pgAdmin = nil
+		}
+		pgMu.Unlock()
 		_, _ = admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
 		admin.Close()
 	}
@@ -94,6 +102,7 @@ func NewSchema(ctx context.Context, base string) (string, func(), error) {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	q.Set("application_name", benchAppName) // its backends' CPU time is the server's (cpu.go)
 	u.RawQuery = q.Encode()
 	return u.String(), drop, nil
 }
@@ -110,15 +119,22 @@ func PrintNotes(notes []string) {
 // i the call's number in that goroutine (fresh in each slice).
 type Op func(ctx context.Context, client, i int) error
 
-// Result is one side of a cell: calls per second and the p99 latency of
-// one call.
+// Result is one side of a cell: calls per second, the p99 latency of one
+// call, and the CPU time one call cost: in this process (the clients and
+// racefree, and SQLite, which runs inside it) and in the server processes
+// (PostgreSQL's, Redis's), user and system time as the kernel counts it.
+// CPU time is far steadier than a rate on a shared machine, but the
+// server's figure counts every process of that server: run on a quiet one.
 type Result struct {
-	Rate float64
-	P99  time.Duration
+	Rate      float64
+	P99       time.Duration
+	CPU       time.Duration // per call, this process
+	ServerCPU time.Duration // per call, the servers' processes
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%.0f/s (p99 %s)", r.Rate, r.P99.Round(10*time.Microsecond))
+	return fmt.Sprintf("%.0f/s (p99 %s, cpu %s+%s)", r.Rate, r.P99.Round(10*time.Microsecond),
+		r.CPU.Round(100*time.Nanosecond), r.ServerCPU.Round(100*time.Nanosecond))
 }
 
 // Rounds is how many slices each cell's time is cut into: the sides of a
@@ -133,6 +149,7 @@ func Alternately(ctx context.Context, clients int, d time.Duration, ops ...Op) [
 	out := make([]Result, len(ops))
 	n, t := make([]float64, len(ops)), make([]float64, len(ops))
 	lat := make([][]time.Duration, len(ops))
+	cpu := make([]cpuSpent, len(ops))
 	slice := d / Rounds
 	for r := range Rounds {
 		off := r * 1_000_000 // fresh keys in each round
@@ -142,13 +159,14 @@ func Alternately(ctx context.Context, clients int, d time.Duration, ops ...Op) [
 				k = len(ops) - 1 - j
 			}
 			f := ops[k]
-			c, s, l := run1(ctx, clients, slice, func(ctx context.Context, c, i int) error { return f(ctx, c, i+off) })
+			c, s, l, u := run1(ctx, clients, slice, func(ctx context.Context, c, i int) error { return f(ctx, c, i+off) })
 			n[k], t[k] = n[k]+c, t[k]+s
 			lat[k] = append(lat[k], l...)
+			cpu[k] = cpu[k].add(u)
 		}
 	}
 	for k := range ops {
-		out[k] = result(n[k], t[k], lat[k])
+		out[k] = result(n[k], t[k], lat[k], cpu[k])
 	}
 	return out
 }
@@ -159,8 +177,12 @@ func For(ctx context.Context, clients int, d time.Duration, f Op) Result {
 	return result(run1(ctx, clients, d, f))
 }
 
-func result(calls, seconds float64, lat []time.Duration) Result {
+func result(calls, seconds float64, lat []time.Duration, cpu cpuSpent) Result {
 	r := Result{Rate: calls / seconds}
+	if calls > 0 {
+		r.CPU = time.Duration(float64(cpu.self) / calls)
+		r.ServerCPU = time.Duration(float64(cpu.servers) / calls)
+	}
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		r.P99 = lat[len(lat)*99/100]
@@ -169,9 +191,9 @@ func result(calls, seconds float64, lat []time.Duration) Result {
 }
 
 // run1 runs f from clients goroutines for d and returns the calls made,
-// the seconds taken and each call's latency. It stops at the first error,
-// which it prints on stderr.
-func run1(ctx context.Context, clients int, d time.Duration, f Op) (float64, float64, []time.Duration) {
+// the seconds taken, each call's latency and the CPU time spent. It stops
+// at the first error, which it prints on stderr.
+func run1(ctx context.Context, clients int, d time.Duration, f Op) (float64, float64, []time.Duration, cpuSpent) {
 	var (
 		n    atomic.Int64
 		wg   sync.WaitGroup
@@ -180,6 +202,7 @@ func run1(ctx context.Context, clients int, d time.Duration, f Op) (float64, flo
 		mu   sync.Mutex
 		all  []time.Duration
 	)
+	cpu0 := cpuNow()
 	start := time.Now()
 	for c := range clients {
 		wg.Add(1)
@@ -202,5 +225,6 @@ func run1(ctx context.Context, clients int, d time.Duration, f Op) (float64, flo
 	time.Sleep(d)
 	stop.Store(true)
 	wg.Wait()
-	return float64(n.Load()), time.Since(start).Seconds(), all
+	took := time.Since(start).Seconds()
+	return float64(n.Load()), took, all, cpuNow().since(cpu0)
 }

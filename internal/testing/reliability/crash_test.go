@@ -250,8 +250,13 @@ func TestKilledServerLosesNothing(t *testing.T) {
 		if heirAt.Before(expires) {
 			t.Errorf("heir took the lease at %v, before it expired at %v", heirAt, expires)
 		}
-		if late := heirAt.Sub(expires); late > 2*time.Second {
-			t.Errorf("lease recovered %v after its TTL, want within 2s", late)
+		// The lease is free at its expiry; what comes after is this
+		// poll's own lateness (10 ms apart, each a request to a restarted
+		// server on a machine the whole suite shares), so the bound is
+		// loose: a lease that waited for a reaper or a second TTL would
+		// still be seconds past it.
+		if late := heirAt.Sub(expires); late > 5*time.Second {
+			t.Errorf("lease recovered %v after its TTL, want within 5s", late)
 		}
 		close(stop)
 		wg.Wait()

@@ -18,12 +18,13 @@ import (
 
 // PgBouncer starts Debian's pgbouncer in transaction mode on a loopback
 // port, with poolSize server connections per database (and ten times as
-// many clients), in front of a fresh database of its own (a pooler keeps
-// no session settings, so a schema picked by search_path would not
-// survive it), and returns the DSN through it, with
-// default_query_exec_mode=exec. It stops, and the database is dropped,
-// when the test ends. Without the binary the test is skipped with a
-// reason, and fails under CI=true, where .ci/run installs it.
+// many clients), in front of a fresh database of its own, from the pool
+// of [NewDatabaseDSN] (a pooler keeps no session settings, so a schema
+// picked by search_path would not survive it), and returns the DSN
+// through it, with default_query_exec_mode=exec. It stops, and the
+// database goes back to the pool, when the test ends. Without the binary
+// the test is skipped with a reason, and fails under CI=true, where
+// .ci/run installs it.
 func PgBouncer(t testing.TB, poolSize int) string {
 	t.Helper()
 	bin, err := exec.LookPath("pgbouncer")
@@ -37,20 +38,11 @@ func PgBouncer(t testing.TB, poolSize int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := sql.Open("pgx", base.String())
+	pooled, err := url.Parse(poolDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { admin.Close() })
-	name := "rf_pooler_" + randomHex(8)
-	if _, err := admin.Exec(`CREATE DATABASE ` + name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(`DROP DATABASE ` + name + ` WITH (FORCE)`); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
+	name := strings.TrimPrefix(pooled.Path, "/")
 
 	// pgbouncer refuses to run as root; as another user it must read
 	// its files, so they live in a directory of their own, readable.

@@ -10,30 +10,14 @@ import (
 	"time"
 )
 
-// NewPostgresDatabase creates a PostgreSQL database of its own on the
-// server named by TEST_DATABASE_URL, for a test that changes a setting
-// of the whole database (SetReadOnly), drops it when the test ends (its
-// sessions ended first), and returns its DSN. The database is empty:
-// Open migrates it.
+// NewPostgresDatabase returns the DSN of a PostgreSQL database of its own
+// on the server named by TEST_DATABASE_URL, for a test that changes a
+// setting of the whole database (SetReadOnly), the test's alone until it
+// ends. The database is empty, its settings reset: Open migrates it (a
+// database of the pool NewDatabaseDSN takes from).
 func NewPostgresDatabase(t testing.TB) string {
 	t.Helper()
-	base := PostgresURL(t)
-	name := "rf_test_" + randomHex(8)
-	admin(t, base, `CREATE DATABASE `+name)
-	t.Cleanup(func() {
-		// Dropping a database waits for a checkpoint, which a busy
-		// server may take minutes to finish: a failure is reported, not
-		// fatal, and the name's prefix lets an operator find leftovers.
-		if err := adminExec(base, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`, 5*time.Minute); err != nil {
-			t.Logf("testdb: %v", err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("testdb: TEST_DATABASE_URL: %v", err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return poolDatabase(t)
 }
 
 // SetReadOnly makes the sessions that connect to the database of dsn (one
@@ -49,7 +33,7 @@ func SetReadOnly(t testing.TB, dsn string, on bool) {
 		t.Fatalf("testdb: %v", err)
 	}
 	name := strings.TrimPrefix(u.Path, "/")
-	if !strings.HasPrefix(name, "rf_test_") {
+	if !strings.HasPrefix(name, poolPrefix) {
 		t.Fatalf("testdb: SetReadOnly is for a database of NewPostgresDatabase, not %q", name)
 	}
 	value := "off"

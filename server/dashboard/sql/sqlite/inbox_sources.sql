@@ -1,5 +1,8 @@
 -- inbox_sources: the tenant's webhook sources and the arrival number of
--- each one's last event (how many it has received), by name. Bounded by
--- the limit.
--- ?1 tenant, ?2 limit
-SELECT source, last_seq FROM racefree_inbox_sources WHERE tenant = ?1 ORDER BY source LIMIT ?2
+-- each one's last event (how many it has received), by name; only those
+-- whose name begins with the filter's ('' for any), and, past the first
+-- page, only those after the previous page's last. Bounded by the limit.
+-- ?1 tenant, ?2 limit, ?3 source prefix, ?4 after source (NULL: the first page)
+SELECT source, last_seq FROM racefree_inbox_sources
+WHERE tenant = ?1 AND substr(source, 1, length(?3)) = ?3 AND (?4 IS NULL OR source > ?4)
+ORDER BY source LIMIT ?2

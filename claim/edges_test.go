@@ -1,0 +1,299 @@
+package claim_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/internal/testing/testdb"
+)
+
+// The tests of this file try the claim promises at their edges (the
+// boundary matrix of docs/contributing.md): each limit at the limit and
+// one past it, two values that differ in one dimension alone, the
+// caller's transaction committed and rolled back, and a caller cancelled
+// at each stage.
+
+// TestEdgesNamespacesKeepEveryCallApart has one holder name take one key
+// in two namespaces, both at fence 1: Renew, Release, Guard and Get in
+// one namespace see and change its claim alone.
+func TestEdgesNamespacesKeepEveryCallApart(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		other := claim.NewNamespace(b.db, "other")
+		mine, err := b.claims.Acquire(ctx, b.db, "k", "h", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := other.Acquire(ctx, b.db, "k", "h", 2*time.Minute)
+		if err != nil || theirs.Fence != mine.Fence {
+			t.Fatalf("the same key and holder in another namespace: %+v, %v; want fence %d", theirs, err, mine.Fence)
+		}
+		get := func(s *claim.Store) *claim.Claim {
+			t.Helper()
+			c, err := s.Get(ctx, b.db, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		// Renew in the other namespace extends its claim alone.
+		if r, err := other.Renew(ctx, b.db, "k", "h", theirs.Fence, time.Hour); err != nil || !r.ExpiresAt.Equal(t0.Add(time.Hour)) {
+			t.Fatalf("renew in the other namespace: %+v, %v", r, err)
+		}
+		if c := get(b.claims); !c.ExpiresAt.Equal(mine.ExpiresAt) {
+			t.Fatalf("the default namespace's claim after the other's renewal expires at %v, want %v", c.ExpiresAt, mine.ExpiresAt)
+		}
+		// Release in the default namespace frees its key alone.
+		if err := b.claims.Release(ctx, b.db, "k", "h", mine.Fence); err != nil {
+			t.Fatal(err)
+		}
+		if c := get(other); !c.Live || !c.ExpiresAt.Equal(t0.Add(time.Hour)) {
+			t.Fatalf("the other namespace's claim after the default's release: %+v, want live until +1h", c)
+		}
+		if c := get(b.claims); c.Live {
+			t.Fatalf("the released claim: %+v, want not live", c)
+		}
+		// Guard: the other's claim is live, the default's released.
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error { return other.Guard(ctx, tx, "k", "h", theirs.Fence) }); err != nil {
+			t.Fatalf("guard in the other namespace: %v", err)
+		}
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error { return b.claims.Guard(ctx, tx, "k", "h", mine.Fence) }); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Fatalf("guard of the released claim: %v, want ErrNotHeld", err)
+		}
+		// Renew of the released claim, in its namespace, finds nothing.
+		if _, err := b.claims.Renew(ctx, b.db, "k", "h", mine.Fence, time.Hour); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Fatalf("renew of the released claim: %v, want ErrNotHeld", err)
+		}
+		// A new tenure in the default namespace: fence 2 there, 1 in other.
+		if c, err := b.claims.Acquire(ctx, b.db, "k", "g", time.Minute); err != nil || c.Fence != 2 {
+			t.Fatalf("a new tenure in the default namespace: %+v, %v; want fence 2", c, err)
+		}
+		if c := get(other); c.Fence != 1 || c.Holder != "h" {
+			t.Fatalf("the other namespace's claim: %+v, want h's at fence 1", c)
+		}
+		// One namespace, two keys: a release of one leaves the other.
+		k2, err := b.claims.Acquire(ctx, b.db, "k2", "g", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.claims.Release(ctx, b.db, "k", "g", 2); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := b.claims.Get(ctx, b.db, "k2"); err != nil || !c.Live || c.Fence != k2.Fence {
+			t.Fatalf("k2 after k's release: %+v, %v; want live", c, err)
+		}
+	})
+}
+
+// TestEdgesInputBounds tries each documented limit at the limit and one
+// past it: a key of MaxKeyBytes, a holder of MaxHolderBytes, a ttl of
+// MinTTL (live for exactly that millisecond) and MaxTTL, for Acquire and
+// Renew; one past each is an InputError that writes nothing.
+func TestEdgesInputBounds(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		key, holder := strings.Repeat("k", claim.MaxKeyBytes), strings.Repeat("h", claim.MaxHolderBytes)
+		c, err := b.claims.Acquire(ctx, b.db, key, holder, claim.MinTTL)
+		if err != nil || !c.ExpiresAt.Equal(t0.Add(time.Millisecond)) {
+			t.Fatalf("a key of MaxKeyBytes, a holder of MaxHolderBytes, a ttl of MinTTL: %+v, %v", c, err)
+		}
+		if g, err := b.claims.Get(ctx, b.db, key); err != nil || !g.Live {
+			t.Fatalf("at the instant of acquiring with MinTTL: %+v, %v; want live", g, err)
+		}
+		if r, err := b.claims.Renew(ctx, b.db, key, holder, c.Fence, claim.MaxTTL); err != nil || !r.ExpiresAt.Equal(t0.Add(claim.MaxTTL)) {
+			t.Fatalf("renew to MaxTTL: %+v, %v", r, err)
+		}
+		if r, err := b.claims.Renew(ctx, b.db, key, holder, c.Fence, claim.MinTTL); err != nil || !r.ExpiresAt.Equal(t0.Add(time.Millisecond)) {
+			t.Fatalf("renew to MinTTL: %+v, %v", r, err)
+		}
+		b.clock.Advance(time.Millisecond)
+		if g, err := b.claims.Get(ctx, b.db, key); err != nil || g.Live {
+			t.Fatalf("MinTTL later: %+v, %v; want lapsed", g, err)
+		}
+		m, err := b.claims.Acquire(ctx, b.db, "max", "a", claim.MaxTTL)
+		if err != nil || !m.ExpiresAt.Equal(b.clock.Now().Add(claim.MaxTTL)) {
+			t.Fatalf("a ttl of MaxTTL: %+v, %v", m, err)
+		}
+
+		var before int
+		if err := b.db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_claims`).Scan(&before); err != nil {
+			t.Fatal(err)
+		}
+		refused := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Errorf("%s: %v, want an InputError", what, err)
+			}
+		}
+		_, err = b.claims.Acquire(ctx, b.db, key+"k", "a", time.Second)
+		refused("a key of MaxKeyBytes + 1", err)
+		_, err = b.claims.Acquire(ctx, b.db, "k", holder+"h", time.Second)
+		refused("a holder of MaxHolderBytes + 1", err)
+		_, err = b.claims.Acquire(ctx, b.db, "k", "a", claim.MinTTL-time.Nanosecond)
+		refused("a ttl below MinTTL", err)
+		_, err = b.claims.Acquire(ctx, b.db, "k", "a", claim.MaxTTL+time.Millisecond)
+		refused("a ttl of MaxTTL + 1ms", err)
+		_, err = b.claims.Renew(ctx, b.db, "max", "a", m.Fence, claim.MaxTTL+time.Millisecond)
+		refused("renew to MaxTTL + 1ms", err)
+		_, err = b.claims.Renew(ctx, b.db, "max", "a", m.Fence, 0)
+		refused("renew to 0", err)
+		var after int
+		if err := b.db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_claims`).Scan(&after); err != nil || after != before {
+			t.Fatalf("%d claims after refusals, %v; want %d", after, err, before)
+		}
+		if g, err := b.claims.Get(ctx, b.db, "max"); err != nil || !g.ExpiresAt.Equal(m.ExpiresAt) || g.Count != 1 {
+			t.Fatalf("the claim refused renewals: %+v, %v; want it unchanged", g, err)
+		}
+	})
+}
+
+// TestEdgesCallsInTheCallersTransaction runs Acquire, Renew and Release
+// in the caller's transaction, committed and rolled back: a later reader
+// on the pool sees the committed call and never the rolled-back one.
+func TestEdgesCallsInTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		boom := errors.New("caller failed")
+		// On SQLite a call outside the caller's transaction would wait for
+		// the write lock that transaction holds: bound it.
+		bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var a *claim.Claim
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			a, err = b.claims.Acquire(bounded, tx, "k", "a", time.Minute)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := b.claims.Get(ctx, b.db, "k"); err != nil || !c.Live || c.Fence != a.Fence {
+			t.Fatalf("after the committed acquire: %+v, %v", c, err)
+		}
+		// Renew rolled back: the expiry is as it was.
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := b.claims.Renew(bounded, tx, "k", "a", a.Fence, time.Hour); err != nil {
+				return err
+			}
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Fatal(err)
+		}
+		if c, err := b.claims.Get(ctx, b.db, "k"); err != nil || !c.ExpiresAt.Equal(a.ExpiresAt) {
+			t.Fatalf("after a rolled-back renewal: %+v, %v; want the expiry %v", c, err, a.ExpiresAt)
+		}
+		// Release rolled back: the claim is still held.
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			if err := b.claims.Release(bounded, tx, "k", "a", a.Fence); err != nil {
+				return err
+			}
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Fatal(err)
+		}
+		if _, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Minute); !errors.Is(err, racefree.ErrHeld) {
+			t.Fatalf("after a rolled-back release: %v, want ErrHeld", err)
+		}
+		// Renew and Release committed.
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			_, err := b.claims.Renew(bounded, tx, "k", "a", a.Fence, time.Hour)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := b.claims.Get(ctx, b.db, "k"); err != nil || !c.ExpiresAt.Equal(t0.Add(time.Hour)) {
+			t.Fatalf("after a committed renewal: %+v, %v; want +1h", c, err)
+		}
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error { return b.claims.Release(bounded, tx, "k", "a", a.Fence) }); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Minute); err != nil || c.Fence != a.Fence+1 {
+			t.Fatalf("after a committed release: %+v, %v; want b at fence %d", c, err, a.Fence+1)
+		}
+	})
+}
+
+// TestEdgesCancelledCaller cancels Acquire, Renew and Release before they
+// are sent (the context's error, nothing written), and, on PostgreSQL, a
+// takeover on the pool while it waits for the lock of a guarded
+// transaction: the caller gets the context's error with
+// racefree.ErrUnavailable, an unknown outcome: the takeover may have
+// been committed once the lock was free (its COMMIT left with it), and
+// the same holder's retry settles it without a second tenure. With the
+// combiner on, a done context is refused before it could join a batch.
+func TestEdgesCancelledCaller(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		gone, stop := context.WithCancel(ctx)
+		stop()
+		if _, err := b.claims.Acquire(gone, b.db, "k", "a", time.Second); !errors.Is(err, context.Canceled) {
+			t.Fatalf("acquire with a cancelled context: %v, want context.Canceled", err)
+		}
+		if _, err := b.claims.Get(ctx, b.db, "k"); !errors.Is(err, racefree.ErrNotFound) {
+			t.Fatalf("after a cancelled acquire: %v, want ErrNotFound", err)
+		}
+		a, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.claims.Renew(gone, b.db, "k", "a", a.Fence, time.Hour); !errors.Is(err, context.Canceled) {
+			t.Fatalf("renew with a cancelled context: %v, want context.Canceled", err)
+		}
+		if err := b.claims.Release(gone, b.db, "k", "a", a.Fence); !errors.Is(err, context.Canceled) {
+			t.Fatalf("release with a cancelled context: %v, want context.Canceled", err)
+		}
+		if c, err := b.claims.Get(ctx, b.db, "k"); err != nil || !c.Live || !c.ExpiresAt.Equal(a.ExpiresAt) || c.Count != 1 {
+			t.Fatalf("after a cancelled renewal and release: %+v, %v; want a's claim as it was", c, err)
+		}
+		// With the combiner on (RACEFREE_COMBINE=1), a takeover waits for
+		// the lock inside its batch, which its caller's cancellation does
+		// not end (racefree.DB.Combine): the test would wait for itself.
+		if b.db.Engine() != racefree.Postgres || b.db.Combining() {
+			return
+		}
+		guarded, err := b.db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = guarded.Rollback() }()
+		if err := b.claims.Guard(ctx, guarded, "k", "a", a.Fence); err != nil {
+			t.Fatal(err)
+		}
+		var pid int
+		if err := guarded.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Set(a.ExpiresAt) // lapsed: b's takeover waits for the guard
+		waitCtx, stopWait := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.claims.Acquire(waitCtx, b.db, "k", "b", time.Minute)
+			done <- err
+		}()
+		if !testdb.BlockedBy(t, b.db, pid, nil) {
+			t.Fatal("the takeover did not wait for the guarded transaction")
+		}
+		stopWait()
+		if err := <-done; !errors.Is(err, context.Canceled) || !errors.Is(err, racefree.ErrUnavailable) {
+			t.Fatalf("a takeover cancelled on the guard's lock: %v, want context.Canceled and ErrUnavailable (an unknown outcome)", err)
+		}
+		if err := guarded.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		testdb.Unblocked(t, b.db, pid, 10*time.Second)
+		c, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Minute)
+		if err != nil || c.Fence != a.Fence+1 || c.Holder != "b" {
+			t.Fatalf("b's retry: %+v, %v; want b's tenure at fence %d (the cancelled one's, or a first)", c, err, a.Fence+1)
+		}
+	})
+}

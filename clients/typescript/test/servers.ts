@@ -1,0 +1,66 @@
+// The live racefree serve processes the tests talk to: started by the Go
+// test TestTypeScriptClient (go test ./clients/typescript), which passes
+// them in RACEFREE_TEST_SERVERS.
+import { test, type TestContext } from "node:test";
+import { createHmac, randomUUID } from "node:crypto";
+import { createClient, type ClientOptions, type RacefreeClient } from "../src/index.js";
+
+export interface LiveServer {
+  engine: string;
+  url: string;
+  token: string;
+  read_key: string;
+  inbox_source: string;
+  inbox_secret: string;
+}
+
+const raw = process.env.RACEFREE_TEST_SERVERS;
+if (!raw) {
+  throw new Error("RACEFREE_TEST_SERVERS is not set: run the tests with `go test ./clients/typescript` from the repository's root, which starts racefree serve on each engine");
+}
+export const servers: LiveServer[] = JSON.parse(raw);
+
+/** onEach declares the test name once per server, with a client holding its token. */
+export function onEach(name: string, body: (t: TestContext, rf: RacefreeClient, s: LiveServer) => Promise<void>): void {
+  for (const s of servers) {
+    test(`${name} (${s.engine})`, { timeout: 60_000 }, (t) => body(t, client(s), s));
+  }
+}
+
+/** client returns a client of s with its token, and options. */
+export function client(s: LiveServer, options?: Partial<ClientOptions>): RacefreeClient {
+  return createClient({ baseUrl: s.url, apiKey: s.token, backoffMs: 10, maxBackoffMs: 50, ...options });
+}
+
+/** unique returns a name no other test or run uses. */
+export function unique(prefix: string): string {
+  return `${prefix}-${randomUUID()}`;
+}
+
+/** sign returns the Standard Webhooks headers of body, signed with the whsec_ secret. */
+export function sign(secret: string, id: string, body: string) {
+  const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64");
+  const ts = Math.floor(Date.now() / 1000).toString();
+  const sig = createHmac("sha256", key).update(`${id}.${ts}.${body}`).digest("base64");
+  return { "webhook-id": id, "webhook-timestamp": ts, "webhook-signature": `v1,${sig}` };
+}
+
+/**
+ * Recorder is a fetch that forwards to the server and records each
+ * request's Idempotency-Key; loseReplies makes it drop that many replies
+ * after the server answered them (a lost reply: the server did the work).
+ */
+export class Recorder {
+  keys: (string | null)[] = [];
+  loseReplies = 0;
+  fetch = async (request: Request): Promise<Response> => {
+    this.keys.push(request.headers.get("Idempotency-Key"));
+    const response = await fetch(request);
+    if (this.loseReplies > 0) {
+      this.loseReplies--;
+      await response.arrayBuffer();
+      throw new TypeError("fetch failed: the reply was lost");
+    }
+    return response;
+  };
+}

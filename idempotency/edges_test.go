@@ -1,0 +1,407 @@
+package idempotency_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/idempotency"
+)
+
+// The tests of this file try the idempotency promises at their edges (the
+// boundary matrix of docs/contributing.md): each limit at the limit and
+// one past it, two requests that differ in one dimension alone, the
+// caller's transaction committed and rolled back, a caller cancelled at
+// each stage, and the middleware with and without each option.
+
+// TestEdgesOneKeyInTwoScopesIsTwoRequests runs one key with one
+// fingerprint in two scopes at the same time: the second neither waits
+// for nor refuses the first (its own lease), its step of the same name is
+// its own (no resume of the other's recovery point), each completes its
+// own record, and each replays its own response.
+func TestEdgesOneKeyInTwoScopesIsTwoRequests(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		started, release := make(chan struct{}), make(chan struct{})
+		stop := sync.OnceFunc(func() { close(release) })
+		defer stop()
+		done := make(chan error, 1)
+		go func() {
+			res, err := b.store.Do(ctx, "a", "k", "fp", func(ctx context.Context, call *idempotency.Call) ([]byte, error) {
+				v, err := call.Step(ctx, "charge", func(context.Context) (string, error) { return "ch_a", nil })
+				close(started)
+				<-release
+				return []byte(v), err
+			})
+			if err == nil && (res.Replayed || string(res.Response) != "ch_a") {
+				err = fmt.Errorf("scope a: %+v, want its own fresh run", res)
+			}
+			done <- err
+		}()
+		<-started
+		res, err := b.store.Do(ctx, "b", "k", "fp", func(ctx context.Context, call *idempotency.Call) ([]byte, error) {
+			v, err := call.Step(ctx, "charge", func(context.Context) (string, error) { return "ch_b", nil })
+			if call.ResumedSteps != 0 {
+				t.Errorf("scope b resumed %d steps of scope a", call.ResumedSteps)
+			}
+			return []byte(v), err
+		})
+		if err != nil || res.Replayed || string(res.Response) != "ch_b" {
+			t.Fatalf("the same key in scope b while a's runs: %+v, %v; want its own run, ch_b", res, err)
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		for scope, want := range map[string]string{"a": "ch_a", "b": "ch_b"} {
+			res, err := b.store.Do(ctx, scope, "k", "fp", nil)
+			if err != nil || !res.Replayed || string(res.Response) != want {
+				t.Errorf("replay in scope %s: %+v, %v; want %s", scope, res, err, want)
+			}
+		}
+		// The fingerprint alone differs: a mismatch, nothing changed.
+		if _, err := b.store.Do(ctx, "a", "k", "fp2", nil); !errors.Is(err, racefree.ErrMismatch) {
+			t.Fatalf("scope a, another fingerprint: %v, want ErrMismatch", err)
+		}
+	})
+}
+
+// TestEdgesInputBounds tries each documented limit at the limit and one
+// past it, for Do and DoTx: a key of MaxKeyBytes, a scope of
+// MaxScopeBytes, a fingerprint of MaxFingerprintBytes and a step name of
+// MaxStepBytes are taken; one byte more (of ordinary characters) is an
+// InputError that writes nothing and runs nothing.
+func TestEdgesInputBounds(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		key := strings.Repeat("k", idempotency.MaxKeyBytes)
+		scope := strings.Repeat("s", idempotency.MaxScopeBytes)
+		fp := strings.Repeat("f", idempotency.MaxFingerprintBytes)
+		step := strings.Repeat("x", idempotency.MaxStepBytes)
+		ran := func(context.Context, *idempotency.Call) ([]byte, error) {
+			t.Error("fn ran on refused input")
+			return nil, nil
+		}
+		ranTx := func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) {
+			t.Error("fn ran on refused input")
+			return nil, nil
+		}
+		for _, tc := range [][3]string{{scope, key + "k", fp}, {scope + "s", key, fp}, {scope, key, fp + "f"}} {
+			if _, err := b.store.Do(ctx, tc[0], tc[1], tc[2], ran); !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Errorf("Do with sizes %d/%d/%d: %v, want an InputError", len(tc[0]), len(tc[1]), len(tc[2]), err)
+			}
+			err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+				_, err := b.store.DoTx(ctx, tx, tc[0], tc[1], tc[2], ranTx)
+				return err
+			})
+			if !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Errorf("DoTx with sizes %d/%d/%d: %v, want an InputError", len(tc[0]), len(tc[1]), len(tc[2]), err)
+			}
+		}
+		var n int
+		if err := b.db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_idempotency`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d records after refusals, %v; want 0", n, err)
+		}
+		res, err := b.store.Do(ctx, scope, key, fp, func(ctx context.Context, call *idempotency.Call) ([]byte, error) {
+			if _, err := call.Step(ctx, step+"x", func(context.Context) (string, error) {
+				t.Error("a step name of MaxStepBytes + 1 ran")
+				return "", nil
+			}); !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Errorf("a step name of MaxStepBytes + 1: %v, want an InputError", err)
+			}
+			v, err := call.Step(ctx, step, func(context.Context) (string, error) { return "v", nil })
+			return []byte(v), err
+		})
+		if err != nil || string(res.Response) != "v" {
+			t.Fatalf("Do at every limit: %+v, %v", res, err)
+		}
+		if got := countSteps(t, b.db); got != 1 {
+			t.Fatalf("%d recovery points, want the one of MaxStepBytes", got)
+		}
+		err = b.db.InTx(ctx, func(tx *sql.Tx) error {
+			res, err := b.store.DoTx(ctx, tx, scope, key, fp, ranTx)
+			if err == nil && (!res.Replayed || string(res.Response) != "v") {
+				err = fmt.Errorf("DoTx at every limit: %+v, want the replay", res)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestEdgesStepExpiresAtTheRetentionBoundary: a recovery point is kept
+// for the retention after it was saved: a retry 1 ms before resumes it,
+// a retry at the exact millisecond runs the step again.
+func TestEdgesStepExpiresAtTheRetentionBoundary(t *testing.T) {
+	t.Parallel()
+	each(t, &idempotency.Options{Retention: time.Hour}, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		boom := errors.New("the provider is down")
+		var charges atomic.Int64
+		run := func() (resumed int, err error) {
+			_, err = b.store.Do(ctx, "s", "k", "fp", func(ctx context.Context, call *idempotency.Call) ([]byte, error) {
+				if _, err := call.Step(ctx, "charge", func(context.Context) (string, error) {
+					return fmt.Sprint("ch_", charges.Add(1)), nil
+				}); err != nil {
+					return nil, err
+				}
+				resumed = call.ResumedSteps
+				return nil, boom // released: the retry runs again
+			})
+			return resumed, err
+		}
+		if r, err := run(); !errors.Is(err, boom) || r != 0 {
+			t.Fatalf("first run: %d resumed, %v", r, err)
+		}
+		b.clock.Advance(time.Hour - time.Millisecond)
+		if r, err := run(); !errors.Is(err, boom) || r != 1 || charges.Load() != 1 {
+			t.Fatalf("1 ms before the step expires: %d resumed, %d charges, %v; want the step resumed", r, charges.Load(), err)
+		}
+		b.clock.Advance(time.Millisecond)
+		if r, err := run(); !errors.Is(err, boom) || r != 0 || charges.Load() != 2 {
+			t.Fatalf("at the step's expiry: %d resumed, %d charges, %v; want the step run again", r, charges.Load(), err)
+		}
+	})
+}
+
+// TestEdgesDoTxCommittedAndRolledBack: a DoTx that completed in a
+// transaction the caller then rolls back leaves nothing a later reader
+// sees (no record, no lease, no recovery point): Do on the pool runs fn
+// afresh, neither a 409 nor a replay. Committed, Do on the pool and DoTx
+// in another transaction replay it, and another fingerprint is refused.
+func TestEdgesDoTxCommittedAndRolledBack(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rollback := errors.New("the caller rolls back")
+		doTx := func(fail bool, body string) (*idempotency.Result, error) {
+			var res *idempotency.Result
+			err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+				var err error
+				res, err = b.store.DoTx(ctx, tx, "s", "k", "fp", func(ctx context.Context, tx *sql.Tx, call *idempotency.Call) ([]byte, error) {
+					v, err := call.Step(ctx, "charge", func(context.Context) (string, error) { return body, nil })
+					return []byte(v), err
+				})
+				if err == nil && fail {
+					return rollback
+				}
+				return err
+			})
+			return res, err
+		}
+		if _, err := doTx(true, "rolled back"); !errors.Is(err, rollback) {
+			t.Fatal(err)
+		}
+		var records, leases int
+		if err := b.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM racefree_idempotency), (SELECT count(*) FROM racefree_claims WHERE ns = 'idempotency')`).Scan(&records, &leases); err != nil || records != 0 || leases != 0 || countSteps(t, b.db) != 0 {
+			t.Fatalf("after the rollback: %d records, %d leases, %v; want nothing", records, leases, err)
+		}
+		res, err := b.store.Do(ctx, "s", "k", "fp", func(ctx context.Context, call *idempotency.Call) ([]byte, error) {
+			v, err := call.Step(ctx, "charge", func(context.Context) (string, error) { return "pool", nil })
+			return []byte(v), err
+		})
+		if err != nil || res.Replayed || string(res.Response) != "pool" {
+			t.Fatalf("Do after the rolled-back DoTx: %+v, %v; want a fresh run", res, err)
+		}
+		// Committed: another key, so that the pool's record stays apart.
+		var committed *idempotency.Result
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			committed, err = b.store.DoTx(ctx, tx, "s", "k2", "fp", func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) { return []byte("tx"), nil })
+			return err
+		}); err != nil || committed.Replayed {
+			t.Fatalf("committed DoTx: %+v, %v", committed, err)
+		}
+		if res, err := b.store.Do(ctx, "s", "k2", "fp", nil); err != nil || !res.Replayed || string(res.Response) != "tx" {
+			t.Fatalf("Do after the committed DoTx: %+v, %v; want its replay", res, err)
+		}
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			res, err := b.store.DoTx(ctx, tx, "s", "k2", "fp", nil)
+			if err == nil && (!res.Replayed || string(res.Response) != "tx") {
+				err = fmt.Errorf("%+v, want the replay", res)
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("DoTx after the committed DoTx: %v", err)
+		}
+		if _, err := b.store.Do(ctx, "s", "k2", "other", nil); !errors.Is(err, racefree.ErrMismatch) {
+			t.Fatalf("another fingerprint after the committed DoTx: %v, want ErrMismatch", err)
+		}
+	})
+}
+
+// TestEdgesCancelledCaller cancels a caller at each stage: before Do,
+// DoTx or the middleware (fn does not run, nothing is written, the
+// middleware answers 503 and the retry runs), and, on PostgreSQL, while
+// Do waits for the row lock of the key's lease held by another caller's
+// open DoTx: it returns the context's error at once, never runs fn, and
+// leaves nothing, so that once that transaction commits the retry replays
+// its response.
+func TestEdgesCancelledCaller(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		fn := func(context.Context, *idempotency.Call) ([]byte, error) {
+			t.Error("fn ran for a caller cancelled before the call")
+			return nil, nil
+		}
+		if _, err := b.store.Do(cancelled, "s", "k", "fp", fn); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Do cancelled before the call: %v, want context.Canceled", err)
+		}
+		err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			_, err := b.store.DoTx(cancelled, tx, "s", "k", "fp", func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) {
+				t.Error("fn ran for a caller cancelled before the call")
+				return nil, nil
+			})
+			return err
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("DoTx cancelled before the call: %v, want context.Canceled", err)
+		}
+		var runs, status atomic.Int64
+		status.Store(http.StatusCreated)
+		h := b.store.Middleware(idempotency.MiddlewareOptions{})(counting(&runs, &status))
+		if rec := do(h, post("/v1/orders", `"k"`, "{}").WithContext(cancelled)); rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || runs.Load() != 0 {
+			t.Fatalf("a request cancelled before the middleware: %d, %d runs; want 503 with Retry-After, no run", rec.Code, runs.Load())
+		}
+		var records, leases int
+		if err := b.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM racefree_idempotency), (SELECT count(*) FROM racefree_claims WHERE ns = 'idempotency')`).Scan(&records, &leases); err != nil || records != 0 || leases != 0 {
+			t.Fatalf("after the cancelled callers: %d records, %d leases, %v; want nothing", records, leases, err)
+		}
+		if rec := do(h, post("/v1/orders", `"k"`, "{}")); rec.Code != http.StatusCreated || runs.Load() != 1 {
+			t.Fatalf("the retry of the cancelled request: %d, %d runs; want 201, one run", rec.Code, runs.Load())
+		}
+		if res, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) { return []byte("ok"), nil }); err != nil || res.Replayed {
+			t.Fatalf("the retry of the cancelled Do: %+v, %v; want a fresh run", res, err)
+		}
+
+		if b.db.Engine() != racefree.Postgres {
+			return // SQLite has one writer: the wait is for its write lock, not a row's
+		}
+		tx, err := b.db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		var pid int
+		if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.store.DoTx(ctx, tx, "s", "locked", "fp", func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) { return []byte("tx"), nil }); err != nil {
+			t.Fatal(err)
+		}
+		waiting, cancelWait := context.WithCancel(ctx)
+		defer cancelWait()
+		waited := make(chan error, 1)
+		go func() {
+			_, err := b.store.Do(waiting, "s", "locked", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
+				t.Error("fn ran for a caller cancelled while it waited")
+				return nil, nil
+			})
+			waited <- err
+		}()
+		bounded, stopWaiting := context.WithTimeout(ctx, 10*time.Second)
+		defer stopWaiting()
+		waitReaperDoneOrBlockedBy(t, bounded, b.db, pid, waited)
+		cancelWait()
+		select {
+		case err := <-waited:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("Do cancelled while it waits for the lease's row lock: %v, want context.Canceled", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Do cancelled while it waits for the lease's row lock still waits")
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := b.store.Do(ctx, "s", "locked", "fp", nil); err != nil || !res.Replayed || string(res.Response) != "tx" {
+			t.Fatalf("the retry once the transaction committed: %+v, %v; want its replay", res, err)
+		}
+	})
+}
+
+// TestEdgesMiddlewareOptions runs the middleware with and without each
+// option: Methods replaces POST and PATCH, Headers replaces the stored
+// headers, MaxBodyBytes takes a body of exactly its size, and Scope
+// replaces the default (by principal and route): with one scope for
+// every route the same key on another path or with another method is a
+// 422 (the fingerprint covers both), without it another request.
+func TestEdgesMiddlewareOptions(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		var runs, status atomic.Int64
+		status.Store(http.StatusCreated)
+		next := counting(&runs, &status)
+		count := func(want int64, what string) {
+			t.Helper()
+			if got := runs.Swap(0); got != want {
+				t.Errorf("%s: %d runs, want %d", what, got, want)
+			}
+		}
+
+		put := b.store.Middleware(idempotency.MiddlewareOptions{Methods: []string{http.MethodPut}})(next)
+		for range 2 {
+			req := post("/v1/orders", `"m"`, "{}")
+			req.Method = http.MethodPut
+			do(put, req)
+		}
+		count(1, "Methods PUT, two PUTs with one key")
+		do(put, post("/v1/orders", `"m"`, "{}"))
+		do(put, post("/v1/orders", `"m"`, "{}"))
+		count(2, "Methods PUT, two POSTs with one key")
+
+		headers := b.store.Middleware(idempotency.MiddlewareOptions{Headers: []string{"X-Not-Stored"}})(next)
+		do(headers, post("/v1/orders", `"h"`, "{}"))
+		rec := do(headers, post("/v1/orders", `"h"`, "{}"))
+		if rec.Header().Get("Idempotent-Replayed") != "true" || rec.Header().Get("X-Not-Stored") != "1" || rec.Header().Get("Location") != "" || rec.Header().Get("Content-Type") != "" {
+			t.Errorf("Headers X-Not-Stored, the replay's headers: %v; want X-Not-Stored alone", rec.Header())
+		}
+		count(1, "Headers")
+
+		small := b.store.Middleware(idempotency.MiddlewareOptions{MaxBodyBytes: 64})(next)
+		if rec := do(small, post("/v1/orders", `"b"`, strings.Repeat("x", 64))); rec.Code != http.StatusCreated {
+			t.Errorf("MaxBodyBytes 64, a body of 64 bytes: %d, want 201", rec.Code)
+		}
+		if rec := do(small, post("/v1/orders", `"b2"`, strings.Repeat("x", 65))); rec.Code != http.StatusRequestEntityTooLarge {
+			t.Errorf("MaxBodyBytes 64, a body of 65 bytes: %d, want 413", rec.Code)
+		}
+		count(1, "MaxBodyBytes")
+
+		def := b.store.Middleware(idempotency.MiddlewareOptions{})(next)
+		one := b.store.Middleware(idempotency.MiddlewareOptions{Scope: func(*http.Request) string { return "one" }})(next)
+		for _, h := range []http.Handler{def, one} {
+			do(h, post("/v1/a", `"p"`, "{}"))
+		}
+		count(2, "Scope: one key on /v1/a with and without it")
+		if rec := do(def, post("/v1/b", `"p"`, "{}")); rec.Code != http.StatusCreated {
+			t.Errorf("the default scope, the key on another path: %d, want 201", rec.Code)
+		}
+		if rec := do(one, post("/v1/b", `"p"`, "{}")); rec.Code != http.StatusUnprocessableEntity {
+			t.Errorf("one scope, the key on another path: %d, want 422", rec.Code)
+		}
+		// With one scope for every route, the fingerprint alone tells the
+		// method apart: PATCH after POST with one key and body is a 422.
+		patch := post("/v1/a", `"p"`, "{}")
+		patch.Method = http.MethodPatch
+		if rec := do(one, patch); rec.Code != http.StatusUnprocessableEntity {
+			t.Errorf("one scope, the key with another method: %d, want 422", rec.Code)
+		}
+		count(1, "Scope: the key on /v1/b and in a PATCH")
+	})
+}

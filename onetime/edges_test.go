@@ -1,0 +1,108 @@
+package onetime_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/onetime"
+)
+
+// TestOptionBounds tries each bound of Options at the bound and one past
+// it, one option at a time: Grace 0 (with and without a Secret) and
+// MaxGrace are accepted, MaxGrace + 1ms and -1ms are not; a Secret of
+// MinSecretBytes is accepted, one byte less is not.
+func TestOptionBounds(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	long := []byte(strings.Repeat("s", onetime.MinSecretBytes))
+	for _, tc := range []struct {
+		name string
+		o    onetime.Options
+		ok   bool
+	}{
+		{"Grace 0, no Secret", onetime.Options{}, true},
+		{"Grace 0, a Secret", onetime.Options{Secret: long}, true},
+		{"Grace MaxGrace", onetime.Options{Grace: onetime.MaxGrace, Secret: long}, true},
+		{"Grace MaxGrace+1ms", onetime.Options{Grace: onetime.MaxGrace + time.Millisecond, Secret: long}, false},
+		{"Grace -1ms", onetime.Options{Grace: -time.Millisecond, Secret: long}, false},
+		{"Grace 1ms, no Secret", onetime.Options{Grace: time.Millisecond}, false},
+		{"Secret of MinSecretBytes", onetime.Options{Grace: time.Millisecond, Secret: long}, true},
+		{"Secret of MinSecretBytes-1", onetime.Options{Grace: time.Millisecond, Secret: long[1:]}, false},
+		{"Secret of MinSecretBytes-1, Grace 0", onetime.Options{Secret: long[1:]}, false},
+	} {
+		_, err := onetime.New(db, &tc.o)
+		if tc.ok && err != nil {
+			t.Errorf("%s: %v; want accepted", tc.name, err)
+		}
+		if !tc.ok && !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("%s: %v; want an InputError", tc.name, err)
+		}
+	}
+}
+
+// TestTTLBounds issues codes and refresh tokens with a ttl at MinTTL and
+// MaxTTL (accepted, expiring exactly then) and one millisecond past each
+// (an InputError, nothing stored), on both engines; and Reap's grace at 0
+// (accepted) and -1ms (an InputError).
+func TestTTLBounds(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		s := newStore(t, db, nil)
+		for _, ttl := range []time.Duration{onetime.MinTTL, onetime.MaxTTL} {
+			c, err := s.Issue(ctx, db, "login", "u", ttl)
+			if err != nil || !c.ExpiresAt.Equal(t0.Add(ttl)) {
+				t.Fatalf("Issue(ttl %s) = expires %v, %v; want %v", ttl, c.ExpiresAt, err, t0.Add(ttl))
+			}
+			r, err := s.IssueRefresh(ctx, db, "u", ttl)
+			if err != nil || !r.ExpiresAt.Equal(t0.Add(ttl)) {
+				t.Fatalf("IssueRefresh(ttl %s) = expires %v, %v; want %v", ttl, r.ExpiresAt, err, t0.Add(ttl))
+			}
+		}
+		for _, ttl := range []time.Duration{onetime.MinTTL - time.Millisecond, onetime.MaxTTL + time.Millisecond} {
+			if _, err := s.Issue(ctx, db, "login", "v", ttl); !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Errorf("Issue(ttl %s): %v; want an InputError", ttl, err)
+			}
+			if _, err := s.IssueRefresh(ctx, db, "v", ttl); !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Errorf("IssueRefresh(ttl %s): %v; want an InputError", ttl, err)
+			}
+		}
+		for table, want := range map[string]int{"racefree_onetime_codes": 2, "racefree_refresh_families": 2} {
+			var n int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != want {
+				t.Errorf("%s has %d rows; want %d (none from the refused ttls)", table, n, want)
+			}
+		}
+		if _, _, err := s.Reap(ctx, -time.Millisecond, 0); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("Reap(grace -1ms): %v; want an InputError", err)
+		}
+		if _, _, err := s.Reap(ctx, 0, 0); err != nil {
+			t.Errorf("Reap(grace 0): %v; want accepted", err)
+		}
+	})
+}
+
+// TestOutcomeNames: every outcome has its API name, and a value outside
+// them, on either side, prints as a number instead of panicking.
+func TestOutcomeNames(t *testing.T) {
+	t.Parallel()
+	for o, want := range map[onetime.Outcome]string{
+		onetime.Consumed: "consumed", onetime.Rotated: "rotated", onetime.Replayed: "replayed",
+		onetime.AlreadyUsed: "already_used", onetime.Reused: "reused", onetime.Revoked: "revoked",
+		onetime.Expired: "expired", onetime.Unknown: "unknown",
+		0: "Outcome(0)", onetime.Unknown + 1: "Outcome(9)", -1: "Outcome(-1)",
+	} {
+		if got := o.String(); got != want {
+			t.Errorf("Outcome(%d).String() = %q; want %q", int(o), got, want)
+		}
+	}
+}

@@ -1,1 +1,0 @@
-SELECT MAX(version) FROM racefree_schema_migrations
