@@ -70,25 +70,26 @@ type dashLists struct {
 // and page size.
 var (
 	claimsList = &listSpec{name: "claims", what: "live claims", prefix: "claims.", anchor: "claims", limit: dashLimit,
-		fields: []fieldSpec{{"key", "Key begins with", claim.MaxKeyBytes}, {"holder", "Holder begins with", claim.MaxHolderBytes}},
+		fields: []fieldSpec{{name: "key", label: "Key begins with", max: claim.MaxKeyBytes}, {name: "holder", label: "Holder begins with", max: claim.MaxHolderBytes}},
 		cursor: []cursorKind{cursorInt, cursorText}} // expires_at, key
 	quotasList = &listSpec{name: "quotas", what: "quota counters", prefix: "quotas.", anchor: "quotas", limit: dashLimit,
-		fields: []fieldSpec{{"limiter", "Limiter", quota.MaxKeyBytes}, {"key", "Key begins with", quota.MaxKeyBytes}},
+		fields: []fieldSpec{{name: "limiter", label: "Limiter", max: quota.MaxKeyBytes}, {name: "default", label: "Default limiter", check: true},
+			{name: "key", label: "Key begins with", max: quota.MaxKeyBytes}},
 		cursor: []cursorKind{cursorInt, cursorText, cursorText, cursorText}} // updated_at, scope, key, kind
 	idemList = &listSpec{name: "idem", what: "requests in progress", prefix: "idem.", anchor: "idempotency", limit: dashLimit,
-		fields: []fieldSpec{{"scope", "Scope", idempotency.MaxScopeBytes}, {"key", "Key begins with", idempotency.MaxKeyBytes}},
+		fields: []fieldSpec{{name: "scope", label: "Scope", max: idempotency.MaxScopeBytes}, {name: "key", label: "Key begins with", max: idempotency.MaxKeyBytes}},
 		cursor: []cursorKind{cursorInt, cursorText, cursorText}} // created_at, scope, key
 	sourcesList = &listSpec{name: "sources", what: "webhook sources", prefix: "sources.", anchor: "inbox", limit: dashLimit,
-		fields: []fieldSpec{{"source", "Source begins with", dashTextMax}},
+		fields: []fieldSpec{{name: "source", label: "Source begins with", max: dashTextMax}},
 		cursor: []cursorKind{cursorText}} // source
 	failedList = &listSpec{name: "failed", what: "failed deliveries", prefix: "failed.", anchor: "inbox", limit: dashLimit,
-		fields: []fieldSpec{{"source", "Source", dashTextMax}, {"event", "Event begins with", dashTextMax}},
+		fields: []fieldSpec{{name: "source", label: "Source", max: dashTextMax}, {name: "event", label: "Event begins with", max: dashTextMax}},
 		cursor: []cursorKind{cursorInt}} // id, descending
 	deadList = &listSpec{name: "dead", what: "dead letters", prefix: "", anchor: "outbox", limit: dashLimit,
-		fields: []fieldSpec{{"topic", "Topic", outbox.MaxTopicBytes}, {"key", "Key", outbox.MaxKeyBytes}},
+		fields: []fieldSpec{{name: "topic", label: "Topic", max: outbox.MaxTopicBytes}, {name: "key", label: "Key", max: outbox.MaxKeyBytes}},
 		cursor: []cursorKind{cursorInt}} // id
 	auditList = &listSpec{name: "audit", what: "audit scopes", prefix: "audit.", anchor: "audit", limit: auditScopesShown,
-		fields: []fieldSpec{{"scope", "Scope begins with", dashTextMax}},
+		fields: []fieldSpec{{name: "scope", label: "Scope begins with", max: dashTextMax}},
 		cursor: []cursorKind{cursorText}} // scope
 )
 
@@ -105,6 +106,11 @@ func parseLists(q url.Values) (dashLists, error) {
 			return ls, err
 		}
 		*x.to = l
+	}
+	// The default limiter has no name: a checkbox selects it, so that no
+	// limiter's name stands for it. Both at once select nothing.
+	if ls.Quotas.value("default") == "on" && ls.Quotas.value("limiter") != "" {
+		return ls, racefree.Invalid(quotasList.prefix+"default", "selects the default limiter: give it or a limiter's name, not both")
 	}
 	return ls, nil
 }
@@ -175,7 +181,7 @@ func (s *Server) load(ctx context.Context, d *dashData) error {
 			return err
 		}
 		d.Claims = paged(ls.Claims, d.Claims, func(c dashClaim) []any { return []any{c.expires, c.Key} })
-		err = each(ctx, exec, q.Get("quotas"), append([]any{t, clock, ls.Quotas.spec.limit + 1, ls.Quotas.value("limiter"), ls.Quotas.value("key")},
+		err = each(ctx, exec, q.Get("quotas"), append([]any{t, clock, ls.Quotas.spec.limit + 1, ls.Quotas.limiter(), ls.Quotas.value("key")},
 			ls.Quotas.afterArgs()...), func(rows *sql.Rows) error {
 			var x dashQuota
 			var exp int64

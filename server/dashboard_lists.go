@@ -30,10 +30,12 @@ type listSpec struct {
 }
 
 // fieldSpec is one filter field: its parameter (without the prefix), its
-// label on the form and its bound in bytes.
+// label on the form and its bound in bytes. A check field is a checkbox:
+// "on", or absent.
 type fieldSpec struct {
 	name, label string
 	max         int
+	check       bool
 }
 
 // cursorKind is the kind of one part of a list's sort key.
@@ -61,6 +63,7 @@ type dashList struct {
 // dashField is one filter field of a list's form.
 type dashField struct {
 	Name, ID, Label, Value string
+	Check                  bool // a checkbox, checked when Value is "on"
 }
 
 // Name names the list in the page's ids (its form's fields, its next link).
@@ -94,12 +97,17 @@ func parseList(q url.Values, spec *listSpec) (*dashList, error) {
 	for _, f := range spec.fields {
 		name := spec.prefix + f.name
 		v := q.Get(name)
-		if v != "" {
+		switch {
+		case f.check:
+			if v != "" && v != "on" {
+				return nil, racefree.Invalid(name, `must be "on" or absent`)
+			}
+		case v != "":
 			if err := racefree.CheckText(name, v, f.max); err != nil {
 				return nil, err
 			}
 		}
-		l.Fields = append(l.Fields, dashField{Name: name, ID: spec.name + "-" + f.name + "-filter", Label: f.label, Value: v})
+		l.Fields = append(l.Fields, dashField{Name: name, ID: spec.name + "-" + f.name + "-filter", Label: f.label, Value: v, Check: f.check})
 	}
 	after := q[spec.prefix+"after"]
 	if len(after) == 0 {
@@ -123,6 +131,20 @@ func parseList(q url.Values, spec *listSpec) (*dashList, error) {
 	}
 	l.after = after
 	return l, nil
+}
+
+// limiter is the quota list's limiter filter as its query's argument:
+// nil for any limiter, "" for the default limiter (the scope of quotas
+// charged over HTTP, and of limiters that name none), or the scope named.
+// parseLists refused a name together with the default.
+func (l *dashList) limiter() any {
+	switch {
+	case l.value("default") == "on":
+		return ""
+	case l.value("limiter") == "":
+		return nil
+	}
+	return l.value("limiter")
 }
 
 // value is the filter field name's value ("" for any).

@@ -181,11 +181,37 @@ func TestDashboardListPages(t *testing.T) {
 						t.Fatalf("%s=%s: %v, want [%s]", param, value, got, want)
 					}
 				}
+				if c.name == "quotas" {
+					// The default limiter (quotas charged over HTTP, and
+					// limiters without a scope) is selected by its checkbox,
+					// alone or with a key: r000 is counted by the default
+					// limiter and by "uploads"; without a limiter both show.
+					for _, f := range []struct {
+						query url.Values
+						want  []string
+					}{
+						{url.Values{"quotas.key": {"r000"}}, []string{"r000", "r000"}},
+						{url.Values{"quotas.key": {"r000"}, "quotas.default": {"on"}}, []string{"r000"}},
+						{url.Values{"quotas.key": {"x"}, "quotas.default": {"on"}}, []string{"x-other"}},
+						{url.Values{"quotas.limiter": {"uploads"}, "quotas.key": {"x"}}, nil},
+					} {
+						if got, next := listPage(t, h, sessA, "/?"+f.query.Encode(), c.name); !slices.Equal(got, f.want) || next != "" {
+							t.Fatalf("%s: %v (next %q), want %v", f.query.Encode(), got, next, f.want)
+						}
+					}
+					// Every default counter, a page and more: the checkbox stays in the next link.
+					checkPages(t, h, sessA, "/?quotas.default=on", c.name, c.limit, append(slices.Clone(keys), "x-other"))
+					p := visit(t, h, "GET", "/?quotas.default=on", sessA, nil)
+					if !strings.Contains(p.body, `name="quotas.default" value="on" checked>`) {
+						t.Fatalf("the default limiter's checkbox is not checked on its own page: %s", p.body)
+					}
+				}
 			})
 		}
 		// A filter or sort key of a wrong kind: 400, a page that says so.
 		for _, bad := range []string{"/?claims.after=x&claims.after=k", "/?claims.after=1", "/?quotas.after=-1&quotas.after=&quotas.after=k&quotas.after=fixed_window",
-			"/?idem.key=" + strings.Repeat("k", 300), "/?failed.after=1.5", "/?sources.after=" + url.QueryEscape("a\x00b"), "/?audit.scope=%ff", "/?after=x"} {
+			"/?idem.key=" + strings.Repeat("k", 300), "/?failed.after=1.5", "/?sources.after=" + url.QueryEscape("a\x00b"), "/?audit.scope=%ff", "/?after=x",
+			"/?quotas.default=yes", "/?quotas.default=on&quotas.limiter=uploads"} {
 			if p := visit(t, h, "GET", bad, sessA, nil); p.code != 400 || !strings.Contains(p.body, "not valid") {
 				t.Fatalf("GET %s: %d, want 400 and a page that says why: %s", bad, p.code, p.body)
 			}

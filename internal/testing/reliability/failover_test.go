@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/racefree/racefree/doctor"
 	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
@@ -30,21 +32,30 @@ import (
 // its pg_autoctl keeper, as if its machine died; the keeper is started
 // again once the standby took over, and the old primary rejoins as the
 // new standby). First in synchronous mode (pg_auto_failover's default: the
-// standby is in the replication quorum, so a commit waits for it), then in
-// asynchronous mode (both nodes out of the quorum: commits do not wait).
+// standby is in the replication quorum, so a commit waits for it), then
+// the same in strict mode (a second serve with
+// --require-synchronous-replication: while the new primary has no
+// synchronous standby, its writes are refused 503 not-durable instead of
+// committed locally), then in asynchronous mode (both nodes out of the
+// quorum: commits do not wait).
 //
-// Every acknowledged answer is checked: in both modes a claim fence is
+// Every acknowledged answer is checked: in every mode a claim fence is
 // never acknowledged to two holders and never goes backwards (fences carry
-// the timeline's floor); in synchronous mode no acknowledged sequence
-// number or audit entry is lost; in asynchronous mode the acknowledged
-// ones a failover lost are counted and printed, not failed on (they are
-// the expected cost of not waiting for the standby). Every answer while no
-// primary is reachable is a 503 with Retry-After, never a 500, and the
-// test prints how long each failover's 503 window lasted.
+// the timeline's floor); in synchronous and strict mode no acknowledged
+// sequence number or audit entry is lost; in asynchronous mode the
+// acknowledged ones a failover lost are counted and printed, not failed on
+// (they are the expected cost of not waiting for the standby). Every
+// answer while no primary is reachable is a 503 with Retry-After, never a
+// 500 (not-durable only from the strict server), and the test prints how
+// long each failover's 503 window lasted. After each mode's faults,
+// racefree doctor must say what the replication is: nothing in
+// synchronous and strict mode, no-standby-waits and strict-refuses-writes
+// in asynchronous mode.
 //
 // Without pg_autoctl it skips with one line (fails with
 // RACEFREE_REQUIRE_POSTGRES=1). The short mode fails over once each way
-// per mode; RACEFREE_LONG=1 does it three times, and also SIGKILLs the
+// per mode (strict mode: the node killed only); RACEFREE_LONG=1 does each
+// way three times in every mode, and also SIGKILLs the
 // primary's postmaster alone (its keeper restarts it in place, or the
 // monitor fails over, whichever comes first).
 func TestFailoverUnderLoad(t *testing.T) {
@@ -55,14 +66,26 @@ func TestFailoverUnderLoad(t *testing.T) {
 		kinds = append(kinds, "postmaster killed")
 	}
 	c := newAutoFailover(t)
-	in := startServe(t, c.dsn(), auditKeyring(t), "--request-timeout", "2s", "--write-timeout", "3s")
+	keys := auditKeyring(t)
+	plain := startServe(t, c.dsn(), keys, "--request-timeout", "2s", "--write-timeout", "3s")
+	strict := startServe(t, c.dsn(), keys, "--request-timeout", "2s", "--write-timeout", "3s", "--require-synchronous-replication")
 
 	var all []faultWindow
-	for _, mode := range []string{"sync", "async"} {
+	for _, mode := range []string{"sync", "strict", "async"} {
+		in := plain
+		if mode == "strict" {
+			in = strict
+		}
 		if mode == "async" {
 			c.asynchronous(t)
 		}
 		l := &haLedger{mode: mode}
+		kinds := kinds
+		if mode == "strict" && !testdb.Long() {
+			// Strict mode differs where the new primary has no
+			// synchronous standby for a while: after a node is lost.
+			kinds = []string{"node killed"}
+		}
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for client := range 3 {
@@ -114,9 +137,12 @@ func TestFailoverUnderLoad(t *testing.T) {
 				mode, f.kind, f.round+1, f.at.Format("15:04:05.000"), f.from, f.to, f.window.Round(time.Millisecond), f.n503, f.recovered.Round(time.Millisecond))
 		}
 		l.check(t, in, time.Since(start))
+		c.doctorSays(t, mode)
 	}
-	if in.exited() {
-		t.Errorf("racefree serve exited during the failovers:\n%s", in.log())
+	for _, in := range []*instance{plain, strict} {
+		if in.exited() {
+			t.Errorf("racefree serve exited during the failovers:\n%s", in.log())
+		}
 	}
 	var ws []time.Duration
 	for _, f := range all {
@@ -182,6 +208,11 @@ type haLedger struct {
 	audits     []haAck // key: the entry's subject
 	events     []haEvent
 	unexpected []string
+	// notDurable counts strict mode's refusals (503 not-durable): while
+	// the new primary has no synchronous standby (pg_auto_failover's
+	// wait_primary, until the old primary rejoins), strict mode refuses
+	// writes instead of committing them locally.
+	notDurable int
 }
 
 // op sends one operation (a claim acquire, a sequence number, an audit
@@ -242,6 +273,13 @@ func (l *haLedger) settle(t testing.TB, method, url, body, key string) answer {
 			t.Errorf("%s %s (key %s): 503 without Retry-After: %v", method, url, key, a.body)
 		case a.code >= 500 && a.code != 503:
 			t.Errorf("%s %s (key %s): %d %v; while no primary is reachable the answer is 503", method, url, key, a.code, a.body)
+		case a.code == 503 && a.problem() == "not-durable":
+			if l.mode != "strict" {
+				t.Errorf("%s %s (key %s): 503 not-durable from a server not in strict mode: %v", method, url, key, a.body)
+			}
+			l.mu.Lock()
+			l.notDurable++
+			l.mu.Unlock()
 		}
 		if a.definitive() {
 			return a
@@ -400,12 +438,15 @@ func (l *haLedger) check(t *testing.T, in *instance, took time.Duration) {
 
 	t.Logf("%s: %d operations acknowledged in %v (%d claim tenures, %d sequence numbers, %d audit entries); fences repeated %d, backwards %d; acknowledged sequence numbers lost %d, audit entries lost %d",
 		l.mode, l.ops, took.Round(time.Millisecond), len(l.claims), len(l.seqs), len(l.audits), repeated, backwards, lostSeqs, lostAudits)
-	if l.mode == "sync" {
+	if l.mode == "strict" {
+		t.Logf("strict: %d writes refused 503 not-durable (no synchronous standby at the time)", l.notDurable)
+	}
+	if l.mode != "async" {
 		// A replay of an Idempotency-Key waits for the standby too
 		// (TestReplayWaitsForTheSynchronousStandby), so every loss fails,
 		// replays included.
 		if lostSeqs+lostAudits > 0 {
-			t.Errorf("sync: a synchronous standby lost %d acknowledged sequence numbers and %d audit entries (%d of them replays); want none", lostSeqs, lostAudits, lostReplays)
+			t.Errorf("%s: a synchronous standby lost %d acknowledged sequence numbers and %d audit entries (%d of them replays); want none", l.mode, lostSeqs, lostAudits, lostReplays)
 		}
 		var sorted []int64
 		for _, a := range l.seqs {
@@ -414,14 +455,57 @@ func (l *haLedger) check(t *testing.T, in *instance, took time.Duration) {
 		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 		for i, n := range sorted {
 			if n != int64(i+1) {
-				t.Errorf("sync: acknowledged sequence numbers %v: want 1..%d", sorted, len(sorted))
+				t.Errorf("%s: acknowledged sequence numbers %v: want 1..%d", l.mode, sorted, len(sorted))
 				break
 			}
 		}
 		if next != int64(len(l.seqs)+1) {
-			t.Errorf("sync: next number %d after %d acknowledged", next, len(l.seqs))
+			t.Errorf("%s: next number %d after %d acknowledged", l.mode, next, len(l.seqs))
 		}
 	}
+}
+
+// doctorSays checks, once the formation is stable after a mode's faults,
+// that racefree doctor (with --require-synchronous-replication) reports
+// what the mode's replication is: with the standby in the quorum (sync,
+// strict) no finding about it and strict mode's writes allowed; with both
+// nodes out of it (async) no-standby-waits, and strict-refuses-writes. It
+// polls, since pg_auto_failover sets synchronous_standby_names and the
+// standby reports its sync_state a moment after the monitor says stable.
+func (c *autoFailover) doctorSays(t *testing.T, mode string) {
+	t.Helper()
+	want := map[string]bool{doctor.NoStandbyWaits: false, doctor.SyncStandbyNotStreaming: false, doctor.StrictRefusesWrites: false}
+	if mode == "async" {
+		want[doctor.NoStandbyWaits] = true
+		want[doctor.StrictRefusesWrites] = true
+	}
+	var found map[string]bool
+	c.waitFor(t, fmt.Sprintf("racefree doctor to report %v (%s mode)", want, mode), func() (bool, error) {
+		out, err := exec.Command(racefreeBin(t), "doctor", "--db", c.dsn(), "--format", "json", "--require-synchronous-replication").Output()
+		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
+			err = nil // findings
+		}
+		if err != nil {
+			return false, fmt.Errorf("racefree doctor: %w", err)
+		}
+		var findings []struct {
+			Code string `json:"code"`
+		}
+		if err := json.Unmarshal(out, &findings); err != nil {
+			return false, fmt.Errorf("racefree doctor: %w: %s", err, out)
+		}
+		found = map[string]bool{}
+		for _, f := range findings {
+			found[f.Code] = true
+		}
+		for code, w := range want {
+			if found[code] != w {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	t.Logf("%s: racefree doctor reports %v", mode, found)
 }
 
 // settleNext takes the mode's next sequence number.
