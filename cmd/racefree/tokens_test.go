@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ func TestServeRefusesBadRefreshOptions(t *testing.T) {
 		{"--refresh-grace", "2h", "--refresh-secret", strings.Repeat("s", 32)},
 		{"--token-retention", "-1s"},
 		{"--dashboard-secret", "short"},
+		{"--dashboard-secret", strings.Repeat("s", minDashboardSecret-1)}, // one byte short of the bound
 	} {
 		r := runRefusedServe(t, append([]string{"--db", "sqlite:" + filepath.Join(dir, "x.db")}, args...)...)
 		if r.code == 0 || !strings.HasPrefix(r.stderr, "racefree: invalid ") {
@@ -37,6 +39,19 @@ func TestServeRefusesBadRefreshOptions(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("refused flags wrote %d files", len(entries))
+	}
+	// A secret of exactly the bound passes the check: serve goes on to
+	// listen, and fails there, on an address this test holds (it never
+	// answers, so serve cannot be mistaken for started).
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	r := runRefusedServe(t, "--db", "sqlite:"+filepath.Join(dir, "x.db"), "--addr", held.Addr().String(),
+		"--dashboard-secret", strings.Repeat("s", minDashboardSecret))
+	if r.code == 0 || strings.Contains(r.stderr, "dashboard-secret") || !strings.Contains(r.stderr, "address already in use") {
+		t.Errorf("a dashboard secret of %d bytes: exit %d, %q; want it taken, and serve to fail on the address in use", minDashboardSecret, r.code, r.stderr)
 	}
 	f := serveCmd().Flags()
 	for name, want := range map[string]string{"refresh-grace": "0s", "token-retention": "24h0m0s"} {
