@@ -45,6 +45,8 @@ const (
 	MaxErrorBytes      = 2048 // an attempt's error is kept up to this size
 	DefaultHistory     = 20
 	DefaultRetention   = 24 * time.Hour
+	DefaultReapBatch   = 1000
+	MaxReapBatch       = 100_000
 	// DefaultNotifyInterval spaces the NOTIFYs of one tenant from one
 	// process (Options.NotifyInterval).
 	DefaultNotifyInterval = 20 * time.Millisecond
@@ -129,7 +131,8 @@ type Options struct {
 	// History is how many failed attempts are kept per message
 	// (DefaultHistory when 0).
 	History int
-	// ReapBatch is how many rows one reap statement deletes (1000 when 0).
+	// ReapBatch is how many rows one reap statement deletes
+	// (DefaultReapBatch, 1000, when 0; 1 to MaxReapBatch).
 	ReapBatch int
 	// AncillaryLease is the lease of Ancillary's immediate attempt (30s
 	// when 0): if the process dies during it, a relay retries the message
@@ -187,8 +190,11 @@ func New(db *racefree.DB, opts *Options) (*Outbox, error) {
 	if p.NotifyInterval == 0 {
 		p.NotifyInterval = DefaultNotifyInterval
 	}
-	if p.ReapBatch <= 0 {
-		p.ReapBatch = 1000
+	switch {
+	case p.ReapBatch == 0:
+		p.ReapBatch = DefaultReapBatch
+	case p.ReapBatch < 1 || p.ReapBatch > MaxReapBatch:
+		return nil, racefree.Invalid("ReapBatch", "must be 1 to %d, got %d", MaxReapBatch, p.ReapBatch)
 	}
 	switch {
 	case p.AncillaryLease == 0:
