@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -268,8 +270,10 @@ func TestEdgesCancelledCheckGivesNoVerdict(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer hold.Close()
+		// A lock key of this test alone: the database is shared.
+		key := rand.Int32()
 		var pid int
-		if err := hold.QueryRowContext(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(1070)) AS l`).Scan(&pid); err != nil {
+		if err := hold.QueryRowContext(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock($1)) AS l`, key).Scan(&pid); err != nil {
 			t.Fatal(err)
 		}
 		checkCtx, cancelCheck := context.WithCancel(ctx)
@@ -282,7 +286,7 @@ func TestEdgesCancelledCheckGivesNoVerdict(t *testing.T) {
 		ended := make(chan struct{})
 		go func() {
 			defer close(ended)
-			rep, err := uniquecheck.Check(checkCtx, db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, Where: "pg_advisory_xact_lock_shared(1070) IS NOT NULL"})
+			rep, err := uniquecheck.Check(checkCtx, db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, Where: fmt.Sprintf("pg_advisory_xact_lock_shared(%d) IS NOT NULL", key)})
 			out <- result{rep, err}
 		}()
 		if !testdb.BlockedBy(t, db, pid, ended) {
@@ -291,7 +295,7 @@ func TestEdgesCancelledCheckGivesNoVerdict(t *testing.T) {
 		}
 		cancelCheck()
 		r := <-out
-		if _, err := hold.ExecContext(ctx, `SELECT pg_advisory_unlock(1070)`); err != nil {
+		if _, err := hold.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
 			t.Fatal(err)
 		}
 		if r.rep != nil || !errors.Is(r.err, context.Canceled) {
@@ -337,18 +341,24 @@ func TestEdgesTextAtTheLimits(t *testing.T) {
 func TestEdgesIndexNameInItsTablesSchema(t *testing.T) {
 	t.Parallel()
 	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
-	exec(t, db.SQL(), `CREATE SCHEMA app`)
-	exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
-	exec(t, db.SQL(), `CREATE TABLE app.users (uid INTEGER PRIMARY KEY, email TEXT)`)
-	exec(t, db.SQL(), `INSERT INTO app.users VALUES (1, 'a'), (2, 'a')`)
-	exec(t, db.SQL(), `CREATE UNIQUE INDEX users_email ON users (email)`)
 	ctx := context.Background()
-	rep, err := uniquecheck.Check(ctx, db, uniquecheck.Spec{Table: "app.users", Keys: []string{"email"}, IndexName: "users_email"})
+	// The other schema, beside the test's own (the database is shared).
+	var app string
+	if err := db.QueryRowContext(ctx, `SELECT current_schema() || '_app'`).Scan(&app); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db.SQL(), `CREATE SCHEMA `+app)
+	t.Cleanup(func() { _, _ = db.SQL().ExecContext(context.Background(), `DROP SCHEMA `+app+` CASCADE`) })
+	exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+	exec(t, db.SQL(), `CREATE TABLE `+app+`.users (uid INTEGER PRIMARY KEY, email TEXT)`)
+	exec(t, db.SQL(), `INSERT INTO `+app+`.users VALUES (1, 'a'), (2, 'a')`)
+	exec(t, db.SQL(), `CREATE UNIQUE INDEX users_email ON users (email)`)
+	rep, err := uniquecheck.Check(ctx, db, uniquecheck.Spec{Table: app + ".users", Keys: []string{"email"}, IndexName: "users_email"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.DuplicateGroups != 1 || strings.Join(rep.PrimaryKey, ",") != "uid" || len(rep.Warnings) != 0 {
-		t.Fatalf("app.users: %d groups, primary key %v, warnings %q; want 1 group by uid and no warning", rep.DuplicateGroups, rep.PrimaryKey, rep.Warnings)
+		t.Fatalf("%s.users: %d groups, primary key %v, warnings %q; want 1 group by uid and no warning", app, rep.DuplicateGroups, rep.PrimaryKey, rep.Warnings)
 	}
 	rep, err = uniquecheck.Check(ctx, db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, IndexName: "users_email"})
 	if err != nil {
