@@ -3,6 +3,7 @@ package uniquecheck
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/racefree/racefree"
 )
@@ -118,9 +119,15 @@ func DedupeSQL(engine string, rep *Report, keep Keep, ageColumn string) (string,
 	return b.String(), nil
 }
 
+// truncate cuts s to at most n bytes, before a character the cut would
+// split, so that the result stays valid UTF-8 (PostgreSQL refuses a name
+// that is not).
 func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

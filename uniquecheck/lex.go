@@ -192,3 +192,28 @@ func (s stmt) defaultExpr(at int, bounds []int) string {
 	}
 	return s.text[toks[first].start:toks[last].end]
 }
+
+// generatedExpr returns the text of the expression of the GENERATED ALWAYS
+// AS (expr) constraint whose keyword is at offset at: what is inside the
+// first parentheses after it.
+func (s stmt) generatedExpr(at int) string {
+	toks := s.tokens()
+	i := 0
+	for ; i < len(toks) && toks[i].start != at; i++ {
+	}
+	for ; i < len(toks) && toks[i].text != "("; i++ {
+	}
+	if i+1 >= len(toks) {
+		return ""
+	}
+	d := toks[i].depth
+	for j := i + 1; j < len(toks); j++ {
+		if toks[j].text == ")" && toks[j].depth == d {
+			if j == i+1 {
+				return ""
+			}
+			return s.text[toks[i+1].start:toks[j-1].end]
+		}
+	}
+	return ""
+}

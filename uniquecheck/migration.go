@@ -20,10 +20,15 @@ func (w Warning) String() string { return w.Source + ": " + w.Message }
 // FromMigration finds every unique index or constraint a migration adds, in
 // the order the file adds them: CREATE UNIQUE INDEX (with its expressions,
 // collations, predicate and NULLS NOT DISTINCT), ALTER TABLE … ADD
-// [CONSTRAINT …] UNIQUE, and ALTER TABLE … ADD COLUMN … UNIQUE (checked as
-// the column's DEFAULT, which every existing row receives; without one every
-// row is NULL and nothing can collide). Key expressions and predicates are
-// returned as the file wrote them. It warns when an earlier statement in the
+// [CONSTRAINT …] UNIQUE or PRIMARY KEY (its NOT NULL is noted, not
+// checked), and ALTER TABLE … ADD COLUMN … UNIQUE (checked as the column's
+// generated expression or its DEFAULT, which every existing row receives;
+// without either every row is NULL and nothing can collide). Key
+// expressions and predicates are returned as the file wrote them. A unique
+// index on a table the file creates is not checked (it has no rows yet),
+// unless the file first copies existing rows into it (INSERT … SELECT …
+// FROM), which is an InputError: the check cannot see them there; a copy
+// into a table created with a UNIQUE constraint is a Warning. It warns when an earlier statement in the
 // file rewrites a key or predicate column or changes the table's rows (in
 // Spec.Notes, which Check copies to Report.Warnings), and returns as
 // Warnings what concerns no checked index, such as a table the file creates.
@@ -40,7 +45,7 @@ func FromMigration(engine, sqlText string) ([]Spec, []Warning, error) {
 	if engine != racefree.SQLite && engine != racefree.Postgres {
 		return nil, nil, racefree.Invalid("engine", "unknown engine %q", engine)
 	}
-	m := &migration{engine: engine, rewrites: map[string][]rewrite{}, created: map[string]string{}}
+	m := newMigration(engine)
 	if err := m.file(sqlText, 0, sqlText); err == nil {
 		return m.specs, m.warnings, nil
 	} else if !isParseError(err) {
@@ -48,7 +53,7 @@ func FromMigration(engine, sqlText string) ([]Spec, []Warning, error) {
 	} else if engine == racefree.Postgres {
 		return nil, nil, racefree.Invalid("migration", "%v", err)
 	}
-	m = &migration{engine: engine, rewrites: map[string][]rewrite{}, created: map[string]string{}}
+	m = newMigration(engine)
 	for _, st := range splitStatements(sqlText) {
 		text := sqliteToPostgres(st.text)
 		src := lineOf(sqlText, st.offset)
@@ -63,6 +68,10 @@ func FromMigration(engine, sqlText string) ([]Spec, []Warning, error) {
 		}
 	}
 	return m.specs, m.warnings, nil
+}
+
+func newMigration(engine string) *migration {
+	return &migration{engine: engine, rewrites: map[string][]rewrite{}, created: map[string]string{}, unique: map[string]bool{}, copied: map[string]string{}}
 }
 
 type parseError struct{ err error }
@@ -83,6 +92,8 @@ type migration struct {
 	warnings []Warning
 	rewrites map[string][]rewrite // by table
 	created  map[string]string    // table -> source of its CREATE TABLE
+	unique   map[string]bool      // tables created with a UNIQUE constraint
+	copied   map[string]string    // created table -> source of an INSERT that copies existing rows into it
 }
 
 // key names a table for matching statements on it: SQLite's main schema is
@@ -157,7 +168,23 @@ type (
 		Relation   rangeVar
 		TargetList []struct{ ResTarget struct{ Name string } }
 	}
-	relStmt      struct{ Relation rangeVar }
+	relStmt    struct{ Relation rangeVar }
+	insertStmt struct {
+		Relation   rangeVar
+		SelectStmt struct {
+			SelectStmt *struct {
+				FromClause []json.RawMessage
+				Larg, Rarg json.RawMessage
+			}
+		}
+	}
+	createStmt struct {
+		Relation  rangeVar
+		TableElts []struct {
+			ColumnDef  *columnDef
+			Constraint *constraint
+		}
+	}
 	truncateStmt struct{ Relations []struct{ RangeVar rangeVar } }
 	renameStmt   struct {
 		RenameType string
@@ -240,7 +267,7 @@ func (m *migration) statement(kind string, raw json.RawMessage, s stmt, src stri
 			spec.Where = where
 			columnRefs(st.WhereClause, cols)
 		}
-		m.add(spec, cols)
+		return m.add(spec, cols)
 	case "AlterTableStmt":
 		var st alterTableStmt
 		if err := json.Unmarshal(raw, &st); err != nil {
@@ -252,11 +279,15 @@ func (m *migration) statement(kind string, raw json.RawMessage, s stmt, src stri
 			switch cmd.Subtype {
 			case "AT_AddConstraint":
 				if cmd.Def.Constraint != nil {
-					m.constraint(*cmd.Def.Constraint, table, src)
+					if err := m.constraint(*cmd.Def.Constraint, table, src); err != nil {
+						return err
+					}
 				}
 			case "AT_AddColumn":
 				if cmd.Def.ColumnDef != nil {
-					m.addColumn(*cmd.Def.ColumnDef, table, s, src)
+					if err := m.addColumn(*cmd.Def.ColumnDef, table, s, src); err != nil {
+						return err
+					}
 				}
 			case "AT_AlterColumnType":
 				m.rewrites[m.key(table)] = append(m.rewrites[m.key(table)], rewrite{src, "changes the type of column " + cmd.Name, []string{cmd.Name}})
@@ -275,14 +306,32 @@ func (m *migration) statement(kind string, raw json.RawMessage, s stmt, src stri
 		}
 		t := st.Relation.name()
 		m.rewrites[m.key(t)] = append(m.rewrites[m.key(t)], rewrite{src, "updates " + strings.Join(cols, ", "), cols})
-	case "DeleteStmt", "InsertStmt":
+	case "DeleteStmt":
 		var st relStmt
 		if err := json.Unmarshal(raw, &st); err != nil {
 			return err
 		}
-		what := map[string]string{"DeleteStmt": "deletes rows of", "InsertStmt": "inserts rows into"}[kind]
 		t := st.Relation.name()
-		m.rewrites[m.key(t)] = append(m.rewrites[m.key(t)], rewrite{src, what, nil})
+		m.rewrites[m.key(t)] = append(m.rewrites[m.key(t)], rewrite{src, "deletes rows of", nil})
+	case "InsertStmt":
+		var st insertStmt
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return err
+		}
+		t := st.Relation.name()
+		m.rewrites[m.key(t)] = append(m.rewrites[m.key(t)], rewrite{src, "inserts rows into", nil})
+		if sel := st.SelectStmt.SelectStmt; sel != nil && (len(sel.FromClause) > 0 || sel.Larg != nil) {
+			// INSERT … SELECT … FROM copies rows of the database, which
+			// the check of the file cannot see in the table it creates.
+			if _, ok := m.created[m.key(t)]; ok {
+				if m.unique[m.key(t)] {
+					m.warn(src, "copies existing rows into %s, which this migration creates with a UNIQUE constraint (%s): not checked; the copy fails on duplicates of its keys in the source rows, which --table and --key can check", t, m.created[m.key(t)])
+				}
+				if _, ok := m.copied[m.key(t)]; !ok {
+					m.copied[m.key(t)] = src
+				}
+			}
+		}
 	case "TruncateStmt":
 		var st truncateStmt
 		if err := json.Unmarshal(raw, &st); err != nil {
@@ -302,22 +351,41 @@ func (m *migration) statement(kind string, raw json.RawMessage, s stmt, src stri
 			m.rewrites[m.key(t)] = append(m.rewrites[m.key(t)], rewrite{src, "renames column " + st.Subname + " to " + st.Newname, []string{st.Subname, st.Newname}})
 		}
 	case "CreateStmt":
-		var st relStmt
+		var st createStmt
 		if err := json.Unmarshal(raw, &st); err != nil {
 			return err
 		}
-		m.created[m.key(st.Relation.name())] = src
+		t := m.key(st.Relation.name())
+		m.created[t] = src
+		delete(m.copied, t)
+		m.unique[t] = false
+		for _, el := range st.TableElts {
+			if el.Constraint != nil && el.Constraint.Contype == "CONSTR_UNIQUE" {
+				m.unique[t] = true
+			}
+			if el.ColumnDef != nil {
+				for _, c := range el.ColumnDef.Constraints {
+					if c.Constraint.Contype == "CONSTR_UNIQUE" {
+						m.unique[t] = true
+					}
+				}
+			}
+		}
 	}
 	return nil
 }
 
-func (m *migration) constraint(con constraint, table, src string) {
-	if con.Contype != "CONSTR_UNIQUE" {
-		return
+// constraint reads ADD [CONSTRAINT …] UNIQUE or PRIMARY KEY. A primary key
+// is checked as the unique index it builds, with a note that its NOT NULL
+// is not.
+func (m *migration) constraint(con constraint, table, src string) error {
+	kind := map[string]string{"CONSTR_UNIQUE": "UNIQUE", "CONSTR_PRIMARY": "PRIMARY KEY"}[con.Contype]
+	if kind == "" {
+		return nil
 	}
 	if con.Indexname != "" {
-		m.warn(src, "UNIQUE USING INDEX %s: the existing index already decides; nothing to check", con.Indexname)
-		return
+		m.warn(src, "%s USING INDEX %s: the existing index already decides; nothing to check", kind, con.Indexname)
+		return nil
 	}
 	spec := Spec{Table: table, NullsNotDistinct: con.NullsNotDistinct, IndexName: con.Conname, Source: src}
 	cols := map[string]bool{}
@@ -325,12 +393,15 @@ func (m *migration) constraint(con constraint, table, src string) {
 		spec.Keys = append(spec.Keys, Name{Table: k.String.Sval}.String())
 		cols[k.String.Sval] = true
 	}
-	m.add(spec, cols)
+	if kind == "PRIMARY KEY" {
+		spec.Notes = append(spec.Notes, fmt.Sprintf("PRIMARY KEY also sets NOT NULL on (%s): a row with a NULL there fails the migration too, which this check does not count", strings.Join(spec.Keys, ", ")))
+	}
+	return m.add(spec, cols)
 }
 
-func (m *migration) addColumn(col columnDef, table string, s stmt, src string) {
+func (m *migration) addColumn(col columnDef, table string, s stmt, src string) error {
 	var unique, nnd bool
-	var def *constraint
+	var def, gen *constraint
 	var bounds []int
 	for _, c := range col.Constraints {
 		con := c.Constraint
@@ -340,32 +411,51 @@ func (m *migration) addColumn(col columnDef, table string, s stmt, src string) {
 			unique, nnd = true, con.NullsNotDistinct
 		case "CONSTR_DEFAULT":
 			def = &c.Constraint
+		case "CONSTR_GENERATED":
+			gen = &c.Constraint
 		}
 	}
 	if !unique {
-		return
+		return nil
+	}
+	if gen != nil {
+		// GENERATED ALWAYS AS (expr) STORED: every existing row gets expr
+		// computed from its own columns.
+		expr := s.generatedExpr(gen.Location)
+		if expr == "" {
+			return racefree.Invalid("migration", "%s: ADD COLUMN %s UNIQUE: cannot find the text of its generated expression", src, col.Colname)
+		}
+		cols := map[string]bool{}
+		columnRefs(gen.RawExpr, cols)
+		return m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, Source: src,
+			Notes: []string{fmt.Sprintf("ADD COLUMN %s UNIQUE: checked as its generated expression %s, computed for every existing row", col.Colname, expr)}}, cols)
 	}
 	if def == nil {
 		m.warn(src, "ADD COLUMN %s UNIQUE: every existing row gets NULL, so no two collide; nothing to check", col.Colname)
-		return
+		return nil
 	}
 	expr := s.defaultExpr(def.Location, bounds)
 	if expr == "" {
 		m.warn(src, "ADD COLUMN %s UNIQUE: cannot find the text of its DEFAULT; not checked", col.Colname)
-		return
+		return nil
 	}
 	cols := map[string]bool{}
 	columnRefs(def.RawExpr, cols)
-	m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, Source: src,
+	return m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, Source: src,
 		Notes: []string{fmt.Sprintf("ADD COLUMN %s UNIQUE: checked as its DEFAULT %s, the value every existing row receives", col.Colname, expr)}}, cols)
 }
 
 // add records spec, unless its table is created in this file, with notes
-// about earlier statements that change what the check reads.
-func (m *migration) add(spec Spec, cols map[string]bool) {
+// about earlier statements that change what the check reads. A table the
+// file creates and then fills with existing rows (INSERT … SELECT … FROM)
+// is an InputError: the check cannot see the rows the index will meet.
+func (m *migration) add(spec Spec, cols map[string]bool) error {
 	if at, ok := m.created[m.key(spec.Table)]; ok {
+		if from, ok := m.copied[m.key(spec.Table)]; ok {
+			return racefree.Invalid("migration", "%s: %s is created by this migration (%s) and filled with existing rows (%s) before this unique index: the check cannot see those rows there; check the source table's keys with --table and --key", spec.Source, spec.Table, at, from)
+		}
 		m.warn(spec.Source, "%s is created by this migration (%s): it has no rows yet; nothing to check", spec.Table, at)
-		return
+		return nil
 	}
 	for _, rw := range m.rewrites[m.key(spec.Table)] {
 		if rw.cols == nil {
@@ -380,6 +470,7 @@ func (m *migration) add(spec Spec, cols map[string]bool) {
 		}
 	}
 	m.specs = append(m.specs, spec)
+	return nil
 }
 
 // columnRefs adds the last name of every column reference in the JSON parse

@@ -1,0 +1,370 @@
+package uniquecheck_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/uniquecheck"
+)
+
+// The tests of this file try the promises of docs/uniquecheck.md at the
+// edges of the boundary matrix: a check that cannot know says so instead
+// of "no duplicates".
+
+// runMigration runs a migration's statements on db and returns the first
+// error: the referee of what FromMigration says about the file.
+func runMigration(t *testing.T, db *racefree.DB, file string) error {
+	t.Helper()
+	tx, err := db.SQL().BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, st := range strings.Split(file, ";\n") {
+		if strings.TrimSpace(st) == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(context.Background(), st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestEdgesMigrationCopiesIntoACreatedTable proves that a unique index on
+// a table the migration creates and then fills with existing rows (the
+// table rebuild SQLite needs) is an InputError, not "no rows yet; nothing
+// to check", since the migration does fail on the duplicates it copies; a
+// table the migration creates and fills with literal rows, or not at all,
+// is still not checked; a copy into a table created with a UNIQUE
+// constraint is a warning.
+func TestEdgesMigrationCopiesIntoACreatedTable(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+		exec(t, db.SQL(), `INSERT INTO users VALUES (1, 'a@x.io'), (2, 'A@x.io')`)
+		const copied = "CREATE TABLE users_new (id INTEGER PRIMARY KEY, email TEXT);\n" +
+			"INSERT INTO users_new SELECT id, email FROM users;\n" +
+			"CREATE UNIQUE INDEX users_new_email ON users_new (lower(email));\n"
+		specs, _, err := uniquecheck.FromMigration(db.Engine(), copied)
+		if !errors.Is(err, racefree.ErrInvalidInput) || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "line 2") {
+			t.Fatalf("copy, then unique index: specs %+v, err %v; want an InputError naming lines 2 and 3", specs, err)
+		}
+		if err := runMigration(t, db, copied); err == nil {
+			t.Fatal("the migration ran: the fixture has no duplicates")
+		}
+
+		for _, file := range []string{
+			"CREATE TABLE fresh (id INTEGER PRIMARY KEY, email TEXT);\nCREATE UNIQUE INDEX fresh_email ON fresh (email);\n",
+			"CREATE TABLE fresh (id INTEGER PRIMARY KEY, email TEXT);\nINSERT INTO fresh VALUES (1, 'a');\nCREATE UNIQUE INDEX fresh_email ON fresh (email);\n",
+			"CREATE TABLE fresh (id INTEGER PRIMARY KEY, email TEXT);\nCREATE UNIQUE INDEX fresh_email ON fresh (email);\nINSERT INTO fresh SELECT id, email FROM users;\n",
+		} {
+			specs, warns, err := uniquecheck.FromMigration(db.Engine(), file)
+			if err != nil || len(specs) != 0 || len(warns) != 1 || !strings.Contains(warns[0].Message, "nothing to check") {
+				t.Errorf("%s: specs %+v, warnings %v, err %v; want one warning, nothing to check", file, specs, warns, err)
+			}
+		}
+
+		const constrained = "CREATE TABLE users_new (id INTEGER PRIMARY KEY, email TEXT UNIQUE);\n" +
+			"INSERT INTO users_new SELECT id, lower(email) FROM users;\n"
+		specs, warns, err := uniquecheck.FromMigration(db.Engine(), constrained)
+		if err != nil || len(specs) != 0 || len(warns) != 1 || warns[0].Source != "line 2" || !strings.Contains(warns[0].Message, "not checked") {
+			t.Fatalf("copy into a UNIQUE column: specs %+v, warnings %v, err %v; want a warning on line 2", specs, warns, err)
+		}
+		if err := runMigration(t, db, constrained); err == nil {
+			t.Fatal("the copy ran: the fixture has no duplicates")
+		}
+	})
+}
+
+// TestEdgesGeneratedColumnIsChecked proves that ADD COLUMN … GENERATED
+// ALWAYS AS (expr) STORED UNIQUE is checked as expr, which every existing
+// row gets, and not waved through as a column of NULLs (PostgreSQL: SQLite
+// cannot add a UNIQUE column).
+func TestEdgesGeneratedColumnIsChecked(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+	exec(t, db.SQL(), `INSERT INTO users VALUES (1, 'a@x.io'), (2, 'A@x.io'), (3, NULL), (4, NULL)`)
+	const file = "ALTER TABLE users ADD COLUMN email_key text GENERATED ALWAYS AS (lower(email)) STORED UNIQUE;\n"
+	specs, warns, err := uniquecheck.FromMigration(racefree.Postgres, file)
+	if err != nil || len(warns) != 0 || len(specs) != 1 || strings.Join(specs[0].Keys, ",") != "lower(email)" {
+		t.Fatalf("specs %+v, warnings %v, err %v; want one check of lower(email)", specs, warns, err)
+	}
+	rep, err := uniquecheck.Check(context.Background(), db, specs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DuplicateGroups != 1 || rep.SurplusRows != 1 {
+		t.Fatalf("%d groups, %d surplus rows; want 1, 1", rep.DuplicateGroups, rep.SurplusRows)
+	}
+	if err := runMigration(t, db, file); err == nil {
+		t.Fatal("the migration ran on the duplicates")
+	}
+}
+
+// TestEdgesAddPrimaryKeyIsChecked proves that ALTER TABLE … ADD [CONSTRAINT
+// …] PRIMARY KEY, which builds a unique index, is checked as one, with a
+// note that its NOT NULL is not (PostgreSQL: SQLite cannot add one).
+func TestEdgesAddPrimaryKeyIsChecked(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	exec(t, db.SQL(), `CREATE TABLE events (source TEXT, ext_id TEXT)`)
+	exec(t, db.SQL(), `INSERT INTO events VALUES ('stripe', 'e1'), ('stripe', 'e1'), ('paypal', 'e1')`)
+	for _, file := range []string{
+		"ALTER TABLE events ADD PRIMARY KEY (source, ext_id);\n",
+		"ALTER TABLE events ADD CONSTRAINT events_pkey PRIMARY KEY (source, ext_id);\n",
+	} {
+		specs, _, err := uniquecheck.FromMigration(racefree.Postgres, file)
+		if err != nil || len(specs) != 1 || strings.Join(specs[0].Keys, ",") != `"source","ext_id"` {
+			t.Fatalf("%s: specs %+v, err %v; want one check of source, ext_id", file, specs, err)
+		}
+		rep, err := uniquecheck.Check(context.Background(), db, specs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.DuplicateGroups != 1 || !strings.Contains(strings.Join(rep.Warnings, "\n"), "NOT NULL") {
+			t.Fatalf("%s: %d groups, warnings %q; want 1 group and the NOT NULL note", file, rep.DuplicateGroups, rep.Warnings)
+		}
+		if err := runMigration(t, db, file); err == nil {
+			t.Fatal("the migration ran on the duplicates")
+		}
+	}
+}
+
+// TestEdgesDedupeArchiveNameAtItsLimit proves DedupeSQL's archive table at
+// the 63-byte identifier limit: a table name of 48 bytes keeps all of it
+// (the archive's name is then 63 bytes), 49 and 63 bytes are cut to 48,
+// and a cut that would split a character stops before it, so that the
+// engine takes the name; the script then archives the surplus rows.
+func TestEdgesDedupeArchiveNameAtItsLimit(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		for _, c := range []struct{ table, archive string }{
+			{strings.Repeat("t", 48), strings.Repeat("t", 48) + "_dedupe_archive"},
+			{strings.Repeat("u", 49), strings.Repeat("u", 48) + "_dedupe_archive"},
+			{strings.Repeat("v", 63), strings.Repeat("v", 48) + "_dedupe_archive"},
+			{"a" + strings.Repeat("é", 24), "a" + strings.Repeat("é", 23) + "_dedupe_archive"},
+		} {
+			q := `"` + c.table + `"`
+			exec(t, db.SQL(), `CREATE TABLE `+q+` (id INTEGER PRIMARY KEY, email TEXT)`)
+			exec(t, db.SQL(), `INSERT INTO `+q+` VALUES (1, 'a'), (2, 'a'), (3, 'b')`)
+			rep, err := uniquecheck.Check(ctx, db, uniquecheck.Spec{Table: q, Keys: []string{"email"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			script, err := uniquecheck.DedupeSQL(db.Engine(), rep, uniquecheck.KeepMinID, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !utf8.ValidString(script) || !strings.Contains(script, `"`+c.archive+`"`) {
+				t.Fatalf("%d-byte table: the script names no archive %q (valid UTF-8: %v):\n%s", len(c.table), c.archive, utf8.ValidString(script), script)
+			}
+			runScript(t, db, script)
+			var archived, left int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM "`+c.archive+`"`).Scan(&archived); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+q).Scan(&left); err != nil {
+				t.Fatal(err)
+			}
+			if archived != 1 || left != 2 {
+				t.Fatalf("%d-byte table: archived %d, left %d; want 1, 2", len(c.table), archived, left)
+			}
+		}
+	})
+}
+
+func runScript(t *testing.T, db *racefree.DB, script string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.SQL().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, stmt := range strings.SplitAfter(script, ";\n") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+}
+
+// TestEdgesDedupeSQLKeepsThePredicateWhole proves that DedupeSQL keeps a
+// partial index's predicate whole: with an OR in it, the rows with a NULL
+// key stay out of every group and are neither archived nor deleted.
+func TestEdgesDedupeSQLKeepsThePredicateWhole(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT, org INTEGER, deleted_at BIGINT)`)
+		exec(t, db.SQL(), `INSERT INTO users VALUES (1, 'a', 1, NULL), (2, 'a', 2, 7), (3, NULL, 2, 7), (4, NULL, 2, 7), (5, 'a', 1, 9)`)
+		spec := uniquecheck.Spec{Table: "users", Keys: []string{"email"}, Where: "deleted_at IS NULL OR org = 2"}
+		rep, err := uniquecheck.Check(ctx, db, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.DuplicateGroups != 1 || rep.SurplusRows != 1 {
+			t.Fatalf("%d groups, %d surplus; want 1, 1", rep.DuplicateGroups, rep.SurplusRows)
+		}
+		script, err := uniquecheck.DedupeSQL(db.Engine(), rep, uniquecheck.KeepMinID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runScript(t, db, script)
+		var ids []int
+		rows, err := db.QueryContext(ctx, `SELECT id FROM users ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id int
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if got, want := ids, []int{1, 3, 4, 5}; !equalInts(got, want) {
+			t.Fatalf("left %v, want %v", got, want)
+		}
+		if !engineBuilds(t, db.SQL(), spec) {
+			t.Fatal("the index still fails after the dedupe script")
+		}
+	})
+}
+
+// TestEdgesCancelledCheckGivesNoVerdict proves that a check whose caller
+// cancels it returns the context's error and no report, never one that
+// says "no duplicates": cancelled before it starts (both engines) and, on
+// PostgreSQL, while its aggregate waits on a lock the test holds, once
+// the statement has been sent and before its first row.
+func TestEdgesCancelledCheckGivesNoVerdict(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+		exec(t, db.SQL(), `INSERT INTO users VALUES (1, 'a'), (2, 'a'), (3, 'b')`)
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		if rep, err := uniquecheck.Check(done, db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}}); rep != nil || !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled before the check: report %+v, err %v; want context.Canceled alone", rep, err)
+		}
+		if db.Engine() != racefree.Postgres {
+			return
+		}
+		ctx := context.Background()
+		hold, err := db.SQL().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hold.Close()
+		// A lock key of this test alone: the database is shared.
+		key := rand.Int32()
+		var pid int
+		if err := hold.QueryRowContext(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock($1)) AS l`, key).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		checkCtx, cancelCheck := context.WithCancel(ctx)
+		defer cancelCheck()
+		type result struct {
+			rep *uniquecheck.Report
+			err error
+		}
+		out := make(chan result, 1)
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			rep, err := uniquecheck.Check(checkCtx, db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, Where: fmt.Sprintf("pg_advisory_xact_lock_shared(%d) IS NOT NULL", key)})
+			out <- result{rep, err}
+		}()
+		if !testdb.BlockedBy(t, db, pid, ended) {
+			r := <-out
+			t.Fatalf("the check ended before it waited for the lock: %+v, %v", r.rep, r.err)
+		}
+		cancelCheck()
+		r := <-out
+		if _, err := hold.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+			t.Fatal(err)
+		}
+		if r.rep != nil || !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("cancelled while it ran: report %+v, err %v; want context.Canceled and no report", r.rep, r.err)
+		}
+	})
+}
+
+// TestEdgesTextAtTheLimits proves the text report at Limit and MaxKeys:
+// as many groups as the limit lists them all with no "more groups" line,
+// one fewer says "… 1 more groups"; a group with as many rows as MaxKeys
+// lists them all with no "more" mark, one fewer says "… 1 more".
+func TestEdgesTextAtTheLimits(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+		exec(t, db.SQL(), `INSERT INTO users VALUES (1, 'a'), (2, 'a'), (3, 'a'), (4, 'b'), (5, 'b'), (6, 'c')`)
+		text := func(limit, maxKeys int) string {
+			t.Helper()
+			rep, err := uniquecheck.Check(context.Background(), db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, Limit: limit, MaxKeys: maxKeys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := uniquecheck.WriteText(&b, []*uniquecheck.Report{rep}); err != nil {
+				t.Fatal(err)
+			}
+			return b.String()
+		}
+		if s := text(2, 3); strings.Contains(s, "more") || !strings.Contains(s, "2 duplicate groups, 3 surplus rows") || !strings.Contains(s, "1 2 3\n") {
+			t.Errorf("Limit 2 of 2 groups, MaxKeys 3 of 3 rows:\n%s", s)
+		}
+		if s := text(1, 2); !strings.Contains(s, "… 1 more groups (--limit)") || !strings.Contains(s, "1 2 … 1 more (--max-keys)") {
+			t.Errorf("Limit 1 of 2 groups, MaxKeys 2 of 3 rows:\n%s", s)
+		}
+	})
+}
+
+// TestEdgesIndexNameInItsTablesSchema proves that the warning about an
+// existing index looks in the schema of the checked table alone: an index
+// of the same name on the same-named table of another schema is not it
+// (PostgreSQL, where a schema is a namespace of its own).
+func TestEdgesIndexNameInItsTablesSchema(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	ctx := context.Background()
+	// The other schema, beside the test's own (the database is shared).
+	var app string
+	if err := db.QueryRowContext(ctx, `SELECT current_schema() || '_app'`).Scan(&app); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db.SQL(), `CREATE SCHEMA `+app)
+	t.Cleanup(func() { _, _ = db.SQL().ExecContext(context.Background(), `DROP SCHEMA `+app+` CASCADE`) })
+	exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+	exec(t, db.SQL(), `CREATE TABLE `+app+`.users (uid INTEGER PRIMARY KEY, email TEXT)`)
+	exec(t, db.SQL(), `INSERT INTO `+app+`.users VALUES (1, 'a'), (2, 'a')`)
+	exec(t, db.SQL(), `CREATE UNIQUE INDEX users_email ON users (email)`)
+	rep, err := uniquecheck.Check(ctx, db, uniquecheck.Spec{Table: app + ".users", Keys: []string{"email"}, IndexName: "users_email"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DuplicateGroups != 1 || strings.Join(rep.PrimaryKey, ",") != "uid" || len(rep.Warnings) != 0 {
+		t.Fatalf("%s.users: %d groups, primary key %v, warnings %q; want 1 group by uid and no warning", app, rep.DuplicateGroups, rep.PrimaryKey, rep.Warnings)
+	}
+	rep, err = uniquecheck.Check(ctx, db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, IndexName: "users_email"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DuplicateGroups != 0 || !strings.Contains(strings.Join(rep.Warnings, "\n"), `"users_email" already exists`) {
+		t.Fatalf("users: %d groups, warnings %q; want none and the existing index", rep.DuplicateGroups, rep.Warnings)
+	}
+}
