@@ -28,8 +28,9 @@ func (w Warning) String() string { return w.Source + ": " + w.Message }
 // index on a table the file creates is not checked (it has no rows yet),
 // unless the file first copies existing rows into it (INSERT … SELECT …
 // FROM), which is an InputError: the check cannot see them there; a copy
-// into a table created with a UNIQUE constraint is a Warning. It warns when an earlier statement in the
-// file rewrites a key or predicate column or changes the table's rows (in
+// into a table created with a UNIQUE constraint is a Warning. It warns
+// when an earlier statement in the file rewrites a key or predicate
+// column or changes the table's rows (in
 // Spec.Notes, which Check copies to Report.Warnings), and returns as
 // Warnings what concerns no checked index, such as a table the file creates.
 //
