@@ -342,6 +342,17 @@ func TestHTTPEdges(t *testing.T) {
 			}
 		}
 
+		// At the bound: a body of exactly 1 MiB is read (and judged: its
+		// holder is too long, 400); one byte more is 413.
+		frame := `{"holder":"","ttl_ms":1000}`
+		atBound := strings.Replace(frame, `""`, `"`+strings.Repeat("x", 1<<20-len(frame))+`"`, 1)
+		if code, body, _ := do(t, h, "POST", "/v1/claims/k", atBound); len(atBound) != 1<<20 || code != 400 || body["type"] != "urn:racefree:problem:invalid-input" {
+			t.Errorf("a body of exactly 1 MiB (%d bytes): %d %v; want it read: 400 invalid-input, not 413", len(atBound), code, body)
+		}
+		if code, body, _ := do(t, h, "POST", "/v1/claims/k", atBound+" "); code != 413 || body["type"] != "urn:racefree:problem:too-large" {
+			t.Errorf("a body of 1 MiB and 1 byte: %d %v; want 413 too-large", code, body)
+		}
+
 		for _, c := range []struct{ body, field, want string }{
 			{`{"holder":[1],"ttl_ms":1000}`, "holder", "must be a string"},
 			{`{"holder":"w","ttl_ms":"soon"}`, "ttl_ms", "must be an integer"},

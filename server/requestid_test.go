@@ -31,6 +31,7 @@ func TestRequestIDIsEchoedAndLogged(t *testing.T) {
 		{"GET", "/v1/claims/none", "", []string{"Authorization", "Bearer tok"}, false},
 		{"GET", "/v1/claims/none", "bad id with spaces", []string{"Authorization", "Bearer tok"}, false},
 		{"GET", "/v1/claims/none", strings.Repeat("x", 129), []string{"Authorization", "Bearer tok"}, false},
+		{"GET", "/v1/claims/none", strings.Repeat("y", 128), []string{"Authorization", "Bearer tok"}, true}, // at the bound
 		{"GET", "/v1/nothing", "trace-2", nil, true},
 		{"PUT", "/healthz", "trace-3", nil, true},
 		{"GET", "/v1/claims/none", "trace-4", nil, true},

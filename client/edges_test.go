@@ -1,0 +1,198 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/client"
+	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/server"
+)
+
+// faulty is a proxy in front of a real server: it answers the first fail
+// requests itself with answer (nil: it drops the connection, a transport
+// error), passes the others through, and counts every request.
+type faulty struct {
+	h      http.Handler
+	answer func(w http.ResponseWriter)
+	fail   int
+
+	mu   sync.Mutex
+	seen int
+	got  chan struct{} // receives after each request the proxy answered itself
+}
+
+func (f *faulty) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.seen++
+	mine := f.seen <= f.fail
+	f.mu.Unlock()
+	if !mine {
+		f.h.ServeHTTP(w, r)
+		return
+	}
+	defer func() {
+		select {
+		case f.got <- struct{}{}:
+		default:
+		}
+	}()
+	if f.answer == nil {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	}
+	f.answer(w)
+}
+
+func (f *faulty) requests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seen
+}
+
+// problem answers a problem of status and type name, with Retry-After
+// when retryAfter is not "".
+func problem(status int, name, retryAfter string) func(http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"type":"urn:racefree:problem:` + name + `","title":"` + name + `","status":` + strconv.Itoa(status) + `}`))
+	}
+}
+
+// TestEdgesRetryClasses: the client retries each class its loop retries
+// (a transport error, a 503, a 409 idempotency-in-progress) up to exactly
+// Attempts requests and no more, succeeds when the last allowed attempt
+// does, and sends every other answer (400, 401, 404, 409 held, 429, 500)
+// once,
+// never again; a call cancelled while it waits between attempts returns
+// at once with the context's error.
+func TestEdgesRetryClasses(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		h := server.New(db, server.Options{Token: "secret"}).Handler()
+		if _, err := claim.New(db).Acquire(ctx, db, "held", "someone", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		const attempts = 3
+		start := func(t *testing.T, f *faulty, opts client.Options) *client.Client {
+			f.h, f.got = h, make(chan struct{}, 1)
+			srv := httptest.NewServer(f)
+			t.Cleanup(srv.Close)
+			opts.Attempts, opts.Backoff = attempts, time.Millisecond
+			if opts.Key == "" {
+				opts.Key = "secret"
+			}
+			c, err := client.New(srv.URL, &opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		retried := []struct {
+			name   string
+			answer func(http.ResponseWriter)
+			is     func(error) bool
+		}{
+			{"transport error", nil, func(err error) bool {
+				var u *client.UnreachableError
+				return errors.As(err, &u) && u.Attempts == attempts && errors.Is(err, client.ErrUnreachable)
+			}},
+			{"503", problem(503, "unavailable", "0"), func(err error) bool {
+				var e *client.Error
+				return errors.As(err, &e) && e.Status == 503
+			}},
+			{"409 in progress", problem(409, "idempotency-in-progress", ""), func(err error) bool {
+				var e *client.Error
+				return errors.As(err, &e) && e.Status == 409
+			}},
+		}
+		for _, c := range retried {
+			t.Run(c.name, func(t *testing.T) {
+				// Every attempt fails: exactly Attempts requests, the
+				// last answer's error.
+				f := &faulty{answer: c.answer, fail: attempts}
+				_, err := start(t, f, client.Options{}).Get(ctx, "free")
+				if !c.is(err) || f.requests() != attempts {
+					t.Fatalf("every attempt failing: %v after %d requests; want its error after exactly %d", err, f.requests(), attempts)
+				}
+				// The last allowed attempt succeeds: the call does.
+				f = &faulty{answer: c.answer, fail: attempts - 1}
+				got, err := start(t, f, client.Options{}).Get(ctx, "held")
+				if err != nil || got.Holder != "someone" || f.requests() != attempts {
+					t.Fatalf("the last attempt succeeding: %+v, %v after %d requests; want the claim after %d", got, err, f.requests(), attempts)
+				}
+			})
+		}
+		// Answers that are not retried: one request each, its error.
+		for _, c := range []struct {
+			name string
+			call func(*client.Client) error
+			want error
+		}{
+			{"404 not found", func(c *client.Client) error { _, err := c.Get(ctx, "free"); return err }, racefree.ErrNotFound},
+			{"409 held", func(c *client.Client) error {
+				_, err := c.Acquire(ctx, "held", "me", time.Minute)
+				return err
+			}, racefree.ErrHeld},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				f := &faulty{}
+				err := c.call(start(t, f, client.Options{}))
+				if !errors.Is(err, c.want) || f.requests() != 1 {
+					t.Fatalf("%v after %d requests; want %v after exactly 1", err, f.requests(), c.want)
+				}
+			})
+		}
+		// Answers a real server gives where the client checks first (a
+		// bad input) or under faults (a 500), from the proxy.
+		for _, c := range []struct {
+			status int
+			name   string
+		}{{400, "invalid-input"}, {500, "internal"}, {429, "rate-limited"}} {
+			t.Run(strconv.Itoa(c.status)+" "+c.name, func(t *testing.T) {
+				f := &faulty{answer: problem(c.status, c.name, "0"), fail: attempts}
+				_, err := start(t, f, client.Options{}).Get(ctx, "held")
+				var e *client.Error
+				if !errors.As(err, &e) || e.Status != c.status || f.requests() != 1 {
+					t.Fatalf("%v after %d requests; want its %d after exactly 1", err, f.requests(), c.status)
+				}
+			})
+		}
+		t.Run("401 unauthorized", func(t *testing.T) {
+			f := &faulty{}
+			_, err := start(t, f, client.Options{Key: "wrong"}).Get(ctx, "held")
+			if !errors.Is(err, client.ErrUnauthorized) || f.requests() != 1 {
+				t.Fatalf("%v after %d requests; want ErrUnauthorized after exactly 1", err, f.requests())
+			}
+		})
+		t.Run("cancelled between attempts", func(t *testing.T) {
+			// The server asks for an hour; the caller gives up meanwhile.
+			f := &faulty{answer: problem(503, "unavailable", "3600"), fail: attempts}
+			c := start(t, f, client.Options{MaxBackoff: time.Hour})
+			cctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { _, err := c.Get(cctx, "held"); done <- err }()
+			<-f.got // the first attempt was answered 503: the client waits
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) || f.requests() != 1 {
+				t.Fatalf("cancelled while waiting: %v after %d requests; want context.Canceled after 1", err, f.requests())
+			}
+		})
+	})
+}
