@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
@@ -122,5 +126,27 @@ CREATE TABLE ledger (id bigint PRIMARY KEY, account_id bigint NOT NULL)`)
 	}
 	if r := runCLI(t, "rls-check", "--db", "sqlite:app.db"); !strings.Contains(r.stderr, "row-level security is a PostgreSQL feature") {
 		t.Errorf("sqlite: %q", r.stderr)
+	}
+}
+
+// TestRLSCheckCLICancelled: rls-check under a cancelled context gives no
+// verdict: nothing on stdout and exit 2 (could not check), never 0.
+func TestRLSCheckCLICancelled(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{{"--db", dsn}, {"--db", dsn, "--role", "postgres", "--format", "json"}} {
+		var out bytes.Buffer
+		cmd := rlsCheckCmd()
+		cmd.SetArgs(args)
+		cmd.SetOut(&out)
+		cmd.SetErr(io.Discard)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		err := cmd.ExecuteContext(ctx)
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != exitFailed || !errors.Is(ee.err, context.Canceled) || out.Len() != 0 {
+			t.Errorf("%v, cancelled: err %v, stdout %q; want exit %d with context.Canceled and no output", args, err, out.String(), exitFailed)
+		}
 	}
 }
