@@ -1,10 +1,14 @@
 package tenant_test
 
 import (
+	"context"
+	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -35,5 +39,239 @@ func TestCheckAtEachCharacterBound(t *testing.T) {
 		if err := tenant.Check(string(c) + "x"); !errors.Is(err, racefree.ErrInvalidInput) {
 			t.Errorf("Check(%q) = %v; want an InputError (not a letter or digit first)", string(c)+"x", err)
 		}
+	}
+}
+
+// seqInsert is an INSERT of one sequence row for the tenant of $1/?1 in
+// db's dialect.
+func seqInsert(db *racefree.DB) string {
+	if db.Engine() == racefree.SQLite {
+		return `INSERT INTO racefree_sequences (tenant, scope, name, last) VALUES (?1, 's', 'n', 1)`
+	}
+	return `INSERT INTO racefree_sequences (tenant, scope, name, last) VALUES ($1, 's', 'n', 1)`
+}
+
+func seqRows(t *testing.T, db *racefree.DB, id string) int {
+	t.Helper()
+	q := `SELECT count(*) FROM racefree_sequences WHERE tenant = $1`
+	if db.Engine() == racefree.SQLite {
+		q = `SELECT count(*) FROM racefree_sequences WHERE tenant = ?1`
+	}
+	var n int
+	if err := db.QueryRowContext(context.Background(), q, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func visited(t *testing.T, db *racefree.DB) string {
+	t.Helper()
+	var seen []string
+	if err := tenant.Each(context.Background(), db, func(ctx context.Context) error {
+		seen = append(seen, tenant.From(ctx))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(seen, ",")
+}
+
+// TestEdgesInTxCommittedAndRolledBack: InTx rolled back leaves nothing a
+// later reader on the pool sees (not the transaction's row, not the
+// tenant in the registry), and the process does not take the tenant for
+// registered: its next call on the pool records it, so Each visits it.
+// Committed, the later reader sees the row and Each the tenant. A
+// cancelled caller runs nothing and registers nothing.
+func TestEdgesInTxCommittedAndRolledBack(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		rollback := errors.New("roll back")
+		err := tenant.InTx(ctx, db, "ghost", func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, seqInsert(db), "ghost"); err != nil {
+				return err
+			}
+			return rollback
+		})
+		if !errors.Is(err, rollback) {
+			t.Fatalf("InTx: %v, want fn's error", err)
+		}
+		if n := seqRows(t, db, "ghost"); n != 0 {
+			t.Fatalf("after a rollback a later reader sees %d rows", n)
+		}
+		if got := visited(t, db); got != "default" {
+			t.Fatalf("after a rollback Each visits %s, want default alone", got)
+		}
+		gctx, _ := tenant.With(ctx, "ghost")
+		if _, err := tenant.Exec(gctx, db, db, seqInsert(db), "ghost"); err != nil {
+			t.Fatalf("ghost's first write on the pool: %v", err)
+		}
+		if got := visited(t, db); got != "default,ghost" {
+			t.Fatalf("after ghost's write on the pool Each visits %s, want default,ghost (the rolled-back InTx left the tenant unrecorded)", got)
+		}
+
+		err = tenant.InTx(ctx, db, "acme", func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, seqInsert(db), "acme")
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := seqRows(t, db, "acme"); n != 1 {
+			t.Fatalf("after a commit a later reader sees %d rows, want 1", n)
+		}
+		if got := visited(t, db); got != "acme,default,ghost" {
+			t.Fatalf("after a commit Each visits %s", got)
+		}
+
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		ran := false
+		err = tenant.InTx(cancelled, db, "late", func(context.Context, *sql.Tx) error { ran = true; return nil })
+		if !errors.Is(err, context.Canceled) || ran {
+			t.Fatalf("InTx under a cancelled context: %v, fn ran %v; want context.Canceled and nothing run", err, ran)
+		}
+		if got := visited(t, db); got != "acme,default,ghost" {
+			t.Fatalf("a cancelled InTx registered its tenant: Each visits %s", got)
+		}
+	})
+}
+
+// TestEdgesTenantIDAtItsLength tries the tenant id's length on each
+// engine at the limit and one past it: a tenant of exactly MaxIDBytes
+// writes its row, reads it back and is visited by Each; one byte more is
+// an InputError from InTx, With and ReadTx, and nothing is written or
+// registered.
+func TestEdgesTenantIDAtItsLength(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		long := "Z" + strings.Repeat("0", tenant.MaxIDBytes-2) + ":"
+		err := tenant.InTx(ctx, db, long, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, seqInsert(db), long)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("a tenant of %d bytes: %v", len(long), err)
+		}
+		if n := seqRows(t, db, long); n != 1 {
+			t.Fatalf("a tenant of %d bytes: %d rows, want 1", len(long), n)
+		}
+		if got := visited(t, db); got != long+",default" {
+			t.Fatalf("Each visits %s", got)
+		}
+		past := long + "0"
+		ran := false
+		if err := tenant.InTx(ctx, db, past, func(context.Context, *sql.Tx) error { ran = true; return nil }); !errors.Is(err, racefree.ErrInvalidInput) || ran {
+			t.Errorf("InTx for %d bytes: %v (fn ran: %v), want an InputError and nothing run", len(past), err, ran)
+		}
+		if _, err := tenant.With(ctx, past); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("With for %d bytes: %v", len(past), err)
+		}
+		ran = false
+		if err := tenant.ReadTx(ctx, db, past, func(context.Context, racefree.Executor) error { ran = true; return nil }); !errors.Is(err, racefree.ErrInvalidInput) || ran {
+			t.Errorf("ReadTx for %d bytes: %v (fn ran: %v), want an InputError", len(past), err, ran)
+		}
+		if got := visited(t, db); got != long+",default" {
+			t.Fatalf("after the refusals Each visits %s", got)
+		}
+	})
+}
+
+// TestEdgesTheRegistryUnderATenantSetting: as the application role, a
+// transaction set to tenant a may record a in the registry but not b (nor
+// may one set to no tenant record anyone); it can neither change nor
+// delete a registry row; and it reads every tenant's id, which Each
+// needs.
+func TestEdgesTheRegistryUnderATenantSetting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	owner, app := postgres(t)
+	if err := tenant.InTx(ctx, owner, "b", func(context.Context, *sql.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	ins := `INSERT INTO racefree_tenants (id, created_at) VALUES ($1, 0) ON CONFLICT (id) DO NOTHING`
+	if err := tenant.InTx(ctx, app, "a", func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, ins, "a")
+		return err
+	}); err != nil {
+		t.Fatalf("tenant a records itself: %v", err)
+	}
+	for name, fn := range map[string]func(ctx context.Context, tx *sql.Tx) error{
+		"a records c": func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, ins, "c")
+			return err
+		},
+		"a renames b": func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE racefree_tenants SET id = 'a2' WHERE id = 'b'`)
+			return err
+		},
+		"a deletes b": func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `DELETE FROM racefree_tenants WHERE id = 'b'`)
+			return err
+		},
+	} {
+		if err := tenant.InTx(ctx, app, "a", fn); err == nil {
+			t.Errorf("%s under a's setting: no error", name)
+		}
+	}
+	if err := app.InTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, ins, "c")
+		return err
+	}); err == nil {
+		t.Error("without a tenant setting the application role recorded tenant c")
+	}
+	if got := visited(t, app); got != "a,b,default" {
+		t.Fatalf("the application role's Each visits %s, want a,b,default", got)
+	}
+}
+
+// TestEdgesInTxRetriesATransientConflict: as the application role, an
+// InTx whose function fails with a serialization failure (40001) twice
+// runs again, each time in a transaction set to its tenant, and commits
+// the third time; a function that fails otherwise is not run again.
+func TestEdgesInTxRetriesATransientConflict(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	owner, app := postgres(t)
+	_, err := owner.ExecContext(ctx, `
+CREATE SEQUENCE attempts;
+CREATE FUNCTION flaky() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint := nextval('attempts');
+BEGIN
+  IF n < 3 THEN RAISE EXCEPTION 'conflict %', n USING ERRCODE = '40001'; END IF;
+  RETURN n;
+END $$;
+GRANT USAGE ON SEQUENCE attempts TO PUBLIC`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	err = tenant.InTx(ctx, app, "acme", func(ctx context.Context, tx *sql.Tx) error {
+		runs++
+		if got := setting(t, ctx, tx); got != "acme" {
+			t.Errorf("run %d: the setting is %q, want acme", runs, got)
+		}
+		var n int64
+		if err := tx.QueryRowContext(ctx, `SELECT flaky()`).Scan(&n); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO racefree_sequences (tenant, scope, name, last) VALUES ('acme', 's', 'n', $1)`, n)
+		return err
+	})
+	if err != nil || runs != 3 {
+		t.Fatalf("InTx: %v after %d runs; want success on the third", err, runs)
+	}
+	if n := seqRows(t, owner, "acme"); n != 1 {
+		t.Fatalf("%d rows, want 1", n)
+	}
+	runs = 0
+	err = tenant.InTx(ctx, app, "acme", func(ctx context.Context, tx *sql.Tx) error {
+		runs++
+		_, err := tx.ExecContext(ctx, `SELECT 1/0`)
+		return err
+	})
+	if err == nil || runs != 1 {
+		t.Fatalf("a permanent failure: %v after %d runs; want it returned after one", err, runs)
 	}
 }

@@ -1,0 +1,283 @@
+package rlscheck_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/ident"
+	"github.com/racefree/racefree/rlscheck"
+)
+
+// The boundary matrix of rls-check (docs/rlscheck.md, "edges"): each test
+// shares one fixture database and walks its edges in turn.
+
+// only wants exactly n findings, each of kind want on an object containing
+// obj.
+func only(t *testing.T, what string, rep *rlscheck.Report, want []rlscheck.Kind, n int, obj string) {
+	t.Helper()
+	if got := kinds(rep); !slices.Equal(got, want) || len(rep.Findings) != n {
+		t.Fatalf("%s: kinds %v in %d findings, want %v in %d: %+v", what, got, len(rep.Findings), want, n, rep.Findings)
+	}
+	for _, fd := range rep.Findings {
+		if !strings.Contains(fd.Object, obj) {
+			t.Fatalf("%s: finding on %s, want one on %s: %+v", what, fd.Object, obj, fd)
+		}
+	}
+}
+
+// TestEdgesIsolation: a policy open in one command alone (SELECT, INSERT,
+// UPDATE's USING, UPDATE's WITH CHECK, DELETE) is found in that command;
+// a partition without RLS of its own is found although its parent is
+// correct (a partition queried directly applies only its own policies);
+// a table of a second schema with the same name as a correct one is judged
+// by its own policies, and only when that schema is checked.
+func TestEdgesIsolation(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	opts := rlscheck.Options{Role: f.app}
+
+	// One command open, the other three proven.
+	for _, c := range []struct{ policy, clause string }{
+		{"notes_select", "USING"},
+		{"notes_insert", "WITH CHECK"},
+		{"notes_update", "USING"},
+		{"notes_update", "WITH CHECK"},
+		{"notes_delete", "USING"},
+	} {
+		what := c.policy + " " + c.clause
+		f.exec(t, fmt.Sprintf(`ALTER POLICY %s ON notes %s (true)`, c.policy, c.clause))
+		rep := f.check(t, opts)
+		only(t, what, rep, []rlscheck.Kind{rlscheck.PolicyAlwaysTrue}, 1, `"`+c.policy+`"`)
+		if p := rep.Findings[0].Problem; !strings.Contains(p, "policy's "+c.clause+" is true for every row") {
+			t.Errorf("%s: problem %q does not name the clause", what, p)
+		}
+		f.exec(t, rep.Findings[0].Fix)
+		if rep := f.check(t, opts); len(rep.Findings) != 0 {
+			t.Fatalf("%s: after the fix: %+v", what, rep.Findings)
+		}
+	}
+
+	// A correct partitioned table whose partition has no RLS of its own.
+	f.exec(t, `
+CREATE TABLE ledger (id bigint NOT NULL, tenant_id text NOT NULL) PARTITION BY RANGE (id);
+ALTER TABLE ledger ENABLE ROW LEVEL SECURITY;
+ALTER TABLE ledger FORCE ROW LEVEL SECURITY;
+CREATE POLICY ledger_tenant ON ledger USING (`+guardText+`) WITH CHECK (`+guardText+`);
+CREATE TABLE ledger_1 PARTITION OF ledger FOR VALUES FROM (0) TO (1000);
+ALTER TABLE ledger OWNER TO `+f.owner+`;
+ALTER TABLE ledger_1 OWNER TO `+f.owner)
+	rep := f.check(t, opts)
+	only(t, "partition", rep, []rlscheck.Kind{rlscheck.RLSDisabled, rlscheck.RLSNotForced, rlscheck.PolicyMissing}, 6, `."ledger_1"`)
+	if len(rep.Tables) != 5 {
+		t.Fatalf("tenant tables %v, want the partitioned table and its partition among them", rep.Tables)
+	}
+	for _, fd := range rep.Findings {
+		f.exec(t, fd.Fix)
+	}
+	if rep := f.check(t, opts); len(rep.Findings) != 0 {
+		t.Fatalf("partition: after the fixes: %+v", rep.Findings)
+	}
+
+	// A second schema with a table of the same name, without RLS.
+	schema := rep.Schemas[0]
+	f.exec(t, `CREATE SCHEMA edge_b; CREATE TABLE edge_b.notes (id bigint PRIMARY KEY, tenant_id text NOT NULL)`)
+	if rep := f.check(t, opts); len(rep.Findings) != 0 || len(rep.Tables) != 5 {
+		t.Fatalf("edge_b not asked for: %+v", rep)
+	}
+	two := rlscheck.Options{Role: f.app, Schemas: []string{schema, "edge_b"}}
+	rep = f.check(t, two)
+	only(t, "second schema", rep, []rlscheck.Kind{rlscheck.RLSDisabled, rlscheck.RLSNotForced, rlscheck.PolicyMissing}, 6, `"edge_b"."notes"`)
+	if len(rep.Tables) != 6 {
+		t.Fatalf("tenant tables %v, want 6", rep.Tables)
+	}
+	// Enabled and forced, still without a policy of its own: the other
+	// schema's notes policies are not its.
+	f.exec(t, rep.Findings[0].Fix)
+	f.exec(t, rep.Findings[1].Fix)
+	only(t, "second schema, enabled", f.check(t, two), []rlscheck.Kind{rlscheck.PolicyMissing}, 4, `"edge_b"."notes"`)
+	for _, fd := range rep.Findings[2:] {
+		f.exec(t, fd.Fix)
+	}
+	if rep := f.check(t, two); len(rep.Findings) != 0 {
+		t.Fatalf("second schema: after the fixes: %+v", rep.Findings)
+	}
+}
+
+// TestEdgesBounds: names of exactly 63 bytes (PostgreSQL's limit, in
+// multi-byte characters) for the tenant column, a table, a policy and the
+// role are checked and quoted, one byte more is an InputError; an OR of
+// five arms is proven only when every arm is, wherever the unguarded one
+// stands; a long AND and many policies on one table are judged each.
+func TestEdgesBounds(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	q := func(s string) string {
+		t.Helper()
+		v, err := ident.Quote(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	col := "t" + strings.Repeat("é", 31)
+	tbl := "Tab " + strings.Repeat("é", 29) + "x"
+	pol := strings.Repeat("p", 62) + `"`
+	role := "rf_rls_e_" + randomHex()
+	role += strings.Repeat("r", 63-len(role))
+	for _, s := range []string{col, tbl, pol, role} {
+		if len(s) != 63 {
+			t.Fatalf("%q is %d bytes, want 63", s, len(s))
+		}
+	}
+	f.exec(t, `CREATE ROLE `+q(role)+` NOLOGIN`)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := f.db.ExecContext(ctx, `DROP OWNED BY `+q(role)+` CASCADE; DROP ROLE `+q(role)); err != nil {
+			t.Errorf("drop role: %v", err)
+		}
+	})
+	guard := q(col) + ` = NULLIF(current_setting('racefree.tenant_id', true), '')`
+	f.exec(t, `
+CREATE TABLE `+q(tbl)+` (id bigint PRIMARY KEY, `+q(col)+` text NOT NULL);
+ALTER TABLE `+q(tbl)+` ENABLE ROW LEVEL SECURITY;
+ALTER TABLE `+q(tbl)+` FORCE ROW LEVEL SECURITY;
+CREATE POLICY `+q(pol)+` ON `+q(tbl)+` TO `+q(role)+` USING (`+guard+`) WITH CHECK (`+guard+`);
+ALTER TABLE `+q(tbl)+` OWNER TO `+f.owner)
+	opts := rlscheck.Options{TenantColumn: col, Role: role}
+	rep := f.check(t, opts)
+	if len(rep.Findings) != 0 || len(rep.Tables) != 1 || !strings.HasSuffix(rep.Tables[0], "."+q(tbl)) {
+		t.Fatalf("63-byte names: %+v", rep)
+	}
+	f.exec(t, `ALTER POLICY `+q(pol)+` ON `+q(tbl)+` USING (`+guard+` OR id > 0)`)
+	rep = f.check(t, opts)
+	only(t, "63-byte names, open", rep, []rlscheck.Kind{rlscheck.PolicyNotProven}, 1, q(pol))
+	if !strings.Contains(rep.Findings[0].Fix, q(col)) {
+		t.Errorf("fix %q does not quote the column", rep.Findings[0].Fix)
+	}
+	f.exec(t, rep.Findings[0].Fix)
+	if rep := f.check(t, opts); len(rep.Findings) != 0 {
+		t.Fatalf("63-byte names: after the fix: %+v", rep.Findings)
+	}
+	for _, o := range []rlscheck.Options{
+		{TenantColumn: col + "x", Role: role},
+		{TenantColumn: col, Role: role + "x"},
+		{TenantColumn: col, Role: role, Schemas: []string{rep.Schemas[0] + strings.Repeat("s", 64-len(rep.Schemas[0]))}},
+	} {
+		if _, err := rlscheck.New(f.db).Check(context.Background(), o); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("64 bytes %+v: %v, want an InputError", o, err)
+		}
+	}
+
+	// OR arms: five, each guarded, is proven; an unguarded one anywhere is
+	// not.
+	app := rlscheck.Options{Role: f.app}
+	arms := []string{"id > 0", "id < 0", "body IS NULL", "id = 0", "body = 'x'"}
+	guarded := make([]string, len(arms))
+	for i, a := range arms {
+		guarded[i] = "(" + guardText + " AND " + a + ")"
+	}
+	f.exec(t, `ALTER POLICY notes_select ON notes USING (`+strings.Join(guarded, " OR ")+`)`)
+	if rep := f.check(t, app); len(rep.Findings) != 0 {
+		t.Fatalf("five guarded arms: %+v", rep.Findings)
+	}
+	for i := range arms {
+		open := slices.Clone(guarded)
+		open[i] = "(" + arms[i] + ")"
+		f.exec(t, `ALTER POLICY notes_select ON notes USING (`+strings.Join(open, " OR ")+`)`)
+		only(t, fmt.Sprintf("arm %d of 5 unguarded", i+1), f.check(t, app), []rlscheck.Kind{rlscheck.PolicyNotProven}, 1, `"notes_select"`)
+	}
+	// A long AND with the guard last is proven.
+	var conj []string
+	for i := range 40 {
+		conj = append(conj, fmt.Sprintf("id <> %d", i))
+	}
+	f.exec(t, `ALTER POLICY notes_select ON notes USING (`+strings.Join(conj, " AND ")+` AND `+guardText+`)`)
+	if rep := f.check(t, app); len(rep.Findings) != 0 {
+		t.Fatalf("a long AND: %+v", rep.Findings)
+	}
+
+	// Many policies: 60 proven SELECT policies and one not, in the middle.
+	var many strings.Builder
+	for i := range 61 {
+		expr := guardText
+		if i == 37 {
+			expr += " OR id > 0"
+		}
+		fmt.Fprintf(&many, "CREATE POLICY notes_sel_%02d ON notes FOR SELECT USING (%s AND id <> %d);\n", i, expr, i)
+	}
+	f.exec(t, many.String())
+	rep = f.check(t, app)
+	only(t, "61 policies", rep, []rlscheck.Kind{rlscheck.PolicyNotProven}, 1, `"notes_sel_37"`)
+}
+
+// TestEdgesCancel: a check whose context is cancelled, before it starts or
+// while it waits on a lock, gives no report and the context's error, never
+// a verdict, and is not called a timeout.
+func TestEdgesCancel(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := rlscheck.New(f.db).Check(ctx, rlscheck.Options{Role: f.app})
+	if rep != nil || !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("cancelled before: report %+v, err %v; want no report and context.Canceled", rep, err)
+	}
+
+	// Held up by a migration's lock, then cancelled.
+	bg := context.Background()
+	tx, err := f.db.BeginTx(bg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(bg, `LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(bg)
+	defer cancel()
+	type result struct {
+		rep *rlscheck.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := rlscheck.New(f.db).Check(ctx, rlscheck.Options{Role: f.app})
+		done <- result{rep, err}
+	}()
+	// Wait until the check waits on the lock.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := f.db.QueryRowContext(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the check ended before it waited on the lock: %+v, %v", r.rep, r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the check never waited on the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case r := <-done:
+		if r.rep != nil || !errors.Is(r.err, context.Canceled) || strings.Contains(r.err.Error(), "timed out") {
+			t.Fatalf("cancelled while held: report %+v, err %v; want no report and context.Canceled", r.rep, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the check did not end on cancel")
+	}
+}
