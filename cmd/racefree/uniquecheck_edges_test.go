@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -13,26 +11,6 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
 )
-
-// runUniqueCheckCtx is runUniqueCheck under the caller's context.
-func runUniqueCheckCtx(ctx context.Context, args ...string) result {
-	var out, errb bytes.Buffer
-	cmd := uniqueCheckCmd()
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	code := 0
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		code = 1
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-		fmt.Fprintf(&errb, "racefree: %s\n", oneLine(err.Error()))
-	}
-	return result{code, out.String(), errb.String()}
-}
 
 // TestUniqueCheckEdgesCancelled proves that a cancelled unique-check (an
 // interrupted deploy gate) exits 2 with nothing on stdout, with --table

@@ -225,6 +225,11 @@ func runUniqueCheck(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	return runUniqueCheckCtx(ctx, args...)
+}
+
+// runUniqueCheckCtx is runUniqueCheck under the caller's context.
+func runUniqueCheckCtx(ctx context.Context, args ...string) result {
 	var out, errb bytes.Buffer
 	cmd := uniqueCheckCmd()
 	cmd.SetArgs(args)
