@@ -69,3 +69,28 @@ func (c *Client) Record(ctx context.Context, fingerprint string, fence int64, r 
 	err := c.do(ctx, call{method: "POST", path: "/v1/events/" + url.PathEscape(fingerprint) + "/result", body: body, idempotent: true}, nil)
 	return claimError(fingerprint, fence, err)
 }
+
+// Event returns the stored event fingerprint of the key's tenant and the
+// result recorded for it, as dedup.Log.Get (GET /v1/events/{fingerprint}):
+// ResultFence is the fence the result was recorded at, 0 when none was. A
+// fingerprint never observed, or reaped, is an error matching
+// racefree.ErrNotFound.
+func (c *Client) Event(ctx context.Context, fingerprint string) (*dedup.Record, error) {
+	if err := racefree.CheckText("fingerprint", fingerprint, claim.MaxKeyBytes); err != nil {
+		return nil, err
+	}
+	var out struct {
+		Fingerprint    string `json:"fingerprint"`
+		Source         string `json:"source"`
+		Level          string `json:"level"`
+		Message        string `json:"message"`
+		Classification string `json:"classification"`
+		ExternalID     string `json:"external_id"`
+		ResultFence    int64  `json:"result_fence"`
+	}
+	if err := c.do(ctx, call{method: "GET", path: "/v1/events/" + url.PathEscape(fingerprint)}, &out); err != nil {
+		return nil, err
+	}
+	return &dedup.Record{Fingerprint: out.Fingerprint, Source: out.Source, Level: out.Level, Message: out.Message,
+		Result: dedup.Result{Classification: out.Classification, ExternalID: out.ExternalID}, ResultFence: out.ResultFence}, nil
+}

@@ -69,6 +69,63 @@ type deadJSON struct {
 	LastError     string            `json:"last_error"`
 }
 
+// messageJSON is the answer of GET /v1/outbox/messages/{id}.
+type messageJSON struct {
+	deadJSON
+	State       outbox.State `json:"state"`
+	AvailableAt time.Time    `json:"available_at"`
+	Fence       int64        `json:"fence"`
+	LeasedBy    string       `json:"leased_by"`
+	History     []struct {
+		Fence   int64     `json:"fence"`
+		Attempt int       `json:"attempt"`
+		Worker  string    `json:"worker"`
+		At      time.Time `json:"at"`
+		Outcome string    `json:"outcome"`
+		Error   string    `json:"error"`
+	} `json:"history"`
+}
+
+// Message returns the key's tenant's message id in any state, with its
+// latest failed attempts oldest first in History, as outbox.Outbox.Get
+// (GET /v1/outbox/messages/{id}). An id that is not the tenant's, or was
+// reaped or discarded, is an error matching racefree.ErrNotFound.
+func (c *Client) Message(ctx context.Context, id int64) (*outbox.Record, error) {
+	if id < 1 {
+		return nil, racefree.Invalid("id", "must be a message id (a positive integer)")
+	}
+	var m messageJSON
+	if err := c.do(ctx, call{method: "GET", path: "/v1/outbox/messages/" + strconv.FormatInt(id, 10)}, &m); err != nil {
+		return nil, err
+	}
+	r, err := m.deadJSON.record()
+	if err != nil {
+		return nil, err
+	}
+	r.State, r.AvailableAt, r.Fence, r.LeasedBy = m.State, m.AvailableAt, m.Fence, m.LeasedBy
+	for _, a := range m.History {
+		r.History = append(r.History, outbox.Attempt{Fence: a.Fence, Attempt: a.Attempt, Worker: a.Worker, At: a.At, Outcome: a.Outcome, Error: a.Error})
+	}
+	return r, nil
+}
+
+// record returns m as a Record of a dead message.
+func (m deadJSON) record() (*outbox.Record, error) {
+	r := &outbox.Record{ID: m.ID, Topic: m.Topic, Key: m.Key, Ordered: m.Ordered, Headers: m.Headers, State: outbox.Dead,
+		Attempts: m.Attempts, MaxAttempts: m.MaxAttempts, CreatedAt: m.CreatedAt, AvailableAt: m.DiedAt, LastError: m.LastError}
+	switch {
+	case m.PayloadBase64 != "":
+		b, err := base64.StdEncoding.DecodeString(m.PayloadBase64)
+		if err != nil {
+			return nil, err
+		}
+		r.Payload = b
+	case len(m.Payload) > 0:
+		r.Payload = m.Payload
+	}
+	return r, nil
+}
+
 // Dead returns the key's tenant's dead messages, by id, above after and at
 // most limit (1 to outbox.MaxPage; 0: the server's default), filtered by
 // f's Topic and Key, as outbox.Outbox.Dead (GET /v1/outbox/dead). Each
@@ -96,17 +153,9 @@ func (c *Client) Dead(ctx context.Context, f outbox.Filter, after int64, limit i
 	}
 	rs := make([]*outbox.Record, 0, len(out.Messages))
 	for _, m := range out.Messages {
-		r := &outbox.Record{ID: m.ID, Topic: m.Topic, Key: m.Key, Ordered: m.Ordered, Headers: m.Headers, State: outbox.Dead,
-			Attempts: m.Attempts, MaxAttempts: m.MaxAttempts, CreatedAt: m.CreatedAt, AvailableAt: m.DiedAt, LastError: m.LastError}
-		switch {
-		case m.PayloadBase64 != "":
-			b, err := base64.StdEncoding.DecodeString(m.PayloadBase64)
-			if err != nil {
-				return nil, err
-			}
-			r.Payload = b
-		case len(m.Payload) > 0:
-			r.Payload = m.Payload
+		r, err := m.record()
+		if err != nil {
+			return nil, err
 		}
 		rs = append(rs, r)
 	}

@@ -74,8 +74,27 @@ func TestClientCoversEveryRouteFamily(t *testing.T) {
 			if err != nil || len(ds) != 1 || ds[0].ID != id || !bytes.Equal(ds[0].Payload, payload) {
 				t.Fatalf("claim: %v, %v; want message %d with the payload as sent", ds, err, id)
 			}
+			if m, err := c.Message(ctx, id); err != nil || m.State != outbox.Leased || m.LeasedBy != "w" || m.Fence != ds[0].Fence || m.Attempts != 1 || len(m.History) != 0 {
+				t.Fatalf("the message while a relay holds it: %+v, %v; want leased by w at the delivery's fence, no failure yet", m, err)
+			}
 			if _, err := o.Fail(ctx, ds[0], outbox.Permanent(errors.New("refused"))); err != nil {
 				t.Fatal(err)
+			}
+			m, err := c.Message(ctx, id)
+			if err != nil || m.State != outbox.Dead || !bytes.Equal(m.Payload, payload) || m.Headers["Content-Type"] != "application/octet-stream" ||
+				len(m.History) != 1 || m.History[0].Outcome != "dead" || m.History[0].Worker != "w" || m.History[0].Fence != ds[0].Fence ||
+				!strings.Contains(m.History[0].Error, "refused") || m.History[0].At.IsZero() {
+				t.Fatalf("the dead message: %+v, %v; want dead, its bytes and headers, one failed attempt by w with its error", m, err)
+			}
+			lib, err := o.Get(ctx, db, id)
+			if err != nil || !lib.AvailableAt.Equal(m.AvailableAt) || !lib.CreatedAt.Equal(m.CreatedAt) || lib.MaxAttempts != m.MaxAttempts {
+				t.Fatalf("the library's record %+v, %v; the client's %+v", lib, err, m)
+			}
+			if _, err := c.Message(ctx, id+1000); !errors.Is(err, racefree.ErrNotFound) || !strings.Contains(err.Error(), strconv.FormatInt(id+1000, 10)) {
+				t.Fatalf("a message that does not exist: %v, want not found, naming the id", err)
+			}
+			if _, err := c.Message(ctx, 0); !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Fatalf("message 0: %v, want an InputError", err)
 			}
 			rs, err := c.Dead(ctx, outbox.Filter{Topic: "mail"}, 0, 10)
 			if err != nil || len(rs) != 1 || rs[0].ID != id || !bytes.Equal(rs[0].Payload, payload) || rs[0].Key != "u1" || !strings.Contains(rs[0].LastError, "refused") {
@@ -109,6 +128,18 @@ func TestClientCoversEveryRouteFamily(t *testing.T) {
 			}
 			if _, err := c.Next(ctx, "invoices", "2026", 0); !errors.Is(err, racefree.ErrInvalidInput) {
 				t.Fatalf("next 0: %v, want an InputError", err)
+			}
+			if cur, err := c.Current(ctx, "invoices", "2026"); err != nil || cur != 5 {
+				t.Fatalf("current: %d, %v; want 5, the last number handed out", cur, err)
+			}
+			if cur, err := c.Current(ctx, "invoices", "2027"); err != nil || cur != 0 {
+				t.Fatalf("current of a counter that handed nothing out: %d, %v; want 0", cur, err)
+			}
+			if first, err := c.Next(ctx, "invoices", "2027", 1); err != nil || first != 1 {
+				t.Fatalf("next after reading a new counter: %d, %v; want 1: reading creates nothing", first, err)
+			}
+			if _, err := c.Current(ctx, "", "2026"); !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Fatalf("current of an empty scope: %v, want an InputError", err)
 			}
 		})
 
@@ -170,6 +201,12 @@ func TestClientCoversEveryRouteFamily(t *testing.T) {
 			rec, err := dedup.New(db).Get(ctx, db, "card-declined")
 			if err != nil || rec.Classification != "fraud" || rec.ExternalID != "T-1" || rec.ResultFence != 1 || rec.Source != "billing" {
 				t.Fatalf("the library after the client's record: %+v, %v", rec, err)
+			}
+			if got, err := c.Event(ctx, "card-declined"); err != nil || *got != *rec {
+				t.Fatalf("the client's event: %+v, %v; the library's %+v", got, err, rec)
+			}
+			if _, err := c.Event(ctx, "never-seen"); !errors.Is(err, racefree.ErrNotFound) || !strings.Contains(err.Error(), "never-seen") {
+				t.Fatalf("the event of a fingerprint never observed: %v, want not found, naming it", err)
 			}
 			if err := c.Record(ctx, "card-declined", 7, dedup.Result{}); !errors.Is(err, racefree.ErrNotHeld) {
 				t.Fatalf("record at a fence never issued: %v, want not held", err)

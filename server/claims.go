@@ -29,6 +29,7 @@ func (s *Server) claimRoutes() {
 	s.handle("GET /v1/claims/{key}", http.HandlerFunc(s.getClaim))
 	s.handle("POST /v1/events", s.oneCall(s.observeEvent))
 	s.handle("POST /v1/events/{fingerprint}/result", s.transactional(s.recordEvent))
+	s.handle("GET /v1/events/{fingerprint}", http.HandlerFunc(s.getEvent))
 }
 
 type claimJSON struct {
@@ -215,6 +216,39 @@ func (s *Server) observeEvent(ctx context.Context, exec racefree.Executor, r *ht
 		"fingerprint": o.Fingerprint, "process": o.Process, "fence": o.Fence, "count": o.Count,
 		"first_seen": formatTime(o.FirstSeen), "last_seen": formatTime(o.LastSeen),
 	}, nil
+}
+
+// eventJSON is the answer of GET /v1/events/{fingerprint}: dedup.Record.
+type eventJSON struct {
+	Fingerprint    string `json:"fingerprint"`
+	Source         string `json:"source"`
+	Level          string `json:"level"`
+	Message        string `json:"message"`
+	Classification string `json:"classification"`
+	ExternalID     string `json:"external_id"`
+	ResultFence    int64  `json:"result_fence"` // 0: no result recorded
+}
+
+// getEvent answers the request's tenant's stored event and its recorded
+// result, as dedup.Log.Get: 404 for a fingerprint never observed, or
+// reaped.
+func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
+	fp, err := pathParam(r, "fingerprint", claim.MaxKeyBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var rec *dedup.Record
+	err = s.reading(r.Context(), func(ctx context.Context, exec racefree.Executor) (err error) {
+		rec, err = s.events.Get(ctx, exec, fp)
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, eventJSON{Fingerprint: rec.Fingerprint, Source: rec.Source, Level: rec.Level, Message: rec.Message,
+		Classification: rec.Classification, ExternalID: rec.ExternalID, ResultFence: rec.ResultFence})
 }
 
 func (s *Server) recordEvent(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {

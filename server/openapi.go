@@ -235,6 +235,21 @@ var schemas = map[string]any{
 		"headers":  map[string]any{"type": []string{"object", "null"}, "additionalProperties": str},
 		"attempts": integer, "max_attempts": integer, "created_at": when, "died_at": when, "last_error": str,
 	}),
+	"OutboxMessage": obj([]string{"id", "topic", "key", "ordered", "headers", "state", "created_at", "available_at", "attempts", "max_attempts",
+		"fence", "leased_by", "last_error", "history"}, map[string]any{
+		"id": integer, "topic": str, "key": str, "ordered": boolean,
+		"payload": described("the payload, when it is JSON"), "payload_base64": base64s,
+		"headers":      map[string]any{"type": []string{"object", "null"}, "additionalProperties": str},
+		"state":        map[string]any{"type": "string", "enum": []string{"ready", "leased", "delivered", "dead"}},
+		"created_at":   when,
+		"available_at": typ("string", "ready: when it is due; leased: when the lease lapses; delivered or dead: since when (RFC 3339, UTC, milliseconds)"),
+		"attempts":     integer, "max_attempts": integer,
+		"fence":     typ("integer", "the latest tenure's fence; 0 before the first"),
+		"leased_by": typ("string", "the worker of the latest tenure"), "last_error": str,
+		"history": arrayOf(obj([]string{"fence", "attempt", "worker", "at", "outcome", "error"}, map[string]any{
+			"fence": integer, "attempt": integer, "worker": str, "at": when,
+			"outcome": map[string]any{"type": "string", "enum": []string{"retry", "dead", "lapsed"}}, "error": str}), "the latest failed attempts, oldest first"),
+	}),
 	"RepairedMessage": obj([]string{"id", "state"}, map[string]any{"id": integer, "state": map[string]any{"type": "string", "enum": []string{"ready", "discarded"}}}),
 }
 
@@ -284,6 +299,12 @@ var apiRoutes = map[string]apiRoute{
 		response: obj([]string{"fingerprint", "fence", "classification", "external_id"},
 			map[string]any{"fingerprint": str, "fence": integer, "classification": str, "external_id": str}),
 		problems: []problem.Kind{problem.StaleFence, problem.NotHeld, problem.NotFound}},
+	"GET /v1/events/{fingerprint}": {summary: "Read an event and the result recorded for it",
+		path: map[string]any{"fingerprint": pathTextSchema(claim.MaxKeyBytes, "the event's fingerprint")},
+		response: obj([]string{"fingerprint", "source", "level", "message", "classification", "external_id", "result_fence"},
+			map[string]any{"fingerprint": str, "source": str, "level": str, "message": str, "classification": str, "external_id": str,
+				"result_fence": typ("integer", "the fence the result was recorded at; 0 when none was recorded")}),
+		problems: []problem.Kind{problem.InvalidInput, problem.NotFound}},
 
 	"POST /v1/inbox/{source}": {summary: "Receive a Standard Webhooks delivery, at most once per event id: 204 for a new delivery and for a duplicate", signed: true,
 		path:    map[string]any{"source": map[string]any{"type": "string", "pattern": sourceName.String(), "description": "a configured source"}},
@@ -307,6 +328,10 @@ var apiRoutes = map[string]apiRoute{
 		idempotent: true, request: bodySchema(nextRequest{}, nil, map[string]any{"n": withDefault(intSchema(1, seq.MaxN, "how many numbers"), 1)}),
 		response: obj([]string{"scope", "name", "first", "last"}, map[string]any{"scope": str, "name": str, "first": integer, "last": integer}),
 		problems: []problem.Kind{problem.SequenceExhausted}},
+	"GET /v1/sequences/{scope}/{name}": {summary: "The last number the counter handed out (0: none); no lock, so not the next one",
+		path:     map[string]any{"scope": pathTextSchema(seq.MaxScopeBytes, "the counter's scope"), "name": pathTextSchema(seq.MaxNameBytes, "the counter's name")},
+		response: obj([]string{"scope", "name", "current"}, map[string]any{"scope": str, "name": str, "current": typ("integer", "the last number handed out; 0 when none was")}),
+		problems: []problem.Kind{problem.InvalidInput}},
 
 	"POST /v1/tokens": {summary: "Issue a one-time code or a refresh token (never stored, so no Idempotency-Key)",
 		request: issueSchema,
@@ -362,7 +387,10 @@ var apiRoutes = map[string]apiRoute{
 		request: enqueueSchema,
 		response: obj([]string{"id", "idempotency_key", "topic", "key"}, map[string]any{"id": integer,
 			"idempotency_key": typ("string", "the Idempotency-Key each delivery carries: the id"), "topic": str, "key": str}),
-		problems: []problem.Kind{problem.UnsupportedMediaType}},
+	},
+	"GET /v1/outbox/messages/{id}": {summary: "Read a message in any state, with its failure history",
+		path: map[string]any{"id": positive("the message's id, as POST /v1/outbox answered it")}, response: ref("OutboxMessage"),
+		problems: []problem.Kind{problem.InvalidInput, problem.NotFound}},
 	"GET /v1/outbox/dead": {summary: "List dead letters, by id",
 		query: []param{{"topic", optionalTextSchema(outbox.MaxTopicBytes, "only this topic (empty: every topic)"), false}, {"key", optionalTextSchema(outbox.MaxKeyBytes, "only this key (empty: every key)"), false},
 			afterParam, limitParam(outbox.MaxPage)},
@@ -374,11 +402,11 @@ var apiRoutes = map[string]apiRoute{
 	"POST /v1/outbox/dead/{id}/redrive": {summary: "Send a dead letter again (admin scope)", idempotent: true,
 		path: map[string]any{"id": positive("the dead message's id")}, optionalBody: true,
 		request:  map[string]any{"type": "object", "additionalProperties": false, "description": "none, or {}"},
-		response: ref("RepairedMessage"), problems: []problem.Kind{problem.NotFound, problem.UnsupportedMediaType}},
+		response: ref("RepairedMessage"), problems: []problem.Kind{problem.NotFound}},
 	"POST /v1/outbox/dead/{id}/discard": {summary: "Discard a dead letter (admin scope)", idempotent: true,
 		path: map[string]any{"id": positive("the dead message's id")}, optionalBody: true,
 		request:  map[string]any{"type": "object", "additionalProperties": false, "description": "none, or {}"},
-		response: ref("RepairedMessage"), problems: []problem.Kind{problem.NotFound, problem.UnsupportedMediaType}},
+		response: ref("RepairedMessage"), problems: []problem.Kind{problem.NotFound}},
 }
 
 // rateLimitHeaders are the headers of a quota decision, admitted (200) or
@@ -424,8 +452,8 @@ var problemDocs = map[string]string{
 
 // problemsOf returns every problem kind route p may answer: its own, those
 // of every /v1/ route (credentials, outages), those of an idempotent route
-// (the Idempotency-Key's), of a route with a JSON body, and
-// method-not-allowed.
+// (the Idempotency-Key's), of a route with a JSON body (its media type),
+// and method-not-allowed.
 func problemsOf(pattern string, r apiRoute) []problem.Kind {
 	kinds := append([]problem.Kind{problem.MethodNotAllowed}, r.problems...)
 	if strings.Contains(pattern, " /v1/") {
@@ -436,6 +464,9 @@ func problemsOf(pattern string, r apiRoute) []problem.Kind {
 	}
 	if r.idempotent {
 		kinds = append(kinds, problem.InvalidInput, problem.TooLarge, problem.IdempotencyMalformed, problem.InProgress, problem.KeyMismatch)
+	}
+	if r.request != nil && !r.signed {
+		kinds = append(kinds, problem.UnsupportedMediaType)
 	}
 	seen := map[string]bool{}
 	out := kinds[:0]

@@ -103,6 +103,9 @@ func (s *Server) oneCall(op operation) http.Handler { return s.serveOperation(op
 func (s *Server) serveOperation(op operation, pooled bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := readBody(w, r)
+		if err == nil {
+			err = jsonBody(r)
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return

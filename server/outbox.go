@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -25,6 +23,7 @@ func (s *Server) outboxRoutes() {
 	s.handle("POST /v1/outbox", s.transactional(s.enqueueMessage))
 	s.handle("GET /v1/outbox/dead", http.HandlerFunc(s.listDead))
 	s.handle("GET /v1/outbox/stats", http.HandlerFunc(s.outboxStats))
+	s.handle("GET /v1/outbox/messages/{id}", http.HandlerFunc(s.getMessage))
 	s.handle(adminOutboxRoutes[0], s.transactional(s.redriveDead))
 	s.handle(adminOutboxRoutes[1], s.transactional(s.discardDead))
 }
@@ -49,28 +48,6 @@ func (s *Server) ReapOutbox(ctx context.Context) (int64, error) {
 	n, err := o.Reap(ctx)
 	s.CountReaped("outbox_messages", n)
 	return n, err
-}
-
-// mediaTypeError refuses a request body that is not JSON (415).
-type mediaTypeError struct{ got string }
-
-func (e *mediaTypeError) Error() string {
-	return fmt.Sprintf("the request body must be JSON (Content-Type: application/json), not %q", e.got)
-}
-
-// jsonBody refuses a Content-Type other than application/json or a
-// +json type. A request without one is taken as JSON, as on racefree's
-// other routes.
-func jsonBody(r *http.Request) error {
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return &mediaTypeError{got: ct}
-	}
-	return nil
 }
 
 // enqueueRequest is the body of POST /v1/outbox.
@@ -147,9 +124,6 @@ func hasHeader(h map[string]string, name string) bool {
 // an Idempotency-Key, the message and the stored answer commit together,
 // so a retried request gets the same id back and enqueues nothing more.
 func (s *Server) enqueueMessage(ctx context.Context, exec racefree.Executor, r *http.Request, body []byte) (any, error) {
-	if err := jsonBody(r); err != nil {
-		return nil, err
-	}
 	o, err := s.Outbox()
 	if err != nil {
 		return nil, err
@@ -199,6 +173,71 @@ func toDeadMessage(r *outbox.Record) deadMessage {
 		m.PayloadBase64 = base64.StdEncoding.EncodeToString(r.Payload)
 	}
 	return m
+}
+
+// messageJSON is the answer of GET /v1/outbox/messages/{id}: outbox.Record
+// with its failure history.
+type messageJSON struct {
+	ID            int64             `json:"id"`
+	Topic         string            `json:"topic"`
+	Key           string            `json:"key"`
+	Ordered       bool              `json:"ordered"`
+	Payload       json.RawMessage   `json:"payload,omitempty"`        // when the payload is JSON
+	PayloadBase64 string            `json:"payload_base64,omitempty"` // when it is not
+	Headers       map[string]string `json:"headers"`
+	State         string            `json:"state"`
+	CreatedAt     string            `json:"created_at"`
+	AvailableAt   string            `json:"available_at"`
+	Attempts      int               `json:"attempts"`
+	MaxAttempts   int               `json:"max_attempts"`
+	Fence         int64             `json:"fence"`
+	LeasedBy      string            `json:"leased_by"`
+	LastError     string            `json:"last_error"`
+	History       []attemptJSON     `json:"history"`
+}
+
+// attemptJSON is one failed tenure of a message: outbox.Attempt.
+type attemptJSON struct {
+	Fence   int64  `json:"fence"`
+	Attempt int    `json:"attempt"`
+	Worker  string `json:"worker"`
+	At      string `json:"at"`
+	Outcome string `json:"outcome"`
+	Error   string `json:"error"`
+}
+
+// getMessage answers the request's tenant's message id in any state, with
+// its failure history, as outbox.Outbox.Get: 404 for an id that is not the
+// tenant's, or was reaped or discarded.
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
+	id, err := deadID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o, err := s.Outbox()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var rec *outbox.Record
+	err = s.reading(r.Context(), func(ctx context.Context, exec racefree.Executor) (err error) {
+		rec, err = o.Get(ctx, exec, id)
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d := toDeadMessage(rec)
+	m := messageJSON{ID: d.ID, Topic: d.Topic, Key: d.Key, Ordered: d.Ordered, Payload: d.Payload, PayloadBase64: d.PayloadBase64,
+		Headers: d.Headers, State: string(rec.State), CreatedAt: d.CreatedAt, AvailableAt: formatTime(rec.AvailableAt),
+		Attempts: rec.Attempts, MaxAttempts: rec.MaxAttempts, Fence: rec.Fence, LeasedBy: rec.LeasedBy, LastError: rec.LastError,
+		History: []attemptJSON{}}
+	for _, a := range rec.History {
+		m.History = append(m.History, attemptJSON{Fence: a.Fence, Attempt: a.Attempt, Worker: a.Worker, At: formatTime(a.At), Outcome: a.Outcome, Error: a.Error})
+	}
+	writeJSON(w, http.StatusOK, m)
 }
 
 // listDead answers the request's tenant's dead messages, by id, filtered
@@ -257,7 +296,7 @@ func (s *Server) outboxStats(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// deadID returns the path's message id.
+// deadID returns the path's message id (of a dead letter, or of any message).
 func deadID(r *http.Request) (int64, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
@@ -293,9 +332,6 @@ func (s *Server) repairDead(ctx context.Context, exec racefree.Executor, r *http
 		return nil, err
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
-		if err := jsonBody(r); err != nil {
-			return nil, err
-		}
 		if err := decode(body, &struct{}{}); err != nil {
 			return nil, err
 		}
@@ -312,10 +348,4 @@ func (s *Server) repairDead(ctx context.Context, exec racefree.Executor, r *http
 		return nil, errNotDead
 	}
 	return map[string]any{"id": id, "state": state}, nil
-}
-
-// isMediaType reports whether err refuses the body's media type.
-func isMediaType(err error) bool {
-	var mt *mediaTypeError
-	return errors.As(err, &mt)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -150,6 +151,37 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, racefree.Invalid("request body", "could not be read: it was sent too slowly or cut short")
 	}
 	return body, err
+}
+
+// mediaTypeError refuses a request body that is not JSON (415).
+type mediaTypeError struct{ got string }
+
+func (e *mediaTypeError) Error() string {
+	return fmt.Sprintf("the request body must be JSON (Content-Type: application/json), not %q", e.got)
+}
+
+// jsonBody refuses a Content-Type other than application/json or a +json
+// type (415), on every route that takes a JSON body (serveOperation), even
+// an empty one, so that every route answers alike: a form or a text/plain
+// body is a client's mistake, and it is what a browser sends cross-origin
+// without a CORS preflight. A request without a Content-Type is taken as
+// JSON.
+func jsonBody(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return &mediaTypeError{got: ct}
+	}
+	return nil
+}
+
+// isMediaType reports whether err refuses the body's media type.
+func isMediaType(err error) bool {
+	var mt *mediaTypeError
+	return errors.As(err, &mt)
 }
 
 // decode reads one JSON object from body into v, refusing unknown fields

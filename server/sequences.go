@@ -27,6 +27,7 @@ func (s *Server) sequenceRoutes() {
 	})}
 	s.reg.MustRegister(sr.ops, sr.numbers)
 	s.handle("POST /v1/sequences/{scope}/{name}/next", s.transactional(sr.next))
+	s.handle("GET /v1/sequences/{scope}/{name}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sr.current(s, w, r) }))
 }
 
 // nextRequest is the body of POST /v1/sequences/{scope}/{name}/next.
@@ -69,6 +70,40 @@ func (sr *sequenceRoutes) next(ctx context.Context, exec racefree.Executor, r *h
 	}
 	sr.numbers.Add(float64(n))
 	return sequenceJSON{Scope: scope, Name: name, First: first, Last: first + n - 1}, nil
+}
+
+// currentJSON is the answer of GET /v1/sequences/{scope}/{name}.
+type currentJSON struct {
+	Scope   string `json:"scope"`
+	Name    string `json:"name"`
+	Current int64  `json:"current"` // 0: none handed out yet
+}
+
+// current answers the last number the path's counter handed out in the
+// request's tenant, as seq.Counters.Current: 0 for a counter that handed
+// none out (a counter is not created by reading it). It takes no lock, so
+// current + 1 is not the next number once another caller takes one.
+func (sr *sequenceRoutes) current(s *Server, w http.ResponseWriter, r *http.Request) {
+	scope, err := pathParam(r, "scope", seq.MaxScopeBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	name, err := pathParam(r, "name", seq.MaxNameBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var cur int64
+	err = s.reading(r.Context(), func(ctx context.Context, exec racefree.Executor) (err error) {
+		cur, err = sr.counters.Current(ctx, exec, scope, name)
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, currentJSON{Scope: scope, Name: name, Current: cur})
 }
 
 func (sr *sequenceRoutes) count(err error) {

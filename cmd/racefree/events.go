@@ -22,7 +22,7 @@ or recorded (record), 1 the server failed, could not be reached or refused
 the key, 2 bad input or usage (nothing sent), 3 a duplicate (observe:
 another observer has the window; the observation is printed), 4 stale
 fence (record: a later window was won since), 5 not held (record: the
-fence was never issued), 6 no such fingerprint (record).`
+fence was never issued), 6 no such fingerprint (record, get).`
 
 // eventsCmd observes events and records their results on a running
 // server: of all the observers of one fingerprint in one window, exactly
@@ -106,8 +106,25 @@ overwrites the result.
 	rf.Int64Var(&fence, "fence", 0, "the fence observe printed with process (required)")
 	rf.StringVar(&result.Classification, "classification", "", "what the event turned out to be")
 	rf.StringVar(&result.ExternalID, "external-id", "", "what the downstream work made of it, e.g. a ticket's id")
+	get := &cobra.Command{
+		Use:   "get FINGERPRINT",
+		Short: "Print an event and the result recorded for it: exit 0 found, 6 no such fingerprint",
+		Long: `get prints the stored event (source, level, message) and the result recorded
+for it with the fence it was recorded at (fence 0: none recorded yet).
+` + eventsExitHelp,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
+				rec, err := c.Event(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printEvent(cmd.OutOrStdout(), rec, asJSON)
+			})
+		},
+	}
 	usageExit(cmd)
-	for _, sub := range []*cobra.Command{observe, record} {
+	for _, sub := range []*cobra.Command{observe, record, get} {
 		formatFlag(sub, &format, "output: text (one line) or json (one object, the members of the API's answer)")
 		usageExit(sub)
 		cmd.AddCommand(sub)
@@ -127,5 +144,20 @@ func printObservation(w io.Writer, o *dedup.Observation, asJSON bool) error {
 		verdict = "duplicate"
 	}
 	_, err := fmt.Fprintf(w, "%s: %s, fence %d, occurrence %d since %s\n", o.Fingerprint, verdict, o.Fence, o.Count, fmtTime(o.FirstSeen))
+	return err
+}
+
+// printEvent prints an event and its result as one line of text, or with
+// asJSON as one object with the members of GET /v1/events/{fingerprint}.
+func printEvent(w io.Writer, r *dedup.Record, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(map[string]any{"fingerprint": r.Fingerprint, "source": r.Source, "level": r.Level,
+			"message": r.Message, "classification": r.Classification, "external_id": r.ExternalID, "result_fence": r.ResultFence})
+	}
+	result := "no result recorded"
+	if r.ResultFence > 0 {
+		result = fmt.Sprintf("result at fence %d: classification %q, external id %q", r.ResultFence, r.Classification, r.ExternalID)
+	}
+	_, err := fmt.Fprintf(w, "%s: %s %s %q; %s\n", r.Fingerprint, r.Source, r.Level, r.Message, result)
 	return err
 }

@@ -345,8 +345,51 @@ database failed, 2 bad input (nothing stored).`,
 	enqueue.Flags().StringVar(&payload, "payload", "", "the payload, as bytes")
 	enqueue.Flags().BoolVar(&ordered, "ordered", false, "deliver after every older message of its (topic, key)")
 	usageExit(enqueue)
+	get := &cobra.Command{
+		Use:   "get ID",
+		Short: "Print a message in any state, with its failed attempts (exit 6: no such message)",
+		Long: `get prints the message: its state (ready, leased, delivered or dead),
+attempts, the latest tenure's fence and worker, its payload and headers,
+and its latest failed attempts, oldest first, each with its worker, time,
+outcome (retry, dead or lapsed) and error. --format json prints one object
+with the members of GET /v1/outbox/messages/{id}.
+Exit status: 0 printed, 1 the database or server failed, 2 bad input or
+usage, 6 no such message in the tenant (or reaped, or discarded).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := output(cmd)
+			if err != nil {
+				return err
+			}
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id < 1 {
+				return clientExit(racefree.Invalid("id", "%q is not a message id", args[0]))
+			}
+			var r *outbox.Record
+			c, err := remote(cmd)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				ctx, cancel := context.WithTimeout(cmd.Context(), clientTimeout)
+				defer cancel()
+				r, err = c.Message(ctx, id)
+			} else {
+				ctx, h, o, done, oerr := open(cmd)
+				if oerr != nil {
+					return oerr
+				}
+				defer done()
+				r, err = o.Get(ctx, h, id)
+			}
+			if err != nil {
+				return clientExit(err)
+			}
+			return printMessage(cmd.OutOrStdout(), r, asJSON)
+		},
+	}
 	dead.AddCommand(list, redrive, discard)
-	cmd.AddCommand(dead, stats, enqueue)
+	cmd.AddCommand(dead, stats, enqueue, get)
 	return cmd
 }
 
@@ -367,17 +410,92 @@ type deadJSON struct {
 	LastError     string            `json:"last_error"`
 }
 
+// printMessage prints r and its history as text, or with asJSON as one
+// object with the members of GET /v1/outbox/messages/{id}.
+func printMessage(w io.Writer, r *outbox.Record, asJSON bool) error {
+	if asJSON {
+		type attempt struct {
+			Fence   int64  `json:"fence"`
+			Attempt int    `json:"attempt"`
+			Worker  string `json:"worker"`
+			At      string `json:"at"`
+			Outcome string `json:"outcome"`
+			Error   string `json:"error"`
+		}
+		m := struct {
+			ID            int64             `json:"id"`
+			Topic         string            `json:"topic"`
+			Key           string            `json:"key"`
+			Ordered       bool              `json:"ordered"`
+			Payload       json.RawMessage   `json:"payload,omitempty"`
+			PayloadBase64 string            `json:"payload_base64,omitempty"`
+			Headers       map[string]string `json:"headers"`
+			State         outbox.State      `json:"state"`
+			CreatedAt     string            `json:"created_at"`
+			AvailableAt   string            `json:"available_at"`
+			Attempts      int               `json:"attempts"`
+			MaxAttempts   int               `json:"max_attempts"`
+			Fence         int64             `json:"fence"`
+			LeasedBy      string            `json:"leased_by"`
+			LastError     string            `json:"last_error"`
+			History       []attempt         `json:"history"`
+		}{ID: r.ID, Topic: r.Topic, Key: r.Key, Ordered: r.Ordered, Headers: r.Headers, State: r.State, CreatedAt: fmtTime(r.CreatedAt),
+			AvailableAt: fmtTime(r.AvailableAt), Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, Fence: r.Fence, LeasedBy: r.LeasedBy,
+			LastError: r.LastError, History: []attempt{}}
+		m.Payload, m.PayloadBase64 = payloadJSON(r.Payload)
+		for _, a := range r.History {
+			m.History = append(m.History, attempt{a.Fence, a.Attempt, a.Worker, fmtTime(a.At), a.Outcome, a.Error})
+		}
+		return json.NewEncoder(w).Encode(m)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "id\t%d\n", r.ID)
+	fmt.Fprintf(tw, "topic\t%s\n", r.Topic)
+	fmt.Fprintf(tw, "key\t%s\n", r.Key)
+	fmt.Fprintf(tw, "state\t%s\tsince or until %s\n", r.State, r.AvailableAt.Format(time.RFC3339))
+	fmt.Fprintf(tw, "attempts\t%d/%d\n", r.Attempts, r.MaxAttempts)
+	if r.Fence > 0 {
+		fmt.Fprintf(tw, "fence\t%d\t(worker %s)\n", r.Fence, r.LeasedBy)
+	}
+	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.Format(time.RFC3339))
+	if r.LastError != "" {
+		fmt.Fprintf(tw, "last error\t%s\n", oneLine(r.LastError))
+	}
+	fmt.Fprintf(tw, "payload\t%d bytes\n", len(r.Payload))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.History) == 0 {
+		_, err := fmt.Fprintln(w, "no failed attempt")
+		return err
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ATTEMPT\tFENCE\tWORKER\tAT\tOUTCOME\tERROR")
+	for _, a := range r.History {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", a.Attempt, a.Fence, a.Worker, a.At.Format(time.RFC3339), a.Outcome, oneLine(a.Error))
+	}
+	return tw.Flush()
+}
+
+// payloadJSON returns a payload as the API gives it: the JSON value when
+// it is JSON, else its standard base64.
+func payloadJSON(p []byte) (json.RawMessage, string) {
+	switch {
+	case len(p) == 0:
+		return nil, ""
+	case json.Valid(p):
+		return p, ""
+	}
+	return nil, base64.StdEncoding.EncodeToString(p)
+}
+
 func printDead(w io.Writer, rs []*outbox.Record, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, r := range rs {
 			m := deadJSON{ID: r.ID, Topic: r.Topic, Key: r.Key, Ordered: r.Ordered, Headers: r.Headers, Attempts: r.Attempts,
 				MaxAttempts: r.MaxAttempts, CreatedAt: fmtTime(r.CreatedAt), DiedAt: fmtTime(r.AvailableAt), LastError: r.LastError}
-			if len(r.Payload) > 0 && json.Valid(r.Payload) {
-				m.Payload = r.Payload
-			} else if len(r.Payload) > 0 {
-				m.PayloadBase64 = base64.StdEncoding.EncodeToString(r.Payload)
-			}
+			m.Payload, m.PayloadBase64 = payloadJSON(r.Payload)
 			if err := enc.Encode(m); err != nil {
 				return err
 			}

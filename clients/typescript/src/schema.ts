@@ -194,6 +194,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events/{fingerprint}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read an event and the result recorded for it */
+        get: operations["get_v1_events_fingerprint"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events/{fingerprint}/result": {
         parameters: {
             query?: never;
@@ -297,6 +314,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/outbox/messages/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Read a message in any state, with its failure history */
+        get: operations["get_v1_outbox_messages_id"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/outbox/stats": {
         parameters: {
             query?: never;
@@ -325,6 +359,23 @@ export interface paths {
         put?: never;
         /** Charge n units of key under a policy: never more than the limit; a denial charges nothing */
         post: operations["post_v1_quotas_key_consume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sequences/{scope}/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The last number the counter handed out (0: none); no lock, so not the next one */
+        get: operations["get_v1_sequences_scope_name"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -502,6 +553,43 @@ export interface components {
             payload?: unknown;
             /** @description standard base64 */
             payload_base64?: string;
+            topic: string;
+        };
+        OutboxMessage: {
+            attempts: number;
+            /** @description ready: when it is due; leased: when the lease lapses; delivered or dead: since when (RFC 3339, UTC, milliseconds) */
+            available_at: string;
+            /** @description RFC 3339, UTC, milliseconds (empty when there is none) */
+            created_at: string;
+            /** @description the latest tenure's fence; 0 before the first */
+            fence: number;
+            headers: {
+                [key: string]: string;
+            } | null;
+            /** @description the latest failed attempts, oldest first */
+            history: {
+                /** @description RFC 3339, UTC, milliseconds (empty when there is none) */
+                at: string;
+                attempt: number;
+                error: string;
+                fence: number;
+                /** @enum {string} */
+                outcome: "retry" | "dead" | "lapsed";
+                worker: string;
+            }[];
+            id: number;
+            key: string;
+            last_error: string;
+            /** @description the worker of the latest tenure */
+            leased_by: string;
+            max_attempts: number;
+            ordered: boolean;
+            /** @description the payload, when it is JSON */
+            payload?: unknown;
+            /** @description standard base64 */
+            payload_base64?: string;
+            /** @enum {string} */
+            state: "ready" | "leased" | "delivered" | "dead";
             topic: string;
         };
         Problem: {
@@ -960,6 +1048,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description urn:racefree:problem:idempotency-key-mismatch */
             422: {
                 headers: {
@@ -1091,6 +1189,16 @@ export interface operations {
             };
             /** @description urn:racefree:problem:too-large */
             413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -1532,6 +1640,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description urn:racefree:problem:idempotency-key-mismatch */
             422: {
                 headers: {
@@ -1768,6 +1886,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description urn:racefree:problem:idempotency-key-mismatch */
             422: {
                 headers: {
@@ -1917,9 +2045,128 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description urn:racefree:problem:idempotency-key-mismatch */
             422: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unavailable, urn:racefree:problem:read-only, urn:racefree:problem:not-durable, urn:racefree:problem:schema */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_v1_events_fingerprint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 128 visible ASCII characters, kept as the request's id; one is made up otherwise */
+                "X-Request-Id"?: components["parameters"]["X-Request-Id"];
+            };
+            path: {
+                fingerprint: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        classification: string;
+                        external_id: string;
+                        fingerprint: string;
+                        level: string;
+                        message: string;
+                        /** @description the fence the result was recorded at; 0 when none was recorded */
+                        result_fence: number;
+                        source: string;
+                    };
+                };
+            };
+            /** @description urn:racefree:problem:invalid-input */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:insufficient-scope */
+            403: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:not-found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:method-not-allowed */
+            405: {
+                headers: {
+                    Allow?: string;
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
@@ -2057,6 +2304,16 @@ export interface operations {
             };
             /** @description urn:racefree:problem:too-large */
             413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -2883,6 +3140,106 @@ export interface operations {
             };
         };
     };
+    get_v1_outbox_messages_id: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 128 visible ASCII characters, kept as the request's id; one is made up otherwise */
+                "X-Request-Id"?: components["parameters"]["X-Request-Id"];
+            };
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OutboxMessage"];
+                };
+            };
+            /** @description urn:racefree:problem:invalid-input */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:insufficient-scope */
+            403: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:not-found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:method-not-allowed */
+            405: {
+                headers: {
+                    Allow?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unavailable, urn:racefree:problem:read-only, urn:racefree:problem:not-durable, urn:racefree:problem:schema */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     get_v1_outbox_stats: {
         parameters: {
             query?: never;
@@ -3092,6 +3449,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description urn:racefree:problem:idempotency-key-mismatch */
             422: {
                 headers: {
@@ -3108,6 +3475,102 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unavailable, urn:racefree:problem:read-only, urn:racefree:problem:not-durable, urn:racefree:problem:schema */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_v1_sequences_scope_name: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 128 visible ASCII characters, kept as the request's id; one is made up otherwise */
+                "X-Request-Id"?: components["parameters"]["X-Request-Id"];
+            };
+            path: {
+                name: string;
+                scope: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the last number handed out; 0 when none was */
+                        current: number;
+                        name: string;
+                        scope: string;
+                    };
+                };
+            };
+            /** @description urn:racefree:problem:invalid-input */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:insufficient-scope */
+            403: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:method-not-allowed */
+            405: {
+                headers: {
+                    Allow?: string;
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
@@ -3237,6 +3700,16 @@ export interface operations {
             };
             /** @description urn:racefree:problem:too-large */
             413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -3378,6 +3851,16 @@ export interface operations {
             };
             /** @description urn:racefree:problem:too-large */
             413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
@@ -3538,6 +4021,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description urn:racefree:problem:idempotency-key-mismatch */
             422: {
                 headers: {
@@ -3685,6 +4178,16 @@ export interface operations {
             };
             /** @description urn:racefree:problem:too-large */
             413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description urn:racefree:problem:unsupported-media-type */
+            415: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
