@@ -250,6 +250,29 @@ func (s *Server) dashboardLogout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+// deadLetterRequest checks what a request on the path's dead message
+// needs once c, its caller, is known: c's key has scope (else 403 with
+// denied) and the path's id is a message id (else 400). It returns the
+// context of c's tenant and the id, or answers the refusal itself and
+// reports false.
+func (s *Server) deadLetterRequest(w http.ResponseWriter, r *http.Request, c dashCaller, scope apikey.Scope, denied string) (context.Context, int64, bool) {
+	if !c.scopes.Has(scope) {
+		s.message(w, r, http.StatusForbidden, denied)
+		return nil, 0, false
+	}
+	id, err := deadID(r)
+	if err != nil {
+		s.message(w, r, http.StatusBadRequest, "That is not a message id.")
+		return nil, 0, false
+	}
+	ctx, err := tenant.With(r.Context(), c.tenant)
+	if err != nil {
+		s.dashRefuse(w, r, err)
+		return nil, 0, false
+	}
+	return ctx, id, true
+}
+
 // dashboardRedrive makes a dead outbox message of the caller's tenant due
 // again (outbox.Redrive, as POST /v1/outbox/dead/{id}/redrive does): admin
 // scope and a valid CSRF token required.
@@ -277,22 +300,12 @@ func (s *Server) dashRepair(w http.ResponseWriter, r *http.Request, done, doing 
 	if !ok {
 		return
 	}
-	if !c.scopes.Has(apikey.Admin) {
-		s.message(w, r, http.StatusForbidden, doing+" needs a key with the admin scope.")
-		return
-	}
-	id, err := deadID(r)
-	if err != nil {
-		s.message(w, r, http.StatusBadRequest, "That is not a message id.")
-		return
-	}
-	ctx, err := tenant.With(r.Context(), c.tenant)
-	if err != nil {
-		s.dashRefuse(w, r, err)
+	ctx, id, ok := s.deadLetterRequest(w, r, c, apikey.Admin, doing+" needs a key with the admin scope.")
+	if !ok {
 		return
 	}
 	var ids []int64
-	err = s.writing(ctx, func(ctx context.Context, exec racefree.Executor) error {
+	err := s.writing(ctx, func(ctx context.Context, exec racefree.Executor) error {
 		o, err := s.Outbox()
 		if err != nil {
 			return err
@@ -341,18 +354,8 @@ func (s *Server) dashboardDead(w http.ResponseWriter, r *http.Request) {
 		s.dashRefuse(w, r, err)
 		return
 	}
-	if !c.scopes.Has(apikey.Read) {
-		s.message(w, r, http.StatusForbidden, "This key lacks the read scope the dashboard needs.")
-		return
-	}
-	id, err := deadID(r)
-	if err != nil {
-		s.message(w, r, http.StatusBadRequest, "That is not a message id.")
-		return
-	}
-	ctx, err := tenant.With(r.Context(), c.tenant)
-	if err != nil {
-		s.dashRefuse(w, r, err)
+	ctx, id, ok := s.deadLetterRequest(w, r, c, apikey.Read, "This key lacks the read scope the dashboard needs.")
+	if !ok {
 		return
 	}
 	o, err := s.Outbox()
