@@ -71,6 +71,46 @@ func (f *serverFlags) runOutput(cmd *cobra.Command, format string, fn func(ctx c
 	return f.run(cmd, func(ctx context.Context, c *client.Client) error { return fn(ctx, c, asJSON) })
 }
 
+// clientGroup builds a command whose subcommands talk to a running
+// server: the group carries --server, for all of them, and the --format
+// they share.
+type clientGroup struct {
+	cmd    *cobra.Command
+	srv    serverFlags
+	format string
+}
+
+// newClientGroup returns the group of the command use, with --server.
+func newClientGroup(use, short, long string) *clientGroup {
+	g := &clientGroup{cmd: &cobra.Command{Use: use, Short: short, Long: long}}
+	g.srv.add(g.cmd)
+	return g
+}
+
+// run returns a subcommand's RunE: fn runs, with the subcommand and its
+// arguments, as runOutput runs it (--format checked before anything is
+// sent, a client of --server, a timeout, the error's exit status).
+func (g *clientGroup) run(fn func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		return g.srv.runOutput(cmd, g.format, func(ctx context.Context, c *client.Client, asJSON bool) error {
+			return fn(ctx, cmd, args, c, asJSON)
+		})
+	}
+}
+
+// add gives each of subs --format (formatHelp says what each value
+// prints), makes cobra's own refusals of the group and of subs exit 2,
+// adds subs to the group and returns the group's command.
+func (g *clientGroup) add(formatHelp string, subs ...*cobra.Command) *cobra.Command {
+	usageExit(g.cmd)
+	for _, sub := range subs {
+		formatFlag(sub, &g.format, formatHelp)
+		usageExit(sub)
+		g.cmd.AddCommand(sub)
+	}
+	return g.cmd
+}
+
 // clientExit gives a client command's error its exit status.
 func clientExit(err error) error {
 	var ee *exitError
@@ -136,86 +176,72 @@ func fmtTime(t time.Time) string {
 // and operators.
 func claimCmd() *cobra.Command {
 	var (
-		srv    serverFlags
 		holder string
 		fence  int64
 		ttl    time.Duration
-		format string
 	)
-	cmd := &cobra.Command{
-		Use:   "claim",
-		Short: "Acquire, renew, release or read a claim on a running server (--server URL, key in RACEFREE_KEY)",
-		Long:  "claim talks to a racefree server. " + exitCodesHelp,
-	}
-	srv.add(cmd)
+	g := newClientGroup("claim", "Acquire, renew, release or read a claim on a running server (--server URL, key in RACEFREE_KEY)",
+		"claim talks to a racefree server. "+exitCodesHelp)
 	acquire := &cobra.Command{
 		Use:   "acquire KEY --holder H --ttl D",
 		Short: "Take the claim on KEY: exit 0 won (the claim is printed), 3 held (the live claim is printed)",
 		Long:  exitCodesHelp,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				got, err := c.Acquire(ctx, args[0], holder, ttl)
-				var held *claim.HeldError
-				if errors.As(err, &held) {
-					if perr := printClaim(cmd.OutOrStdout(), &held.Claim, asJSON); perr != nil {
-						return perr
-					}
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			got, err := c.Acquire(ctx, args[0], holder, ttl)
+			var held *claim.HeldError
+			if errors.As(err, &held) {
+				if perr := printClaim(cmd.OutOrStdout(), &held.Claim, asJSON); perr != nil {
+					return perr
 				}
-				if err != nil {
-					return err
-				}
-				return printClaim(cmd.OutOrStdout(), got, asJSON)
-			})
-		},
+			}
+			if err != nil {
+				return err
+			}
+			return printClaim(cmd.OutOrStdout(), got, asJSON)
+		}),
 	}
 	renew := &cobra.Command{
 		Use:   "renew KEY --holder H --fence N --ttl D",
 		Short: "Extend the caller's live claim: exit 0 renewed, 4 stale fence, 5 not held",
 		Long:  exitCodesHelp,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				got, err := c.Renew(ctx, args[0], holder, fence, ttl)
-				if err != nil {
-					return err
-				}
-				return printClaim(cmd.OutOrStdout(), got, asJSON)
-			})
-		},
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			got, err := c.Renew(ctx, args[0], holder, fence, ttl)
+			if err != nil {
+				return err
+			}
+			return printClaim(cmd.OutOrStdout(), got, asJSON)
+		}),
 	}
 	release := &cobra.Command{
 		Use:   "release KEY --holder H --fence N",
 		Short: "End the caller's tenure now: exit 0 released, 4 stale fence, 5 not held",
 		Long:  exitCodesHelp,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				if err := c.Release(ctx, args[0], holder, fence); err != nil {
-					return err
-				}
-				if asJSON { // the route answers 204: its own parameters
-					return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"key": args[0], "holder": holder, "fence": fence})
-				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: released by %s, fence %d\n", args[0], holder, fence)
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			if err := c.Release(ctx, args[0], holder, fence); err != nil {
 				return err
-			})
-		},
+			}
+			if asJSON { // the route answers 204: its own parameters
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"key": args[0], "holder": holder, "fence": fence})
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: released by %s, fence %d\n", args[0], holder, fence)
+			return err
+		}),
 	}
 	get := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print the claim on KEY: exit 0 found, 6 no such claim",
 		Long:  exitCodesHelp,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				got, err := c.Get(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				return printClaim(cmd.OutOrStdout(), got, asJSON)
-			})
-		},
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			got, err := c.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printClaim(cmd.OutOrStdout(), got, asJSON)
+		}),
 	}
 	for _, sub := range []*cobra.Command{acquire, renew, release} {
 		sub.Flags().StringVar(&holder, "holder", "", "the holder's name, unique per worker (required)")
@@ -226,11 +252,5 @@ func claimCmd() *cobra.Command {
 	for _, sub := range []*cobra.Command{acquire, renew} {
 		sub.Flags().DurationVar(&ttl, "ttl", 30*time.Second, "how long the claim lives without a renewal (whole milliseconds)")
 	}
-	usageExit(cmd)
-	for _, sub := range []*cobra.Command{acquire, renew, release, get} {
-		formatFlag(sub, &format, "output: text (one line) or json (one object, the members of the API's claim)")
-		usageExit(sub)
-		cmd.AddCommand(sub)
-	}
-	return cmd
+	return g.add("output: text (one line) or json (one object, the members of the API's claim)", acquire, renew, release, get)
 }

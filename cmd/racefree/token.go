@@ -28,46 +28,38 @@ is printed: already_used, reused, revoked, expired or unknown).`
 // on a running server.
 func tokenCmd() *cobra.Command {
 	var (
-		srv              serverFlags
 		purpose, subject string
 		ttl              time.Duration
 		refresh          bool
-		format           string
 	)
-	cmd := &cobra.Command{
-		Use:   "token",
-		Short: "Issue, consume or rotate one-time codes and refresh tokens on a running server (--server URL, key in RACEFREE_KEY)",
-	}
-	srv.add(cmd)
+	g := newClientGroup("token", "Issue, consume or rotate one-time codes and refresh tokens on a running server (--server URL, key in RACEFREE_KEY)", "")
 	issue := &cobra.Command{
 		Use:   "issue --subject S (--purpose P | --refresh) [--ttl D]",
 		Short: "Issue a one-time code of purpose P (or, with --refresh, a refresh-token family) for subject S: prints it, with the token",
 		Long:  "issue prints one JSON object, with the token in clear: racefree stores only its hash.\n" + tokenExitHelp,
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				if refresh {
-					if purpose != "" {
-						return usage(fmt.Errorf("--purpose is for codes, not --refresh"))
-					}
-					t, err := c.IssueRefresh(ctx, subject, ttl)
-					if err != nil {
-						return err
-					}
-					return printRefresh(cmd.OutOrStdout(), "issued", t, asJSON)
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, _ []string, c *client.Client, asJSON bool) error {
+			if refresh {
+				if purpose != "" {
+					return usage(fmt.Errorf("--purpose is for codes, not --refresh"))
 				}
-				code, err := c.IssueCode(ctx, purpose, subject, ttl)
+				t, err := c.IssueRefresh(ctx, subject, ttl)
 				if err != nil {
 					return err
 				}
-				if !asJSON {
-					_, err := fmt.Fprintf(cmd.OutOrStdout(), "code for %s (purpose %s), expires %s: %s\n", code.Subject, code.Purpose, fmtTime(code.ExpiresAt), code.Token)
-					return err
-				}
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"kind": "code", "token": code.Token, "purpose": code.Purpose,
-					"subject": code.Subject, "issued_at": fmtTime(code.IssuedAt), "expires_at": fmtTime(code.ExpiresAt)})
-			})
-		},
+				return printRefresh(cmd.OutOrStdout(), "issued", t, asJSON)
+			}
+			code, err := c.IssueCode(ctx, purpose, subject, ttl)
+			if err != nil {
+				return err
+			}
+			if !asJSON {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "code for %s (purpose %s), expires %s: %s\n", code.Subject, code.Purpose, fmtTime(code.ExpiresAt), code.Token)
+				return err
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"kind": "code", "token": code.Token, "purpose": code.Purpose,
+				"subject": code.Subject, "issued_at": fmtTime(code.IssuedAt), "expires_at": fmtTime(code.ExpiresAt)})
+		}),
 	}
 	issue.Flags().StringVar(&purpose, "purpose", "", "what the code is for, e.g. email-verify (codes)")
 	issue.Flags().StringVar(&subject, "subject", "", "whom the token is for, e.g. a user id")
@@ -80,30 +72,28 @@ func tokenCmd() *cobra.Command {
 		Short: "Redeem a one-time code: exactly one caller ever gets consumed (exit 0); any other is refused (exit 3)",
 		Long:  tokenExitHelp,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				token, err := argOrStdin(cmd, "token", args[0], onetime.MaxTokenBytes)
-				if err != nil {
-					return err
-				}
-				red, err := c.ConsumeCode(ctx, consumePurpose, token)
-				if err != nil {
-					return err
-				}
-				out := map[string]any{"outcome": red.Outcome.String()}
-				if red.Outcome == onetime.Consumed {
-					out["purpose"], out["subject"], out["issued_at"], out["expires_at"], out["used_at"] =
-						consumePurpose, red.Subject, fmtTime(red.IssuedAt), fmtTime(red.ExpiresAt), fmtTime(red.UsedAt)
-				}
-				if err := printOutcome(cmd.OutOrStdout(), out, asJSON); err != nil {
-					return err
-				}
-				if red.Outcome != onetime.Consumed {
-					return &exitError{exitRefused, fmt.Errorf("token refused: %s", red.Outcome)}
-				}
-				return nil
-			})
-		},
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			token, err := argOrStdin(cmd, "token", args[0], onetime.MaxTokenBytes)
+			if err != nil {
+				return err
+			}
+			red, err := c.ConsumeCode(ctx, consumePurpose, token)
+			if err != nil {
+				return err
+			}
+			out := map[string]any{"outcome": red.Outcome.String()}
+			if red.Outcome == onetime.Consumed {
+				out["purpose"], out["subject"], out["issued_at"], out["expires_at"], out["used_at"] =
+					consumePurpose, red.Subject, fmtTime(red.IssuedAt), fmtTime(red.ExpiresAt), fmtTime(red.UsedAt)
+			}
+			if err := printOutcome(cmd.OutOrStdout(), out, asJSON); err != nil {
+				return err
+			}
+			if red.Outcome != onetime.Consumed {
+				return &exitError{exitRefused, fmt.Errorf("token refused: %s", red.Outcome)}
+			}
+			return nil
+		}),
 	}
 	consume.Flags().StringVar(&consumePurpose, "purpose", "", "the purpose the code was issued for")
 
@@ -112,31 +102,25 @@ func tokenCmd() *cobra.Command {
 		Short: "Retire a refresh token and print its successor (exit 0); a reused one revokes its family (exit 3)",
 		Long:  "rotate is sent once, never retried: a retry after the server's --refresh-grace would revoke the family.\n" + tokenExitHelp,
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				token, err := argOrStdin(cmd, "token", args[0], onetime.MaxTokenBytes)
-				if err != nil {
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			token, err := argOrStdin(cmd, "token", args[0], onetime.MaxTokenBytes)
+			if err != nil {
+				return err
+			}
+			rot, err := c.Rotate(ctx, token)
+			if err != nil {
+				return err
+			}
+			if rot.Next == nil {
+				if err := printOutcome(cmd.OutOrStdout(), map[string]any{"outcome": rot.Outcome.String()}, asJSON); err != nil {
 					return err
 				}
-				rot, err := c.Rotate(ctx, token)
-				if err != nil {
-					return err
-				}
-				if rot.Next == nil {
-					if err := printOutcome(cmd.OutOrStdout(), map[string]any{"outcome": rot.Outcome.String()}, asJSON); err != nil {
-						return err
-					}
-					return &exitError{exitRefused, fmt.Errorf("token refused: %s", rot.Outcome)}
-				}
-				return printRefresh(cmd.OutOrStdout(), rot.Outcome.String(), rot.Next, asJSON)
-			})
-		},
+				return &exitError{exitRefused, fmt.Errorf("token refused: %s", rot.Outcome)}
+			}
+			return printRefresh(cmd.OutOrStdout(), rot.Outcome.String(), rot.Next, asJSON)
+		}),
 	}
-	for _, sub := range []*cobra.Command{issue, consume, rotate} {
-		formatFlag(sub, &format, "output: text (one line; an issued token last) or json (one object, the members of the API's answer)")
-	}
-	cmd.AddCommand(issue, consume, rotate)
-	return cmd
+	return g.add("output: text (one line; an issued token last) or json (one object, the members of the API's answer)", issue, consume, rotate)
 }
 
 // printOutcome prints a redemption: one line of text ("consumed: …" or
