@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/audit"
+	"github.com/racefree/racefree/internal/testing/testdb"
+)
+
+// TestAuditPruneWithAndWithoutCheckpointFile: audit prune without
+// --checkpoint prunes an intact chain; with --checkpoint FILE it verifies
+// against the exported checkpoints instead, so a tail cut off together with
+// its head row and the stored checkpoints, which the database alone cannot
+// reveal, is exit 1 (truncated) and nothing is deleted, while an intact
+// chain anchored by the file is pruned through its last entry (the
+// previous pruning's); one past the last entry is exit 2 with one line.
+func TestAuditPruneWithAndWithoutCheckpointFile(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		var keyring bytes.Buffer
+		_ = audit.Keygen(&keyring, "m1", "s1")
+		keys := filepath.Join(dir, "audit.keys")
+		if err := os.WriteFile(keys, keyring.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db := testdb.Open(t, d, nil)
+		ring, _ := audit.ParseKeyring(keyring.String())
+		l, _ := audit.New(db, ring)
+		var cps []audit.Checkpoint
+		for _, s := range []string{"a", "b"} {
+			for range 5 {
+				if _, err := l.Append(ctx, db, s, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cp, err := l.Checkpoint(ctx, db, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cps = append(cps, cp)
+		}
+		var file bytes.Buffer
+		if err := audit.WriteCheckpoints(&file, cps...); err != nil {
+			t.Fatal(err)
+		}
+		cpFile := filepath.Join(dir, "checkpoints.jsonl")
+		if err := os.WriteFile(cpFile, file.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+
+		r := runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "a", "--through", "2", "--actor", "ops")
+		if r.code != 0 || !strings.Contains(r.stderr, "2 entries deleted") {
+			t.Fatalf("prune without --checkpoint: %+v", r)
+		}
+
+		// Cut b's tail, entries 4 and 5, with its head row and its stored
+		// checkpoint.
+		rs, err := l.List(ctx, "b", 2, 1)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("entry 3: %v, %v", rs, err)
+		}
+		stmts := []string{`DROP TRIGGER racefree_audit_no_delete`, `DROP TRIGGER racefree_audit_checkpoints_no_delete`,
+			`DELETE FROM racefree_audit WHERE scope = 'b' AND seq > 3`, `DELETE FROM racefree_audit_checkpoints WHERE scope = 'b'`,
+			`UPDATE racefree_audit_heads SET last_seq = 3, last_mac = X'` + hex.EncodeToString(rs[0].MAC) + `' WHERE scope = 'b'`}
+		if db.Engine() == racefree.Postgres {
+			stmts[0], stmts[1] = `ALTER TABLE racefree_audit DISABLE TRIGGER USER`, `ALTER TABLE racefree_audit_checkpoints DISABLE TRIGGER USER`
+			stmts[4] = `UPDATE racefree_audit_heads SET last_seq = 3, last_mac = '\x` + hex.EncodeToString(rs[0].MAC) + `'::bytea WHERE scope = 'b'`
+			stmts = append(stmts, `ALTER TABLE racefree_audit ENABLE TRIGGER racefree_audit_chain`) // the head moves with each entry again
+		}
+		for _, s := range stmts {
+			if _, err := db.ExecContext(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+		r = runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "b", "--through", "2", "--actor", "ops", "--checkpoint", cpFile)
+		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "b: BROKEN at 4: truncated") {
+			t.Fatalf("prune --checkpoint of a chain cut short: %+v; want exit 1, truncated at 4", r)
+		}
+		if n, err := l.Length(ctx, "b"); err != nil || n != 3 {
+			t.Fatalf("b after the refused pruning: %d entries, %v; want 3", n, err)
+		}
+
+		// a: entries 3..6, 6 the pruning; the file's checkpoint vouches for 5.
+		r = runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "a", "--through", "7", "--actor", "ops", "--checkpoint", cpFile)
+		if r.code != 2 || strings.Count(r.stderr, "\n") != 1 {
+			t.Fatalf("prune one past the last entry: %+v; want exit 2 and one line", r)
+		}
+		r = runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "a", "--through", "6", "--actor", "ops", "--checkpoint", cpFile)
+		got, err := audit.ReadCheckpoints(strings.NewReader(r.stdout))
+		if r.code != 0 || err != nil || len(got) != 1 || got[0].Seq != 7 || !strings.Contains(r.stderr, "4 entries deleted") {
+			t.Fatalf("prune --checkpoint through the last entry: %+v (%v)", r, err)
+		}
+		if res, err := l.Verify(ctx, "a", &audit.VerifyOptions{Checkpoints: got}); err != nil || res.Break != nil || !res.Anchored || res.Rows != 1 {
+			t.Fatalf("a after pruning through its last entry: %+v, %v; want entry 7 intact, anchored", res, err)
+		}
+	})
+}
