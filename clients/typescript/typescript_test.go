@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,7 @@ type liveServer struct {
 	ReadKey     string `json:"read_key"`     // an API key with the read scope only
 	InboxSource string `json:"inbox_source"` // the source of InboxSecret
 	InboxSecret string `json:"inbox_secret"` // whsec_…
+	DeadTopic   string `json:"dead_topic"`   // the relay delivers it to a sink that refuses every message: it dies
 }
 
 // TestTypeScriptClient runs the TypeScript client's tests (npm test, with
@@ -86,6 +88,13 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The sink of the relays: it refuses every message for good (422), so
+	// that a message of the dead topic dies at its first delivery.
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "refused by the test's sink", http.StatusUnprocessableEntity)
+	}))
+	t.Cleanup(sink.Close)
+
 	var servers []liveServer
 	for _, engine := range testdb.Engines {
 		if engine == racefree.Postgres && os.Getenv("TEST_DATABASE_URL") == "" {
@@ -96,9 +105,10 @@ func TestTypeScriptClient(t *testing.T) {
 		}
 		dsn := testdb.NewDSN(t, engine)
 		s := liveServer{Engine: engine, Token: "rf-ts-token-" + engine, InboxSource: "shop",
-			InboxSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+			InboxSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", DeadTopic: "ts-dead"}
 		s.URL = startServe(t, bin, "--db", dsn, "--token", s.Token, "--audit-keys", keys,
-			"--inbox-secret", s.InboxSource+"="+s.InboxSecret)
+			"--inbox-secret", s.InboxSource+"="+s.InboxSecret,
+			"--relay", "--relay-url", s.DeadTopic+"="+sink.URL, "--relay-poll", "100ms")
 		key, err := exec.Command(bin, "keys", "create", "--db", dsn, "--tenant", "default", "--scope", "read", "--name", "ts-read").Output()
 		if err != nil {
 			t.Fatalf("racefree keys create: %v", err)

@@ -10,6 +10,13 @@ import {
   TransportError,
 } from "./problems.js";
 import { keep, type Kept, type KeepOptions } from "./keep.js";
+import { Audit } from "./audit.js";
+import { Events } from "./events.js";
+import { Inbox } from "./inbox.js";
+import { Outbox } from "./outbox.js";
+import { Quotas } from "./quotas.js";
+import { Sequences } from "./sequences.js";
+import { Tokens } from "./tokens.js";
 
 /** Claim is a claim as the server answers it (components.schemas.Claim). */
 export type Claim = components["schemas"]["Claim"];
@@ -51,6 +58,18 @@ export interface IdempotentOptions extends CallOptions {
    * intent). Defaults to a new random key (newIdempotencyKey).
    */
   key?: string;
+}
+
+/**
+ * PageOptions are the options of one page of a list: the entries after
+ * the cursor `after` (the `next` of the page before; 0 or absent: from
+ * the start), at most `limit` of them (the server's default when absent).
+ */
+export interface PageOptions extends CallOptions {
+  /** after is the cursor: the previous page's next. Defaults to the start. */
+  after?: string | number;
+  /** limit bounds the page (1 to 1000). Defaults to the server's default (100). */
+  limit?: number;
 }
 
 /**
@@ -114,6 +133,20 @@ export class RacefreeClient {
   readonly api: Client<paths>;
   /** claims are the claim routes, with the heartbeat. */
   readonly claims: Claims;
+  /** events are the event de-duplication routes (observe, record). */
+  readonly events: Events;
+  /** sequences are the gapless counters. */
+  readonly sequences: Sequences;
+  /** tokens are the one-time codes and refresh tokens. */
+  readonly tokens: Tokens;
+  /** quotas are the atomic quotas and rate limits. */
+  readonly quotas: Quotas;
+  /** audit is the tamper-evident audit log. */
+  readonly audit: Audit;
+  /** outbox is the transactional outbox: enqueue, and the dead letters. */
+  readonly outbox: Outbox;
+  /** inbox is the webhook inbox. */
+  readonly inbox: Inbox;
   private readonly attempts: number;
   private readonly backoffMs: number;
   private readonly maxBackoffMs: number;
@@ -139,6 +172,13 @@ export class RacefreeClient {
     this.backoffMs = Math.max(1, options.backoffMs ?? 100);
     this.maxBackoffMs = Math.max(1, options.maxBackoffMs ?? 2000);
     this.claims = new Claims(this);
+    this.events = new Events(this);
+    this.sequences = new Sequences(this);
+    this.tokens = new Tokens(this);
+    this.quotas = new Quotas(this);
+    this.audit = new Audit(this);
+    this.outbox = new Outbox(this);
+    this.inbox = new Inbox(this);
   }
 
   /**

@@ -12,6 +12,8 @@ export interface LiveServer {
   read_key: string;
   inbox_source: string;
   inbox_secret: string;
+  /** dead_topic is the topic serve's relay delivers to a sink that refuses every message: a message of it dies. */
+  dead_topic: string;
 }
 
 const raw = process.env.RACEFREE_TEST_SERVERS;
@@ -47,14 +49,18 @@ export function sign(secret: string, id: string, body: string) {
 
 /**
  * Recorder is a fetch that forwards to the server and records each
- * request's Idempotency-Key; loseReplies makes it drop that many replies
- * after the server answered them (a lost reply: the server did the work).
+ * request's Idempotency-Key (and path); loseReplies makes it drop that
+ * many replies after the server answered them (a lost reply: the server
+ * did the work).
  */
 export class Recorder {
   keys: (string | null)[] = [];
+  /** requests are the path and Idempotency-Key of each request, in order. */
+  requests: { path: string; key: string | null }[] = [];
   loseReplies = 0;
   fetch = async (request: Request): Promise<Response> => {
     this.keys.push(request.headers.get("Idempotency-Key"));
+    this.requests.push({ path: new URL(request.url).pathname, key: request.headers.get("Idempotency-Key") });
     const response = await fetch(request);
     if (this.loseReplies > 0) {
       this.loseReplies--;
