@@ -1,7 +1,7 @@
 // Event de-duplication over HTTP, as the Go client's Observe and Record
 // (dedup.Log): of all the observers of one fingerprint in one window,
 // exactly one processes it, and records the result under its fence.
-import type { IdempotentOptions, RacefreeClient } from "./client.js";
+import type { CallOptions, IdempotentOptions, RacefreeClient } from "./client.js";
 import type { operations } from "./schema.js";
 
 type ObserveBody = operations["post_v1_events"]["requestBody"]["content"]["application/json"];
@@ -24,6 +24,12 @@ export type Observation = operations["post_v1_events"]["responses"][200]["conten
 
 /** EventResult is the downstream result of a processed event: a classification and an external id, each optional. */
 export type EventResult = Omit<RecordBody, "fence">;
+
+/**
+ * StoredEvent is an event as stored, with the result recorded for it and
+ * result_fence, the fence it was recorded at (0: none recorded yet).
+ */
+export type StoredEvent = operations["get_v1_events_fingerprint"]["responses"][200]["content"]["application/json"];
 
 /** RecordedResult is the result as stored, with the fingerprint and the fence it was recorded under. */
 export type RecordedResult = operations["post_v1_events_fingerprint_result"]["responses"][200]["content"]["application/json"];
@@ -76,5 +82,15 @@ export class Events {
       (a) => api.POST("/v1/events/{fingerprint}/result", { params: { path: { fingerprint } }, body, ...a }),
       options,
     );
+  }
+
+  /**
+   * get returns the key's tenant's stored event and the result recorded for
+   * it (GET /v1/events/{fingerprint}), as the Go client's Event. A
+   * fingerprint never observed, or reaped, is a NotFoundProblem.
+   */
+  get(fingerprint: string, options?: CallOptions): Promise<StoredEvent> {
+    const { api } = this.client;
+    return this.client.retry((a) => api.GET("/v1/events/{fingerprint}", { params: { path: { fingerprint } }, ...a }), options);
   }
 }

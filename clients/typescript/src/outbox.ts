@@ -1,5 +1,5 @@
-// The transactional outbox over HTTP, as the Go client's Enqueue, Dead,
-// OutboxStats, Redrive and Discard (outbox.Outbox).
+// The transactional outbox over HTTP, as the Go client's Enqueue, Message,
+// Dead, OutboxStats, Redrive and Discard (outbox.Outbox).
 import type { CallOptions, IdempotentOptions, PageOptions, RacefreeClient } from "./client.js";
 import type { components, operations } from "./schema.js";
 
@@ -10,6 +10,13 @@ import type { components, operations } from "./schema.js";
  * attempts before it is dead and whether it is ordered with its key.
  */
 export type OutboxMessage = operations["post_v1_outbox"]["requestBody"]["content"]["application/json"];
+
+/**
+ * StoredMessage is a message as stored, in any state (ready, leased,
+ * delivered, dead), with its attempts, its latest tenure's fence and
+ * worker, and its latest failed attempts, oldest first, in history.
+ */
+export type StoredMessage = components["schemas"]["OutboxMessage"];
 
 /** Enqueued is a stored message: its id, which is also the Idempotency-Key each delivery carries. */
 export type Enqueued = operations["post_v1_outbox"]["responses"][200]["content"]["application/json"];
@@ -60,6 +67,17 @@ export class Outbox {
     const { api } = this.client;
     const query = { topic: options?.topic, key: options?.key, after: options?.after as number | undefined, limit: options?.limit };
     return this.client.retry((a) => api.GET("/v1/outbox/dead", { params: { query }, ...a }), options);
+  }
+
+  /**
+   * message returns the key's tenant's message id in any state, with its
+   * latest failed attempts oldest first in history (GET
+   * /v1/outbox/messages/{id}), as the Go client's Message. An id that is
+   * not the tenant's, or was reaped or discarded, is a NotFoundProblem.
+   */
+  message(id: number, options?: CallOptions): Promise<StoredMessage> {
+    const { api } = this.client;
+    return this.client.retry((a) => api.GET("/v1/outbox/messages/{id}", { params: { path: { id } }, ...a }), options);
   }
 
   /** stats returns the key's tenant's outbox figures (GET /v1/outbox/stats). */

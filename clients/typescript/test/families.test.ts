@@ -59,6 +59,11 @@ onEach("events: one observer per window, a replay the same observation counted o
   await rejects(rf.events.record(fingerprint, 9), NotHeldProblem);
   await rejects(rf.events.record(unique("none"), 1), NotFoundProblem);
   await rejects(rf.events.observe({ source: "", level: "error", message: "boom" }), InvalidInputProblem);
+
+  assert.deepEqual(await rf.events.get(fingerprint), {
+    fingerprint, source: "ts", level: "error", message: "boom", classification: "bug", external_id: "JIRA-1", result_fence: 1,
+  });
+  await rejects(rf.events.get(unique("none")), NotFoundProblem);
 });
 
 onEach("events: a later window won makes the earlier fence stale", async (_t, rf) => {
@@ -85,6 +90,10 @@ onEach("sequences: gapless numbers, a replay the same numbers, n out of range re
   const bad = await rejects(rf.sequences.next("ts", name, 0), InvalidInputProblem);
   assert.equal(bad.status, 400);
   assert.equal((await rf.sequences.next("ts", name)).first, 6, "the refusal consumed nothing");
+  assert.deepEqual(await rf.sequences.current("ts", name), { scope: "ts", name, current: 6 });
+  const fresh = unique("seq");
+  assert.equal((await rf.sequences.current("ts", fresh)).current, 0, "none handed out yet");
+  assert.equal((await rf.sequences.next("ts", fresh)).first, 1, "reading created nothing");
 });
 
 onEach("sequences: a reply lost is retried with the same key and answered with the same numbers", async (_t, _rf, s) => {
@@ -219,6 +228,14 @@ onEach("outbox: enqueue (a replay the same id), stats, dead letters page by page
   assert.deepEqual([...first.messages, ...second.messages].map((m) => m.id), ids);
   assert.deepEqual(second.messages[0]!.payload, { i: 2 });
   assert.match(second.messages[0]!.last_error, /422/);
+  const stored = await rf.outbox.message(ids[2]!);
+  assert.equal(stored.state, "dead");
+  assert.deepEqual(stored.payload, { i: 2 });
+  assert.equal(stored.history.length, 1);
+  assert.equal(stored.history[0]!.outcome, "dead");
+  assert.match(stored.history[0]!.error, /422/);
+  assert.equal((await rf.outbox.message(queued.id)).state === "dead", false, "a message not dead reads in its own state");
+  await rejects(rf.outbox.message(999_999_999), NotFoundProblem);
   assert.ok((await rf.outbox.stats()).dead >= 3);
 
   const redriveKey = unique("redrive");
