@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -519,4 +520,226 @@ func TestEdgesAChargePastItsWait(t *testing.T) {
 			t.Fatalf("after the charge past its Wait: %d used, want one of %v", used, want)
 		}
 	})
+}
+
+// TestEdgesShadowAtTheLimit charges each kind up to its limit and one
+// past it, with Shadow and without: at the limit both charge and neither
+// is ShadowDenied; one past, the Shadow policy admits with ShadowDenied
+// and the figures of the refusal, writing nothing, where the policy
+// without it refuses. In ConsumeAll a Shadow request over its limit
+// leaves the call admitted and charges the others; the same request
+// without Shadow refuses the call and charges nothing.
+func TestEdgesShadowAtTheLimit(t *testing.T) {
+	t.Parallel()
+	clock, cfg := manual(t0)
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		l := setup(t, db)
+		for _, p := range []quota.Policy{gcra, window, sliding} {
+			var refusal quota.Decision
+			for _, shadow := range []bool{false, true} {
+				p := p
+				p.Shadow = shadow
+				key := fmt.Sprintf("%s-%v", p.Kind, shadow)
+				if d := consume(t, l, db, key, 5, p); !d.Allowed || d.ShadowDenied || d.Remaining != 0 {
+					t.Fatalf("%s shadow %v: the whole limit: %+v, want admitted, not ShadowDenied", p.Kind, shadow, d)
+				}
+				tat, used := row(t, db, key, p.Kind)
+				d := consume(t, l, db, key, 1, p)
+				if got, _ := row(t, db, key, p.Kind); got != tat {
+					t.Fatalf("%s shadow %v: one past the limit charged: tat %d, was %d", p.Kind, shadow, got, tat)
+				}
+				if _, got := row(t, db, key, p.Kind); got != used {
+					t.Fatalf("%s shadow %v: one past the limit charged: used %d, was %d", p.Kind, shadow, got, used)
+				}
+				if !shadow {
+					if d.Allowed || d.ShadowDenied || d.RetryAfter <= 0 {
+						t.Fatalf("%s: one past the limit: %+v, want refused", p.Kind, d)
+					}
+					refusal = d
+					continue
+				}
+				want := refusal
+				want.Allowed, want.ShadowDenied = true, true
+				if d != want {
+					t.Fatalf("%s shadow: one past the limit: %+v, want %+v (the refusal's figures, admitted)", p.Kind, d, want)
+				}
+			}
+		}
+		// ConsumeAll: a full sliding window beside a fixed window with room.
+		for _, shadow := range []bool{false, true} {
+			s := sliding
+			s.Shadow = shadow
+			full, other := fmt.Sprintf("all-full-%v", shadow), fmt.Sprintf("all-other-%v", shadow)
+			consume(t, l, db, full, 5, s)
+			d, err := l.ConsumeAll(ctx, db, []quota.Request{{Key: other, N: 1, Policy: window}, {Key: full, N: 1, Policy: s}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, used := row(t, db, other, quota.FixedWindow)
+			if _, u := row(t, db, full, quota.SlidingWindow); u != 5 {
+				t.Fatalf("shadow %v: ConsumeAll charged the full sliding window: used %d, want 5", shadow, u)
+			}
+			if shadow && (!d.Allowed || !d.ShadowDenied || used != 1) {
+				t.Fatalf("ConsumeAll with a Shadow request over its limit: %+v, the other request used %d; want admitted, ShadowDenied, 1", d, used)
+			}
+			if !shadow && (d.Allowed || d.ShadowDenied || used != -1) {
+				t.Fatalf("ConsumeAll with a request over its limit: %+v, the other request used %d; want refused, nothing charged", d, used)
+			}
+		}
+	})
+}
+
+// TestEdgesSlidingConsumeAllInTheCallersTransaction runs ConsumeAll with
+// a sliding window in the caller's transaction: a refusal (the sliding
+// window one unit past its limit) rolls back its savepoint alone, so the
+// caller's own write and the charges before it commit; a call at the
+// limit, rolled back with the caller's transaction, leaves no counter.
+func TestEdgesSlidingConsumeAllInTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	clock, cfg := manual(t0)
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		l := setup(t, db)
+		reqs := func(n int64) []quota.Request {
+			return []quota.Request{{Key: "w", N: 1, Policy: window}, {Key: "s", N: n, Policy: sliding}}
+		}
+		err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if d, err := l.Consume(ctx, tx, "own", 1, gcra); err != nil || !d.Allowed {
+				return fmt.Errorf("the caller's own charge: %+v, %v", d, err)
+			}
+			if d, err := l.ConsumeAll(ctx, tx, reqs(5)); err != nil || !d.Allowed || d.Remaining != 0 {
+				return fmt.Errorf("the sliding window's whole limit: %+v, %v", d, err)
+			}
+			if d, err := l.ConsumeAll(ctx, tx, reqs(1)); err != nil || d.Allowed {
+				return fmt.Errorf("one past the sliding window's limit: %+v, %v; want refused", d, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tat, _ := row(t, db, "own", quota.GCRA); tat == -1 {
+			t.Fatal("the caller's own charge did not commit beside a refused ConsumeAll")
+		}
+		if _, used := row(t, db, "w", quota.FixedWindow); used != 1 {
+			t.Fatalf("the fixed window after one admitted and one refused call: used %d, want 1", used)
+		}
+		if _, used := row(t, db, "s", quota.SlidingWindow); used != 5 {
+			t.Fatalf("the sliding window: used %d, want 5", used)
+		}
+		// Rolled back: the call at the limit leaves nothing.
+		tx, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := l.ConsumeAll(ctx, tx, []quota.Request{{Key: "w2", N: 5, Policy: window}, {Key: "s2", N: 5, Policy: sliding}}); err != nil || !d.Allowed {
+			t.Fatalf("the whole limits in the transaction: %+v, %v", d, err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []struct {
+			key  string
+			kind quota.Kind
+		}{{"w2", quota.FixedWindow}, {"s2", quota.SlidingWindow}} {
+			if tat, used := row(t, db, k.key, k.kind); tat != -1 || used != -1 {
+				t.Fatalf("%s: a rolled-back ConsumeAll left a counter (%d, %d)", k.key, tat, used)
+			}
+		}
+	})
+}
+
+// lockWaitCase is a charge of n units to a key that u units were charged
+// to on the pool, and one more in a transaction the charge waits for.
+type lockWaitCase struct{ u, n int64 }
+
+// lockWaitCases: one unit that fits the committed counter exactly (and
+// the snapshot's), two that are one past it (and fit the snapshot's), and
+// two past a full committed counter that the snapshot refuses too, with
+// other figures.
+var lockWaitCases = []lockWaitCase{{u: 1, n: 1}, {u: 1, n: 2}, {u: 2, n: 2}}
+
+// lockWaitPolicies have a limit of 3, one unit back per second.
+var lockWaitPolicies = []quota.Policy{
+	{Kind: quota.GCRA, Rate: 1, Per: time.Second, Burst: 3, Wait: time.Minute},
+	{Kind: quota.FixedWindow, Rate: 3, Per: time.Second, Wait: time.Minute},
+}
+
+// TestEdgesALockWaitDecidesAtTheLimit charges, on PostgreSQL, keys whose
+// row lock a transaction holds after charging one unit: alone (one
+// statement each) and combined (one statement over arrays for the three
+// keys), once the transaction commits, a charge that fits the committed
+// counter exactly is admitted with nothing left, one unit past it is
+// refused, and every refusal's figures are the committed counter's, of
+// each kind.
+func TestEdgesALockWaitDecidesAtTheLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, combine := range []bool{false, true} {
+		_, cfg := manual(t0)
+		cfg.Combine, cfg.CombineBatches = combine, 1
+		db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), cfg)
+		l := setup(t, db)
+		for _, p := range lockWaitPolicies {
+			keys := make([]string, len(lockWaitCases))
+			for i, c := range lockWaitCases {
+				keys[i] = fmt.Sprintf("%s-%v-%d", p.Kind, combine, i)
+				consume(t, l, db, keys[i], c.u, p)
+			}
+			got := make([]quota.Decision, len(lockWaitCases))
+			call := func(i int) func() {
+				return func() {
+					var err error
+					if got[i], err = l.Consume(ctx, db, keys[i], lockWaitCases[i].n, p); err != nil {
+						t.Errorf("%s: %v", keys[i], err)
+					}
+				}
+			}
+			// hold charges one unit to each key in a transaction, runs the
+			// calls, and commits once they wait for its locks.
+			hold := func(keys []string, run func() (wait func())) {
+				tx, err := db.SQL().BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+				for _, k := range keys {
+					consume(t, l, tx, k, 1, p)
+				}
+				var pid int
+				if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+					t.Fatal(err)
+				}
+				wait := run()
+				testdb.BlockedBy(t, db, pid, nil)
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				wait()
+			}
+			if combine {
+				calls := make([]func(), len(keys))
+				for i := range keys {
+					calls[i] = call(i)
+				}
+				hold(keys, func() func() { return together(t, ctx, l, db, calls...) })
+			} else {
+				for i := range keys {
+					hold(keys[i:i+1], func() func() {
+						done := make(chan struct{})
+						go func() { defer close(done); call(i)() }()
+						return func() { <-done }
+					})
+				}
+			}
+			for i, c := range lockWaitCases {
+				if want := expect(p, c.u+1, c.n); got[i] != want {
+					t.Errorf("%s: %d units on %d committed after the lock wait: %+v, want %+v", keys[i], c.n, c.u+1, got[i], want)
+				}
+			}
+		}
+	}
 }
