@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/tenant"
 )
 
 // The tests of this file try the claim promises at their edges (the
@@ -294,6 +296,187 @@ func TestEdgesCancelledCaller(t *testing.T) {
 		c, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Minute)
 		if err != nil || c.Fence != a.Fence+1 || c.Holder != "b" {
 			t.Fatalf("b's retry: %+v, %v; want b's tenure at fence %d (the cancelled one's, or a first)", c, err, a.Fence+1)
+		}
+	})
+}
+
+// TestEdgesEveryAttemptCounts tries the occurrence figures at their edges:
+// a loser's attempt moves Count and LastSeen to its own millisecond, a
+// live holder's re-acquire counts too, and a new tenure at the exact
+// millisecond of the expiry keeps FirstSeen; attempts on the same key in
+// another namespace or tenant, or on another key, count there alone; a
+// losing attempt in the caller's transaction counts when it commits and
+// not when it rolls back.
+func TestEdgesEveryAttemptCounts(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		figures := func(what string, s *claim.Store, ctx context.Context, count int64, first, last time.Time) {
+			t.Helper()
+			c, err := s.Get(ctx, b.db, "k")
+			if err != nil || c.Count != count || !c.FirstSeen.Equal(first) || !c.LastSeen.Equal(last) {
+				t.Fatalf("%s: %+v, %v; want count %d, first seen %v, last seen %v", what, c, err, count, first, last)
+			}
+		}
+		a, err := b.claims.Acquire(ctx, b.db, "k", "a", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(time.Second)
+		if _, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Second); !errors.Is(err, racefree.ErrHeld) {
+			t.Fatalf("b: %v, want ErrHeld", err)
+		}
+		figures("after a lost attempt", b.claims, ctx, 2, t0, t0.Add(time.Second))
+		b.clock.Advance(time.Second)
+		if _, err := b.claims.Acquire(ctx, b.db, "k", "a", 8*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		figures("after the holder's re-acquire", b.claims, ctx, 3, t0, t0.Add(2*time.Second))
+
+		// The same key in another namespace and tenant, and another key.
+		other := claim.NewNamespace(b.db, "other")
+		acme, err := tenant.With(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, call := range []struct {
+			s   *claim.Store
+			ctx context.Context
+			key string
+		}{{other, ctx, "k"}, {b.claims, acme, "k"}, {b.claims, ctx, "k2"}} {
+			for _, h := range []string{"x", "y"} { // a win, then a loss
+				if _, err := call.s.Acquire(call.ctx, b.db, call.key, h, time.Minute); err != nil && !errors.Is(err, racefree.ErrHeld) {
+					t.Fatal(err)
+				}
+			}
+		}
+		figures("after attempts elsewhere", b.claims, ctx, 3, t0, t0.Add(2*time.Second))
+		figures("the other namespace's", other, ctx, 2, t0.Add(2*time.Second), t0.Add(2*time.Second))
+		figures("the other tenant's", b.claims, acme, 2, t0.Add(2*time.Second), t0.Add(2*time.Second))
+
+		// A lost attempt in the caller's transaction, rolled back, then
+		// committed.
+		b.clock.Advance(time.Second)
+		boom := errors.New("caller failed")
+		for _, commit := range []bool{false, true} {
+			err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+				if _, err := b.claims.Acquire(ctx, tx, "k", "b", time.Second); !errors.Is(err, racefree.ErrHeld) {
+					return fmt.Errorf("b in the caller's transaction: %v, want ErrHeld", err)
+				}
+				if commit {
+					return nil
+				}
+				return boom
+			})
+			if commit && err != nil || !commit && !errors.Is(err, boom) {
+				t.Fatal(err)
+			}
+		}
+		figures("after a lost attempt rolled back and one committed", b.claims, ctx, 4, t0, t0.Add(3*time.Second))
+
+		// A new tenure at the exact millisecond of the expiry.
+		b.clock.Set(a.ExpiresAt)
+		c, err := b.claims.Acquire(ctx, b.db, "k", "b", time.Second)
+		if err != nil || c.Fence != a.Fence+1 {
+			t.Fatalf("at the expiry: %+v, %v; want b at fence %d", c, err, a.Fence+1)
+		}
+		figures("after a new tenure", b.claims, ctx, 5, t0, a.ExpiresAt)
+	})
+}
+
+// TestEdgesRowsWithoutALease tries a row written before migration 002
+// (NULL fence and expiry) at its edges: the same key in another namespace
+// is a claim of its own; an acquire of the row in the caller's
+// transaction rolled back leaves the row as it was, committed takes it;
+// and after a reap raised the namespace's floor, the row's first tenure
+// starts above it (a fence the namespace never issued), as a key with no
+// row would.
+func TestEdgesRowsWithoutALease(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		if _, err := b.db.ExecContext(ctx, `INSERT INTO racefree_claims (tenant, ns, key, holder, count, first_seen, last_seen) VALUES ('default', '', 'old', 'legacy', 5, 1, 2)`); err != nil {
+			t.Fatal(err)
+		}
+		before, err := b.claims.Get(ctx, b.db, "old")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One key, two namespaces: the other's is a fresh claim.
+		if c, err := claim.NewNamespace(b.db, "other").Acquire(ctx, b.db, "old", "new", time.Minute); err != nil || c.Fence != 1 || c.Count != 1 {
+			t.Fatalf("the legacy row's key in another namespace: %+v, %v; want a first claim", c, err)
+		}
+		// Rolled back in the caller's transaction: the row as it was.
+		boom := errors.New("caller failed")
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			if c, err := b.claims.Acquire(ctx, tx, "old", "new", time.Minute); err != nil || c.Fence != 1 || c.Count != 6 {
+				return fmt.Errorf("acquire of the legacy row in the caller's transaction: %+v, %v", c, err)
+			}
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Fatal(err)
+		}
+		if after, err := b.claims.Get(ctx, b.db, "old"); err != nil || *after != *before {
+			t.Fatalf("after a rolled-back acquire: %+v, %v; want %+v", after, err, before)
+		}
+		// A reap raises the namespace's floor to 3.
+		for i := range 3 {
+			c, err := b.claims.Acquire(ctx, b.db, "r", fmt.Sprint("h", i), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.claims.Release(ctx, b.db, "r", c.Holder, c.Fence); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := b.claims.Reap(ctx, 0, 0); err != nil || n != 1 {
+			t.Fatalf("reap: %d, %v; want 1 (the legacy row kept)", n, err)
+		}
+		// Committed in the caller's transaction: one above the floor.
+		var c *claim.Claim
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			c, err = b.claims.Acquire(ctx, tx, "old", "new", time.Minute)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if c.Fence != 4 || c.Count != 6 {
+			t.Fatalf("the legacy row after a reap raised the floor to 3: %+v; want fence 4, count 6", c)
+		}
+		if g, err := b.claims.Get(ctx, b.db, "old"); err != nil || !g.Live || g.Fence != 4 || g.Holder != "new" {
+			t.Fatalf("a later reader: %+v, %v; want new's claim at fence 4", g, err)
+		}
+	})
+}
+
+// TestEdgesAFenceRolledBackIsIssuedAgain: a new tenure acquired in the
+// caller's transaction and rolled back issued no fence; the next tenure
+// gets the fence the rolled-back one had, one above the last committed.
+func TestEdgesAFenceRolledBackIsIssuedAgain(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		a, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Set(a.ExpiresAt)
+		boom := errors.New("caller failed")
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			if c, err := b.claims.Acquire(ctx, tx, "k", "b", time.Minute); err != nil || c.Fence != a.Fence+1 {
+				return fmt.Errorf("b in the caller's transaction: %+v, %v; want fence %d", c, err, a.Fence+1)
+			}
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Fatal(err)
+		}
+		c, err := b.claims.Acquire(ctx, b.db, "k", "c", time.Minute)
+		if err != nil || c.Fence != a.Fence+1 {
+			t.Fatalf("after a rolled-back tenure: %+v, %v; want c at fence %d", c, err, a.Fence+1)
+		}
+		if _, err := b.claims.Renew(ctx, b.db, "k", "a", a.Fence, time.Minute); !errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("a's renewal: %v, want ErrStaleFence", err)
 		}
 	})
 }
