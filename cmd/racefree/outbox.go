@@ -452,7 +452,11 @@ func printMessage(w io.Writer, r *outbox.Record, asJSON bool) error {
 	fmt.Fprintf(tw, "id\t%d\n", r.ID)
 	fmt.Fprintf(tw, "topic\t%s\n", r.Topic)
 	fmt.Fprintf(tw, "key\t%s\n", r.Key)
-	fmt.Fprintf(tw, "state\t%s\tsince or until %s\n", r.State, r.AvailableAt.Format(time.RFC3339))
+	when := map[outbox.State]string{outbox.Ready: "due at", outbox.Leased: "leased until"}[r.State]
+	if when == "" {
+		when = "since" // delivered or dead
+	}
+	fmt.Fprintf(tw, "state\t%s\t%s %s\n", r.State, when, r.AvailableAt.Format(time.RFC3339))
 	fmt.Fprintf(tw, "attempts\t%d/%d\n", r.Attempts, r.MaxAttempts)
 	if r.Fence > 0 {
 		fmt.Fprintf(tw, "fence\t%d\t(worker %s)\n", r.Fence, r.LeasedBy)

@@ -94,7 +94,7 @@ func TestReadCommandsOnBothEngines(t *testing.T) {
 				t.Errorf("outbox get %v: %+v; want ready after one failed attempt by relay-1", where, r)
 			}
 			r = runCLI(t, append([]string{"outbox", "get", ids}, where...)...)
-			if r.code != 0 || !strings.Contains(r.stdout, "state") || !strings.Contains(r.stdout, "ready") || !strings.Contains(r.stdout, "relay-1") || !strings.Contains(r.stdout, "smtp 451") {
+			if r.code != 0 || !strings.Contains(r.stdout, "state") || !strings.Contains(r.stdout, "ready") || !strings.Contains(r.stdout, "due at") || !strings.Contains(r.stdout, "relay-1") || !strings.Contains(r.stdout, "smtp 451") {
 				t.Errorf("outbox get %v, text: %+v", where, r)
 			}
 			r = runCLI(t, append([]string{"outbox", "get", "999999"}, where...)...)
