@@ -148,8 +148,9 @@ func (s *Server) enqueueMessage(ctx context.Context, exec racefree.Executor, r *
 	return map[string]any{"id": id, "idempotency_key": strconv.FormatInt(id, 10), "topic": m.Topic, "key": m.Key}, nil
 }
 
-// deadMessage is one message of GET /v1/outbox/dead.
-type deadMessage struct {
+// storedMessage holds the members a dead letter (GET /v1/outbox/dead) and
+// a message read alone (GET /v1/outbox/messages/{id}) share.
+type storedMessage struct {
 	ID            int64             `json:"id"`
 	Topic         string            `json:"topic"`
 	Key           string            `json:"key"`
@@ -160,13 +161,12 @@ type deadMessage struct {
 	Attempts      int               `json:"attempts"`
 	MaxAttempts   int               `json:"max_attempts"`
 	CreatedAt     string            `json:"created_at"`
-	DiedAt        string            `json:"died_at"`
 	LastError     string            `json:"last_error"`
 }
 
-func toDeadMessage(r *outbox.Record) deadMessage {
-	m := deadMessage{ID: r.ID, Topic: r.Topic, Key: r.Key, Ordered: r.Ordered, Headers: r.Headers, Attempts: r.Attempts,
-		MaxAttempts: r.MaxAttempts, CreatedAt: formatTime(r.CreatedAt), DiedAt: formatTime(r.AvailableAt), LastError: r.LastError}
+func toStoredMessage(r *outbox.Record) storedMessage {
+	m := storedMessage{ID: r.ID, Topic: r.Topic, Key: r.Key, Ordered: r.Ordered, Headers: r.Headers, Attempts: r.Attempts,
+		MaxAttempts: r.MaxAttempts, CreatedAt: formatTime(r.CreatedAt), LastError: r.LastError}
 	if len(r.Payload) > 0 && json.Valid(r.Payload) {
 		m.Payload = r.Payload
 	} else if len(r.Payload) > 0 {
@@ -175,25 +175,25 @@ func toDeadMessage(r *outbox.Record) deadMessage {
 	return m
 }
 
+// deadMessage is one message of GET /v1/outbox/dead.
+type deadMessage struct {
+	storedMessage
+	DiedAt string `json:"died_at"`
+}
+
+func toDeadMessage(r *outbox.Record) deadMessage {
+	return deadMessage{storedMessage: toStoredMessage(r), DiedAt: formatTime(r.AvailableAt)}
+}
+
 // messageJSON is the answer of GET /v1/outbox/messages/{id}: outbox.Record
 // with its failure history.
 type messageJSON struct {
-	ID            int64             `json:"id"`
-	Topic         string            `json:"topic"`
-	Key           string            `json:"key"`
-	Ordered       bool              `json:"ordered"`
-	Payload       json.RawMessage   `json:"payload,omitempty"`        // when the payload is JSON
-	PayloadBase64 string            `json:"payload_base64,omitempty"` // when it is not
-	Headers       map[string]string `json:"headers"`
-	State         string            `json:"state"`
-	CreatedAt     string            `json:"created_at"`
-	AvailableAt   string            `json:"available_at"`
-	Attempts      int               `json:"attempts"`
-	MaxAttempts   int               `json:"max_attempts"`
-	Fence         int64             `json:"fence"`
-	LeasedBy      string            `json:"leased_by"`
-	LastError     string            `json:"last_error"`
-	History       []attemptJSON     `json:"history"`
+	storedMessage
+	State       string        `json:"state"`
+	AvailableAt string        `json:"available_at"`
+	Fence       int64         `json:"fence"`
+	LeasedBy    string        `json:"leased_by"`
+	History     []attemptJSON `json:"history"`
 }
 
 // attemptJSON is one failed tenure of a message: outbox.Attempt.
@@ -229,11 +229,8 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	d := toDeadMessage(rec)
-	m := messageJSON{ID: d.ID, Topic: d.Topic, Key: d.Key, Ordered: d.Ordered, Payload: d.Payload, PayloadBase64: d.PayloadBase64,
-		Headers: d.Headers, State: string(rec.State), CreatedAt: d.CreatedAt, AvailableAt: formatTime(rec.AvailableAt),
-		Attempts: rec.Attempts, MaxAttempts: rec.MaxAttempts, Fence: rec.Fence, LeasedBy: rec.LeasedBy, LastError: rec.LastError,
-		History: []attemptJSON{}}
+	m := messageJSON{storedMessage: toStoredMessage(rec), State: string(rec.State), AvailableAt: formatTime(rec.AvailableAt),
+		Fence: rec.Fence, LeasedBy: rec.LeasedBy, History: []attemptJSON{}}
 	for _, a := range rec.History {
 		m.History = append(m.History, attemptJSON{Fence: a.Fence, Attempt: a.Attempt, Worker: a.Worker, At: formatTime(a.At), Outcome: a.Outcome, Error: a.Error})
 	}
