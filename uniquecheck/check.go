@@ -3,7 +3,6 @@ package uniquecheck
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,9 +91,9 @@ type Group struct {
 // Checker runs checks on one database, reading only. It is safe for
 // concurrent use.
 type Checker struct {
-	engine string
-	db     *sql.DB
-	owned  bool
+	d     dialect
+	db    *sql.DB
+	owned bool
 	// Timeout bounds each check, as a statement timeout on PostgreSQL and
 	// a context deadline on both engines. Defaults to DefaultTimeout.
 	Timeout time.Duration
@@ -103,10 +102,11 @@ type Checker struct {
 // New returns a Checker on an existing pool of engine (racefree.SQLite or
 // racefree.Postgres). It does no I/O. The caller keeps ownership of db.
 func New(engine string, db *sql.DB) (*Checker, error) {
-	if engine != racefree.SQLite && engine != racefree.Postgres {
-		return nil, racefree.Invalid("engine", "unknown engine %q", engine)
+	d, err := dialectFor(engine)
+	if err != nil {
+		return nil, err
 	}
-	return &Checker{engine: engine, db: db}, nil
+	return &Checker{d: d, db: db}, nil
 }
 
 // Open opens the database named by dsnStr for checking only. It neither
@@ -123,7 +123,7 @@ func Open(dsnStr string) (*Checker, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Checker{engine: engine, db: e.SQL(), owned: true}, nil
+		return &Checker{d: postgresDialect{}, db: e.SQL(), owned: true}, nil
 	}
 	if strings.ContainsAny(addr, "?#") {
 		return nil, racefree.Invalid("dsn", "sqlite path %q must not contain ? or #", addr)
@@ -143,11 +143,11 @@ func Open(dsnStr string) (*Checker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", addr, err)
 	}
-	return &Checker{engine: engine, db: db, owned: true}, nil
+	return &Checker{d: sqliteDialect{}, db: db, owned: true}, nil
 }
 
 // Engine returns racefree.SQLite or racefree.Postgres.
-func (c *Checker) Engine() string { return c.engine }
+func (c *Checker) Engine() string { return c.d.name() }
 
 // Close closes the pool if Open made it.
 func (c *Checker) Close() error {
@@ -193,8 +193,8 @@ func (c *Checker) Check(ctx context.Context, spec Spec) (*Report, error) {
 			return nil, err
 		}
 	}
-	if spec.NullsNotDistinct && c.engine == racefree.SQLite {
-		return nil, racefree.Invalid("nulls-not-distinct", "SQLite unique indexes always treat NULLs as distinct")
+	if err := c.d.refuse(spec); err != nil {
+		return nil, err
 	}
 	limit := spec.Limit
 	if limit == 0 {
@@ -215,7 +215,7 @@ func (c *Checker) Check(ctx context.Context, spec Spec) (*Report, error) {
 		Source: spec.Source, Table: name.String(), Keys: spec.Keys, Where: spec.Where,
 		NullsNotDistinct: spec.NullsNotDistinct, Groups: []Group{}, Warnings: append([]string{}, spec.Notes...),
 	}
-	err = c.readOnly(ctx, timeout, func(q querier) error {
+	err = c.d.readOnly(ctx, c.db, timeout, func(q querier) error {
 		if err := c.preflight(ctx, q, name, spec, rep); err != nil {
 			return err
 		}
@@ -234,46 +234,4 @@ func (c *Checker) Check(ctx context.Context, spec Spec) (*Report, error) {
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// readOnly runs fn in a read-only transaction. PostgreSQL: BEGIN READ ONLY
-// at REPEATABLE READ with SET LOCAL statement_timeout. SQLite: a dedicated
-// connection with PRAGMA query_only=1 and a deferred BEGIN (never IMMEDIATE,
-// which would take the write lock); the context deadline interrupts it.
-func (c *Checker) readOnly(ctx context.Context, timeout time.Duration, fn func(querier) error) error {
-	if c.engine == racefree.Postgres {
-		tx, err := c.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
-		if err != nil {
-			return fmt.Errorf("begin read only: %w", err)
-		}
-		defer func() { _ = tx.Rollback() }()
-		if _, err := tx.ExecContext(ctx, `SELECT set_config('statement_timeout', $1, true)`, fmt.Sprintf("%dms", timeout.Milliseconds())); err != nil {
-			return fmt.Errorf("statement timeout: %w", err)
-		}
-		return fn(tx)
-	}
-	conn, err := c.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	clean := false
-	defer func() {
-		if !clean { // never hand a query_only or mid-transaction connection back to the pool
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		}
-	}()
-	if _, err := conn.ExecContext(ctx, `PRAGMA query_only = 1`); err != nil {
-		return err
-	}
-	if _, err := conn.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
-		return err
-	}
-	ferr := fn(conn)
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_, rerr := conn.ExecContext(bg, `ROLLBACK`)
-	_, perr := conn.ExecContext(bg, `PRAGMA query_only = 0`)
-	clean = rerr == nil && perr == nil
-	return ferr
 }

@@ -29,8 +29,9 @@ const (
 // rows. ageColumn names the column KeepOldest and KeepNewest order by;
 // it defaults to created_at.
 func DedupeSQL(engine string, rep *Report, keep Keep, ageColumn string) (string, error) {
-	if engine != racefree.SQLite && engine != racefree.Postgres {
-		return "", racefree.Invalid("engine", "unknown engine %q", engine)
+	d, err := dialectFor(engine)
+	if err != nil {
+		return "", err
 	}
 	name, err := ParseName(rep.Table)
 	if err != nil {
@@ -106,12 +107,7 @@ func DedupeSQL(engine string, rep *Report, keep Keep, ageColumn string) (string,
 	fmt.Fprintf(&b, "-- racefree unique-check --dedupe-sql keep=%s: archive, then delete, the surplus rows\n", keep)
 	fmt.Fprintf(&b, "-- of %s (%d rows in %d groups when checked) so that UNIQUE (%s) can be built.\n", table, rep.SurplusRows, rep.DuplicateGroups, strings.Join(rep.Keys, ", "))
 	b.WriteString("-- Review it, then run it yourself: racefree never runs it.\n")
-	if engine == racefree.Postgres {
-		b.WriteString("BEGIN;\n")
-		fmt.Fprintf(&b, "LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE;\n", table)
-	} else {
-		b.WriteString("BEGIN IMMEDIATE;\n")
-	}
+	b.WriteString(d.beginExclusive(table))
 	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM %s WHERE 1 = 0;\n", archive, table)
 	fmt.Fprintf(&b, "INSERT INTO %s SELECT * FROM %s WHERE %s;\n", archive, table, surplus)
 	fmt.Fprintf(&b, "DELETE FROM %s WHERE %s;\n", table, surplus)

@@ -43,18 +43,19 @@ func (w Warning) String() string { return w.Source + ": " + w.Message }
 // index, which is an error. It does no I/O. The first call in a process
 // spends a few seconds compiling the parser.
 func FromMigration(engine, sqlText string) ([]Spec, []Warning, error) {
-	if engine != racefree.SQLite && engine != racefree.Postgres {
-		return nil, nil, racefree.Invalid("engine", "unknown engine %q", engine)
+	d, err := dialectFor(engine)
+	if err != nil {
+		return nil, nil, err
 	}
-	m := newMigration(engine)
+	m := newMigration(d)
 	if err := m.file(sqlText, 0, sqlText); err == nil {
 		return m.specs, m.warnings, nil
 	} else if !isParseError(err) {
 		return nil, nil, err
-	} else if engine == racefree.Postgres {
+	} else if !d.reparse() {
 		return nil, nil, racefree.Invalid("migration", "%v", err)
 	}
-	m = newMigration(engine)
+	m = newMigration(d)
 	for _, st := range splitStatements(sqlText) {
 		text := sqliteToPostgres(st.text)
 		src := lineOf(sqlText, st.offset)
@@ -71,8 +72,8 @@ func FromMigration(engine, sqlText string) ([]Spec, []Warning, error) {
 	return m.specs, m.warnings, nil
 }
 
-func newMigration(engine string) *migration {
-	return &migration{engine: engine, rewrites: map[string][]rewrite{}, created: map[string]string{}, unique: map[string]bool{}, copied: map[string]string{}}
+func newMigration(d dialect) *migration {
+	return &migration{d: d, rewrites: map[string][]rewrite{}, created: map[string]string{}, unique: map[string]bool{}, copied: map[string]string{}}
 }
 
 type parseError struct{ err error }
@@ -88,7 +89,7 @@ type rewrite struct {
 }
 
 type migration struct {
-	engine   string
+	d        dialect
 	specs    []Spec
 	warnings []Warning
 	rewrites map[string][]rewrite // by table
@@ -97,13 +98,10 @@ type migration struct {
 	copied   map[string]string    // created table -> source of an INSERT that copies existing rows into it
 }
 
-// key names a table for matching statements on it: SQLite's main schema is
-// the default one.
+// key names a table for matching statements on it (on SQLite the main
+// schema is the default one: dialect.migrationTable).
 func (m *migration) key(table string) string {
-	if m.engine == racefree.SQLite {
-		return strings.TrimPrefix(table, `"main".`)
-	}
-	return table
+	return m.d.migrationTable(table)
 }
 
 func (m *migration) warn(src, format string, args ...any) {

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"math"
 	"strings"
-
-	"github.com/racefree/racefree"
 )
 
-// The SQL of a check is assembled here and nowhere else. Table and column
-// names reach it only through quoteIdent; key expressions and the predicate
-// are the operator's own SQL, which checkExpr has kept to one expression and
-// which run only inside the read-only transaction of Checker.readOnly. Each
+// The SQL of a check is assembled here and in the dialects (postgres.go,
+// sqlite.go), which only add a quoted name. Table and column names reach it
+// only through quoteIdent; key expressions and the predicate are the
+// operator's own SQL, which checkExpr has kept to one expression and which
+// run only inside the read-only transaction of dialect.readOnly. Each
 // is wrapped in parentheses, on lines of its own when it holds "--", so that
 // a trailing line comment ends before the closing parenthesis.
 
@@ -28,24 +27,13 @@ func wrap(expr string) string {
 // preflight finds the table and its primary key, checks the engine supports
 // the spec, has the engine prepare each expression, and collects warnings.
 func (c *Checker) preflight(ctx context.Context, q querier, name Name, spec Spec, rep *Report) error {
-	pk, ordered, err := c.primaryKey(ctx, q, name)
+	pk, ordered, err := c.d.primaryKey(ctx, q, name)
 	if err != nil {
 		return err
 	}
 	rep.PrimaryKey, rep.pkOrdered = pk, ordered
-	if c.engine == racefree.Postgres {
-		if len(pk) == 1 && pk[0] == "ctid" {
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s has no primary key: rows are identified by ctid, which changes when a row is updated", name))
-		}
-		if spec.NullsNotDistinct {
-			var v int
-			if err := q.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&v); err != nil {
-				return err
-			}
-			if v < 150000 {
-				return racefree.Invalid("nulls-not-distinct", "needs PostgreSQL 15 or later; this server is %d", v)
-			}
-		}
+	if err := c.d.preflight(ctx, q, name, spec, rep); err != nil {
+		return err
 	}
 	table := name.String()
 	for _, k := range spec.Keys {
@@ -62,7 +50,7 @@ func (c *Checker) preflight(ctx context.Context, q querier, name Name, spec Spec
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("IF NOT EXISTS: if an index named %q already exists (even an INVALID one), the migration succeeds without building this index", spec.IndexName))
 	}
 	if spec.IndexName != "" {
-		w, err := c.existingIndex(ctx, q, Name{Schema: name.Schema, Table: spec.IndexName})
+		w, err := c.d.existingIndex(ctx, q, Name{Schema: name.Schema, Table: spec.IndexName})
 		if err != nil {
 			return err
 		}
@@ -79,121 +67,6 @@ func prepare(ctx context.Context, q querier, query string) error {
 		return err
 	}
 	return rows.Close()
-}
-
-// primaryKey returns the quoted-ready names of the table's primary key
-// columns, "rowid" or "ctid" when it has none, or an InputError when the
-// table does not exist. ordered reports a single-column key whose type
-// has min and max aggregates (every SQLite value; on PostgreSQL the
-// numbers, strings and times), which lets a check on PostgreSQL read the
-// keys of two-row groups from the aggregate itself (groupQuery).
-func (c *Checker) primaryKey(ctx context.Context, q querier, name Name) (cols []string, ordered bool, err error) {
-	if c.engine == racefree.Postgres {
-		var exists bool
-		if err := q.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, name.String()).Scan(&exists); err != nil {
-			return nil, false, err
-		}
-		if !exists {
-			return nil, false, racefree.Invalid("table", "%s does not exist", name)
-		}
-		rows, err := q.QueryContext(ctx, `
-SELECT a.attname, a.atttypid::regtype::text
-FROM pg_index i
-JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-WHERE i.indrelid = to_regclass($1) AND i.indisprimary
-ORDER BY array_position(i.indkey::int2[], a.attnum)`, name.String())
-		if err != nil {
-			return nil, false, err
-		}
-		defer rows.Close()
-		var types []string
-		for rows.Next() {
-			var col, typ string
-			if err := rows.Scan(&col, &typ); err != nil {
-				return nil, false, err
-			}
-			cols, types = append(cols, col), append(types, typ)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, false, err
-		}
-		if len(cols) == 0 {
-			return []string{"ctid"}, false, nil
-		}
-		return cols, len(cols) == 1 && orderedTypes[types[0]], nil
-	}
-	schema := name.Schema
-	if schema == "" {
-		schema = "main"
-	}
-	rows, err := q.QueryContext(ctx, `SELECT name, pk FROM pragma_table_info(?, ?) ORDER BY pk`, name.Table, schema)
-	if err != nil {
-		return nil, false, err
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var col string
-		var pk int
-		if err := rows.Scan(&col, &pk); err != nil {
-			return nil, false, err
-		}
-		n++
-		if pk > 0 {
-			cols = append(cols, col)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, err
-	}
-	if n == 0 {
-		return nil, false, racefree.Invalid("table", "%s does not exist", name)
-	}
-	if len(cols) == 0 {
-		cols = []string{"rowid"}
-	}
-	return cols, len(cols) == 1, nil
-}
-
-// orderedTypes are the PostgreSQL primary key types that have min and max
-// aggregates, by regtype name.
-var orderedTypes = map[string]bool{
-	"smallint": true, "integer": true, "bigint": true, "numeric": true,
-	"text": true, "character varying": true, "character": true,
-	"date": true, "timestamp without time zone": true, "timestamp with time zone": true,
-}
-
-// existingIndex warns when an index named idx already exists.
-func (c *Checker) existingIndex(ctx context.Context, q querier, idx Name) (string, error) {
-	if c.engine == racefree.Postgres {
-		var valid bool
-		err := q.QueryRowContext(ctx, `SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass($1)`, idx.String()).Scan(&valid)
-		switch {
-		case err == sql.ErrNoRows:
-			return "", nil
-		case err != nil:
-			return "", err
-		case !valid:
-			return fmt.Sprintf("index %s exists but is INVALID (left by a failed CREATE INDEX CONCURRENTLY): it enforces nothing; DROP INDEX CONCURRENTLY it before the migration, which IF NOT EXISTS would otherwise skip", idx), nil
-		}
-		return fmt.Sprintf("index %s already exists: the migration will fail, or do nothing with IF NOT EXISTS", idx), nil
-	}
-	master := "sqlite_master"
-	if idx.Schema != "" {
-		s, err := quoteIdent(idx.Schema)
-		if err != nil {
-			return "", err
-		}
-		master = s + ".sqlite_master"
-	}
-	var n int
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM `+master+` WHERE type = 'index' AND name = ?`, idx.Table).Scan(&n); err != nil {
-		return "", err
-	}
-	if n > 0 {
-		return fmt.Sprintf("index %s already exists: the migration will fail, or do nothing with IF NOT EXISTS", idx), nil
-	}
-	return "", nil
 }
 
 // groupBy returns the bare aggregate of a check: the rows the index covers
@@ -249,43 +122,6 @@ func whereClause(conds []string) string {
 	return "\nWHERE " + strings.Join(conds, "\n  AND ")
 }
 
-// planOnce reports whether a check on SQLite should compute the keys once
-// per row (groupBy with once): when a key is an expression, not a column
-// name, and the engine sorts the rows to group them. When an index gives
-// the keys' order, the plain aggregate reads it in that order without a
-// sort, which a subquery would prevent, so the engine's own plan decides.
-func (c *Checker) planOnce(ctx context.Context, q querier, table string, spec Spec) (bool, error) {
-	if c.engine != racefree.SQLite {
-		return false, nil
-	}
-	expr := false
-	for _, k := range spec.Keys {
-		if n, err := ParseName(k); err != nil || n.Schema != "" {
-			expr = true
-		}
-	}
-	if !expr {
-		return false, nil
-	}
-	rows, err := q.QueryContext(ctx, `EXPLAIN QUERY PLAN `+groupBy(table, spec, "", false))
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	sorts := false
-	for rows.Next() {
-		var id, parent, unused int64
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			return false, err
-		}
-		if strings.Contains(detail, "TEMP B-TREE FOR GROUP BY") {
-			sorts = true
-		}
-	}
-	return sorts, rows.Err()
-}
-
 // groupQuery returns the query of a check, in four steps, each run once
 // (MATERIALIZED on both engines, so that hits is never inlined into the
 // per-group subquery, which would read the table once per listed group):
@@ -310,7 +146,7 @@ func (c *Checker) planOnce(ctx context.Context, q querier, table string, spec Sp
 // the first maxKeys primary keys as a JSON array, and the totals. Its
 // parameters are ?1, the group limit, and ?2, maxKeys.
 func (c *Checker) groupQuery(table string, spec Spec, pk []string, named, once bool) (string, error) {
-	pg := c.engine == racefree.Postgres
+	d := c.d
 	var sel, keys, outer, order, topOrder, match []string
 	for i, k := range spec.Keys {
 		alias := fmt.Sprintf("k%d", i+1)
@@ -319,11 +155,7 @@ func (c *Checker) groupQuery(table string, spec Spec, pk []string, named, once b
 		outer = append(outer, "CAST(top."+alias+" AS TEXT)")
 		order = append(order, alias)
 		topOrder = append(topOrder, "top."+alias)
-		if pg {
-			match = append(match, "hits."+alias+" IS NOT DISTINCT FROM top."+alias)
-		} else {
-			match = append(match, "hits."+alias+" IS top."+alias) // SQLite's IS NOT DISTINCT FROM
-		}
+		match = append(match, "hits."+alias+" "+d.notDistinct()+" top."+alias)
 	}
 	pkSel := make([]string, len(pk))
 	pkCols := make([]string, len(pk))
@@ -343,27 +175,18 @@ func (c *Checker) groupQuery(table string, spec Spec, pk []string, named, once b
 		}
 		pkSel[i] = q + " AS " + pkCols[i]
 	}
-	jsonArray, agg := "json_array", "json_group_array"
-	if pg {
-		jsonArray, agg = "json_build_array", "json_agg"
-	}
+	jsonArray := d.jsonArray()
 	row := pkCols[0]
 	if len(pkCols) > 1 {
 		row = jsonArray + "(" + strings.Join(pkCols, ", ") + ")"
 	}
-	aggRows := agg + "(" + row + " ORDER BY r)"
-	if pg {
-		aggRows += "::text"
-	}
+	aggRows := d.jsonAgg(row + " ORDER BY r")
 	// needsHits selects the listed groups whose keys d cannot name.
 	needsHits, minMax, nameRows := "n > 0", "", "NULL"
 	if named {
 		needsHits = "n > 2"
 		minMax = ", min(" + pkOrder[0] + ") AS lo, max(" + pkOrder[0] + ") AS hi"
-		nameRows = "CASE WHEN CAST(?2 AS BIGINT) >= 2 THEN " + jsonArray + "(top.lo, top.hi) ELSE " + jsonArray + "(top.lo) END"
-		if pg {
-			nameRows = "(" + nameRows + ")::text"
-		}
+		nameRows = d.asText("CASE WHEN CAST(?2 AS BIGINT) >= 2 THEN " + jsonArray + "(top.lo, top.hi) ELSE " + jsonArray + "(top.lo) END")
 	}
 	// The rows of the listed groups. No NULL filter: the listed keys hold
 	// no NULL unless NullsNotDistinct, and a row with a NULL key is then
@@ -404,26 +227,20 @@ ORDER BY top.n DESC, ` + strings.Join(topOrder, ", "), nil
 }
 
 func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, limit, maxKeys int, rep *Report) error {
-	once, err := c.planOnce(ctx, q, table, spec)
+	once, err := c.d.planOnce(ctx, q, table, spec)
 	if err != nil {
 		return err
 	}
-	// Only PostgreSQL names the rows of a pair from the aggregate.
-	named := rep.pkOrdered && c.engine == racefree.Postgres
+	named := rep.pkOrdered && c.d.namesPairs()
 	query, err := c.groupQuery(table, spec, rep.PrimaryKey, named, once)
 	if err != nil {
 		return err
 	}
 	// ?1 is the group limit, ?2 maxKeys, wherever they appear.
-	if c.engine == racefree.Postgres {
-		query = strings.NewReplacer("?1", "$1", "?2", "$2").Replace(query)
-	}
+	query = c.d.placeholders(query)
 	var lim any = limit
 	if limit < 0 {
-		lim = nil // LIMIT NULL: all groups (PostgreSQL); SQLite reads a negative limit as none
-		if c.engine == racefree.SQLite {
-			lim = -1
-		}
+		lim = c.d.allGroups()
 	}
 	var keysPerGroup int64 = math.MaxInt64
 	if maxKeys > 0 {
@@ -486,17 +303,9 @@ func (c *Checker) Rows(ctx context.Context, table string) (n int64, exact bool, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err = c.readOnly(ctx, timeout, func(q querier) error {
-		if c.engine == racefree.Postgres {
-			var est float64
-			if err := q.QueryRowContext(ctx, `SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)`, name.String()).Scan(&est); err != nil {
-				return err
-			}
-			n = max(0, int64(est)) // -1: never analyzed
-			return nil
-		}
-		exact = true
-		return q.QueryRowContext(ctx, `SELECT count(*) FROM `+quoted).Scan(&n)
+	err = c.d.readOnly(ctx, c.db, timeout, func(q querier) (err error) {
+		n, exact, err = c.d.rows(ctx, q, name, quoted)
+		return err
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("unique-check %s: rows: %w", name, err)
