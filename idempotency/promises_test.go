@@ -659,7 +659,8 @@ func TestLeasesLiveInTheirOwnNamespace(t *testing.T) {
 func TestStepValueMustBeText(t *testing.T) {
 	t.Parallel()
 	each(t, nil, func(t *testing.T, b bundle) {
-		for _, value := range []string{"a\x00b", "\xff"} {
+		// A NUL in the middle, at either end, alone; and a byte that is no UTF-8.
+		for _, value := range []string{"a\x00b", "\x00ab", "ab\x00", "\x00", "\xff"} {
 			_, err := b.store.Do(context.Background(), "s", fmt.Sprintf("%q", value), "fp", func(ctx context.Context, call *idempotency.Call) ([]byte, error) {
 				_, err := call.Step(ctx, "charge", func(context.Context) (string, error) { return value, nil })
 				return nil, err

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -429,6 +430,69 @@ func TestDoHoldsNoTransactionWhileFnRuns(t *testing.T) {
 			cancel()
 			if err != nil || string(res.Response) != "outer+inner" {
 				t.Fatalf("%s: Do inside fn with one connection: %+v, %v", tenant.From(ctx), res, err)
+			}
+		}
+	})
+}
+
+// TestStepRunsForTheCallsTenantWhateverItsContext proves that a Step is
+// saved and resumed as its call's tenant, whatever context the caller hands
+// Step: one that names no tenant (context.Background(), as a helper deep
+// in the handler might build) or one that names another tenant. The first
+// run saves two recovery points and fails; the retry resumes both, and
+// neither other tenant holds a step.
+func TestStepRunsForTheCallsTenantWhateverItsContext(t *testing.T) {
+	t.Parallel()
+	onOwnerAndApp(t, func(t *testing.T, db *racefree.DB, _ *racefree.ManualClock) {
+		acme, globex := twoTenants(t)
+		s := idempotency.New(db, nil)
+		elsewhere := map[string]context.Context{"no tenant": context.Background(), "globex": globex}
+		steps := func(call *idempotency.Call) error {
+			for name, ctx := range elsewhere {
+				if _, err := call.Step(ctx, name, func(context.Context) (string, error) { return "v-" + name, nil }); err != nil {
+					return fmt.Errorf("step with a context of %s: %w", name, err)
+				}
+			}
+			return nil
+		}
+		failed := errors.New("the handler failed after its steps")
+		_, err := s.Do(acme, "s", "k", "fp", func(_ context.Context, call *idempotency.Call) ([]byte, error) {
+			if err := steps(call); err != nil {
+				return nil, err
+			}
+			return nil, failed
+		})
+		if !errors.Is(err, failed) {
+			t.Fatalf("first run: %v, want the handler's error", err)
+		}
+		res, err := s.Do(acme, "s", "k", "fp", func(_ context.Context, call *idempotency.Call) ([]byte, error) {
+			if err := steps(call); err != nil {
+				return nil, err
+			}
+			if call.ResumedSteps != len(elsewhere) {
+				return nil, fmt.Errorf("resumed %d steps, want %d: a step saved outside acme's tenant", call.ResumedSteps, len(elsewhere))
+			}
+			return []byte("done"), nil
+		})
+		if err != nil || string(res.Response) != "done" {
+			t.Fatalf("retry: %+v, %v", res, err)
+		}
+		for _, other := range []string{"default", "globex"} {
+			ctx, err := tenant.With(context.Background(), other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Do(ctx, "s", "k", "fp", func(_ context.Context, call *idempotency.Call) ([]byte, error) {
+				if err := steps(call); err != nil {
+					return nil, err
+				}
+				if call.ResumedSteps != 0 {
+					return nil, fmt.Errorf("tenant %s resumed %d of acme's steps", other, call.ResumedSteps)
+				}
+				return []byte("x"), nil
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
 		}
 	})
