@@ -480,3 +480,47 @@ func TestEdgesAFenceRolledBackIsIssuedAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesReapBatchInput: ReapBatch, which primitives call with their own
+// transaction and batch, refuses a batch of 0 or below and a negative
+// grace (InputErrors; it has no default of its own, unlike Reap) and
+// deletes nothing then; a batch of 1 deletes one lapsed claim, and a grace
+// of 0 reaps a claim at the millisecond it lapsed.
+func TestEdgesReapBatchInput(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		for _, k := range []string{"a", "b"} {
+			if _, err := b.claims.Acquire(ctx, b.db, k, "h", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.clock.Advance(time.Minute) // both lapse now
+		batch := func(grace time.Duration, n int) ([]string, error) {
+			var keys []string
+			err := tenant.InTx(ctx, b.db, tenant.Default, func(ctx context.Context, tx *sql.Tx) error {
+				var err error
+				keys, err = b.claims.ReapBatch(ctx, tx, grace, n)
+				return err
+			})
+			return keys, err
+		}
+		for _, c := range []struct {
+			grace time.Duration
+			n     int
+		}{{0, 0}, {0, -1}, {-time.Millisecond, 10}} {
+			if keys, err := batch(c.grace, c.n); !errors.Is(err, racefree.ErrInvalidInput) || len(keys) != 0 {
+				t.Fatalf("ReapBatch(grace %v, batch %d) = %v, %v; want an InputError", c.grace, c.n, keys, err)
+			}
+		}
+		if keys, err := batch(0, 1); err != nil || len(keys) != 1 {
+			t.Fatalf("ReapBatch(0, 1) = %v, %v; want one key", keys, err)
+		}
+		if keys, err := batch(0, 1); err != nil || len(keys) != 1 {
+			t.Fatalf("the second ReapBatch(0, 1) = %v, %v; want the other key", keys, err)
+		}
+		if keys, err := batch(0, 1); err != nil || len(keys) != 0 {
+			t.Fatalf("the third ReapBatch(0, 1) = %v, %v; want none left", keys, err)
+		}
+	})
+}
