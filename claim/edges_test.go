@@ -524,3 +524,46 @@ func TestEdgesReapBatchInput(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesNotHeldSaysWhy: at the claim's current fence, a refusal that is
+// neither stale nor ahead says which of the two it is: another holder's
+// live claim is "held by" that holder (Renew, Release and Guard), the
+// caller's own lapsed claim "lapsed at" (Renew and Guard; Release of a
+// lapsed tenure succeeds); neither says the fence is ahead.
+func TestEdgesNotHeldSaysWhy(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		c, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		says := func(op string, err error, want string, not ...string) {
+			t.Helper()
+			if !errors.Is(err, racefree.ErrNotHeld) || errors.Is(err, racefree.ErrStaleFence) {
+				t.Fatalf("%s at the current fence %d: %v; want ErrNotHeld, not stale", op, c.Fence, err)
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q does not say %q", op, err, want)
+			}
+			for _, n := range not {
+				if strings.Contains(err.Error(), n) {
+					t.Errorf("%s: %q says %q", op, err, n)
+				}
+			}
+		}
+		guard := func(holder string) error {
+			return b.db.InTx(ctx, func(tx *sql.Tx) error { return b.claims.Guard(ctx, tx, "k", holder, c.Fence) })
+		}
+		held := `held by "a" at fence 1`
+		_, err = b.claims.Renew(ctx, b.db, "k", "b", c.Fence, time.Minute)
+		says("b's renew of a's claim", err, held, "ahead", "lapsed")
+		says("b's release of a's claim", b.claims.Release(ctx, b.db, "k", "b", c.Fence), held, "ahead", "lapsed")
+		says("b's guard of a's claim", guard("b"), held, "ahead", "lapsed")
+
+		b.clock.Advance(time.Minute) // a's claim lapses, nobody took it
+		_, err = b.claims.Renew(ctx, b.db, "k", "a", c.Fence, time.Minute)
+		says("a's renew of its lapsed claim", err, "lapsed at", "ahead", "held by")
+		says("a's guard of its lapsed claim", guard("a"), "lapsed at", "ahead", "held by")
+	})
+}
