@@ -397,3 +397,39 @@ func TestEdgesReadRowPipelinedReadsItsRow(t *testing.T) {
 		t.Fatalf("ReadRow of no row on the pool: %v, want ErrNotFound", err)
 	}
 }
+
+// TestEdgesReadInACallersTransaction: tenant.Read given the caller's
+// transaction, as the application role, sets the transaction's tenant and
+// runs fn in it, once; given a transaction InTx set to another tenant, it
+// refuses with a MismatchError and runs nothing. CheckDurable on SQLite,
+// which has no standby, is an InputError.
+func TestEdgesReadInACallersTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, app := postgres(t)
+	acme, _ := tenant.With(ctx, "acme")
+	runs := 0
+	err := app.InTx(ctx, func(tx *sql.Tx) error {
+		return tenant.Read(acme, app, tx, func(exec racefree.Executor) error {
+			runs++
+			if got := setting(t, ctx, exec); got != "acme" {
+				t.Errorf("Read left the caller's transaction at tenant %q, want acme", got)
+			}
+			return nil
+		})
+	})
+	if err != nil || runs != 1 {
+		t.Fatalf("Read in the caller's transaction: %v after %d run(s) of fn, want 1", err, runs)
+	}
+	runs = 0
+	err = tenant.InTx(ctx, app, "globex", func(_ context.Context, tx *sql.Tx) error {
+		return tenant.Read(acme, app, tx, func(racefree.Executor) error { runs++; return nil })
+	})
+	var me *tenant.MismatchError
+	if !errors.As(err, &me) || me.Tx != "globex" || me.Context != "acme" || runs != 0 {
+		t.Fatalf("Read in globex's transaction: %v after %d run(s) of fn, want a MismatchError and none", err, runs)
+	}
+	if err := tenant.CheckDurable(ctx, testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)); !errors.Is(err, racefree.ErrInvalidInput) {
+		t.Fatalf("CheckDurable on SQLite: %v, want an InputError", err)
+	}
+}
