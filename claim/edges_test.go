@@ -480,3 +480,90 @@ func TestEdgesAFenceRolledBackIsIssuedAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesReapBatchInput: ReapBatch, which primitives call with their own
+// transaction and batch, refuses a batch of 0 or below and a negative
+// grace (InputErrors; it has no default of its own, unlike Reap) and
+// deletes nothing then; a batch of 1 deletes one lapsed claim, and a grace
+// of 0 reaps a claim at the millisecond it lapsed.
+func TestEdgesReapBatchInput(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		for _, k := range []string{"a", "b"} {
+			if _, err := b.claims.Acquire(ctx, b.db, k, "h", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.clock.Advance(time.Minute) // both lapse now
+		batch := func(grace time.Duration, n int) ([]string, error) {
+			var keys []string
+			err := tenant.InTx(ctx, b.db, tenant.Default, func(ctx context.Context, tx *sql.Tx) error {
+				var err error
+				keys, err = b.claims.ReapBatch(ctx, tx, grace, n)
+				return err
+			})
+			return keys, err
+		}
+		for _, c := range []struct {
+			grace time.Duration
+			n     int
+		}{{0, 0}, {0, -1}, {-time.Millisecond, 10}} {
+			if keys, err := batch(c.grace, c.n); !errors.Is(err, racefree.ErrInvalidInput) || len(keys) != 0 {
+				t.Fatalf("ReapBatch(grace %v, batch %d) = %v, %v; want an InputError", c.grace, c.n, keys, err)
+			}
+		}
+		if keys, err := batch(0, 1); err != nil || len(keys) != 1 {
+			t.Fatalf("ReapBatch(0, 1) = %v, %v; want one key", keys, err)
+		}
+		if keys, err := batch(0, 1); err != nil || len(keys) != 1 {
+			t.Fatalf("the second ReapBatch(0, 1) = %v, %v; want the other key", keys, err)
+		}
+		if keys, err := batch(0, 1); err != nil || len(keys) != 0 {
+			t.Fatalf("the third ReapBatch(0, 1) = %v, %v; want none left", keys, err)
+		}
+	})
+}
+
+// TestEdgesNotHeldSaysWhy: at the claim's current fence, a refusal that is
+// neither stale nor ahead says which of the two it is: another holder's
+// live claim is "held by" that holder (Renew, Release and Guard), the
+// caller's own lapsed claim "lapsed at" (Renew and Guard; Release of a
+// lapsed tenure succeeds); neither says the fence is ahead.
+func TestEdgesNotHeldSaysWhy(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		c, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		says := func(op string, err error, want string, not ...string) {
+			t.Helper()
+			if !errors.Is(err, racefree.ErrNotHeld) || errors.Is(err, racefree.ErrStaleFence) {
+				t.Fatalf("%s at the current fence %d: %v; want ErrNotHeld, not stale", op, c.Fence, err)
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %q does not say %q", op, err, want)
+			}
+			for _, n := range not {
+				if strings.Contains(err.Error(), n) {
+					t.Errorf("%s: %q says %q", op, err, n)
+				}
+			}
+		}
+		guard := func(holder string) error {
+			return b.db.InTx(ctx, func(tx *sql.Tx) error { return b.claims.Guard(ctx, tx, "k", holder, c.Fence) })
+		}
+		held := `held by "a" at fence 1`
+		_, err = b.claims.Renew(ctx, b.db, "k", "b", c.Fence, time.Minute)
+		says("b's renew of a's claim", err, held, "ahead", "lapsed")
+		says("b's release of a's claim", b.claims.Release(ctx, b.db, "k", "b", c.Fence), held, "ahead", "lapsed")
+		says("b's guard of a's claim", guard("b"), held, "ahead", "lapsed")
+
+		b.clock.Advance(time.Minute) // a's claim lapses, nobody took it
+		_, err = b.claims.Renew(ctx, b.db, "k", "a", c.Fence, time.Minute)
+		says("a's renew of its lapsed claim", err, "lapsed at", "ahead", "held by")
+		says("a's guard of its lapsed claim", guard("a"), "lapsed at", "ahead", "held by")
+	})
+}

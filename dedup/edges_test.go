@@ -593,3 +593,26 @@ func TestEdgesUnknownOutcomeOfACallAlone(t *testing.T) {
 		t.Fatalf("the record again at the same fence: %v", err)
 	}
 }
+
+// TestEdgesRecordOnAClaimWithoutAnEvent: a claim in dedup's namespace at
+// the very fence Record is given, but no event row (a claim taken through
+// the claim package alone), records nothing and is ErrNotFound, neither
+// stale nor ahead: the fence equals the current one, so only the missing
+// event can have refused it.
+func TestEdgesRecordOnAClaimWithoutAnEvent(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB) {
+		ctx := context.Background()
+		c, err := claim.NewNamespace(db, dedup.Namespace).Acquire(ctx, db, "bare", "h", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = log.Record(ctx, db, "bare", c.Fence, dedup.Result{Classification: "x"})
+		if !errors.Is(err, racefree.ErrNotFound) || errors.Is(err, racefree.ErrStaleFence) || errors.Is(err, racefree.ErrNotHeld) {
+			t.Fatalf("record at the claim's own fence with no event: %v, want ErrNotFound alone", err)
+		}
+		if _, err := log.Get(ctx, db, "bare"); !errors.Is(err, racefree.ErrNotFound) {
+			t.Fatalf("event after the refused record: %v, want ErrNotFound", err)
+		}
+	})
+}

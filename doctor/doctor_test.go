@@ -255,7 +255,8 @@ func TestPostgresSynchronousCommitOff(t *testing.T) {
 // replication-not-judged for a role that may not see sync_state (not
 // "ok": it cannot see whether the standby is synchronous); a session with
 // synchronous_commit local is no-standby-waits again; with the standby
-// stopped, sync-standby-not-streaming (an error).
+// stopped, sync-standby-not-streaming (an error), for that session too,
+// and no no-standby-waits: nothing streams.
 func TestPostgresReplication(t *testing.T) {
 	t.Parallel()
 	c := testdb.NewCluster(t)
@@ -294,4 +295,11 @@ func TestPostgresReplication(t *testing.T) {
 	c.Standby.Stop(t)
 	rep = waitFor(t, owner, doctor.Options{}, "sync-standby-not-streaming", has(doctor.SyncStandbyNotStreaming))
 	want(t, rep, doctor.SyncStandbyNotStreaming, doctor.Error)
+
+	// No standby streams now: the session with synchronous_commit local
+	// gets the missing standby's error, and no no-standby-waits (there is
+	// no standby whose wait it skips).
+	rep = check(t, local, doctor.Options{})
+	want(t, rep, doctor.SyncStandbyNotStreaming, doctor.Error)
+	none(t, rep, doctor.NoStandbyWaits)
 }

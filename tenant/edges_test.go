@@ -275,3 +275,161 @@ GRANT USAGE ON SEQUENCE attempts TO PUBLIC`)
 		t.Fatalf("a permanent failure: %v after %d runs; want it returned after one", err, runs)
 	}
 }
+
+// TestEdgesRunInTheCallersTransactionForANewTenant: Run given the
+// caller's transaction (not one InTx opened) for a tenant the process has
+// not seen runs fn in it, once, and records the tenant in the same
+// transaction: committed, fn's row is there and Each visits the tenant.
+// So does Run on the pool for another new tenant, where fn runs on the
+// pool itself (SQLite; on PostgreSQL the tests' role bypasses row-level
+// security).
+func TestEdgesRunInTheCallersTransactionForANewTenant(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx, err := tenant.With(context.Background(), "fresh")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := 0
+		err = db.InTx(ctx, func(tx *sql.Tx) error {
+			return tenant.Run(ctx, db, tx, func(exec racefree.Executor) error {
+				runs++
+				_, err := exec.ExecContext(ctx, seqInsert(db), "fresh")
+				return err
+			})
+		})
+		if err != nil || runs != 1 {
+			t.Fatalf("Run in the caller's transaction: %v after %d run(s) of fn, want 1", err, runs)
+		}
+		if n := seqRows(t, db, "fresh"); n != 1 {
+			t.Fatalf("fn's row after the commit: %d rows, want 1", n)
+		}
+		if got := visited(t, db); got != "default,fresh" {
+			t.Fatalf("Each visited %s, want default,fresh", got)
+		}
+
+		// On the pool, for another new tenant (SQLite, or a PostgreSQL role
+		// that row-level security does not bind: fn runs on the pool as
+		// it is): fn runs once and the tenant is recorded.
+		pool, err := tenant.With(context.Background(), "pool")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = 0
+		err = tenant.Run(pool, db, db, func(exec racefree.Executor) error {
+			runs++
+			_, err := exec.ExecContext(pool, seqInsert(db), "pool")
+			return err
+		})
+		if err != nil || runs != 1 {
+			t.Fatalf("Run on the pool: %v after %d run(s) of fn, want 1", err, runs)
+		}
+		if n := seqRows(t, db, "pool"); n != 1 {
+			t.Fatalf("fn's row on the pool: %d rows, want 1", n)
+		}
+		if got := visited(t, db); got != "default,fresh,pool" {
+			t.Fatalf("Each visited %s, want default,fresh,pool", got)
+		}
+	})
+}
+
+// TestEdgesNoRowIsNotFoundOnEveryPath: QueryRow and ReadRow of a
+// statement that returns no row are ErrNotFound wherever the statement
+// runs: on the pool (SQLite's, or PostgreSQL's for a role that row-level
+// security does not bind, the path through Run and Read), in the caller's
+// transaction, and in one tenant.InTx opened. A row found is no error.
+func TestEdgesNoRowIsNotFoundOnEveryPath(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx, err := tenant.With(context.Background(), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const none, one = `SELECT 1 WHERE 1 = 0`, `SELECT 1`
+		try := func(where string, exec racefree.Executor) {
+			t.Helper()
+			var v int
+			if err := tenant.QueryRow(ctx, db, exec, none, nil, &v); !errors.Is(err, racefree.ErrNotFound) {
+				t.Errorf("QueryRow of no row %s: %v, want ErrNotFound", where, err)
+			}
+			if err := tenant.ReadRow(ctx, db, exec, none, nil, &v); !errors.Is(err, racefree.ErrNotFound) {
+				t.Errorf("ReadRow of no row %s: %v, want ErrNotFound", where, err)
+			}
+			if err := tenant.QueryRow(ctx, db, exec, one, nil, &v); err != nil || v != 1 {
+				t.Errorf("QueryRow of a row %s: %d, %v", where, v, err)
+			}
+			if err := tenant.ReadRow(ctx, db, exec, one, nil, &v); err != nil || v != 1 {
+				t.Errorf("ReadRow of a row %s: %d, %v", where, v, err)
+			}
+		}
+		try("on the pool", db)
+		if err := db.InTx(ctx, func(tx *sql.Tx) error { try("in the caller's transaction", tx); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := tenant.InTx(ctx, db, "acme", func(ctx context.Context, tx *sql.Tx) error {
+			try("in tenant.InTx", tx)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestEdgesReadRowPipelinedReadsItsRow: as the application role on
+// PostgreSQL's pool, where ReadRow pipelines the tenant's set_config with
+// the statement, the statement runs and sees its tenant (for a tenant the
+// process never recorded too), and a statement without a row is
+// ErrNotFound.
+func TestEdgesReadRowPipelinedReadsItsRow(t *testing.T) {
+	t.Parallel()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	app := testdb.App(t, testdb.Open(t, d, nil), d)
+	ctx, err := tenant.With(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := tenant.ReadRow(ctx, app, app, `SELECT current_setting('racefree.tenant_id', true)`, nil, &got); err != nil || got != "acme" {
+		t.Fatalf("ReadRow on the pool: %q, %v; want the statement run for acme", got, err)
+	}
+	var v int
+	if err := tenant.ReadRow(ctx, app, app, `SELECT 1 WHERE false`, nil, &v); !errors.Is(err, racefree.ErrNotFound) {
+		t.Fatalf("ReadRow of no row on the pool: %v, want ErrNotFound", err)
+	}
+}
+
+// TestEdgesReadInACallersTransaction: tenant.Read given the caller's
+// transaction, as the application role, sets the transaction's tenant and
+// runs fn in it, once; given a transaction InTx set to another tenant, it
+// refuses with a MismatchError and runs nothing. CheckDurable on SQLite,
+// which has no standby, is an InputError.
+func TestEdgesReadInACallersTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, app := postgres(t)
+	acme, _ := tenant.With(ctx, "acme")
+	runs := 0
+	err := app.InTx(ctx, func(tx *sql.Tx) error {
+		return tenant.Read(acme, app, tx, func(exec racefree.Executor) error {
+			runs++
+			if got := setting(t, ctx, exec); got != "acme" {
+				t.Errorf("Read left the caller's transaction at tenant %q, want acme", got)
+			}
+			return nil
+		})
+	})
+	if err != nil || runs != 1 {
+		t.Fatalf("Read in the caller's transaction: %v after %d run(s) of fn, want 1", err, runs)
+	}
+	runs = 0
+	err = tenant.InTx(ctx, app, "globex", func(_ context.Context, tx *sql.Tx) error {
+		return tenant.Read(acme, app, tx, func(racefree.Executor) error { runs++; return nil })
+	})
+	var me *tenant.MismatchError
+	if !errors.As(err, &me) || me.Tx != "globex" || me.Context != "acme" || runs != 0 {
+		t.Fatalf("Read in globex's transaction: %v after %d run(s) of fn, want a MismatchError and none", err, runs)
+	}
+	if err := tenant.CheckDurable(ctx, testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)); !errors.Is(err, racefree.ErrInvalidInput) {
+		t.Fatalf("CheckDurable on SQLite: %v, want an InputError", err)
+	}
+}

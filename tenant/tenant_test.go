@@ -391,7 +391,9 @@ func TestGrantRefusesRolesThatBypassRowSecurity(t *testing.T) {
 // tables' owner (a NOINHERIT member), to a superuser role, or to a
 // BYPASSRLS role through a chain, is refused by CheckAppRole and Grant
 // with the path, and is granted nothing; so is a member of the role that
-// migrates before any table exists. A clean role passes.
+// migrates before any table exists. A clean role passes. A role with one
+// way out hears of that one alone, one with two of the first and "1
+// more".
 func TestGrantRefusesRolesThatCanBecomeOneThatBypasses(t *testing.T) {
 	ctx := context.Background()
 	dsn := testdb.NewDSN(t, racefree.Postgres)
@@ -413,6 +415,9 @@ func TestGrantRefusesRolesThatCanBecomeOneThatBypasses(t *testing.T) {
 		if !errors.Is(err, tenant.ErrUnsafeRole) || !strings.Contains(err.Error(), `can SET ROLE to "`+e.Reached+`"`) || !strings.Contains(err.Error(), `REVOKE "`+e.Path[1]+`" FROM "`+e.Role+`"`) {
 			t.Errorf("Grant(%s) = %v, want ErrUnsafeRole naming the path to %s and its REVOKE", e.Name, err, e.Reached)
 		}
+		if err != nil && strings.Contains(err.Error(), "more way") {
+			t.Errorf("Grant(%s) = %v: one way out, yet it speaks of more", e.Name, err)
+		}
 		var granted bool
 		if err := owner.QueryRowContext(ctx, `SELECT has_table_privilege($1, 'racefree_claims', 'SELECT')`, e.Role).Scan(&granted); err != nil || granted {
 			t.Errorf("%s was granted SELECT on racefree_claims (%v)", e.Name, err)
@@ -420,6 +425,17 @@ func TestGrantRefusesRolesThatCanBecomeOneThatBypasses(t *testing.T) {
 	}
 	if err := tenant.CheckAppRole(ctx, owner, rs.Clean); err != nil {
 		t.Errorf("CheckAppRole(clean) = %v", err)
+	}
+	// Two ways out (a BYPASSRLS role and the owner, each reached by one
+	// membership): the first is named, the other counted.
+	two := rs.Clean + "_two"
+	admin := testdb.Open(t, dsn, nil) // the superuser, for roles
+	if _, err := admin.ExecContext(ctx, `CREATE ROLE `+two+` NOLOGIN IN ROLE `+rs.Bypass+`, `+ownerRole); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), `DROP ROLE `+two) })
+	if err := tenant.CheckAppRole(ctx, owner, two); !errors.Is(err, tenant.ErrUnsafeRole) || !strings.Contains(err.Error(), `"`+rs.Bypass+`"`) || !strings.HasSuffix(err.Error(), ", and 1 more way(s)") {
+		t.Errorf("CheckAppRole(a member of a BYPASSRLS role and of the owner) = %v, want ErrUnsafeRole naming the first way and 1 more", err)
 	}
 	if err := tenant.CheckAppRole(ctx, testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil), "app"); !errors.Is(err, racefree.ErrInvalidInput) {
 		t.Errorf("CheckAppRole on SQLite = %v, want an InputError", err)

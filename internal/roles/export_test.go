@@ -6,3 +6,6 @@ var (
 	ReachSQL  = &reachSQL
 	Reach16   = &reach16SQL
 )
+
+// For the test of closeRows.
+var CloseRows = closeRows

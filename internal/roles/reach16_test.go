@@ -111,3 +111,61 @@ func TestReach16OnEmulatedCatalogue(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeChoosesTheQueryByServerVersion: Judge reads PostgreSQL 16's
+// catalogue from server_version_num 160000 on, and the older one below
+// it. On the emulated catalogue, with current_setting made to answer a
+// chosen server_version_num, a member WITH SET FALSE of a BYPASSRLS role
+// escapes nothing at exactly 160000 (the SET option is read) and is a
+// BYPASSRLS finding at 159999 (before 16 every membership allows SET
+// ROLE).
+func TestJudgeChoosesTheQueryByServerVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	u, _ := url.Parse(dsn)
+	schema := u.Query().Get("search_path")
+	q := u.Query()
+	q.Set("search_path", schema+",pg_catalog")
+	u.RawQuery = q.Encode()
+	db, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if _, err := db.ExecContext(ctx, emulate16+`
+CREATE TABLE version (num text);
+CREATE FUNCTION current_setting(name text) RETURNS text LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN name = 'server_version_num' THEN (SELECT num FROM version) ELSE pg_catalog.current_setting(name) END
+$$;`); err != nil {
+		t.Fatal(err)
+	}
+	owner := schema + "_owner"
+	if _, err := db.ExecContext(ctx, `CREATE ROLE `+owner+` NOLOGIN`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP ROLE `+owner) })
+	rs := testdb.MakeEscapeRoles(t, owner)
+	e := rs.Escapes[0] // a member of a BYPASSRLS role
+	if e.Kind != roles.BypassRLS {
+		t.Fatalf("escape 0 is %s, want a member of a BYPASSRLS role", e.Kind)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO options SELECT to_regrole($1), to_regrole($2), false, false`, e.Path[1], e.Path[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		version string
+		n       int
+	}{{"159999", 1}, {"160000", 0}, {"160001", 0}} {
+		if _, err := db.ExecContext(ctx, `DELETE FROM version; INSERT INTO version VALUES ('`+c.version+`')`); err != nil {
+			t.Fatal(err)
+		}
+		got, err := roles.Judge(ctx, db, e.Role, []string{owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != c.n || (c.n == 1 && got[0].Kind != roles.BypassRLS) {
+			t.Errorf("server_version_num %s: %+v, want %d BYPASSRLS finding(s)", c.version, got, c.n)
+		}
+	}
+}

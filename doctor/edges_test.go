@@ -1,0 +1,112 @@
+package doctor_test
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/doctor"
+	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/internal/testing/testdb"
+)
+
+// TestPostgresRLSVerdictAtTheSchemaEdges tries the row-level security
+// check at the versions that decide it: a database never migrated
+// (version 0) is schema-behind with no row-level security verdict (not
+// rls-not-judged: the version is known); at exactly version 12, the
+// migration that forces row-level security, a table that no longer
+// forces it is rls-not-forced; and a role that may not read the schema
+// version gets schema-not-judged and rls-not-judged, never silence.
+func TestPostgresRLSVerdictAtTheSchemaEdges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	db, err := dsn.Open(ctx, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	rep := check(t, db, doctor.Options{})
+	f := want(t, rep, doctor.SchemaBehind, doctor.Warn)
+	if !strings.Contains(f.Detail, "version 0") {
+		t.Fatalf("detail %q does not name version 0", f.Detail)
+	}
+	none(t, rep, doctor.RLSNotForced, doctor.RLSNotJudged, doctor.SchemaNotJudged)
+
+	if _, err := db.MigrateUpTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL().ExecContext(ctx, `ALTER TABLE racefree_claims NO FORCE ROW LEVEL SECURITY`); err != nil {
+		t.Fatal(err)
+	}
+	f = want(t, check(t, db, doctor.Options{}), doctor.RLSNotForced, doctor.Error)
+	if !strings.Contains(f.Detail, "racefree_claims") {
+		t.Fatalf("detail %q does not name the table", f.Detail)
+	}
+	if _, err := db.SQL().ExecContext(ctx, f.Fix); err != nil {
+		t.Fatalf("fix %q: %v", f.Fix, err)
+	}
+	if _, err := db.MigrateUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	app := testdb.App(t, db, d)
+	var role string
+	if err := app.SQL().QueryRowContext(ctx, `SELECT current_user`).Scan(&role); err != nil {
+		t.Fatal(err)
+	}
+	none(t, check(t, app, doctor.Options{}), doctor.SchemaNotJudged, doctor.RLSNotJudged, doctor.RLSNotForced)
+	if _, err := db.SQL().ExecContext(ctx, `REVOKE SELECT ON racefree_schema_migrations FROM `+role); err != nil {
+		t.Fatal(err)
+	}
+	rep = check(t, app, doctor.Options{})
+	want(t, rep, doctor.SchemaNotJudged, doctor.Warn)
+	want(t, rep, doctor.RLSNotJudged, doctor.Warn)
+}
+
+// TestPostgresRoleFindingFixes: a role finding's fix cuts the path when
+// there is one (a member of a superuser role: REVOKE the membership) and
+// names the way out when the role itself escapes (a superuser: serve as
+// a role that migrate up --app-role accepts).
+func TestPostgresRoleFindingFixes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	u, _ := url.Parse(d)
+	p := u.Query().Get("search_path")
+	super, member := p+"_super", p+"_member"
+	admin, err := sql.Open("pgx", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	for _, q := range []string{
+		`CREATE ROLE ` + super + ` NOLOGIN SUPERUSER`,
+		`CREATE ROLE ` + member + ` NOLOGIN NOSUPERUSER NOBYPASSRLS`,
+		`GRANT ` + super + ` TO ` + member,
+	} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, r := range []string{member, super} {
+			if _, err := admin.ExecContext(context.Background(), `DROP ROLE `+r); err != nil {
+				t.Errorf("drop role %s: %v", r, err)
+			}
+		}
+	})
+	f := want(t, check(t, owner, doctor.Options{Role: member}), "role-is-superuser", doctor.Error)
+	if want := `REVOKE "` + super + `" FROM "` + member + `";`; f.Fix != want {
+		t.Fatalf("fix of a member of a superuser role: %q, want %q", f.Fix, want)
+	}
+	f = want(t, check(t, owner, doctor.Options{}), "role-is-superuser", doctor.Error)
+	if !strings.Contains(f.Fix, "--app-role") {
+		t.Fatalf("fix of a superuser itself: %q, want it to name migrate up --app-role", f.Fix)
+	}
+}
