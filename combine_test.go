@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/racefree/racefree"
@@ -274,4 +275,77 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 	if s.Failed != before.Failed {
 		t.Errorf("failed batches: %d, want none: the cut batch is no failure (%+v)", s.Failed-before.Failed, s)
 	}
+}
+
+// TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax holds batches in
+// flight with a row lock and counts, after each call, the operations
+// queued and running: with one batch in flight a call queues until a
+// quarter of CombineMax (here 3 of 12) would wait, and the call that
+// makes it so starts a second batch with the waiting ones, not one call
+// earlier nor later; with CombineBatches (2) in flight, every call
+// queues, however many wait. A quarter above the floor of 2 tells a
+// quarter from another fraction of CombineMax.
+func TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax(t *testing.T) {
+	testdb.Each(t, &racefree.Config{Combine: true, CombineMax: 12, CombineBatches: 2}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		for _, q := range []string{
+			`CREATE TABLE combine_q (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
+			`INSERT INTO combine_q (k, v) VALUES ('z', 0)`,
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lock, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback() // on a failure: lets the batches end
+		if _, err := lock.ExecContext(ctx, `UPDATE combine_q SET v = v WHERE k = 'z'`); err != nil {
+			t.Fatal(err)
+		}
+		// Every operation adds one to the locked row: each batch waits
+		// for the lock, in flight, until it is released.
+		done := make(chan error, 16)
+		calls := 0
+		call := func(queued, running int) {
+			t.Helper()
+			calls++
+			op := &racefree.Op{Group: "g", Key: fmt.Sprint("k", calls), Stmts: []*racefree.Statement{
+				{Query: `UPDATE combine_q SET v = v + 1 WHERE k = 'z'`},
+			}}
+			go func() {
+				ran, err := db.Combine(ctx, op)
+				if err == nil && !ran {
+					err = errors.New("its batch failed: reported not run")
+				}
+				done <- err
+			}()
+			testdb.WaitCombiner(t, db, fmt.Sprintf("call %d: %d queued, %d running", calls, queued, running), func(s racefree.CombineStats) bool {
+				return s.Queued+s.Running == calls
+			})
+			if s := db.CombineStats(); s.Queued != queued || s.Running != running {
+				t.Fatalf("after call %d: %d queued and %d running, want %d and %d", calls, s.Queued, s.Running, queued, running)
+			}
+		}
+		call(0, 1) // none in flight: it leads at once
+		call(1, 1) // one in flight, 1 would wait: it queues
+		call(2, 1) // 2 would wait, under a quarter of 12
+		call(0, 4) // 3 would wait: a second batch, with the two queued
+		for q := 1; q <= 4; q++ {
+			call(q, 4) // CombineBatches in flight: it queues
+		}
+		if err := lock.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		for range calls {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var v int64
+		if err := db.QueryRowContext(ctx, `SELECT v FROM combine_q WHERE k = 'z'`).Scan(&v); err != nil || v != int64(calls) {
+			t.Fatalf("the row: %d (%v), want %d: each operation once", v, err, calls)
+		}
+	})
 }
