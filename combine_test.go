@@ -6,10 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
 )
+
+// await receives from ch, or fails the test after a minute: a combiner
+// that never answers a caller fails the test rather than hanging it.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("waiting for %s: no answer after a minute", what)
+		panic("unreachable")
+	}
+}
 
 // TestCombinerBatches runs operations through DB.Combine behind a batch
 // that a row lock holds in flight, one batch at a time, so that the next
@@ -70,7 +84,7 @@ func TestCombinerBatches(t *testing.T) {
 				if err := lock.Commit(); err != nil {
 					t.Fatal(err)
 				}
-				if err := <-held; err != nil {
+				if err := await(t, held, "the held batch"); err != nil {
 					t.Fatalf("held batch: %v", err)
 				}
 			}
@@ -88,7 +102,7 @@ func TestCombinerBatches(t *testing.T) {
 			}
 			release()
 			for range ops {
-				<-done
+				await(t, done, "the queued operations")
 			}
 			return errs
 		}
@@ -169,7 +183,7 @@ func TestCombinerBatches(t *testing.T) {
 		}()
 		testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == 1 })
 		cancel()
-		if err := <-gave; !errors.Is(err, context.Canceled) {
+		if err := await(t, gave, "the cancelled call"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled op: got %v, want context.Canceled", err)
 		}
 		release()
@@ -277,6 +291,74 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 	}
 }
 
+// heldCombiner holds db's combined batches in flight with a row lock:
+// call starts one more Combine call, on a key of its own, and checks,
+// once the combiner has it, how many operations are queued and how many
+// run in batches; release lets every batch commit, checks each call
+// succeeded and that each operation ran once, and returns the combiner's
+// figures.
+func heldCombiner(t *testing.T, db *racefree.DB) (call func(queued, running int), release func() racefree.CombineStats) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE combine_q (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
+		`INSERT INTO combine_q (k, v) VALUES ('z', 0)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback() }) // on a failure: lets the batches end
+	if _, err := lock.ExecContext(ctx, `UPDATE combine_q SET v = v WHERE k = 'z'`); err != nil {
+		t.Fatal(err)
+	}
+	// Every operation adds one to the locked row: each batch waits for
+	// the lock, in flight, until it is released.
+	done := make(chan error, 64)
+	calls := 0
+	call = func(queued, running int) {
+		t.Helper()
+		calls++
+		op := &racefree.Op{Group: "g", Key: fmt.Sprint("k", calls), Stmts: []*racefree.Statement{
+			{Query: `UPDATE combine_q SET v = v + 1 WHERE k = 'z'`},
+		}}
+		go func() {
+			ran, err := db.Combine(ctx, op)
+			if err == nil && !ran {
+				err = errors.New("its batch failed: reported not run")
+			}
+			done <- err
+		}()
+		testdb.WaitCombiner(t, db, fmt.Sprintf("call %d", calls), func(s racefree.CombineStats) bool {
+			return s.Queued+s.Running == calls
+		})
+		if s := db.CombineStats(); s.Queued != queued || s.Running != running {
+			t.Fatalf("after call %d: %d queued and %d running, want %d and %d", calls, s.Queued, s.Running, queued, running)
+		}
+	}
+	release = func() racefree.CombineStats {
+		t.Helper()
+		if err := lock.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		for range calls {
+			if err := await(t, done, "the calls"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var v int64
+		if err := db.QueryRowContext(ctx, `SELECT v FROM combine_q WHERE k = 'z'`).Scan(&v); err != nil || v != int64(calls) {
+			t.Fatalf("the row: %d (%v), want %d: each operation once", v, err, calls)
+		}
+		return db.CombineStats()
+	}
+	return call, release
+}
+
 // TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax holds batches in
 // flight with a row lock and counts, after each call, the operations
 // queued and running: with one batch in flight a call queues until a
@@ -284,68 +366,52 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 // makes it so starts a second batch with the waiting ones, not one call
 // earlier nor later; with CombineBatches (2) in flight, every call
 // queues, however many wait. A quarter above the floor of 2 tells a
-// quarter from another fraction of CombineMax.
+// quarter from another fraction of CombineMax. Without CombineBatches,
+// the bound is half of MaxOpenConns (here 2) on PostgreSQL and 1 on
+// SQLite, whose every call then queues behind the one batch.
 func TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax(t *testing.T) {
-	testdb.Each(t, &racefree.Config{Combine: true, CombineMax: 12, CombineBatches: 2}, func(t *testing.T, db *racefree.DB) {
-		ctx := context.Background()
-		for _, q := range []string{
-			`CREATE TABLE combine_q (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
-			`INSERT INTO combine_q (k, v) VALUES ('z', 0)`,
-		} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		lock, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Rollback() // on a failure: lets the batches end
-		if _, err := lock.ExecContext(ctx, `UPDATE combine_q SET v = v WHERE k = 'z'`); err != nil {
-			t.Fatal(err)
-		}
-		// Every operation adds one to the locked row: each batch waits
-		// for the lock, in flight, until it is released.
-		done := make(chan error, 16)
-		calls := 0
-		call := func(queued, running int) {
-			t.Helper()
-			calls++
-			op := &racefree.Op{Group: "g", Key: fmt.Sprint("k", calls), Stmts: []*racefree.Statement{
-				{Query: `UPDATE combine_q SET v = v + 1 WHERE k = 'z'`},
-			}}
-			go func() {
-				ran, err := db.Combine(ctx, op)
-				if err == nil && !ran {
-					err = errors.New("its batch failed: reported not run")
+	for _, c := range []struct {
+		name string
+		cfg  racefree.Config
+	}{
+		{"CombineBatches 2", racefree.Config{Combine: true, CombineMax: 12, CombineBatches: 2}},
+		{"CombineBatches unset, MaxOpenConns 4", racefree.Config{Combine: true, CombineMax: 12, MaxOpenConns: 4}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testdb.Each(t, &c.cfg, func(t *testing.T, db *racefree.DB) {
+				call, release := heldCombiner(t, db)
+				if c.cfg.CombineBatches == 0 && db.Engine() == racefree.SQLite {
+					for q := range 8 {
+						call(q, 1) // one batch at a time: every call queues
+					}
+					release()
+					return
 				}
-				done <- err
-			}()
-			testdb.WaitCombiner(t, db, fmt.Sprintf("call %d: %d queued, %d running", calls, queued, running), func(s racefree.CombineStats) bool {
-				return s.Queued+s.Running == calls
+				call(0, 1) // none in flight: it leads at once
+				call(1, 1) // one in flight, 1 would wait: it queues
+				call(2, 1) // 2 would wait, under a quarter of 12
+				call(0, 4) // 3 would wait: a second batch, with the two queued
+				for q := 1; q <= 4; q++ {
+					call(q, 4) // the bound in flight: it queues
+				}
+				release()
 			})
-			if s := db.CombineStats(); s.Queued != queued || s.Running != running {
-				t.Fatalf("after call %d: %d queued and %d running, want %d and %d", calls, s.Queued, s.Running, queued, running)
-			}
+		})
+	}
+}
+
+// TestCombinerBatchHoldsAtMostCombineMax queues three operations behind
+// a batch in flight, with CombineMax 2: the next batch takes two of
+// them, the one after the third; no batch holds more than CombineMax.
+func TestCombinerBatchHoldsAtMostCombineMax(t *testing.T) {
+	testdb.Each(t, &racefree.Config{Combine: true, CombineMax: 2, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+		call, release := heldCombiner(t, db)
+		for q := range 4 {
+			call(q, 1)
 		}
-		call(0, 1) // none in flight: it leads at once
-		call(1, 1) // one in flight, 1 would wait: it queues
-		call(2, 1) // 2 would wait, under a quarter of 12
-		call(0, 4) // 3 would wait: a second batch, with the two queued
-		for q := 1; q <= 4; q++ {
-			call(q, 4) // CombineBatches in flight: it queues
-		}
-		if err := lock.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		for range calls {
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-		}
-		var v int64
-		if err := db.QueryRowContext(ctx, `SELECT v FROM combine_q WHERE k = 'z'`).Scan(&v); err != nil || v != int64(calls) {
-			t.Fatalf("the row: %d (%v), want %d: each operation once", v, err, calls)
+		s := release()
+		if s.MaxBatch != 2 || s.Batches != 3 {
+			t.Fatalf("%d batches, the largest of %d; want 3 (1, 2, 1), the largest of 2 (CombineMax)", s.Batches, s.MaxBatch)
 		}
 	})
 }
