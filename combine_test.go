@@ -415,3 +415,161 @@ func TestCombinerBatchHoldsAtMostCombineMax(t *testing.T) {
 		}
 	})
 }
+
+// TestCombinerRunsEveryStatementOfAnOp runs operations through
+// DB.Combine alone and in a batch, on both engines: every statement of an
+// operation runs, in order, with its own RowsAffected; a Dest statement
+// that finds no row makes the operation's error ErrNotFound while the
+// later statements still run, and one that finds its row fills Dest; an
+// operation's Begin runs before its statements, once per batch, however
+// many operations of the batch carry it.
+func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
+	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		for _, q := range []string{
+			`CREATE TABLE combine_s (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
+			`CREATE TABLE combine_begins (n BIGINT NOT NULL)`,
+			`INSERT INTO combine_s (k, v) VALUES ('z', 0)`,
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := func(q string, dest ...any) *racefree.Statement { return &racefree.Statement{Query: q, Dest: dest} }
+		combine := func(op *racefree.Op) error {
+			t.Helper()
+			ran, err := db.Combine(ctx, op)
+			if !ran {
+				t.Fatalf("op %s: its batch failed (%v)", op.Key, err)
+			}
+			return err
+		}
+		value := func(k string) int64 {
+			t.Helper()
+			var v int64
+			if err := db.QueryRowContext(ctx, `SELECT v FROM combine_s WHERE k = '`+k+`'`).Scan(&v); err != nil {
+				t.Fatalf("row %s: %v", k, err)
+			}
+			return v
+		}
+		begins := func() int {
+			t.Helper()
+			var n int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM combine_begins`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		affected := func(op *racefree.Op, want ...int64) {
+			t.Helper()
+			for i, s := range op.Stmts {
+				if want[i] >= 0 && s.RowsAffected != want[i] {
+					t.Errorf("op %s, statement %d: RowsAffected %d, want %d", op.Key, i, s.RowsAffected, want[i])
+				}
+			}
+		}
+
+		// Three statements of one op alone, each with its own count.
+		op := &racefree.Op{Group: "g", Key: "a", Stmts: []*racefree.Statement{
+			st(`INSERT INTO combine_s (k, v) VALUES ('a', 1)`),
+			st(`INSERT INTO combine_s (k, v) VALUES ('b', 2)`),
+			st(`UPDATE combine_s SET v = v + 10 WHERE k IN ('a', 'b')`),
+		}}
+		if err := combine(op); err != nil {
+			t.Fatal(err)
+		}
+		affected(op, 1, 1, 2)
+		if a, b := value("a"), value("b"); a != 11 || b != 12 {
+			t.Fatalf("a %d, b %d; want 11, 12: every statement, in order", a, b)
+		}
+
+		// An op alone whose second statement fails commits nothing of
+		// the first: its batch failed whole, and its caller runs it alone.
+		op = &racefree.Op{Group: "g", Key: "x", Stmts: []*racefree.Statement{
+			st(`INSERT INTO combine_s (k, v) VALUES ('x', 1)`),
+			st(`INSERT INTO combine_s (k, v) VALUES ('a', 1)`),
+		}}
+		if ran, err := db.Combine(ctx, op); ran || err != nil {
+			t.Fatalf("an op whose statement fails: ran %v, %v; want false, nil (its caller runs it alone)", ran, err)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM combine_s WHERE k = 'x'`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("an op whose second statement failed: its first wrote %d rows (%v), want none", n, err)
+		}
+
+		// A Dest that finds no row, one that finds its row, then a write.
+		var none, found int64
+		op = &racefree.Op{Group: "g", Key: "d", Stmts: []*racefree.Statement{
+			st(`SELECT v FROM combine_s WHERE k = 'nobody'`, &none),
+			st(`SELECT v FROM combine_s WHERE k = 'a'`, &found),
+			st(`INSERT INTO combine_s (k, v) VALUES ('c', 3)`),
+		}}
+		if err := combine(op); !errors.Is(err, racefree.ErrNotFound) {
+			t.Fatalf("a Dest with no row: %v, want ErrNotFound", err)
+		}
+		if found != 11 {
+			t.Errorf("the Dest that finds its row: %d, want 11", found)
+		}
+		value("c") // the write after the missing row ran
+		affected(op, -1, -1, 1) // a SELECT's count is the engine's
+
+		// An op with a Begin alone: the Begin runs, then each statement.
+		op = &racefree.Op{Group: "g", Key: "b",
+			Begin: []*racefree.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)},
+			Stmts: []*racefree.Statement{
+				st(`UPDATE combine_s SET v = v + 1 WHERE k = 'a'`),
+				st(`UPDATE combine_s SET v = v + 1 WHERE k IN ('a', 'b')`),
+			}}
+		if err := combine(op); err != nil {
+			t.Fatal(err)
+		}
+		affected(op, 1, 2)
+		if n, a := begins(), value("a"); n != 1 || a != 13 {
+			t.Fatalf("an op with a Begin alone: %d begins, a %d; want 1, 13", n, a)
+		}
+		op = &racefree.Op{Group: "g", Key: "b1",
+			Begin: []*racefree.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)},
+			Stmts: []*racefree.Statement{st(`UPDATE combine_s SET v = v + 1 WHERE k = 'b'`)}}
+		if err := combine(op); err != nil {
+			t.Fatal(err)
+		}
+		affected(op, 1)
+		if n, b := begins(), value("b"); n != 2 || b != 14 {
+			t.Fatalf("an op of one statement with a Begin alone: %d begins, b %d; want 2, 14", n, b)
+		}
+
+		// Two ops with a Begin in one batch, queued behind one held in
+		// flight by a row lock: the Begin runs once.
+		lock, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lock.Rollback() })
+		if _, err := lock.ExecContext(ctx, `UPDATE combine_s SET v = v WHERE k = 'z'`); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 3)
+		for i, k := range []string{"held", "q1", "q2"} {
+			op := &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{st(`UPDATE combine_s SET v = v + 1 WHERE k = 'z'`)}}
+			if i > 0 {
+				op.Begin = []*racefree.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)}
+			}
+			go func() { done <- combine(op) }()
+			testdb.WaitCombiner(t, db, "the calls", func(s racefree.CombineStats) bool { return s.Running == 1 && s.Queued == i })
+		}
+		if err := lock.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := await(t, done, "the batches"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s := db.CombineStats(); s.MaxBatch != 2 {
+			t.Errorf("the largest batch: %d, want 2 (q1 and q2)", s.MaxBatch)
+		}
+		if n, z := begins(), value("z"); n != 3 || z != 3 {
+			t.Fatalf("a batch of two ops with a Begin: %d begins in all, z %d; want 3 (one for the batch), 3", n, z)
+		}
+	})
+}
