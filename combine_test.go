@@ -510,7 +510,7 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 		if found != 11 {
 			t.Errorf("the Dest that finds its row: %d, want 11", found)
 		}
-		value("c") // the write after the missing row ran
+		value("c")              // the write after the missing row ran
 		affected(op, -1, -1, 1) // a SELECT's count is the engine's
 
 		// An op with a Begin alone: the Begin runs, then each statement.
