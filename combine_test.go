@@ -573,3 +573,129 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 		}
 	})
 }
+
+// TestCombinerManyFormsOnPostgres: on PostgreSQL, which pipelines, a
+// batch of two or more operations whose statements have Many forms runs
+// each form once over arrays (the rows it writes say so), and hands each
+// returned row, whatever its order, to the operation at its place: each
+// caller reads its own value, RowsAffected 1, or ErrNotFound when its row
+// did not come back. An operation alone runs its own Query, not the Many
+// form.
+func TestCombinerManyFormsOnPostgres(t *testing.T) {
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), &racefree.Config{Combine: true, CombineBatches: 1})
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE combine_m (k TEXT PRIMARY KEY, v BIGINT NOT NULL, many BOOLEAN NOT NULL DEFAULT false)`,
+		`INSERT INTO combine_m (k, v) VALUES ('z', 0)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert := func(k string, v int64) *racefree.Op {
+		return &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{{
+			Query: `INSERT INTO combine_m (k, v) VALUES ($1, $2)`,
+			Many: `WITH a AS (SELECT * FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS a(k, v, i)),
+				ins AS (INSERT INTO combine_m (k, v, many) SELECT k, v, true FROM a RETURNING k)
+				SELECT a.i FROM a JOIN ins USING (k) ORDER BY a.i DESC`,
+			Args: []any{k, v},
+		}}}
+	}
+	read := func(k string, dest *int64) *racefree.Op {
+		return &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{{
+			Query: `SELECT v FROM combine_m WHERE k = $1`,
+			Many:  `SELECT a.i, m.v FROM unnest($1::text[]) WITH ORDINALITY AS a(k, i) JOIN combine_m AS m USING (k) ORDER BY a.i DESC`,
+			Args:  []any{k},
+			Dest:  []any{dest},
+		}}}
+	}
+	combine := func(op *racefree.Op) error {
+		ran, err := db.Combine(ctx, op)
+		if !ran {
+			return fmt.Errorf("op %s: its batch failed (%v)", op.Key, err)
+		}
+		return err
+	}
+	// behind runs ops in one batch, queued behind one held in flight by
+	// a row lock, and returns their errors.
+	behind := func(ops ...*racefree.Op) []error {
+		t.Helper()
+		lock, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback()
+		if _, err := lock.ExecContext(ctx, `UPDATE combine_m SET v = v WHERE k = 'z'`); err != nil {
+			t.Fatal(err)
+		}
+		held := make(chan error, 1)
+		go func() {
+			held <- combine(&racefree.Op{Group: "g", Key: "z", Stmts: []*racefree.Statement{{Query: `UPDATE combine_m SET v = v + 1 WHERE k = 'z'`}}})
+		}()
+		testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+		errs := make([]error, len(ops))
+		done := make(chan int, len(ops))
+		for i, op := range ops {
+			go func() { errs[i] = combine(op); done <- i }()
+			testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+		}
+		if err := lock.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := await(t, held, "the held batch"); err != nil {
+			t.Fatal(err)
+		}
+		for range ops {
+			await(t, done, "the batch")
+		}
+		return errs
+	}
+	row := func(k string) (v int64, many bool) {
+		t.Helper()
+		if err := db.QueryRowContext(ctx, `SELECT v, many FROM combine_m WHERE k = $1`, k).Scan(&v, &many); err != nil {
+			t.Fatalf("row %s: %v", k, err)
+		}
+		return v, many
+	}
+
+	solo := insert("solo", 1)
+	if err := combine(solo); err != nil {
+		t.Fatal(err)
+	}
+	if v, many := row("solo"); v != 1 || many || solo.Stmts[0].RowsAffected != 1 {
+		t.Fatalf("an op alone: v %d, by the Many form %v, RowsAffected %d; want 1, false (its own Query), 1", v, many, solo.Stmts[0].RowsAffected)
+	}
+
+	ops := []*racefree.Op{insert("m1", 10), insert("m2", 20), insert("m3", 30)}
+	for i, err := range behind(ops...) {
+		if err != nil {
+			t.Fatalf("insert %d: %v", i, err)
+		}
+		if ops[i].Stmts[0].RowsAffected != 1 {
+			t.Errorf("insert %d: RowsAffected %d, want 1", i, ops[i].Stmts[0].RowsAffected)
+		}
+	}
+	for i, k := range []string{"m1", "m2", "m3"} {
+		if v, many := row(k); v != int64(10*(i+1)) || !many {
+			t.Errorf("%s: v %d, by the Many form %v; want %d, true", k, v, many, 10*(i+1))
+		}
+	}
+	if s := db.CombineStats(); s.MaxBatch != 3 {
+		t.Fatalf("the largest batch: %d, want 3", s.MaxBatch)
+	}
+
+	var v1, v2, v3 int64 = -1, -1, -1
+	reads := []*racefree.Op{read("m1", &v1), read("m15", &v2), read("m3", &v3)}
+	errs := behind(reads...)
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], racefree.ErrNotFound) {
+		t.Fatalf("reads: %v; want nil, ErrNotFound, nil", errs)
+	}
+	if v1 != 10 || v3 != 30 || v2 != -1 {
+		t.Fatalf("reads: %d, %d, %d; want 10, untouched, 30: each row to its own caller", v1, v2, v3)
+	}
+	for i, want := range []int64{1, 0, 1} {
+		if got := reads[i].Stmts[0].RowsAffected; got != want {
+			t.Errorf("read %d: RowsAffected %d, want %d", i, got, want)
+		}
+	}
+}
