@@ -4,11 +4,26 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
 )
+
+// await receives from ch, or fails the test after a minute: a combiner
+// that never answers a caller fails the test rather than hanging it.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("waiting for %s: no answer after a minute", what)
+		panic("unreachable")
+	}
+}
 
 // TestCombinerBatches runs operations through DB.Combine behind a batch
 // that a row lock holds in flight, one batch at a time, so that the next
@@ -69,7 +84,7 @@ func TestCombinerBatches(t *testing.T) {
 				if err := lock.Commit(); err != nil {
 					t.Fatal(err)
 				}
-				if err := <-held; err != nil {
+				if err := await(t, held, "the held batch"); err != nil {
 					t.Fatalf("held batch: %v", err)
 				}
 			}
@@ -87,7 +102,7 @@ func TestCombinerBatches(t *testing.T) {
 			}
 			release()
 			for range ops {
-				<-done
+				await(t, done, "the queued operations")
 			}
 			return errs
 		}
@@ -168,7 +183,7 @@ func TestCombinerBatches(t *testing.T) {
 		}()
 		testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == 1 })
 		cancel()
-		if err := <-gave; !errors.Is(err, context.Canceled) {
+		if err := await(t, gave, "the cancelled call"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled op: got %v, want context.Canceled", err)
 		}
 		release()
@@ -273,5 +288,414 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 	}
 	if s.Failed != before.Failed {
 		t.Errorf("failed batches: %d, want none: the cut batch is no failure (%+v)", s.Failed-before.Failed, s)
+	}
+}
+
+// heldCombiner holds db's combined batches in flight with a row lock:
+// call starts one more Combine call, on a key of its own, and checks,
+// once the combiner has it, how many operations are queued and how many
+// run in batches; release lets every batch commit, checks each call
+// succeeded and that each operation ran once, and returns the combiner's
+// figures.
+func heldCombiner(t *testing.T, db *racefree.DB) (call func(queued, running int), release func() racefree.CombineStats) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE combine_q (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
+		`INSERT INTO combine_q (k, v) VALUES ('z', 0)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback() }) // on a failure: lets the batches end
+	if _, err := lock.ExecContext(ctx, `UPDATE combine_q SET v = v WHERE k = 'z'`); err != nil {
+		t.Fatal(err)
+	}
+	// Every operation adds one to the locked row: each batch waits for
+	// the lock, in flight, until it is released.
+	done := make(chan error, 64)
+	calls := 0
+	call = func(queued, running int) {
+		t.Helper()
+		calls++
+		op := &racefree.Op{Group: "g", Key: fmt.Sprint("k", calls), Stmts: []*racefree.Statement{
+			{Query: `UPDATE combine_q SET v = v + 1 WHERE k = 'z'`},
+		}}
+		go func() {
+			ran, err := db.Combine(ctx, op)
+			if err == nil && !ran {
+				err = errors.New("its batch failed: reported not run")
+			}
+			done <- err
+		}()
+		testdb.WaitCombiner(t, db, fmt.Sprintf("call %d", calls), func(s racefree.CombineStats) bool {
+			return s.Queued+s.Running == calls
+		})
+		if s := db.CombineStats(); s.Queued != queued || s.Running != running {
+			t.Fatalf("after call %d: %d queued and %d running, want %d and %d", calls, s.Queued, s.Running, queued, running)
+		}
+	}
+	release = func() racefree.CombineStats {
+		t.Helper()
+		if err := lock.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		for range calls {
+			if err := await(t, done, "the calls"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var v int64
+		if err := db.QueryRowContext(ctx, `SELECT v FROM combine_q WHERE k = 'z'`).Scan(&v); err != nil || v != int64(calls) {
+			t.Fatalf("the row: %d (%v), want %d: each operation once", v, err, calls)
+		}
+		return db.CombineStats()
+	}
+	return call, release
+}
+
+// TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax holds batches in
+// flight with a row lock and counts, after each call, the operations
+// queued and running: with one batch in flight a call queues until a
+// quarter of CombineMax (here 3 of 12) would wait, and the call that
+// makes it so starts a second batch with the waiting ones, not one call
+// earlier nor later; with CombineBatches (2) in flight, every call
+// queues, however many wait. A quarter above the floor of 2 tells a
+// quarter from another fraction of CombineMax. Without CombineBatches,
+// the bound is half of MaxOpenConns (here 2) on PostgreSQL and 1 on
+// SQLite, whose every call then queues behind the one batch.
+func TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  racefree.Config
+	}{
+		{"CombineBatches 2", racefree.Config{Combine: true, CombineMax: 12, CombineBatches: 2}},
+		{"CombineBatches unset, MaxOpenConns 4", racefree.Config{Combine: true, CombineMax: 12, MaxOpenConns: 4}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testdb.Each(t, &c.cfg, func(t *testing.T, db *racefree.DB) {
+				call, release := heldCombiner(t, db)
+				if c.cfg.CombineBatches == 0 && db.Engine() == racefree.SQLite {
+					for q := range 8 {
+						call(q, 1) // one batch at a time: every call queues
+					}
+					release()
+					return
+				}
+				call(0, 1) // none in flight: it leads at once
+				call(1, 1) // one in flight, 1 would wait: it queues
+				call(2, 1) // 2 would wait, under a quarter of 12
+				call(0, 4) // 3 would wait: a second batch, with the two queued
+				for q := 1; q <= 4; q++ {
+					call(q, 4) // the bound in flight: it queues
+				}
+				release()
+			})
+		})
+	}
+}
+
+// TestCombinerBatchHoldsAtMostCombineMax queues three operations behind
+// a batch in flight, with CombineMax 2: the next batch takes two of
+// them, the one after the third; no batch holds more than CombineMax.
+func TestCombinerBatchHoldsAtMostCombineMax(t *testing.T) {
+	testdb.Each(t, &racefree.Config{Combine: true, CombineMax: 2, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+		call, release := heldCombiner(t, db)
+		for q := range 4 {
+			call(q, 1)
+		}
+		s := release()
+		if s.MaxBatch != 2 || s.Batches != 3 {
+			t.Fatalf("%d batches, the largest of %d; want 3 (1, 2, 1), the largest of 2 (CombineMax)", s.Batches, s.MaxBatch)
+		}
+	})
+}
+
+// TestCombinerRunsEveryStatementOfAnOp runs operations through
+// DB.Combine alone and in a batch, on both engines: every statement of an
+// operation runs, in order, with its own RowsAffected; a Dest statement
+// that finds no row makes the operation's error ErrNotFound while the
+// later statements still run, and one that finds its row fills Dest; an
+// operation's Begin runs before its statements, once per batch, however
+// many operations of the batch carry it.
+func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
+	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		for _, q := range []string{
+			`CREATE TABLE combine_s (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
+			`CREATE TABLE combine_begins (n BIGINT NOT NULL)`,
+			`INSERT INTO combine_s (k, v) VALUES ('z', 0)`,
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := func(q string, dest ...any) *racefree.Statement { return &racefree.Statement{Query: q, Dest: dest} }
+		combine := func(op *racefree.Op) error {
+			t.Helper()
+			ran, err := db.Combine(ctx, op)
+			if !ran {
+				t.Fatalf("op %s: its batch failed (%v)", op.Key, err)
+			}
+			return err
+		}
+		value := func(k string) int64 {
+			t.Helper()
+			var v int64
+			if err := db.QueryRowContext(ctx, `SELECT v FROM combine_s WHERE k = '`+k+`'`).Scan(&v); err != nil {
+				t.Fatalf("row %s: %v", k, err)
+			}
+			return v
+		}
+		begins := func() int {
+			t.Helper()
+			var n int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM combine_begins`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		affected := func(op *racefree.Op, want ...int64) {
+			t.Helper()
+			for i, s := range op.Stmts {
+				if want[i] >= 0 && s.RowsAffected != want[i] {
+					t.Errorf("op %s, statement %d: RowsAffected %d, want %d", op.Key, i, s.RowsAffected, want[i])
+				}
+			}
+		}
+
+		// Three statements of one op alone, each with its own count.
+		op := &racefree.Op{Group: "g", Key: "a", Stmts: []*racefree.Statement{
+			st(`INSERT INTO combine_s (k, v) VALUES ('a', 1)`),
+			st(`INSERT INTO combine_s (k, v) VALUES ('b', 2)`),
+			st(`UPDATE combine_s SET v = v + 10 WHERE k IN ('a', 'b')`),
+		}}
+		if err := combine(op); err != nil {
+			t.Fatal(err)
+		}
+		affected(op, 1, 1, 2)
+		if a, b := value("a"), value("b"); a != 11 || b != 12 {
+			t.Fatalf("a %d, b %d; want 11, 12: every statement, in order", a, b)
+		}
+
+		// An op alone whose second statement fails commits nothing of
+		// the first: its batch failed whole, and its caller runs it alone.
+		op = &racefree.Op{Group: "g", Key: "x", Stmts: []*racefree.Statement{
+			st(`INSERT INTO combine_s (k, v) VALUES ('x', 1)`),
+			st(`INSERT INTO combine_s (k, v) VALUES ('a', 1)`),
+		}}
+		if ran, err := db.Combine(ctx, op); ran || err != nil {
+			t.Fatalf("an op whose statement fails: ran %v, %v; want false, nil (its caller runs it alone)", ran, err)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM combine_s WHERE k = 'x'`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("an op whose second statement failed: its first wrote %d rows (%v), want none", n, err)
+		}
+
+		// A Dest that finds no row, one that finds its row, then a write.
+		var none, found int64
+		op = &racefree.Op{Group: "g", Key: "d", Stmts: []*racefree.Statement{
+			st(`SELECT v FROM combine_s WHERE k = 'nobody'`, &none),
+			st(`SELECT v FROM combine_s WHERE k = 'a'`, &found),
+			st(`INSERT INTO combine_s (k, v) VALUES ('c', 3)`),
+		}}
+		if err := combine(op); !errors.Is(err, racefree.ErrNotFound) {
+			t.Fatalf("a Dest with no row: %v, want ErrNotFound", err)
+		}
+		if found != 11 {
+			t.Errorf("the Dest that finds its row: %d, want 11", found)
+		}
+		value("c")              // the write after the missing row ran
+		affected(op, -1, -1, 1) // a SELECT's count is the engine's
+
+		// An op with a Begin alone: the Begin runs, then each statement.
+		op = &racefree.Op{Group: "g", Key: "b",
+			Begin: []*racefree.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)},
+			Stmts: []*racefree.Statement{
+				st(`UPDATE combine_s SET v = v + 1 WHERE k = 'a'`),
+				st(`UPDATE combine_s SET v = v + 1 WHERE k IN ('a', 'b')`),
+			}}
+		if err := combine(op); err != nil {
+			t.Fatal(err)
+		}
+		affected(op, 1, 2)
+		if n, a := begins(), value("a"); n != 1 || a != 13 {
+			t.Fatalf("an op with a Begin alone: %d begins, a %d; want 1, 13", n, a)
+		}
+		op = &racefree.Op{Group: "g", Key: "b1",
+			Begin: []*racefree.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)},
+			Stmts: []*racefree.Statement{st(`UPDATE combine_s SET v = v + 1 WHERE k = 'b'`)}}
+		if err := combine(op); err != nil {
+			t.Fatal(err)
+		}
+		affected(op, 1)
+		if n, b := begins(), value("b"); n != 2 || b != 14 {
+			t.Fatalf("an op of one statement with a Begin alone: %d begins, b %d; want 2, 14", n, b)
+		}
+
+		// Two ops with a Begin in one batch, queued behind one held in
+		// flight by a row lock: the Begin runs once.
+		lock, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lock.Rollback() })
+		if _, err := lock.ExecContext(ctx, `UPDATE combine_s SET v = v WHERE k = 'z'`); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 3)
+		for i, k := range []string{"held", "q1", "q2"} {
+			op := &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{st(`UPDATE combine_s SET v = v + 1 WHERE k = 'z'`)}}
+			if i > 0 {
+				op.Begin = []*racefree.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)}
+			}
+			go func() { done <- combine(op) }()
+			testdb.WaitCombiner(t, db, "the calls", func(s racefree.CombineStats) bool { return s.Running == 1 && s.Queued == i })
+		}
+		if err := lock.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := await(t, done, "the batches"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s := db.CombineStats(); s.MaxBatch != 2 {
+			t.Errorf("the largest batch: %d, want 2 (q1 and q2)", s.MaxBatch)
+		}
+		if n, z := begins(), value("z"); n != 3 || z != 3 {
+			t.Fatalf("a batch of two ops with a Begin: %d begins in all, z %d; want 3 (one for the batch), 3", n, z)
+		}
+	})
+}
+
+// TestCombinerManyFormsOnPostgres: on PostgreSQL, which pipelines, a
+// batch of two or more operations whose statements have Many forms runs
+// each form once over arrays (the rows it writes say so), and hands each
+// returned row, whatever its order, to the operation at its place: each
+// caller reads its own value, RowsAffected 1, or ErrNotFound when its row
+// did not come back. An operation alone runs its own Query, not the Many
+// form.
+func TestCombinerManyFormsOnPostgres(t *testing.T) {
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), &racefree.Config{Combine: true, CombineBatches: 1})
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE combine_m (k TEXT PRIMARY KEY, v BIGINT NOT NULL, many BOOLEAN NOT NULL DEFAULT false)`,
+		`INSERT INTO combine_m (k, v) VALUES ('z', 0)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert := func(k string, v int64) *racefree.Op {
+		return &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{{
+			Query: `INSERT INTO combine_m (k, v) VALUES ($1, $2)`,
+			Many: `WITH a AS (SELECT * FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS a(k, v, i)),
+				ins AS (INSERT INTO combine_m (k, v, many) SELECT k, v, true FROM a RETURNING k)
+				SELECT a.i FROM a JOIN ins USING (k) ORDER BY a.i DESC`,
+			Args: []any{k, v},
+		}}}
+	}
+	read := func(k string, dest *int64) *racefree.Op {
+		return &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{{
+			Query: `SELECT v FROM combine_m WHERE k = $1`,
+			Many:  `SELECT a.i, m.v FROM unnest($1::text[]) WITH ORDINALITY AS a(k, i) JOIN combine_m AS m USING (k) ORDER BY a.i DESC`,
+			Args:  []any{k},
+			Dest:  []any{dest},
+		}}}
+	}
+	combine := func(op *racefree.Op) error {
+		ran, err := db.Combine(ctx, op)
+		if !ran {
+			return fmt.Errorf("op %s: its batch failed (%v)", op.Key, err)
+		}
+		return err
+	}
+	// behind runs ops in one batch, queued behind one held in flight by
+	// a row lock, and returns their errors.
+	behind := func(ops ...*racefree.Op) []error {
+		t.Helper()
+		lock, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback()
+		if _, err := lock.ExecContext(ctx, `UPDATE combine_m SET v = v WHERE k = 'z'`); err != nil {
+			t.Fatal(err)
+		}
+		held := make(chan error, 1)
+		go func() {
+			held <- combine(&racefree.Op{Group: "g", Key: "z", Stmts: []*racefree.Statement{{Query: `UPDATE combine_m SET v = v + 1 WHERE k = 'z'`}}})
+		}()
+		testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+		errs := make([]error, len(ops))
+		done := make(chan int, len(ops))
+		for i, op := range ops {
+			go func() { errs[i] = combine(op); done <- i }()
+			testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+		}
+		if err := lock.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := await(t, held, "the held batch"); err != nil {
+			t.Fatal(err)
+		}
+		for range ops {
+			await(t, done, "the batch")
+		}
+		return errs
+	}
+	row := func(k string) (v int64, many bool) {
+		t.Helper()
+		if err := db.QueryRowContext(ctx, `SELECT v, many FROM combine_m WHERE k = $1`, k).Scan(&v, &many); err != nil {
+			t.Fatalf("row %s: %v", k, err)
+		}
+		return v, many
+	}
+
+	solo := insert("solo", 1)
+	if err := combine(solo); err != nil {
+		t.Fatal(err)
+	}
+	if v, many := row("solo"); v != 1 || many || solo.Stmts[0].RowsAffected != 1 {
+		t.Fatalf("an op alone: v %d, by the Many form %v, RowsAffected %d; want 1, false (its own Query), 1", v, many, solo.Stmts[0].RowsAffected)
+	}
+
+	ops := []*racefree.Op{insert("m1", 10), insert("m2", 20), insert("m3", 30)}
+	for i, err := range behind(ops...) {
+		if err != nil {
+			t.Fatalf("insert %d: %v", i, err)
+		}
+		if ops[i].Stmts[0].RowsAffected != 1 {
+			t.Errorf("insert %d: RowsAffected %d, want 1", i, ops[i].Stmts[0].RowsAffected)
+		}
+	}
+	for i, k := range []string{"m1", "m2", "m3"} {
+		if v, many := row(k); v != int64(10*(i+1)) || !many {
+			t.Errorf("%s: v %d, by the Many form %v; want %d, true", k, v, many, 10*(i+1))
+		}
+	}
+	if s := db.CombineStats(); s.MaxBatch != 3 {
+		t.Fatalf("the largest batch: %d, want 3", s.MaxBatch)
+	}
+
+	var v1, v2, v3 int64 = -1, -1, -1
+	reads := []*racefree.Op{read("m1", &v1), read("m15", &v2), read("m3", &v3)}
+	errs := behind(reads...)
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], racefree.ErrNotFound) {
+		t.Fatalf("reads: %v; want nil, ErrNotFound, nil", errs)
+	}
+	if v1 != 10 || v3 != 30 || v2 != -1 {
+		t.Fatalf("reads: %d, %d, %d; want 10, untouched, 30: each row to its own caller", v1, v2, v3)
+	}
+	for i, want := range []int64{1, 0, 1} {
+		if got := reads[i].Stmts[0].RowsAffected; got != want {
+			t.Errorf("read %d: RowsAffected %d, want %d", i, got, want)
+		}
 	}
 }

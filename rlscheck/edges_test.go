@@ -281,3 +281,53 @@ func TestEdgesCancel(t *testing.T) {
 		t.Fatal("the check did not end on cancel")
 	}
 }
+
+// TestAViewOverTwoTablesIsOneFinding: a view without security_invoker
+// that reads two tenant tables is one ViewNotInvoker finding naming both,
+// not one per table; a second such view, created after an invoker view,
+// is a finding of its own, not folded into the view before it.
+func TestAViewOverTwoTablesIsOneFinding(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `CREATE VIEW orders_and_notes AS SELECT o.tenant_id FROM orders AS o JOIN notes AS n ON true;
+CREATE VIEW zz_all_notes AS SELECT * FROM notes`)
+	rep := f.check(t, rlscheck.Options{Role: f.app})
+	var views []rlscheck.Finding
+	for _, fd := range rep.Findings {
+		if fd.Kind == rlscheck.ViewNotInvoker {
+			views = append(views, fd)
+		}
+	}
+	if len(views) != 2 || len(rep.Findings) != 2 {
+		t.Fatalf("%d ViewNotInvoker findings in %d, want 2 in 2 (one per view): %+v", len(views), len(rep.Findings), rep.Findings)
+	}
+	for _, fd := range views {
+		if strings.Contains(fd.Object, "orders_and_notes") && !(strings.Contains(fd.Problem, "orders") && strings.Contains(fd.Problem, "notes")) {
+			t.Errorf("the view over two tables names %q, want both", fd.Problem)
+		}
+	}
+	if !strings.Contains(views[0].Object+views[1].Object, "zz_all_notes") {
+		t.Errorf("the second view has no finding of its own: %+v", views)
+	}
+}
+
+// TestADefinerReadingAMaterializedViewIsFollowed: a SECURITY DEFINER
+// function that reads a materialized view over a tenant table reaches
+// the table, through the view: it is a finding naming that path, beside
+// the materialized view's own.
+func TestADefinerReadingAMaterializedViewIsFollowed(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `CREATE MATERIALIZED VIEW order_snapshot AS SELECT * FROM orders;
+CREATE FUNCTION snapshot_count() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public AS 'SELECT count(*) FROM public.order_snapshot'`)
+	rep := f.check(t, rlscheck.Options{Role: f.app})
+	var definer *rlscheck.Finding
+	for i, fd := range rep.Findings {
+		if fd.Kind == rlscheck.DefinerReadsTenantTable {
+			definer = &rep.Findings[i]
+		}
+	}
+	if definer == nil || !strings.Contains(definer.Problem, "order_snapshot") || !strings.Contains(definer.Problem, "orders") {
+		t.Fatalf("no finding naming the path through the materialized view: %+v", rep.Findings)
+	}
+}
