@@ -49,25 +49,7 @@ $$;`
 func TestReach16OnEmulatedCatalogue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.NewDSN(t, racefree.Postgres)
-	u, _ := url.Parse(dsn)
-	schema := u.Query().Get("search_path")
-	q := u.Query()
-	q.Set("search_path", schema+",pg_catalog")
-	u.RawQuery = q.Encode()
-	db, err := sql.Open("pgx", u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.ExecContext(ctx, emulate16); err != nil {
-		t.Fatal(err)
-	}
-	owner := schema + "_owner"
-	if _, err := db.ExecContext(ctx, `CREATE ROLE `+owner+` NOLOGIN`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP ROLE `+owner) })
+	db, owner := openEmulated16(t, "")
 	rs := testdb.MakeEscapeRoles(t, owner)
 	for _, e := range rs.Escapes {
 		want, err := roles.JudgeWith(ctx, db, *roles.ReachSQL, e.Role, []string{owner})
@@ -122,29 +104,11 @@ func TestReach16OnEmulatedCatalogue(t *testing.T) {
 func TestJudgeChoosesTheQueryByServerVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.NewDSN(t, racefree.Postgres)
-	u, _ := url.Parse(dsn)
-	schema := u.Query().Get("search_path")
-	q := u.Query()
-	q.Set("search_path", schema+",pg_catalog")
-	u.RawQuery = q.Encode()
-	db, err := sql.Open("pgx", u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.ExecContext(ctx, emulate16+`
+	db, owner := openEmulated16(t, `
 CREATE TABLE version (num text);
 CREATE FUNCTION current_setting(name text) RETURNS text LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN name = 'server_version_num' THEN (SELECT num FROM version) ELSE pg_catalog.current_setting(name) END
-$$;`); err != nil {
-		t.Fatal(err)
-	}
-	owner := schema + "_owner"
-	if _, err := db.ExecContext(ctx, `CREATE ROLE `+owner+` NOLOGIN`); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP ROLE `+owner) })
+$$;`)
 	rs := testdb.MakeEscapeRoles(t, owner)
 	e := rs.Escapes[0] // a member of a BYPASSRLS role
 	if e.Kind != roles.BypassRLS {
@@ -168,4 +132,32 @@ $$;`); err != nil {
 			t.Errorf("server_version_num %s: %+v, want %d BYPASSRLS finding(s)", c.version, got, c.n)
 		}
 	}
+}
+
+// openEmulated16 opens a fresh PostgreSQL database whose search path puts
+// its own schema ahead of pg_catalog, creates the emulated PostgreSQL 16
+// catalogue there (emulate16) and then extra, and makes a NOLOGIN role to
+// own racefree's tables, dropped at the end of the test.
+func openEmulated16(t *testing.T, extra string) (db *sql.DB, owner string) {
+	t.Helper()
+	ctx := context.Background()
+	u, _ := url.Parse(testdb.NewDSN(t, racefree.Postgres))
+	schema := u.Query().Get("search_path")
+	q := u.Query()
+	q.Set("search_path", schema+",pg_catalog")
+	u.RawQuery = q.Encode()
+	db, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if _, err := db.ExecContext(ctx, emulate16+extra); err != nil {
+		t.Fatal(err)
+	}
+	owner = schema + "_owner"
+	if _, err := db.ExecContext(ctx, `CREATE ROLE `+owner+` NOLOGIN`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP ROLE `+owner) })
+	return db, owner
 }
