@@ -11,45 +11,11 @@ import (
 	"time"
 
 	"github.com/racefree/racefree/internal/statement"
+	"github.com/racefree/racefree/internal/wire"
 )
 
-// Op is one operation for DB.Combine: the statements of one primitive
-// call on the pool, on one key.
-type Op struct {
-	// Group keeps operations apart: a batch holds the operations of one
-	// group only. Primitives pass the tenant, so that a PostgreSQL
-	// transaction under row-level security sees one tenant setting.
-	Group string
-	// Key names what the operation writes. Two operations of one group
-	// with the same key never share a batch: the later one waits for the
-	// next, so each runs on the state the earlier one left.
-	Key string
-	// Begin runs once at the start of a batch, before every operation's
-	// statements: the first operation's Begin (PostgreSQL: the tenant's
-	// set_config(…, true)). Operations of one group pass the same.
-	Begin []*Statement
-	// Stmts are the operation's statements, run in order, as Statement
-	// says; a statement with Dest that returns no row makes the
-	// operation's error match ErrNotFound, and the operation's later
-	// statements still run. When every statement has a Many form, the
-	// operation shares a batch only with operations whose statements have
-	// the same Many forms, and on an engine that pipelines the batch runs
-	// each form once for all of them (one statement over arrays, not one
-	// per operation).
-	Stmts []*Statement
-	// Deadline, when not zero, bounds the batch that holds op: a batch
-	// gives up at the earliest Deadline of its operations, commits
-	// nothing, and its operations run alone (Combine reports false), so
-	// that an operation bounded in time waits for the database no longer
-	// in a batch than alone. On PostgreSQL the server ends the batch
-	// (ServerBound), which may answer a few milliseconds late but never
-	// commits after its callers were told it failed. Zero leaves op's
-	// batch unbounded by op, as Combine says.
-	Deadline time.Time
-}
-
 // many reports whether every statement of op has a Many form.
-func (op *Op) many() bool {
+func many(op *wire.Op) bool {
 	for _, st := range op.Stmts {
 		if st.Many == "" {
 			return false
@@ -60,14 +26,14 @@ func (op *Op) many() bool {
 
 // sameForm reports whether a and b may share a batch: both run their
 // statements one by one, or both run the same Many forms.
-func sameForm(a, b *Op) bool {
-	if a.many() != b.many() {
+func sameForm(a, b *wire.Op) bool {
+	if many(a) != many(b) {
 		return false
 	}
-	if !a.many() {
+	if !many(a) {
 		return true
 	}
-	return slices.EqualFunc(a.Stmts, b.Stmts, func(x, y *Statement) bool { return x.Many == y.Many })
+	return slices.EqualFunc(a.Stmts, b.Stmts, func(x, y *wire.Statement) bool { return x.Many == y.Many })
 }
 
 // CombineStats are the combiner's figures since the DB opened.
@@ -99,7 +65,7 @@ type combiner struct {
 // pending is one Combine call. Its wake receives exactly one signal: the
 // lead (batch set), or the result (ran, err).
 type pending struct {
-	op    *Op
+	op    *wire.Op
 	since time.Time
 	wake  chan struct{}
 	batch []*pending // the batch it leads, from the moment it leads
@@ -108,7 +74,7 @@ type pending struct {
 	err   error
 }
 
-// Combine runs op in a batch with the operations of concurrent Combine
+// combine runs op in a batch with the operations of concurrent Combine
 // calls, as one transaction, and returns once that transaction committed:
 // on SQLite one IMMEDIATE transaction whose statements run prepared, on
 // PostgreSQL one pipelined batch (one round trip, one commit), in which
@@ -144,9 +110,9 @@ type pending struct {
 // caller settles it as it would alone: re-read, or retry with what makes
 // the retry safe (an idempotency key, a fence). On SQLite, which commits
 // in the process, only an I/O error at the commit leaves the outcome
-// unknown (CommitJudge).
-func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
-	if !db.Combining() {
+// unknown (wire.CommitJudge).
+func (db *DB) combine(ctx context.Context, op *wire.Op) (bool, error) {
+	if !db.combining() {
 		return false, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -198,8 +164,8 @@ func (db *DB) Combine(ctx context.Context, op *Op) (bool, error) {
 	return p.ran, p.err
 }
 
-// Combining reports whether Config.Combine is on.
-func (db *DB) Combining() bool { return db.cfg.Combine }
+// combining reports whether Config.Combine is on.
+func (db *DB) combining() bool { return db.cfg.Combine }
 
 // CombineStats returns the combiner's figures.
 func (db *DB) CombineStats() CombineStats {
@@ -292,7 +258,7 @@ func (c *combiner) take(lead *pending, n int) []*pending {
 // the batch is known to have committed nothing; any other error leaves
 // the outcome unknown, and is never retried. The earliest
 // Op.Deadline of batch ends it: on an engine that can bound a pipeline on
-// the server (ServerBound), the server ends it, and answers so; on the
+// the server (wire.ServerBound), the server ends it, and answers so; on the
 // others, the batch's context. A pipeline's statements and its commit are
 // all sent at once, so a client that gave up on it could not stop the
 // server from committing it later (once a lock it waited for is free).
@@ -306,8 +272,8 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 			deadline = d
 		}
 	}
-	p, pipelines := db.engine.(Pipeliner)
-	sb, serverBound := db.engine.(ServerBound)
+	p, pipelines := db.engine.(wire.Pipeliner)
+	sb, serverBound := db.engine.(wire.ServerBound)
 	if !deadline.IsZero() && !(pipelines && serverBound) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
@@ -317,7 +283,7 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 		ctx, cancel := context.WithTimeout(ctx, combineTimeout)
 		defer cancel()
 		return db.retryBatch(ctx, func() error {
-			var bound []*Statement
+			var bound []*wire.Statement
 			if serverBound && !deadline.IsZero() {
 				bound = append(bound, sb.Bound(max(time.Until(deadline), time.Millisecond)))
 			}
@@ -366,13 +332,13 @@ func (db *DB) runTx(ctx context.Context, tx *sql.Tx, ops []*pending) error {
 
 // judgeCommit marks err, returned by a COMMIT or by a statement that
 // commits by itself, ErrNotCommitted unless the engine says it may have
-// committed (CommitJudge); an engine that cannot tell leaves every such
+// committed (wire.CommitJudge); an engine that cannot tell leaves every such
 // error unknown.
 func (db *DB) judgeCommit(err error) error {
 	if err == nil {
 		return nil
 	}
-	if j, ok := db.engine.(CommitJudge); ok && !j.MayHaveCommitted(err) {
+	if j, ok := db.engine.(wire.CommitJudge); ok && !j.MayHaveCommitted(err) {
 		return NotCommitted(err)
 	}
 	return err
@@ -387,14 +353,14 @@ func (db *DB) retryBatch(ctx context.Context, op func() error) error {
 	})
 }
 
-// prepareOps prepares on the pool (DB.Prepared) the statements of ops
+// prepareOps prepares on the pool (DB.prepared) the statements of ops
 // that a batch's transaction ran unprepared, once the transaction no
 // longer holds its connection, so that the next batches run them prepared.
 func (db *DB) prepareOps(ctx context.Context, ops []*pending) {
 	for _, p := range ops {
 		for _, st := range slices.Concat(p.op.Begin, p.op.Stmts) {
 			if db.preparedAlready(st.Query) == nil {
-				db.Prepared(ctx, st.Query)
+				db.prepared(ctx, st.Query)
 			}
 		}
 	}
@@ -417,13 +383,13 @@ func (db *DB) runOp(ctx context.Context, exec Executor, tx *sql.Tx, p *pending) 
 	return nil
 }
 
-// runStatement runs st on exec, prepared (DB.Prepared) where the engine
+// runStatement runs st on exec, prepared (DB.prepared) where the engine
 // keeps preparations, and reports whether a Dest statement found its row
 // (true for the others).
-func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *Statement) (bool, error) {
+func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *wire.Statement) (bool, error) {
 	var ps *sql.Stmt
 	if tx == nil {
-		ps = db.Prepared(ctx, st.Query)
+		ps = db.prepared(ctx, st.Query)
 	} else if p := db.preparedAlready(st.Query); p != nil {
 		// In a transaction only a preparation the pool already holds:
 		// making one takes a connection of the pool, and the transaction
@@ -438,22 +404,22 @@ func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *St
 	return statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Rows: rows, Dest: st.Dest, Affected: &st.RowsAffected})
 }
 
-// pipelineBatch sends ops as one pipelined transaction (Pipeliner): the
+// pipelineBatch sends ops as one pipelined transaction (wire.Pipeliner): the
 // first operation's Begin, then bound (runBatch's server-side bound, if
 // any), then every operation's statements. A Dest
 // statement that finds no row is an outcome of its operation, not an error
 // of the batch.
-func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, bound []*Statement, ops []*pending) error {
-	if len(ops) > 1 && ops[0].op.many() {
+func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire.Statement, ops []*pending) error {
+	if len(ops) > 1 && many(ops[0].op) {
 		// One operation alone runs its own statements: a statement over
 		// arrays of one element costs more than the statement it stands for.
 		return db.manyBatch(ctx, p, bound, ops)
 	}
-	stmts := append(append([]*Statement(nil), ops[0].op.Begin...), bound...)
+	stmts := append(append([]*wire.Statement(nil), ops[0].op.Begin...), bound...)
 	off := len(stmts)
 	type sent struct {
 		op    *pending
-		st    *Statement
+		st    *wire.Statement
 		found bool
 	}
 	var all []*sent
@@ -462,7 +428,7 @@ func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, bound []*Statement
 		for _, st := range o.op.Stmts {
 			s := &sent{op: o, st: st, found: true}
 			all = append(all, s)
-			stmts = append(stmts, &Statement{Query: st.Query, Args: st.Args, Rows: func(r Rows) error {
+			stmts = append(stmts, &wire.Statement{Query: st.Query, Args: st.Args, Rows: func(r wire.Rows) error {
 				switch {
 				case st.Rows != nil:
 					return st.Rows(r)
@@ -493,9 +459,9 @@ func (db *DB) pipelineBatch(ctx context.Context, p Pipeliner, bound []*Statement
 // order of their keys). It hands each returned row to the operation whose
 // place in the arrays leads the row, so that every caller reads its own
 // row whatever order the rows come back in. bound, sent after Begin, is
-// runBatch's server-side bound (ServerBound), if any.
-func (db *DB) manyBatch(ctx context.Context, p Pipeliner, bound []*Statement, ops []*pending) error {
-	stmts := append(append([]*Statement(nil), ops[0].op.Begin...), bound...)
+// runBatch's server-side bound (wire.ServerBound), if any.
+func (db *DB) manyBatch(ctx context.Context, p wire.Pipeliner, bound []*wire.Statement, ops []*pending) error {
+	stmts := append(append([]*wire.Statement(nil), ops[0].op.Begin...), bound...)
 	forms := ops[0].op.Stmts
 	found := make([][]bool, len(forms))
 	for j, form := range forms {
@@ -508,7 +474,7 @@ func (db *DB) manyBatch(ctx context.Context, p Pipeliner, bound []*Statement, op
 			args[k] = a
 		}
 		found[j] = make([]bool, len(ops))
-		stmts = append(stmts, &Statement{Query: form.Many, Args: args, Rows: func(r Rows) error {
+		stmts = append(stmts, &wire.Statement{Query: form.Many, Args: args, Rows: func(r wire.Rows) error {
 			clear(found[j])
 			place := make([]any, 1+len(form.Dest)) // the place, the rest skipped
 			for r.Next() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 )
 
 // await receives from ch, or fails the test after a minute: a combiner
@@ -25,7 +26,7 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// TestCombinerBatches runs operations through DB.Combine behind a batch
+// TestCombinerBatches runs operations through wire.DB.Combine behind a batch
 // that a row lock holds in flight, one batch at a time, so that the next
 // batches form from known queues, and checks each promise of Combine on
 // them.
@@ -41,17 +42,17 @@ func TestCombinerBatches(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		op := func(group, key string, queries ...string) *racefree.Op {
-			o := &racefree.Op{Group: group, Key: key}
+		op := func(group, key string, queries ...string) *wire.Op {
+			o := &wire.Op{Group: group, Key: key}
 			for _, q := range queries {
-				o.Stmts = append(o.Stmts, &racefree.Statement{Query: q})
+				o.Stmts = append(o.Stmts, &wire.Statement{Query: q})
 			}
 			return o
 		}
 		// run is a primitive's call: the op combined, or alone when its
 		// batch failed as a whole.
-		run := func(ctx context.Context, o *racefree.Op) error {
-			ran, err := db.Combine(ctx, o)
+		run := func(ctx context.Context, o *wire.Op) error {
+			ran, err := wire.Of(db).Combine(ctx, o)
 			if ran {
 				return err
 			}
@@ -91,7 +92,7 @@ func TestCombinerBatches(t *testing.T) {
 		}
 		// behind queues ops behind a batch held in flight, releases it,
 		// and returns each op's outcome.
-		behind := func(ops ...*racefree.Op) []error {
+		behind := func(ops ...*wire.Op) []error {
 			t.Helper()
 			release := hold()
 			errs := make([]error, len(ops))
@@ -111,7 +112,7 @@ func TestCombinerBatches(t *testing.T) {
 			var v int64
 			err := db.QueryRowContext(ctx, `SELECT v FROM combine_t WHERE k = '`+k+`'`).Scan(&v)
 			if err != nil {
-				t.Fatalf("row %s: %v", k, db.InterpretError(err))
+				t.Fatalf("row %s: %v", k, wire.Of(db).InterpretError(err))
 			}
 			return v
 		}
@@ -153,7 +154,7 @@ func TestCombinerBatches(t *testing.T) {
 		if errs[0] != nil || errs[2] != nil {
 			t.Fatalf("the others failed with the failing op: %v", errs)
 		}
-		if err := db.InterpretError(errs[1]); !errors.Is(err, racefree.ErrConflict) {
+		if err := wire.Of(db).InterpretError(errs[1]); !errors.Is(err, racefree.ErrConflict) {
 			t.Fatalf("the failing op: got %v, want ErrConflict", err)
 		}
 		value("k4")
@@ -175,7 +176,7 @@ func TestCombinerBatches(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		gave := make(chan error, 1)
 		go func() {
-			ran, err := db.Combine(cctx, op("g", "k7", `INSERT INTO combine_t (k, v) VALUES ('k7', 7)`))
+			ran, err := wire.Of(db).Combine(cctx, op("g", "k7", `INSERT INTO combine_t (k, v) VALUES ('k7', 7)`))
 			if !ran {
 				err = errors.New("reported not run: its caller would run it alone")
 			}
@@ -202,7 +203,7 @@ func TestCombinerBatches(t *testing.T) {
 			if inFlight {
 				release = hold()
 			}
-			ran, err := db.Combine(done, op("g", "k8", `INSERT INTO combine_t (k, v) VALUES ('k8', 8)`))
+			ran, err := wire.Of(db).Combine(done, op("g", "k8", `INSERT INTO combine_t (k, v) VALUES ('k8', 8)`))
 			if !ran || !errors.Is(err, context.Canceled) {
 				t.Fatalf("a call with a done context, batch in flight %v: ran %v, %v; want true, context.Canceled", inFlight, ran, err)
 			}
@@ -240,8 +241,8 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 	var calls []func() error
 	for _, k := range keys {
 		calls = append(calls, func() error {
-			st := &racefree.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = $1`, Args: []any{k}}
-			ran, err := db.Combine(ctx, &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{st}})
+			st := &wire.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = $1`, Args: []any{k}}
+			ran, err := wire.Of(db).Combine(ctx, &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{st}})
 			if ran {
 				return err
 			}
@@ -267,14 +268,14 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 	// The answer is the one a pipeline alone gets when its commit's
 	// answer is lost, and it is not run again either.
 	proxy.LoseNextPipeline()
-	err := db.Pipeline(ctx, &racefree.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = 'k1'`})
+	err := wire.Of(db).Pipeline(ctx, &wire.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = 'k1'`})
 	proxy.Wait(t)
 	if !errors.Is(err, racefree.ErrUnavailable) || errors.Is(err, racefree.ErrNotCommitted) {
 		t.Errorf("a pipeline alone, cut: got %v, want ErrUnavailable, not ErrNotCommitted", err)
 	}
 	// The server's refusal is known to have committed nothing.
-	err = db.Pipeline(ctx, &racefree.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = 'k1'`},
-		&racefree.Statement{Query: `INSERT INTO combine_u (k, v) VALUES ('k1', 0)`})
+	err = wire.Of(db).Pipeline(ctx, &wire.Statement{Query: `UPDATE combine_u SET v = v + 1 WHERE k = 'k1'`},
+		&wire.Statement{Query: `INSERT INTO combine_u (k, v) VALUES ('k1', 0)`})
 	if !errors.Is(err, racefree.ErrConflict) || !errors.Is(err, racefree.ErrNotCommitted) {
 		t.Errorf("a pipeline the server refused: got %v, want ErrConflict and ErrNotCommitted", err)
 	}
@@ -323,11 +324,11 @@ func heldCombiner(t *testing.T, db *racefree.DB) (call func(queued, running int)
 	call = func(queued, running int) {
 		t.Helper()
 		calls++
-		op := &racefree.Op{Group: "g", Key: fmt.Sprint("k", calls), Stmts: []*racefree.Statement{
+		op := &wire.Op{Group: "g", Key: fmt.Sprint("k", calls), Stmts: []*wire.Statement{
 			{Query: `UPDATE combine_q SET v = v + 1 WHERE k = 'z'`},
 		}}
 		go func() {
-			ran, err := db.Combine(ctx, op)
+			ran, err := wire.Of(db).Combine(ctx, op)
 			if err == nil && !ran {
 				err = errors.New("its batch failed: reported not run")
 			}
@@ -417,7 +418,7 @@ func TestCombinerBatchHoldsAtMostCombineMax(t *testing.T) {
 }
 
 // TestCombinerRunsEveryStatementOfAnOp runs operations through
-// DB.Combine alone and in a batch, on both engines: every statement of an
+// wire.DB.Combine alone and in a batch, on both engines: every statement of an
 // operation runs, in order, with its own RowsAffected; a Dest statement
 // that finds no row makes the operation's error ErrNotFound while the
 // later statements still run, and one that finds its row fills Dest; an
@@ -435,10 +436,10 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		st := func(q string, dest ...any) *racefree.Statement { return &racefree.Statement{Query: q, Dest: dest} }
-		combine := func(op *racefree.Op) error {
+		st := func(q string, dest ...any) *wire.Statement { return &wire.Statement{Query: q, Dest: dest} }
+		combine := func(op *wire.Op) error {
 			t.Helper()
-			ran, err := db.Combine(ctx, op)
+			ran, err := wire.Of(db).Combine(ctx, op)
 			if !ran {
 				t.Fatalf("op %s: its batch failed (%v)", op.Key, err)
 			}
@@ -460,7 +461,7 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 			}
 			return n
 		}
-		affected := func(op *racefree.Op, want ...int64) {
+		affected := func(op *wire.Op, want ...int64) {
 			t.Helper()
 			for i, s := range op.Stmts {
 				if want[i] >= 0 && s.RowsAffected != want[i] {
@@ -470,7 +471,7 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 		}
 
 		// Three statements of one op alone, each with its own count.
-		op := &racefree.Op{Group: "g", Key: "a", Stmts: []*racefree.Statement{
+		op := &wire.Op{Group: "g", Key: "a", Stmts: []*wire.Statement{
 			st(`INSERT INTO combine_s (k, v) VALUES ('a', 1)`),
 			st(`INSERT INTO combine_s (k, v) VALUES ('b', 2)`),
 			st(`UPDATE combine_s SET v = v + 10 WHERE k IN ('a', 'b')`),
@@ -485,11 +486,11 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 
 		// An op alone whose second statement fails commits nothing of
 		// the first: its batch failed whole, and its caller runs it alone.
-		op = &racefree.Op{Group: "g", Key: "x", Stmts: []*racefree.Statement{
+		op = &wire.Op{Group: "g", Key: "x", Stmts: []*wire.Statement{
 			st(`INSERT INTO combine_s (k, v) VALUES ('x', 1)`),
 			st(`INSERT INTO combine_s (k, v) VALUES ('a', 1)`),
 		}}
-		if ran, err := db.Combine(ctx, op); ran || err != nil {
+		if ran, err := wire.Of(db).Combine(ctx, op); ran || err != nil {
 			t.Fatalf("an op whose statement fails: ran %v, %v; want false, nil (its caller runs it alone)", ran, err)
 		}
 		var n int
@@ -499,7 +500,7 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 
 		// A Dest that finds no row, one that finds its row, then a write.
 		var none, found int64
-		op = &racefree.Op{Group: "g", Key: "d", Stmts: []*racefree.Statement{
+		op = &wire.Op{Group: "g", Key: "d", Stmts: []*wire.Statement{
 			st(`SELECT v FROM combine_s WHERE k = 'nobody'`, &none),
 			st(`SELECT v FROM combine_s WHERE k = 'a'`, &found),
 			st(`INSERT INTO combine_s (k, v) VALUES ('c', 3)`),
@@ -514,9 +515,9 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 		affected(op, -1, -1, 1) // a SELECT's count is the engine's
 
 		// An op with a Begin alone: the Begin runs, then each statement.
-		op = &racefree.Op{Group: "g", Key: "b",
-			Begin: []*racefree.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)},
-			Stmts: []*racefree.Statement{
+		op = &wire.Op{Group: "g", Key: "b",
+			Begin: []*wire.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)},
+			Stmts: []*wire.Statement{
 				st(`UPDATE combine_s SET v = v + 1 WHERE k = 'a'`),
 				st(`UPDATE combine_s SET v = v + 1 WHERE k IN ('a', 'b')`),
 			}}
@@ -527,9 +528,9 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 		if n, a := begins(), value("a"); n != 1 || a != 13 {
 			t.Fatalf("an op with a Begin alone: %d begins, a %d; want 1, 13", n, a)
 		}
-		op = &racefree.Op{Group: "g", Key: "b1",
-			Begin: []*racefree.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)},
-			Stmts: []*racefree.Statement{st(`UPDATE combine_s SET v = v + 1 WHERE k = 'b'`)}}
+		op = &wire.Op{Group: "g", Key: "b1",
+			Begin: []*wire.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)},
+			Stmts: []*wire.Statement{st(`UPDATE combine_s SET v = v + 1 WHERE k = 'b'`)}}
 		if err := combine(op); err != nil {
 			t.Fatal(err)
 		}
@@ -550,9 +551,9 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 		}
 		done := make(chan error, 3)
 		for i, k := range []string{"held", "q1", "q2"} {
-			op := &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{st(`UPDATE combine_s SET v = v + 1 WHERE k = 'z'`)}}
+			op := &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{st(`UPDATE combine_s SET v = v + 1 WHERE k = 'z'`)}}
 			if i > 0 {
-				op.Begin = []*racefree.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)}
+				op.Begin = []*wire.Statement{st(`INSERT INTO combine_begins (n) VALUES (1)`)}
 			}
 			go func() { done <- combine(op) }()
 			testdb.WaitCombiner(t, db, "the calls", func(s racefree.CombineStats) bool { return s.Running == 1 && s.Queued == i })
@@ -592,8 +593,8 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	insert := func(k string, v int64) *racefree.Op {
-		return &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{{
+	insert := func(k string, v int64) *wire.Op {
+		return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
 			Query: `INSERT INTO combine_m (k, v) VALUES ($1, $2)`,
 			Many: `WITH a AS (SELECT * FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS a(k, v, i)),
 				ins AS (INSERT INTO combine_m (k, v, many) SELECT k, v, true FROM a RETURNING k)
@@ -601,16 +602,16 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 			Args: []any{k, v},
 		}}}
 	}
-	read := func(k string, dest *int64) *racefree.Op {
-		return &racefree.Op{Group: "g", Key: k, Stmts: []*racefree.Statement{{
+	read := func(k string, dest *int64) *wire.Op {
+		return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
 			Query: `SELECT v FROM combine_m WHERE k = $1`,
 			Many:  `SELECT a.i, m.v FROM unnest($1::text[]) WITH ORDINALITY AS a(k, i) JOIN combine_m AS m USING (k) ORDER BY a.i DESC`,
 			Args:  []any{k},
 			Dest:  []any{dest},
 		}}}
 	}
-	combine := func(op *racefree.Op) error {
-		ran, err := db.Combine(ctx, op)
+	combine := func(op *wire.Op) error {
+		ran, err := wire.Of(db).Combine(ctx, op)
 		if !ran {
 			return fmt.Errorf("op %s: its batch failed (%v)", op.Key, err)
 		}
@@ -618,7 +619,7 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 	}
 	// behind runs ops in one batch, queued behind one held in flight by
 	// a row lock, and returns their errors.
-	behind := func(ops ...*racefree.Op) []error {
+	behind := func(ops ...*wire.Op) []error {
 		t.Helper()
 		lock, err := db.SQL().BeginTx(ctx, nil)
 		if err != nil {
@@ -630,7 +631,7 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 		}
 		held := make(chan error, 1)
 		go func() {
-			held <- combine(&racefree.Op{Group: "g", Key: "z", Stmts: []*racefree.Statement{{Query: `UPDATE combine_m SET v = v + 1 WHERE k = 'z'`}}})
+			held <- combine(&wire.Op{Group: "g", Key: "z", Stmts: []*wire.Statement{{Query: `UPDATE combine_m SET v = v + 1 WHERE k = 'z'`}}})
 		}()
 		testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
 		errs := make([]error, len(ops))
@@ -666,7 +667,7 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 		t.Fatalf("an op alone: v %d, by the Many form %v, RowsAffected %d; want 1, false (its own Query), 1", v, many, solo.Stmts[0].RowsAffected)
 	}
 
-	ops := []*racefree.Op{insert("m1", 10), insert("m2", 20), insert("m3", 30)}
+	ops := []*wire.Op{insert("m1", 10), insert("m2", 20), insert("m3", 30)}
 	for i, err := range behind(ops...) {
 		if err != nil {
 			t.Fatalf("insert %d: %v", i, err)
@@ -685,7 +686,7 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 	}
 
 	var v1, v2, v3 int64 = -1, -1, -1
-	reads := []*racefree.Op{read("m1", &v1), read("m15", &v2), read("m3", &v3)}
+	reads := []*wire.Op{read("m1", &v1), read("m15", &v2), read("m3", &v3)}
 	errs := behind(reads...)
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], racefree.ErrNotFound) {
 		t.Fatalf("reads: %v; want nil, ErrNotFound, nil", errs)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -70,21 +71,21 @@ func TestErrorsMatchTheirSentinelsAndSayWhy(t *testing.T) {
 func TestInterpretAutocommit(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		if err := db.InterpretAutocommit(nil); err != nil {
+		if err := wire.Of(db).InterpretAutocommit(nil); err != nil {
 			t.Errorf("nil: %v", err)
 		}
 		for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {
-			err := db.InterpretAutocommit(fmt.Errorf("exec: %w", ctxErr))
+			err := wire.Of(db).InterpretAutocommit(fmt.Errorf("exec: %w", ctxErr))
 			if !errors.Is(err, ctxErr) || errors.Is(err, racefree.ErrUnavailable) != (db.Engine() == racefree.Postgres) {
 				t.Errorf("%v: got %v; want it, and ErrUnavailable on PostgreSQL only", ctxErr, err)
 			}
 		}
 		other := errors.New("syntax error")
-		if err := db.InterpretAutocommit(other); errors.Is(err, racefree.ErrUnavailable) {
+		if err := wire.Of(db).InterpretAutocommit(other); errors.Is(err, racefree.ErrUnavailable) {
 			t.Errorf("another error: %v, want not ErrUnavailable", err)
 		}
 		lost := fmt.Errorf("%w: %w", racefree.ErrUnavailable, context.Canceled)
-		if err := db.InterpretAutocommit(lost); err != lost {
+		if err := wire.Of(db).InterpretAutocommit(lost); err != lost {
 			t.Errorf("an error already ErrUnavailable: %v, want it as it is", err)
 		}
 	})
@@ -108,16 +109,16 @@ func TestSchemaAtLeastAtTheVersion(t *testing.T) {
 			t.Fatalf("MigrateUpTo(%d): %v, %v", v-1, applied, err)
 		}
 		reader := testdb.Open(t, d, cfg)
-		if ok, err := reader.SchemaAtLeast(ctx, reader, v); err != nil || ok {
+		if ok, err := wire.Of(reader).SchemaAtLeast(ctx, reader, v); err != nil || ok {
 			t.Fatalf("SchemaAtLeast(%d) at version %d: %v, %v; want false", v, v-1, ok, err)
 		}
 		if _, err := migrator.MigrateUpTo(ctx, v); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := reader.SchemaAtLeast(ctx, reader, v); err != nil || !ok {
+		if ok, err := wire.Of(reader).SchemaAtLeast(ctx, reader, v); err != nil || !ok {
 			t.Fatalf("SchemaAtLeast(%d) at version %d: %v, %v; want true", v, v, ok, err)
 		}
-		if ok, err := reader.SchemaAtLeast(ctx, reader, v+1); err != nil || ok {
+		if ok, err := wire.Of(reader).SchemaAtLeast(ctx, reader, v+1); err != nil || ok {
 			t.Fatalf("SchemaAtLeast(%d) at version %d: %v, %v; want false", v+1, v, ok, err)
 		}
 	})

@@ -90,7 +90,7 @@ func (db *DB) SchemaVersion(ctx context.Context) (int64, error) {
 	return v.Int64, nil
 }
 
-// SchemaAtLeast reports whether migration version v is applied. It answers
+// schemaAtLeast reports whether migration version v is applied. It answers
 // from memory once it has seen v applied (Open and every migration record
 // the version they see), and otherwise reads the version again through
 // exec, so code running in compatible mode (SchemaAllowOutdated) switches
@@ -99,7 +99,7 @@ func (db *DB) SchemaVersion(ctx context.Context) (int64, error) {
 // given: the query then runs on the caller's transaction, never on the
 // pool, so that a caller holding the pool's last connection (MaxOpenConns
 // 1) cannot wait for itself.
-func (db *DB) SchemaAtLeast(ctx context.Context, exec Executor, v int64) (bool, error) {
+func (db *DB) schemaAtLeast(ctx context.Context, exec Executor, v int64) (bool, error) {
 	if db.schema.Load() >= v {
 		return true, nil
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/racefree/racefree/internal/wire"
 )
 
 // Engine names, as returned by Engine.Name and DB.Engine.
@@ -78,7 +80,7 @@ type Config struct {
 	// Release, dedup Observe, inbox Receive without a processing
 	// function and quota Consume make on the pool
 	// (not in a caller's transaction) into batches, each one transaction
-	// and one commit (DB.Combine). Defaults to false: each call commits
+	// and one commit (docs/performance.md, "Combining concurrent calls into one commit"). Defaults to false: each call commits
 	// alone.
 	Combine bool
 	// CombineMax bounds the operations of one batch. Defaults to 64.
@@ -148,7 +150,7 @@ func New(ctx context.Context, engine Engine, cfg *Config) (*DB, error) {
 	}
 	if db.cfg.CombineBatches <= 0 {
 		db.cfg.CombineBatches = 1
-		if _, ok := engine.(Pipeliner); ok {
+		if _, ok := engine.(wire.Pipeliner); ok {
 			db.cfg.CombineBatches = max(1, db.cfg.MaxOpenConns/2)
 		}
 	}
@@ -197,33 +199,23 @@ func (db *DB) RequiresSynchronousReplication() bool {
 // Clock returns the configured clock, or nil for the engine's own clock.
 func (db *DB) Clock() Clock { return db.cfg.Clock }
 
-// ClockArg returns the value to bind to a query's clock parameter. Every
+// clockArg returns the value to bind to a query's clock parameter. Every
 // racefree query reads "now" as COALESCE(<clock parameter>, <engine clock>),
 // so nil selects the engine's clock, and a configured Clock (tests) is sent
 // as Unix milliseconds.
-func (db *DB) ClockArg() any {
+func (db *DB) clockArg() any {
 	if db.cfg.Clock == nil {
 		return nil
 	}
 	return Millis(db.cfg.Clock.Now())
 }
 
-// InterpretError maps a driver error onto racefree's sentinel errors.
-func (db *DB) InterpretError(err error) error {
+// interpretError maps a driver error onto racefree's sentinel errors.
+func (db *DB) interpretError(err error) error {
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrRetryable) || errors.Is(err, ErrUnavailable) {
 		return err
 	}
 	return db.engine.InterpretError(err)
-}
-
-// WritableChecker is an Engine that can tell whether the node it reaches
-// accepts writes. The PostgreSQL engine implements it.
-type WritableChecker interface {
-	// CheckWritable returns a *ReadOnlyError when the node accepts no
-	// writes (a standby in recovery, or transactions read-only by
-	// default), nil when it does, or the error that kept it from
-	// knowing.
-	CheckWritable(ctx context.Context, exec Executor) error
 }
 
 // CheckWritable returns a *ReadOnlyError (ErrReadOnly, ErrUnavailable)
@@ -233,11 +225,11 @@ type WritableChecker interface {
 // without such nodes (SQLite) it returns nil. Other errors are returned
 // after InterpretError. /readyz calls it.
 func (db *DB) CheckWritable(ctx context.Context) error {
-	c, ok := db.engine.(WritableChecker)
+	c, ok := db.engine.(wire.WritableChecker)
 	if !ok {
 		return nil
 	}
-	return db.InterpretError(c.CheckWritable(ctx, db.sql))
+	return db.interpretError(c.CheckWritable(ctx, db.sql))
 }
 
 // Close closes the pool.
@@ -253,7 +245,7 @@ func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql
 	return db.sql.QueryContext(ctx, query, args...)
 }
 
-// Prepared returns query prepared on the pool, or nil. database/sql then
+// prepared returns query prepared on the pool, or nil. database/sql then
 // prepares it on each connection the first time it runs there, and reuses
 // that preparation on every later run on the same connection. On SQLite
 // the driver otherwise parses and plans a statement on every call, about a
@@ -263,7 +255,7 @@ func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql
 // not yet migrated, say): the caller runs the query unprepared and gets
 // the error there. Only for racefree's own fixed statements: the
 // preparations are kept for the life of the DB, one per query text.
-func (db *DB) Prepared(ctx context.Context, query string) *sql.Stmt {
+func (db *DB) prepared(ctx context.Context, query string) *sql.Stmt {
 	if db.engine.Name() != SQLite {
 		return nil
 	}

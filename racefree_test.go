@@ -13,6 +13,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 	"go.uber.org/goleak"
 )
@@ -163,7 +164,7 @@ func TestInTxInterpretsErrorsAndRollsBack(t *testing.T) {
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_claims`).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("rows after rollback = %d, %v; want 0", n, err)
 		}
-		err = db.InterpretError(db.QueryRowContext(ctx, `SELECT ns FROM racefree_claims`).Scan(new(string)))
+		err = wire.Of(db).InterpretError(db.QueryRowContext(ctx, `SELECT ns FROM racefree_claims`).Scan(new(string)))
 		if !errors.Is(err, racefree.ErrNotFound) {
 			t.Fatalf("got %v, want ErrNotFound", err)
 		}
@@ -221,7 +222,7 @@ func TestCompatibleModeWithAPoolOfOne(t *testing.T) {
 		defer cancel()
 		claims := claim.New(db)
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
-			if modern, err := db.SchemaAtLeast(ctx, tx, tenant.TenantsVersion); err != nil || modern {
+			if modern, err := wire.Of(db).SchemaAtLeast(ctx, tx, tenant.TenantsVersion); err != nil || modern {
 				return fmt.Errorf("SchemaAtLeast(%d) on version %d = %v, %w; want false", tenant.TenantsVersion, tenant.TenantsVersion-1, modern, err)
 			}
 			_, err := claims.Acquire(ctx, tx, "k", "a", time.Minute)
@@ -236,7 +237,7 @@ func TestCompatibleModeWithAPoolOfOne(t *testing.T) {
 		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		err = db.InTx(ctx, func(tx *sql.Tx) error {
-			if modern, err := db.SchemaAtLeast(ctx, tx, tenant.TenantsVersion); err != nil || !modern {
+			if modern, err := wire.Of(db).SchemaAtLeast(ctx, tx, tenant.TenantsVersion); err != nil || !modern {
 				return fmt.Errorf("SchemaAtLeast(%d) after the migration = %v, %w; want true", tenant.TenantsVersion, modern, err)
 			}
 			_, err := claims.Acquire(ctx, tx, "k2", "a", time.Minute)
@@ -258,21 +259,21 @@ func TestPreparedOncePerDBOnSQLiteOnly(t *testing.T) {
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		const q = `SELECT count(*) FROM racefree_schema_migrations`
-		st := db.Prepared(ctx, q)
+		st := wire.Of(db).Prepared(ctx, q)
 		if db.Engine() == racefree.Postgres {
 			if st != nil {
 				t.Fatal("PostgreSQL: a prepared statement, want nil")
 			}
 			return
 		}
-		if st == nil || db.Prepared(ctx, q) != st {
-			t.Fatalf("SQLite: %p then %p, want one statement", st, db.Prepared(ctx, q))
+		if st == nil || wire.Of(db).Prepared(ctx, q) != st {
+			t.Fatalf("SQLite: %p then %p, want one statement", st, wire.Of(db).Prepared(ctx, q))
 		}
 		var n int
 		if err := st.QueryRowContext(ctx).Scan(&n); err != nil || n == 0 {
 			t.Fatalf("the prepared statement: %d, %v", n, err)
 		}
-		if st := db.Prepared(ctx, `SELECT * FROM no_such_table`); st != nil {
+		if st := wire.Of(db).Prepared(ctx, `SELECT * FROM no_such_table`); st != nil {
 			t.Fatal("a query that does not prepare: a statement, want nil")
 		}
 	})

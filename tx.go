@@ -49,7 +49,7 @@ func (db *DB) retry(ctx context.Context, op func() error) error {
 func (db *DB) retryIf(ctx context.Context, op func() error, again func(error) bool) error {
 	backoff := db.cfg.TxBackoff
 	for attempt := 1; ; attempt++ {
-		err := db.InterpretError(op())
+		err := db.interpretError(op())
 		if err == nil || !again(err) || attempt >= db.cfg.TxAttempts {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -192,10 +193,10 @@ func (s *Store) Create(ctx context.Context, tenantID string, scopes Scope, name 
 	hash := digest(secret)
 	var created int64
 	err := tenant.InTx(ctx, s.db, tenantID, func(ctx context.Context, tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, s.q.Get("create"), tenantID, id, hash[:], scopes.String(), name, s.db.ClockArg()).Scan(&created)
+		return tx.QueryRowContext(ctx, s.q.Get("create"), tenantID, id, hash[:], scopes.String(), name, wire.Of(s.db).ClockArg()).Scan(&created)
 	})
 	if err != nil {
-		return Created{}, fmt.Errorf("apikey: create: %w", s.db.InterpretError(err))
+		return Created{}, fmt.Errorf("apikey: create: %w", wire.Of(s.db).InterpretError(err))
 	}
 	return Created{
 		Key:   Key{Tenant: tenantID, ID: id, Name: name, Scopes: scopes, CreatedAt: racefree.FromMillis(created)},
@@ -240,7 +241,7 @@ func (s *Store) List(ctx context.Context, tenantID string) ([]Key, error) {
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("apikey: list: %w", s.db.InterpretError(err))
+		return nil, fmt.Errorf("apikey: list: %w", wire.Of(s.db).InterpretError(err))
 	}
 	return keys, nil
 }
@@ -262,7 +263,7 @@ func (s *Store) Revoke(ctx context.Context, tenantID, id string) (Key, error) {
 			scopes           string
 			created, revoked int64
 		)
-		if err := tx.QueryRowContext(ctx, s.q.Get("revoke"), tenantID, id, s.db.ClockArg()).Scan(&scopes, &k.Name, &created, &revoked); err != nil {
+		if err := tx.QueryRowContext(ctx, s.q.Get("revoke"), tenantID, id, wire.Of(s.db).ClockArg()).Scan(&scopes, &k.Name, &created, &revoked); err != nil {
 			return err
 		}
 		var err error
@@ -274,7 +275,7 @@ func (s *Store) Revoke(ctx context.Context, tenantID, id string) (Key, error) {
 		return Key{}, fmt.Errorf("apikey: no key %s of tenant %s: %w", id, tenantID, racefree.ErrNotFound)
 	}
 	if err != nil {
-		return Key{}, fmt.Errorf("apikey: revoke: %w", s.db.InterpretError(err))
+		return Key{}, fmt.Errorf("apikey: revoke: %w", wire.Of(s.db).InterpretError(err))
 	}
 	return k, nil
 }
@@ -320,7 +321,7 @@ func (s *Store) Verify(ctx context.Context, text string) (Key, error) {
 		err = nil
 	}
 	if err != nil {
-		return Key{}, fmt.Errorf("apikey: verify: %w", s.db.InterpretError(err))
+		return Key{}, fmt.Errorf("apikey: verify: %w", wire.Of(s.db).InterpretError(err))
 	}
 	if !matches(secret, stored, found) || revoked.Valid {
 		return Key{}, ErrRefused

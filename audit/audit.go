@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -153,7 +154,7 @@ func (l *Log) Append(ctx context.Context, exec racefree.Executor, scope string, 
 		return err
 	})
 	if err != nil {
-		return Record{}, fmt.Errorf("audit: append to %s: %w", scope, l.db.InterpretError(err))
+		return Record{}, fmt.Errorf("audit: append to %s: %w", scope, wire.Of(l.db).InterpretError(err))
 	}
 	return rec, nil
 }
@@ -212,7 +213,7 @@ func (l *Log) append(ctx context.Context, tx *sql.Tx, t, scope string, e Entry) 
 		v     int64
 		shape appendShape
 	}{{OneWriteVersion, shapeOneWrite}, {TimelineVersion, shapeTimeline}} {
-		ok, err := l.db.SchemaAtLeast(ctx, tx, s.v)
+		ok, err := wire.Of(l.db).SchemaAtLeast(ctx, tx, s.v)
 		if err != nil {
 			return Record{}, err
 		}
@@ -241,7 +242,7 @@ func (l *Log) appendShaped(ctx context.Context, tx *sql.Tx, t, scope string, e E
 		if shape >= shapeOneWrite {
 			r.Seq, r.PrevMAC, r.KeyID, at, tl, err = l.lockHead(ctx, tx, t, scope, shape == shapeTimeline)
 		} else {
-			err = tx.QueryRowContext(ctx, l.q.Get("next"), t, scope, l.ring.current, l.db.ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at)
+			err = tx.QueryRowContext(ctx, l.q.Get("next"), t, scope, l.ring.current, wire.Of(l.db).ClockArg()).Scan(&r.Seq, &r.PrevMAC, &r.KeyID, &at)
 		}
 		if err != nil {
 			return Record{}, fmt.Errorf("next number: %w", err)
@@ -309,7 +310,7 @@ func (l *Log) lockHead(ctx context.Context, tx *sql.Tx, t, scope string, withTim
 		lock, create = "lock_head_timeline", "new_head_timeline"
 	}
 	read := func() error {
-		row := tx.QueryRowContext(ctx, l.q.Get(lock), t, scope, l.db.ClockArg())
+		row := tx.QueryRowContext(ctx, l.q.Get(lock), t, scope, wire.Of(l.db).ClockArg())
 		if withTimeline {
 			return row.Scan(&last, &prev, &keyID, &at, &tl.head, &tl.server)
 		}
@@ -363,7 +364,7 @@ func (l *Log) List(ctx context.Context, scope string, after int64, limit int) ([
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("audit: list %s: %w", scope, l.db.InterpretError(err))
+		return nil, fmt.Errorf("audit: list %s: %w", scope, wire.Of(l.db).InterpretError(err))
 	}
 	return out, nil
 }
@@ -405,7 +406,7 @@ func (l *Log) scopes(ctx context.Context, name string, args ...any) ([]string, e
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("audit: scopes: %w", l.db.InterpretError(err))
+		return nil, fmt.Errorf("audit: scopes: %w", wire.Of(l.db).InterpretError(err))
 	}
 	return out, nil
 }
@@ -442,7 +443,7 @@ func (l *Log) head(ctx context.Context, t, scope string) (headRow, error) {
 	err := l.read(ctx, func(exec racefree.Executor) error {
 		h = headRow{}
 		q := "head"
-		if ok, err := l.db.SchemaAtLeast(ctx, exec, RetentionVersion); err != nil {
+		if ok, err := wire.Of(l.db).SchemaAtLeast(ctx, exec, RetentionVersion); err != nil {
 			return err
 		} else if !ok {
 			q = "head_unpruned"
@@ -454,5 +455,5 @@ func (l *Log) head(ctx context.Context, t, scope string) (headRow, error) {
 		}
 		return err
 	})
-	return h, l.db.InterpretError(err)
+	return h, wire.Of(l.db).InterpretError(err)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -122,7 +123,7 @@ func unchained(ctx context.Context, l *Log, tx *sql.Tx, scope string, e Entry) e
 		prev    []byte
 		key     string
 	)
-	if err := tx.QueryRowContext(ctx, l.q.Get("next"), tenant.Default, scope, l.ring.current, l.db.ClockArg()).Scan(&seq, &prev, &key, &at); err != nil {
+	if err := tx.QueryRowContext(ctx, l.q.Get("next"), tenant.Default, scope, l.ring.current, wire.Of(l.db).ClockArg()).Scan(&seq, &prev, &key, &at); err != nil {
 		return err
 	}
 	_, err := tx.ExecContext(ctx, l.q.Get("insert"), tenant.Default, scope, seq, at, e.Actor, e.Action, e.Subject, e.Data, key, []byte{}, []byte{})

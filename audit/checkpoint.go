@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -92,7 +93,7 @@ func (l *Log) Checkpoint(ctx context.Context, exec racefree.Executor, scope stri
 		return err
 	})
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("audit: checkpoint %s: %w", scope, l.db.InterpretError(err))
+		return Checkpoint{}, fmt.Errorf("audit: checkpoint %s: %w", scope, wire.Of(l.db).InterpretError(err))
 	}
 	return c, nil
 }
@@ -106,7 +107,7 @@ func (l *Log) checkpoint(ctx context.Context, tx *sql.Tx, t, scope string) (Chec
 	}
 	c := Checkpoint{Tenant: t, Scope: scope, KeyID: l.ring.signer}
 	var at int64
-	err := tx.QueryRowContext(ctx, l.q.Get("checkpoint_head"), t, scope, l.db.ClockArg()).Scan(&c.Seq, &c.MAC, &c.N, &c.Prev, &at)
+	err := tx.QueryRowContext(ctx, l.q.Get("checkpoint_head"), t, scope, wire.Of(l.db).ClockArg()).Scan(&c.Seq, &c.MAC, &c.N, &c.Prev, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Checkpoint{}, racefree.ErrNotFound
 	}
@@ -175,7 +176,7 @@ func (l *Log) checkpoints(ctx context.Context, scope string, after int64, latest
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("audit: checkpoints of %s: %w", scope, l.db.InterpretError(err))
+		return nil, fmt.Errorf("audit: checkpoints of %s: %w", scope, wire.Of(l.db).InterpretError(err))
 	}
 	return out, nil
 }

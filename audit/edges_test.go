@@ -18,6 +18,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -606,7 +607,7 @@ func TestEdgesPreviousReleaseEntryFieldChangedAlone(t *testing.T) {
 						prevMAC []byte
 						keyID   string
 					)
-					if err := tx.QueryRowContext(ctx, prev.Get("next"), scope, k.current, db.ClockArg()).Scan(&seq, &prevMAC, &keyID, &at); err != nil {
+					if err := tx.QueryRowContext(ctx, prev.Get("next"), scope, k.current, wire.Of(db).ClockArg()).Scan(&seq, &prevMAC, &keyID, &at); err != nil {
 						return err
 					}
 					if prevMAC == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/idempotency"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -77,7 +78,7 @@ func (l *Log) AppendKeyed(ctx context.Context, exec racefree.Executor, keys *ide
 		err = tenant.InTx(ctx, l.db, tenant.From(ctx), run)
 	}
 	if err != nil {
-		return Record{}, false, fmt.Errorf("audit: append keyed to %s: %w", scope, l.db.InterpretError(err))
+		return Record{}, false, fmt.Errorf("audit: append keyed to %s: %w", scope, wire.Of(l.db).InterpretError(err))
 	}
 	return rec, replayed, nil
 }

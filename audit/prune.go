@@ -9,6 +9,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/schema"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -133,7 +134,7 @@ func (l *Log) Prune(ctx context.Context, exec racefree.Executor, scope string, t
 		return err
 	})
 	if err != nil {
-		return Pruning{}, fmt.Errorf("audit: prune %s through %d: %w", scope, through, l.db.InterpretError(err))
+		return Pruning{}, fmt.Errorf("audit: prune %s through %d: %w", scope, through, wire.Of(l.db).InterpretError(err))
 	}
 	return p, nil
 }

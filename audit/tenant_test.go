@@ -19,6 +19,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -462,7 +463,7 @@ func TestPreviousReleaseRunsOnTheExpandedSchema(t *testing.T) {
 					prevMAC []byte
 					keyID   string
 				)
-				if err := tx.QueryRowContext(ctx, prev.Get("next"), "s", k.current, db.ClockArg()).Scan(&seq, &prevMAC, &keyID, &at); err != nil {
+				if err := tx.QueryRowContext(ctx, prev.Get("next"), "s", k.current, wire.Of(db).ClockArg()).Scan(&seq, &prevMAC, &keyID, &at); err != nil {
 					return err
 				}
 				if seq != want {
@@ -487,7 +488,7 @@ func TestPreviousReleaseRunsOnTheExpandedSchema(t *testing.T) {
 		err = db.InTx(ctx, func(tx *sql.Tx) error {
 			cp = Checkpoint{Scope: "s", KeyID: k.signer}
 			var at int64
-			if err := tx.QueryRowContext(ctx, prev.Get("checkpoint_head"), "s", db.ClockArg()).Scan(&cp.Seq, &cp.MAC, &cp.N, &cp.Prev, &at); err != nil {
+			if err := tx.QueryRowContext(ctx, prev.Get("checkpoint_head"), "s", wire.Of(db).ClockArg()).Scan(&cp.Seq, &cp.MAC, &cp.N, &cp.Prev, &at); err != nil {
 				return err
 			}
 			if cp.Prev == nil {
@@ -557,7 +558,7 @@ func TestPreviousReleaseRunsOnTheExpandedSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = db.InTx(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, prev.Get("next"), "s", k.current, db.ClockArg())
+			_, err := tx.ExecContext(ctx, prev.Get("next"), "s", k.current, wire.Of(db).ClockArg())
 			return err
 		})
 		if err == nil {

@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -236,7 +237,7 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 		})
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, l.db.InterpretError(err))
+		return Result{}, fmt.Errorf("audit: verify %s: %w", scope, wire.Of(l.db).InterpretError(err))
 	}
 	if o.Progress != nil {
 		o.Progress(res.Rows)

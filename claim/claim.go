@@ -14,6 +14,7 @@ import (
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
 	"github.com/racefree/racefree/internal/send"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -154,7 +155,7 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 		// The statement read the floor in its snapshot, which can predate a
 		// reap that committed before the insert; a fresh statement reads it
 		// again (PostgreSQL only: SQLite's statement sees every commit).
-		err := send.One(ctx, s.db, exec, &racefree.Statement{Query: s.q.Get("raise_to_floor"),
+		err := send.One(ctx, s.db, exec, &wire.Statement{Query: s.q.Get("raise_to_floor"),
 			Args: []any{a.id, s.ns, key, holder, c.Fence}, Dest: []any{&c.Fence}})
 		if err != nil && !errors.Is(err, racefree.ErrNotFound) {
 			return nil, fmt.Errorf("claim acquire: %w", err)
@@ -178,7 +179,7 @@ type Acquisition struct {
 	// Stmts are acquire, then, on PostgreSQL, raise_new (each with its
 	// Many form), which must run in one transaction, in this order,
 	// before Result is called.
-	Stmts []*racefree.Statement
+	Stmts []*wire.Statement
 
 	id, key, holder string
 	r               row
@@ -194,12 +195,12 @@ func (s *Store) Acquisition(ctx context.Context, key, holder string, ttl time.Du
 		return nil, err
 	}
 	a := &Acquisition{Key: s.combineKey(key), id: tenant.From(ctx), key: key, holder: holder}
-	acquire := &racefree.Statement{Query: s.q.Get("acquire"),
-		Args: []any{a.id, s.ns, key, holder, ttl.Milliseconds(), s.db.ClockArg()}, Dest: a.r.dest(&a.inserted)}
-	a.Stmts = []*racefree.Statement{acquire}
-	if s.db.CanPipeline() {
+	acquire := &wire.Statement{Query: s.q.Get("acquire"),
+		Args: []any{a.id, s.ns, key, holder, ttl.Milliseconds(), wire.Of(s.db).ClockArg()}, Dest: a.r.dest(&a.inserted)}
+	a.Stmts = []*wire.Statement{acquire}
+	if wire.Of(s.db).CanPipeline() {
 		acquire.Many = s.q.Get("acquire_many")
-		a.Stmts = append(a.Stmts, &racefree.Statement{Query: s.q.Get("raise_new"), Many: s.q.Get("raise_new_many"),
+		a.Stmts = append(a.Stmts, &wire.Statement{Query: s.q.Get("raise_new"), Many: s.q.Get("raise_new_many"),
 			Args: []any{a.id, s.ns, key, holder}, Dest: []any{&a.raised}})
 	}
 	return a, nil
@@ -245,12 +246,12 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 	}
 	id := tenant.From(ctx)
 	var r row
-	renew := &racefree.Statement{Query: s.q.Get("renew"),
-		Args: []any{id, s.ns, key, holder, fence, ttl.Milliseconds(), s.db.ClockArg()}, Dest: r.dest()}
-	if s.db.CanPipeline() {
+	renew := &wire.Statement{Query: s.q.Get("renew"),
+		Args: []any{id, s.ns, key, holder, fence, ttl.Milliseconds(), wire.Of(s.db).ClockArg()}, Dest: r.dest()}
+	if wire.Of(s.db).CanPipeline() {
 		renew.Many = s.q.Get("renew_many")
 	}
-	_, err := send.Do(ctx, s.db, exec, &send.Op{Key: s.combineKey(key), Stmts: []*racefree.Statement{renew}, Alone: renew})
+	_, err := send.Do(ctx, s.db, exec, &send.Op{Key: s.combineKey(key), Stmts: []*wire.Statement{renew}, Alone: renew})
 	if errors.Is(err, racefree.ErrNotFound) {
 		return nil, s.whyNot(ctx, exec, id, key, holder, fence)
 	}
@@ -274,11 +275,11 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 		return err
 	}
 	id := tenant.From(ctx)
-	release := &racefree.Statement{Query: s.q.Get("release"), Args: []any{id, s.ns, key, holder, fence, s.db.ClockArg()}}
-	if s.db.CanPipeline() {
+	release := &wire.Statement{Query: s.q.Get("release"), Args: []any{id, s.ns, key, holder, fence, wire.Of(s.db).ClockArg()}}
+	if wire.Of(s.db).CanPipeline() {
 		release.Many = s.q.Get("release_many")
 	}
-	_, err := send.Do(ctx, s.db, exec, &send.Op{Key: s.combineKey(key), Stmts: []*racefree.Statement{release}, Alone: release})
+	_, err := send.Do(ctx, s.db, exec, &send.Op{Key: s.combineKey(key), Stmts: []*wire.Statement{release}, Alone: release})
 	if err != nil {
 		return fmt.Errorf("claim release: %w", err)
 	}
@@ -305,7 +306,7 @@ func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence
 	err := tenant.Run(ctx, s.db, tx, func(exec racefree.Executor) error {
 		id := tenant.From(ctx)
 		var one int
-		err := s.db.InterpretError(exec.QueryRowContext(ctx, s.q.Get("guard"), id, s.ns, key, holder, fence, s.db.ClockArg()).Scan(&one))
+		err := wire.Of(s.db).InterpretError(exec.QueryRowContext(ctx, s.q.Get("guard"), id, s.ns, key, holder, fence, wire.Of(s.db).ClockArg()).Scan(&one))
 		if errors.Is(err, racefree.ErrNotFound) {
 			refused = s.whyNot(ctx, exec, id, key, holder, fence)
 			return nil
@@ -338,7 +339,7 @@ func (s *Store) combineKey(key string) string { return "claim\x00" + s.ns + "\x0
 // get reads key's claim for tenant id (tenant.ReadRow: it writes nothing).
 func (s *Store) get(ctx context.Context, exec racefree.Executor, id, key string) (*Claim, error) {
 	var r row
-	err := tenant.ReadRow(ctx, s.db, exec, s.q.Get("get"), []any{id, s.ns, key, s.db.ClockArg()}, r.dest()...)
+	err := tenant.ReadRow(ctx, s.db, exec, s.q.Get("get"), []any{id, s.ns, key, wire.Of(s.db).ClockArg()}, r.dest()...)
 	if err != nil {
 		return nil, err
 	}
@@ -419,29 +420,29 @@ func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, 
 		id := tenant.From(ctx)
 		now, err := s.now(ctx, exec)
 		if err != nil {
-			return s.db.InterpretError(err)
+			return wire.Of(s.db).InterpretError(err)
 		}
 		cutoff := now - grace.Milliseconds()
 		if s.db.Engine() == racefree.SQLite {
 			// No data-modifying CTE in SQLite: raise the floor over the same
 			// selection first; the write lock keeps the two statements together.
 			if _, err := exec.ExecContext(ctx, s.q.Get("reap_floor"), id, s.ns, cutoff, batch); err != nil {
-				return s.db.InterpretError(err)
+				return wire.Of(s.db).InterpretError(err)
 			}
 		}
 		rows, err := exec.QueryContext(ctx, s.q.Get("reap"), id, s.ns, cutoff, batch)
 		if err != nil {
-			return s.db.InterpretError(err)
+			return wire.Of(s.db).InterpretError(err)
 		}
 		defer rows.Close()
 		for rows.Next() {
 			var k string
 			if err := rows.Scan(&k); err != nil {
-				return s.db.InterpretError(err)
+				return wire.Of(s.db).InterpretError(err)
 			}
 			keys = append(keys, k)
 		}
-		return s.db.InterpretError(rows.Err())
+		return wire.Of(s.db).InterpretError(rows.Err())
 	})
 	if err != nil {
 		return nil, err
@@ -451,7 +452,7 @@ func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, 
 
 // now reads the clock a query would: the injected Clock, or the engine's.
 func (s *Store) now(ctx context.Context, exec racefree.Executor) (int64, error) {
-	if c := s.db.ClockArg(); c != nil {
+	if c := wire.Of(s.db).ClockArg(); c != nil {
 		return c.(int64), nil
 	}
 	var now int64

@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -259,8 +260,8 @@ func TestEdgesCancelledCaller(t *testing.T) {
 		}
 		// With the combiner on (RACEFREE_COMBINE=1), a takeover waits for
 		// the lock inside its batch, which its caller's cancellation does
-		// not end (racefree.DB.Combine): the test would wait for itself.
-		if b.db.Engine() != racefree.Postgres || b.db.Combining() {
+		// not end (wire.DB.Combine): the test would wait for itself.
+		if b.db.Engine() != racefree.Postgres || wire.Of(b.db).Combining() {
 			return
 		}
 		guarded, err := b.db.SQL().BeginTx(ctx, nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -234,8 +235,8 @@ func TestObservesOfAFailedBatchRunAlone(t *testing.T) {
 		}
 		before := behind(t, db, observe(0), func() {
 			// Fails in every batch; its caller would run it alone.
-			_, _ = db.Combine(ctx, &racefree.Op{Group: tenant.Default, Key: "broken",
-				Stmts: []*racefree.Statement{{Query: `INSERT INTO no_such_table (k) VALUES (1)`}}})
+			_, _ = wire.Of(db).Combine(ctx, &wire.Op{Group: tenant.Default, Key: "broken",
+				Stmts: []*wire.Statement{{Query: `INSERT INTO no_such_table (k) VALUES (1)`}}})
 		}, observe(1))
 		if db.Engine() == racefree.SQLite && db.CombineStats().Failed == before.Failed {
 			t.Fatalf("no batch failed: %+v", db.CombineStats())

@@ -18,6 +18,7 @@ import (
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
 	"github.com/racefree/racefree/internal/send"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -143,7 +144,7 @@ func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, win
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, l.q.Get("insert_event"), tenant.From(ctx), ev.Fingerprint, ev.Source, ev.Level, ev.Message); err != nil {
-			return l.db.InterpretError(err)
+			return wire.Of(l.db).InterpretError(err)
 		}
 		obs = observation(ev.Fingerprint, observer, c)
 		return nil
@@ -161,16 +162,16 @@ func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, win
 // or the batch failed as a whole and committed nothing: Observe then runs
 // as it does alone.
 func (l *Log) observeCombined(ctx context.Context, exec racefree.Executor, ev Event, observer string, window time.Duration) (*Observation, bool, error) {
-	if !l.db.Combining() {
+	if !wire.Of(l.db).Combining() {
 		return nil, false, nil
 	}
 	a, err := l.claims.Acquisition(ctx, ev.Fingerprint, observer, window)
 	if err != nil {
 		return nil, true, err
 	}
-	insert := &racefree.Statement{Query: l.q.Get("insert_event"),
+	insert := &wire.Statement{Query: l.q.Get("insert_event"),
 		Args: []any{tenant.From(ctx), ev.Fingerprint, ev.Source, ev.Level, ev.Message}}
-	if l.db.CanPipeline() {
+	if wire.Of(l.db).CanPipeline() {
 		insert.Many = l.q.Get("insert_event_many")
 	}
 	way, err := send.Do(ctx, l.db, exec, &send.Op{Key: a.Key, Stmts: append(a.Stmts, insert)})
@@ -226,7 +227,7 @@ func (l *Log) Record(ctx context.Context, exec racefree.Executor, fingerprint st
 	if err := checkResult(r); err != nil {
 		return err
 	}
-	n, err := tenant.Exec(ctx, l.db, exec, l.q.Get("record"), tenant.From(ctx), fingerprint, fence, r.Classification, r.ExternalID, Namespace, l.db.ClockArg())
+	n, err := tenant.Exec(ctx, l.db, exec, l.q.Get("record"), tenant.From(ctx), fingerprint, fence, r.Classification, r.ExternalID, Namespace, wire.Of(l.db).ClockArg())
 	if err != nil {
 		return fmt.Errorf("dedup record: %w", err)
 	}
@@ -299,7 +300,7 @@ func (l *Log) Reap(ctx context.Context, grace time.Duration, batch int) (int64, 
 					return err
 				}
 				if _, err = tx.ExecContext(ctx, l.q.Get("reap_events"), tenant.From(ctx), string(list)); err != nil {
-					return l.db.InterpretError(err)
+					return wire.Of(l.db).InterpretError(err)
 				}
 				n = len(keys)
 				return nil

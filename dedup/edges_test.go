@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 )
 
 // The tests of this file try the dedup promises at their edges (the
@@ -494,8 +495,8 @@ func TestEdgesCancelledCaller(t *testing.T) {
 
 		// With the combiner on (RACEFREE_COMBINE=1), an Observe on the
 		// pool waits for the lock inside its batch, which then runs to
-		// its end on a context of its own (racefree.DB.Combine).
-		if db.Engine() != racefree.Postgres || db.Combining() {
+		// its end on a context of its own (wire.DB.Combine).
+		if db.Engine() != racefree.Postgres || wire.Of(db).Combining() {
 			return
 		}
 		holder, err := db.SQL().BeginTx(ctx, nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/getorcreate"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"go.uber.org/goleak"
 )
 
@@ -490,7 +491,7 @@ func TestSerializationFailureIsReturned(t *testing.T) {
 			t.Fatalf("outside the snapshot: created %v, %v", created, err)
 		}
 		_, created2, err := userByEmail(ctx, db, tx, ins, "snap@x", "snap")
-		if !errors.Is(db.InterpretError(err), racefree.ErrRetryable) || created2 {
+		if !errors.Is(wire.Of(db).InterpretError(err), racefree.ErrRetryable) || created2 {
 			t.Fatalf("in the older snapshot: created %v, %v; want a serialization failure", created2, err)
 		}
 		_ = tx.Rollback()

@@ -16,6 +16,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -132,7 +133,7 @@ func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Contex
 		found bool
 	)
 	err := tenant.Run(ctx, c.s.db, exec, func(exec racefree.Executor) error {
-		err := exec.QueryRowContext(ctx, c.s.q.Get("step_get"), c.tenant, c.scope, c.key, step, c.s.db.ClockArg()).Scan(&saved)
+		err := exec.QueryRowContext(ctx, c.s.q.Get("step_get"), c.tenant, c.scope, c.key, step, wire.Of(c.s.db).ClockArg()).Scan(&saved)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -141,7 +142,7 @@ func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Contex
 	})
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("idempotency step %q: %w", step, c.s.db.InterpretError(err))
+		return "", fmt.Errorf("idempotency step %q: %w", step, wire.Of(c.s.db).InterpretError(err))
 	case found:
 		c.ResumedSteps++
 		return saved, nil
@@ -158,7 +159,7 @@ func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Contex
 		if err := c.s.claims.Guard(ctx, tx, c.claimKey(), c.holder, c.fence); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, c.s.q.Get("step_save"), c.tenant, c.scope, c.key, step, value, c.fence, c.s.opts.Retention.Milliseconds(), c.s.db.ClockArg())
+		_, err := tx.ExecContext(ctx, c.s.q.Get("step_save"), c.tenant, c.scope, c.key, step, value, c.fence, c.s.opts.Retention.Milliseconds(), wire.Of(c.s.db).ClockArg())
 		return err
 	}
 	if c.tx != nil {
@@ -370,8 +371,8 @@ func (s *Store) begin(ctx context.Context, exec racefree.Executor, call *Call, f
 		return nil, fmt.Errorf("idempotency: %w", err)
 	}
 	call.fence = c.Fence
-	if _, err := exec.ExecContext(ctx, s.q.Get("begin"), call.tenant, call.scope, call.key, fingerprint, s.opts.Retention.Milliseconds(), s.db.ClockArg()); err != nil {
-		return nil, fmt.Errorf("idempotency begin: %w", s.db.InterpretError(err))
+	if _, err := exec.ExecContext(ctx, s.q.Get("begin"), call.tenant, call.scope, call.key, fingerprint, s.opts.Retention.Milliseconds(), wire.Of(s.db).ClockArg()); err != nil {
+		return nil, fmt.Errorf("idempotency begin: %w", wire.Of(s.db).InterpretError(err))
 	}
 	rec, err := s.get(ctx, exec, call)
 	if err != nil {
@@ -392,9 +393,9 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, call *Call, response [
 	if err := s.claims.Guard(ctx, tx, call.claimKey(), call.holder, call.fence); err != nil {
 		return fmt.Errorf("idempotency complete: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, s.q.Get("complete"), call.tenant, call.scope, call.key, response, s.opts.Retention.Milliseconds(), s.db.ClockArg())
+	res, err := tx.ExecContext(ctx, s.q.Get("complete"), call.tenant, call.scope, call.key, response, s.opts.Retention.Milliseconds(), wire.Of(s.db).ClockArg())
 	if err != nil {
-		return fmt.Errorf("idempotency complete: %w", s.db.InterpretError(err))
+		return fmt.Errorf("idempotency complete: %w", wire.Of(s.db).InterpretError(err))
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return fmt.Errorf("idempotency complete: record of %q is no longer in progress (%d rows, %v)", call.key, n, err)
@@ -433,9 +434,9 @@ type record struct {
 // get reads call's live record in exec, which belongs to call's tenant.
 func (s *Store) get(ctx context.Context, exec racefree.Executor, call *Call) (*record, error) {
 	var r record
-	err := exec.QueryRowContext(ctx, s.q.Get("get"), call.tenant, call.scope, call.key, s.db.ClockArg()).Scan(&r.fingerprint, &r.status, &r.response)
+	err := exec.QueryRowContext(ctx, s.q.Get("get"), call.tenant, call.scope, call.key, wire.Of(s.db).ClockArg()).Scan(&r.fingerprint, &r.status, &r.response)
 	if err != nil {
-		return nil, s.db.InterpretError(err)
+		return nil, wire.Of(s.db).InterpretError(err)
 	}
 	return &r, nil
 }
@@ -481,7 +482,7 @@ func (s *Store) reapTenant(ctx context.Context, batch int) (int64, error) {
 			var n int64
 			err := tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
 				var cutoff int64
-				if err := exec.QueryRowContext(ctx, s.q.Get("now"), s.db.ClockArg()).Scan(&cutoff); err != nil {
+				if err := exec.QueryRowContext(ctx, s.q.Get("now"), wire.Of(s.db).ClockArg()).Scan(&cutoff); err != nil {
 					return err
 				}
 				res, err := exec.ExecContext(ctx, s.q.Get(q), id, batch, cutoff)
@@ -491,7 +492,7 @@ func (s *Store) reapTenant(ctx context.Context, batch int) (int64, error) {
 				n, err = res.RowsAffected()
 				return err
 			})
-			return n, s.db.InterpretError(err)
+			return n, wire.Of(s.db).InterpretError(err)
 		})
 		total += n
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
 	"github.com/racefree/racefree/internal/send"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -129,7 +130,7 @@ type Result struct {
 //
 // With racefree.Config.Combine on, a delivery with a nil fn records its
 // event in a batch with the concurrent deliveries of the same tenant
-// (racefree.DB.Combine): one transaction and one commit for the batch,
+// (wire.DB.Combine): one transaction and one commit for the batch,
 // and the outcome the delivery gets alone. A new event gets its source's
 // next arrival number, the batch's events of one source numbered in the
 // order of their IDs; a recorded one is a duplicate. Two deliveries of
@@ -157,7 +158,7 @@ func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []
 	err := in.inTx(ctx, func(tx *sql.Tx) error {
 		res = Result{}
 		var id int64
-		err := tx.QueryRowContext(ctx, in.q.Get("receive"), tenant.From(ctx), source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds()).Scan(&id)
+		err := tx.QueryRowContext(ctx, in.q.Get("receive"), tenant.From(ctx), source, eventID, payload, wire.Of(in.db).ClockArg(), in.retention.Milliseconds()).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			res.Duplicate = true
 			return in.durable(ctx, tx, source, eventID)
@@ -210,18 +211,18 @@ func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []
 func (in *Inbox) record(ctx context.Context, source, eventID string, payload []byte) (Result, bool, error) {
 	id := tenant.From(ctx)
 	var seq int64
-	args := []any{id, source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds()}
-	number := &racefree.Statement{Query: in.q.Get("number"), Args: []any{id, source, eventID}, Dest: []any{&seq}}
-	var stmts []*racefree.Statement
-	if in.db.CanPipeline() {
-		stmts = []*racefree.Statement{
+	args := []any{id, source, eventID, payload, wire.Of(in.db).ClockArg(), in.retention.Milliseconds()}
+	number := &wire.Statement{Query: in.q.Get("number"), Args: []any{id, source, eventID}, Dest: []any{&seq}}
+	var stmts []*wire.Statement
+	if wire.Of(in.db).CanPipeline() {
+		stmts = []*wire.Statement{
 			{Query: in.q.Get("receive"), Many: in.q.Get("receive_many"), Args: args},
 			number,
 			{Query: in.q.Get("durable"), Many: in.q.Get("durable_many"), Args: []any{id, source, eventID}},
 		}
 		number.Many = in.q.Get("number_many")
 	} else {
-		stmts = []*racefree.Statement{{Query: in.q.Get("record"), Args: args}, number}
+		stmts = []*wire.Statement{{Query: in.q.Get("record"), Args: args}, number}
 	}
 	way, err := send.Do(ctx, in.db, in.db, &send.Op{Key: combineKey(source, eventID), Stmts: stmts})
 	switch {
@@ -245,7 +246,7 @@ func (in *Inbox) durable(ctx context.Context, tx *sql.Tx, source, eventID string
 	}
 	rows, err := tx.QueryContext(ctx, in.q.Get("durable"), tenant.From(ctx), source, eventID)
 	if err != nil {
-		return fmt.Errorf("lock the recorded event: %w", in.db.InterpretError(err))
+		return fmt.Errorf("lock the recorded event: %w", wire.Of(in.db).InterpretError(err))
 	}
 	return rows.Close()
 }
@@ -271,7 +272,7 @@ func (in *Inbox) recordFailure(ctx context.Context, source, eventID string, payl
 	err := in.inTx(ctx, func(tx *sql.Tx) error {
 		res = Result{Failed: true, Reason: reason}
 		var id int64
-		err := tx.QueryRowContext(ctx, in.q.Get("record_failure"), tenant.From(ctx), source, eventID, payload, in.db.ClockArg(), in.retention.Milliseconds(), reason).Scan(&id)
+		err := tx.QueryRowContext(ctx, in.q.Get("record_failure"), tenant.From(ctx), source, eventID, payload, wire.Of(in.db).ClockArg(), in.retention.Milliseconds(), reason).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Another delivery recorded the event since fn's transaction
 			// rolled back: this one is a duplicate of it.
@@ -370,7 +371,7 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("inbox: list %s: %w", source, in.db.InterpretError(err))
+		return nil, fmt.Errorf("inbox: list %s: %w", source, wire.Of(in.db).InterpretError(err))
 	}
 	return out, nil
 }
@@ -422,14 +423,14 @@ func (in *Inbox) reapTenant(ctx context.Context, engine string, exec racefree.Ex
 	return reaper.Run(ctx, engine, in.reapBatch, func() (int64, error) {
 		var n int64
 		err := tenant.Run(ctx, in.db, exec, func(exec racefree.Executor) error {
-			res, err := exec.ExecContext(ctx, in.q.Get("reap"), id, in.db.ClockArg(), in.reapBatch)
+			res, err := exec.ExecContext(ctx, in.q.Get("reap"), id, wire.Of(in.db).ClockArg(), in.reapBatch)
 			if err != nil {
 				return err
 			}
 			n, err = res.RowsAffected()
 			return err
 		})
-		return n, in.db.InterpretError(err)
+		return n, wire.Of(in.db).InterpretError(err)
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -163,11 +164,11 @@ func (s *Store) Issue(ctx context.Context, exec racefree.Executor, purpose, subj
 	token := newToken()
 	var issued, expires int64
 	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
-		return exec.QueryRowContext(ctx, s.q.Get("issue"), tenant.From(ctx), hash(token), purpose, subject, ttl.Milliseconds(), s.db.ClockArg()).
+		return exec.QueryRowContext(ctx, s.q.Get("issue"), tenant.From(ctx), hash(token), purpose, subject, ttl.Milliseconds(), wire.Of(s.db).ClockArg()).
 			Scan(&issued, &expires)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("onetime issue: %w", s.db.InterpretError(err))
+		return nil, fmt.Errorf("onetime issue: %w", wire.Of(s.db).InterpretError(err))
 	}
 	return &Code{Token: token, Purpose: purpose, Subject: subject,
 		IssuedAt: racefree.FromMillis(issued), ExpiresAt: racefree.FromMillis(expires)}, nil
@@ -209,7 +210,7 @@ func (s *Store) Consume(ctx context.Context, exec racefree.Executor, purpose, to
 	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
 		var issued, expires, usedAt int64
 		r = Redemption{}
-		err := exec.QueryRowContext(ctx, s.q.Get("consume"), tenant.From(ctx), h, purpose, s.db.ClockArg()).
+		err := exec.QueryRowContext(ctx, s.q.Get("consume"), tenant.From(ctx), h, purpose, wire.Of(s.db).ClockArg()).
 			Scan(&r.Subject, &issued, &expires, &usedAt)
 		switch {
 		case err == nil:
@@ -220,7 +221,7 @@ func (s *Store) Consume(ctx context.Context, exec racefree.Executor, purpose, to
 		return err
 	})
 	if err != nil {
-		return Redemption{}, fmt.Errorf("onetime consume: %w", s.db.InterpretError(err))
+		return Redemption{}, fmt.Errorf("onetime consume: %w", wire.Of(s.db).InterpretError(err))
 	}
 	return r, nil
 }
@@ -232,7 +233,7 @@ func (s *Store) explainCode(ctx context.Context, exec racefree.Executor, h []byt
 		issued, expires, now int64
 		used, revoked        sql.NullInt64
 	)
-	err := exec.QueryRowContext(ctx, s.q.Get("explain_code"), tenant.From(ctx), h, purpose, s.db.ClockArg()).
+	err := exec.QueryRowContext(ctx, s.q.Get("explain_code"), tenant.From(ctx), h, purpose, wire.Of(s.db).ClockArg()).
 		Scan(&r.Subject, &issued, &expires, &used, &revoked, &now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Redemption{Outcome: Unknown}, nil
@@ -273,7 +274,7 @@ func (s *Store) RevokeCodes(ctx context.Context, exec racefree.Executor, purpose
 	}
 	var n int64
 	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
-		res, err := exec.ExecContext(ctx, s.q.Get("revoke_codes"), tenant.From(ctx), purpose, subject, s.db.ClockArg())
+		res, err := exec.ExecContext(ctx, s.q.Get("revoke_codes"), tenant.From(ctx), purpose, subject, wire.Of(s.db).ClockArg())
 		if err != nil {
 			return err
 		}
@@ -281,7 +282,7 @@ func (s *Store) RevokeCodes(ctx context.Context, exec racefree.Executor, purpose
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("onetime revoke: %w", s.db.InterpretError(err))
+		return 0, fmt.Errorf("onetime revoke: %w", wire.Of(s.db).InterpretError(err))
 	}
 	return n, nil
 }
@@ -314,11 +315,11 @@ func (s *Store) IssueRefresh(ctx context.Context, exec racefree.Executor, subjec
 	r := &Refresh{Token: token, Subject: subject}
 	var expires int64
 	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
-		return exec.QueryRowContext(ctx, s.q.Get("issue_refresh"), tenant.From(ctx), hash(token), subject, ttl.Milliseconds(), s.db.ClockArg()).
+		return exec.QueryRowContext(ctx, s.q.Get("issue_refresh"), tenant.From(ctx), hash(token), subject, ttl.Milliseconds(), wire.Of(s.db).ClockArg()).
 			Scan(&expires, &r.Generation)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("onetime issue refresh: %w", s.db.InterpretError(err))
+		return nil, fmt.Errorf("onetime issue refresh: %w", wire.Of(s.db).InterpretError(err))
 	}
 	r.ExpiresAt = racefree.FromMillis(expires)
 	return r, nil
@@ -369,7 +370,7 @@ func (s *Store) Rotate(ctx context.Context, exec racefree.Executor, token string
 		})
 	})
 	if err != nil {
-		return Rotation{}, fmt.Errorf("onetime rotate: %w", s.db.InterpretError(err))
+		return Rotation{}, fmt.Errorf("onetime rotate: %w", wire.Of(s.db).InterpretError(err))
 	}
 	return rot, nil
 }
@@ -380,13 +381,13 @@ func (s *Store) rotate(ctx context.Context, exec racefree.Executor, h []byte, ne
 	var expires int64
 	var err error
 	if s.db.Engine() == racefree.Postgres {
-		err = exec.QueryRowContext(ctx, s.q.Get("rotate"), t, h, nh, s.db.ClockArg()).Scan(&r.Subject, &expires, &r.Generation)
+		err = exec.QueryRowContext(ctx, s.q.Get("rotate"), t, h, nh, wire.Of(s.db).ClockArg()).Scan(&r.Subject, &expires, &r.Generation)
 	} else {
 		var (
 			family    []byte
 			rotatedAt int64
 		)
-		err = exec.QueryRowContext(ctx, s.q.Get("rotate"), t, h, nh, s.db.ClockArg()).
+		err = exec.QueryRowContext(ctx, s.q.Get("rotate"), t, h, nh, wire.Of(s.db).ClockArg()).
 			Scan(&r.Subject, &expires, &r.Generation, &family, &rotatedAt)
 		if err == nil {
 			_, err = exec.ExecContext(ctx, s.q.Get("retire"), t, h, family, rotatedAt)
@@ -400,7 +401,7 @@ func (s *Store) rotate(ctx context.Context, exec racefree.Executor, h []byte, ne
 		return Rotation{}, err
 	}
 	var grace bool
-	err = exec.QueryRowContext(ctx, s.q.Get("reuse"), t, h, nh, s.grace.Milliseconds(), s.db.ClockArg()).
+	err = exec.QueryRowContext(ctx, s.q.Get("reuse"), t, h, nh, s.grace.Milliseconds(), wire.Of(s.db).ClockArg()).
 		Scan(&grace, &r.Subject, &expires, &r.Generation)
 	switch {
 	case err == nil && grace:
@@ -422,7 +423,7 @@ func (s *Store) explainRefresh(ctx context.Context, exec racefree.Executor, h []
 		head, revoked bool
 		expires, now  int64
 	)
-	err := exec.QueryRowContext(ctx, s.q.Get("explain_refresh"), tenant.From(ctx), h, s.db.ClockArg()).Scan(&head, &revoked, &expires, &now)
+	err := exec.QueryRowContext(ctx, s.q.Get("explain_refresh"), tenant.From(ctx), h, wire.Of(s.db).ClockArg()).Scan(&head, &revoked, &expires, &now)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return Rotation{Outcome: Unknown}, nil
@@ -470,7 +471,7 @@ func (s *Store) RevokeFamilies(ctx context.Context, exec racefree.Executor, subj
 	}
 	var n int64
 	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
-		res, err := exec.ExecContext(ctx, s.q.Get("revoke_families"), tenant.From(ctx), subject, s.db.ClockArg())
+		res, err := exec.ExecContext(ctx, s.q.Get("revoke_families"), tenant.From(ctx), subject, wire.Of(s.db).ClockArg())
 		if err != nil {
 			return err
 		}
@@ -478,7 +479,7 @@ func (s *Store) RevokeFamilies(ctx context.Context, exec racefree.Executor, subj
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("onetime revoke families: %w", s.db.InterpretError(err))
+		return 0, fmt.Errorf("onetime revoke families: %w", wire.Of(s.db).InterpretError(err))
 	}
 	return n, nil
 }
@@ -568,7 +569,7 @@ func (s *Store) reap(ctx context.Context, grace time.Duration, batch int) (codes
 	for {
 		var n int64
 		err := tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
-			res, err := exec.ExecContext(ctx, s.q.Get("reap_codes"), tenant.From(ctx), grace.Milliseconds(), batch, s.db.ClockArg())
+			res, err := exec.ExecContext(ctx, s.q.Get("reap_codes"), tenant.From(ctx), grace.Milliseconds(), batch, wire.Of(s.db).ClockArg())
 			if err != nil {
 				return err
 			}
@@ -576,7 +577,7 @@ func (s *Store) reap(ctx context.Context, grace time.Duration, batch int) (codes
 			return err
 		})
 		if err != nil {
-			return codes, families, s.db.InterpretError(err)
+			return codes, families, wire.Of(s.db).InterpretError(err)
 		}
 		codes += n
 		if n < int64(batch) {
@@ -590,9 +591,9 @@ func (s *Store) reap(ctx context.Context, grace time.Duration, batch int) (codes
 				n = 0
 				t := tenant.From(ctx)
 				if s.db.Engine() == racefree.Postgres {
-					return exec.QueryRowContext(ctx, s.q.Get("reap_families"), t, grace.Milliseconds(), batch, s.db.ClockArg()).Scan(&n)
+					return exec.QueryRowContext(ctx, s.q.Get("reap_families"), t, grace.Milliseconds(), batch, wire.Of(s.db).ClockArg()).Scan(&n)
 				}
-				now := s.db.ClockArg()
+				now := wire.Of(s.db).ClockArg()
 				if now == nil {
 					var ms int64
 					if err := exec.QueryRowContext(ctx, s.q.Get("now")).Scan(&ms); err != nil {
@@ -612,7 +613,7 @@ func (s *Store) reap(ctx context.Context, grace time.Duration, batch int) (codes
 			})
 		})
 		if err != nil {
-			return codes, families, s.db.InterpretError(err)
+			return codes, families, wire.Of(s.db).InterpretError(err)
 		}
 		families += n
 		if n < int64(batch) {

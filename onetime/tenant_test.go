@@ -18,6 +18,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/onetime"
 	"github.com/racefree/racefree/postgres"
 	"github.com/racefree/racefree/tenant"
@@ -322,7 +323,7 @@ func TestPreviousReleaseRunsOnTheExpandedSchema(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		clk := db.ClockArg()
+		clk := wire.Of(db).ClockArg()
 		ms := racefree.Millis(t0)
 		const def = "default"
 

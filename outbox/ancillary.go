@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -65,7 +66,7 @@ func (o *Outbox) Ancillary(ctx context.Context, m Message, main func(ctx context
 		}
 		var created, expires int64
 		err := tx.QueryRowContext(ctx, o.q.Get("enqueue_leased"), t, m.Topic, m.Key, false, in.payload, in.headers,
-			in.maxAttempts, d.Worker, o.opts.AncillaryLease.Milliseconds(), o.db.ClockArg()).Scan(&d.ID, &created, &expires, &d.Fence)
+			in.maxAttempts, d.Worker, o.opts.AncillaryLease.Milliseconds(), wire.Of(o.db).ClockArg()).Scan(&d.ID, &created, &expires, &d.Fence)
 		d.CreatedAt, d.LeaseExpiresAt = racefree.FromMillis(created), racefree.FromMillis(expires)
 		return err
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -121,7 +122,7 @@ func (o *Outbox) Get(ctx context.Context, exec racefree.Executor, id int64) (*Re
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outbox get %d: %w", id, o.db.InterpretError(err))
+		return nil, fmt.Errorf("outbox get %d: %w", id, wire.Of(o.db).InterpretError(err))
 	}
 	return rec, nil
 }
@@ -157,7 +158,7 @@ func (o *Outbox) Dead(ctx context.Context, exec racefree.Executor, f Filter, aft
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outbox dead: %w", o.db.InterpretError(err))
+		return nil, fmt.Errorf("outbox dead: %w", wire.Of(o.db).InterpretError(err))
 	}
 	return out, nil
 }
@@ -174,11 +175,11 @@ func (o *Outbox) Redrive(ctx context.Context, exec racefree.Executor, f Filter) 
 	var ids []int64
 	err := o.run(ctx, exec, func(exec racefree.Executor) error {
 		var err error
-		ids, err = o.ids(ctx, exec, o.q.Get("redrive"), t, o.idsArg(f.IDs), f.Topic, f.Key, o.db.ClockArg())
+		ids, err = o.ids(ctx, exec, o.q.Get("redrive"), t, o.idsArg(f.IDs), f.Topic, f.Key, wire.Of(o.db).ClockArg())
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outbox redrive: %w", o.db.InterpretError(err))
+		return nil, fmt.Errorf("outbox redrive: %w", wire.Of(o.db).InterpretError(err))
 	}
 	if len(ids) > 0 {
 		if _, inTx := exec.(*sql.Tx); !inTx || o.db.Engine() == racefree.SQLite {
@@ -208,7 +209,7 @@ func (o *Outbox) Discard(ctx context.Context, exec racefree.Executor, f Filter) 
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outbox discard: %w", o.db.InterpretError(err))
+		return nil, fmt.Errorf("outbox discard: %w", wire.Of(o.db).InterpretError(err))
 	}
 	if len(ids) > 0 {
 		o.hub.wake(t)
@@ -235,14 +236,14 @@ func (o *Outbox) Stats(ctx context.Context, exec racefree.Executor) (*Stats, err
 	err := o.run(ctx, exec, func(exec racefree.Executor) error {
 		var oldest sql.NullInt64
 		var now int64
-		err := exec.QueryRowContext(ctx, o.q.Get("stats"), t, o.db.ClockArg()).Scan(&s.Ready, &s.Due, &s.Leased, &oldest, &s.Dead, &s.Delivered, &now)
+		err := exec.QueryRowContext(ctx, o.q.Get("stats"), t, wire.Of(o.db).ClockArg()).Scan(&s.Ready, &s.Due, &s.Leased, &oldest, &s.Dead, &s.Delivered, &now)
 		if oldest.Valid && now > oldest.Int64 {
 			s.OldestPending = time.Duration(now-oldest.Int64) * time.Millisecond
 		}
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outbox stats: %w", o.db.InterpretError(err))
+		return nil, fmt.Errorf("outbox stats: %w", wire.Of(o.db).InterpretError(err))
 	}
 	return s, nil
 }
@@ -271,7 +272,7 @@ func (o *Outbox) ReapTenant(ctx context.Context) (int64, error) {
 		var n int64
 		err := o.inTx(ctx, o.db, func(exec racefree.Executor) error {
 			if o.db.Engine() == racefree.Postgres {
-				return exec.QueryRowContext(ctx, o.q.Get("reap"), t, o.opts.Retention.Milliseconds(), size, o.db.ClockArg()).Scan(&n)
+				return exec.QueryRowContext(ctx, o.q.Get("reap"), t, o.opts.Retention.Milliseconds(), size, wire.Of(o.db).ClockArg()).Scan(&n)
 			}
 			cutoff := o.sqliteNow() - o.opts.Retention.Milliseconds()
 			if _, err := exec.ExecContext(ctx, o.q.Get("reap_history"), t, cutoff, size); err != nil {
@@ -287,7 +288,7 @@ func (o *Outbox) ReapTenant(ctx context.Context) (int64, error) {
 		return n, err
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return n, fmt.Errorf("outbox reap: %w", o.db.InterpretError(err))
+		return n, fmt.Errorf("outbox reap: %w", wire.Of(o.db).InterpretError(err))
 	}
 	return n, err
 }

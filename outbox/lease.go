@@ -10,6 +10,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/send"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -130,9 +131,9 @@ func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, leas
 	var completed []tenure
 	if o.db.Engine() == racefree.Postgres {
 		if err := o.needSchema(ctx, o.db); err != nil {
-			return nil, nil, fmt.Errorf("outbox claim: %w", o.db.InterpretError(err))
+			return nil, nil, fmt.Errorf("outbox claim: %w", wire.Of(o.db).InterpretError(err))
 		}
-		var stmts []*racefree.Statement
+		var stmts []*wire.Statement
 		if len(done) > 0 {
 			stmts = append(stmts, o.completeStatement(id, done, &completed))
 		}
@@ -171,7 +172,7 @@ func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, leas
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("outbox claim: %w", o.db.InterpretError(err))
+		return nil, nil, fmt.Errorf("outbox claim: %w", wire.Of(o.db).InterpretError(err))
 	}
 	sortByID(out)
 	return out, completed, nil
@@ -191,7 +192,7 @@ func (o *Outbox) anyDue(ctx context.Context, id string, topics []string) (bool, 
 		return rows.Err()
 	})
 	if err != nil {
-		return false, fmt.Errorf("outbox claim: %w", o.db.InterpretError(err))
+		return false, fmt.Errorf("outbox claim: %w", wire.Of(o.db).InterpretError(err))
 	}
 	return due, nil
 }
@@ -206,11 +207,11 @@ type lapse struct {
 
 // claimStatement is the claim of PostgreSQL, which records the lapses it
 // finds itself; it reads the deliveries into *into.
-func (o *Outbox) claimStatement(id, worker string, n int, lease time.Duration, topics []string, into *[]*Delivery) *racefree.Statement {
-	return &racefree.Statement{
+func (o *Outbox) claimStatement(id, worker string, n int, lease time.Duration, topics []string, into *[]*Delivery) *wire.Statement {
+	return &wire.Statement{
 		Query: o.q.Get("claim"),
-		Args:  []any{id, o.topicsArg(topics), n, lease.Milliseconds(), worker, o.db.ClockArg(), o.opts.History},
-		Rows: func(rows racefree.Rows) error {
+		Args:  []any{id, o.topicsArg(topics), n, lease.Milliseconds(), worker, wire.Of(o.db).ClockArg(), o.opts.History},
+		Rows: func(rows wire.Rows) error {
 			*into = (*into)[:0]
 			for rows.Next() {
 				d := &Delivery{Tenant: id, Worker: worker}
@@ -229,7 +230,7 @@ func (o *Outbox) claimStatement(id, worker string, n int, lease time.Duration, t
 }
 
 // queryRows runs st, a statement with Rows, on exec.
-func queryRows(ctx context.Context, exec racefree.Executor, st *racefree.Statement) error {
+func queryRows(ctx context.Context, exec racefree.Executor, st *wire.Statement) error {
 	rows, err := exec.QueryContext(ctx, st.Query, st.Args...)
 	if err != nil {
 		return err
@@ -327,7 +328,7 @@ func (o *Outbox) Complete(ctx context.Context, exec racefree.Executor, d *Delive
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("outbox complete: %w", o.db.InterpretError(err))
+		return fmt.Errorf("outbox complete: %w", wire.Of(o.db).InterpretError(err))
 	}
 	if len(done) == 0 {
 		return o.whyNot(ctx, exec, d)
@@ -345,13 +346,13 @@ func (o *Outbox) complete(ctx context.Context, exec racefree.Executor, id string
 
 // completeStatement marks the current tenures among ds delivered and
 // reads them into *into.
-func (o *Outbox) completeStatement(id string, ds []*Delivery, into *[]tenure) *racefree.Statement {
+func (o *Outbox) completeStatement(id string, ds []*Delivery, into *[]tenure) *wire.Statement {
 	args := append([]any{id}, o.tenuresArgs(ds)...)
-	args = append(args, o.db.ClockArg())
-	return &racefree.Statement{
+	args = append(args, wire.Of(o.db).ClockArg())
+	return &wire.Statement{
 		Query: o.q.Get("complete"),
 		Args:  args,
-		Rows: func(rows racefree.Rows) error {
+		Rows: func(rows wire.Rows) error {
 			*into = (*into)[:0]
 			for rows.Next() {
 				var t tenure
@@ -408,7 +409,7 @@ func (o *Outbox) Heartbeat(ctx context.Context, ds []*Delivery, lease time.Durat
 	var renewed map[tenure]int64
 	err := o.run(ctx, o.db, func(exec racefree.Executor) error {
 		args := append([]any{id}, o.tenuresArgs(ds)...)
-		args = append(args, lease.Milliseconds(), o.db.ClockArg())
+		args = append(args, lease.Milliseconds(), wire.Of(o.db).ClockArg())
 		rows, err := exec.QueryContext(ctx, o.q.Get("renew"), args...)
 		if err != nil {
 			return err
@@ -426,7 +427,7 @@ func (o *Outbox) Heartbeat(ctx context.Context, ds []*Delivery, lease time.Durat
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outbox heartbeat: %w", o.db.InterpretError(err))
+		return nil, fmt.Errorf("outbox heartbeat: %w", wire.Of(o.db).InterpretError(err))
 	}
 	var lost []*Delivery
 	for _, d := range ds {
@@ -483,7 +484,7 @@ func (o *Outbox) Fail(ctx context.Context, d *Delivery, cause error) (*Outcome, 
 	err = o.tenantTx(ctx, d.Tenant, func(ctx context.Context, tx *sql.Tx) error {
 		var state string
 		var at, now int64
-		err := tx.QueryRowContext(ctx, o.q.Get("fail"), d.Tenant, d.ID, d.Fence, v.Permanent, delay.Milliseconds(), text, o.db.ClockArg()).Scan(&state, &at, &now)
+		err := tx.QueryRowContext(ctx, o.q.Get("fail"), d.Tenant, d.ID, d.Fence, v.Permanent, delay.Milliseconds(), text, wire.Of(o.db).ClockArg()).Scan(&state, &at, &now)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errNoRow
 		}
@@ -517,7 +518,7 @@ func (o *Outbox) Fail(ctx context.Context, d *Delivery, cause error) (*Outcome, 
 		}
 		return nil, fmt.Errorf("outbox fail: OnExhausted: %w", hookErr)
 	case err != nil:
-		return nil, fmt.Errorf("outbox fail: %w", o.db.InterpretError(err))
+		return nil, fmt.Errorf("outbox fail: %w", wire.Of(o.db).InterpretError(err))
 	}
 	return out, nil
 }
@@ -536,7 +537,7 @@ func (o *Outbox) tenantTx(ctx context.Context, id string, fn func(ctx context.Co
 // in delay, its attempt count unchanged.
 func (o *Outbox) release(ctx context.Context, d *Delivery, delay time.Duration, why string) error {
 	return o.run(ctx, o.db, func(exec racefree.Executor) error {
-		_, err := exec.ExecContext(ctx, o.q.Get("release"), d.Tenant, d.ID, d.Fence, delay.Milliseconds(), why, o.db.ClockArg())
+		_, err := exec.ExecContext(ctx, o.q.Get("release"), d.Tenant, d.ID, d.Fence, delay.Milliseconds(), why, wire.Of(o.db).ClockArg())
 		return err
 	})
 }
@@ -563,7 +564,7 @@ func (o *Outbox) whyNot(ctx context.Context, exec racefree.Executor, d *Delivery
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("outbox message %d: %w (it no longer exists)", d.ID, racefree.ErrNotHeld)
 	case err != nil:
-		return fmt.Errorf("outbox: %w", o.db.InterpretError(err))
+		return fmt.Errorf("outbox: %w", wire.Of(o.db).InterpretError(err))
 	case fence > d.Fence:
 		return &StaleFenceError{ID: d.ID, Fence: d.Fence, Current: fence}
 	}

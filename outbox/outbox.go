@@ -16,6 +16,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/schema"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -243,10 +244,10 @@ func (o *Outbox) Enqueue(ctx context.Context, exec racefree.Executor, m Message)
 			name = "enqueue_notify"
 		}
 		return exec.QueryRowContext(ctx, o.q.Get(name), id, m.Topic, m.Key, in.ordered, in.payload, in.headers,
-			in.delay.Milliseconds(), in.maxAttempts, o.db.ClockArg()).Scan(&msgID)
+			in.delay.Milliseconds(), in.maxAttempts, wire.Of(o.db).ClockArg()).Scan(&msgID)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("outbox enqueue: %w", o.db.InterpretError(err))
+		return 0, fmt.Errorf("outbox enqueue: %w", wire.Of(o.db).InterpretError(err))
 	}
 	if _, inTx := exec.(*sql.Tx); !inTx || o.db.Engine() == racefree.SQLite {
 		o.hub.wake(id)

@@ -13,16 +13,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/wire"
 )
 
-// Bound returns set_config('statement_timeout', d, true) (racefree.ServerBound):
+// Bound returns set_config('statement_timeout', d, true) (wire.ServerBound):
 // the statements after it in its transaction end, failing it, when they
 // run longer than d, and the setting ends with the transaction, so that
 // nothing of it outlives the transaction in a pooled session. In the
 // simple_protocol mode, where the batch travels as one query, the setting
 // comes too late for that query and bounds nothing.
-func (e *Engine) Bound(d time.Duration) *racefree.Statement {
-	return &racefree.Statement{Query: `SELECT set_config('statement_timeout', $1, true)`,
+func (e *Engine) Bound(d time.Duration) *wire.Statement {
+	return &wire.Statement{Query: `SELECT set_config('statement_timeout', $1, true)`,
 		Args: []any{strconv.FormatInt(max(d.Milliseconds(), 1), 10)}}
 }
 
@@ -45,7 +46,7 @@ func (e *Engine) Bound(d time.Duration) *racefree.Statement {
 // context that ended once the batch was sent is reported as
 // racefree.ErrUnavailable too (wrapping the context's error): the server
 // may commit the batch after the caller gave up on it.
-func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*racefree.Statement) error {
+func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*wire.Statement) error {
 	return conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
@@ -95,7 +96,7 @@ func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*racefree
 
 // MayHaveCommitted reports whether err, returned by COMMIT or by a
 // statement that commits by itself, leaves open that its transaction
-// committed (racefree.CommitJudge): every error but one that says
+// committed (wire.CommitJudge): every error but one that says
 // nothing was sent (pgconn.SafeToRetry) and the server's answer that the
 // statement or the commit failed (rolledBack). A context that ended while
 // the statement ran is such an error: pgx drops the connection, but the
@@ -129,7 +130,7 @@ func rolledBack(err error) bool {
 
 // readRows hands the next result of a batch to s.Rows and reads what it
 // leaves unread; the result's error, if any, comes first.
-func readRows(query func() (pgx.Rows, error), s *racefree.Statement) error {
+func readRows(query func() (pgx.Rows, error), s *wire.Statement) error {
 	rows, err := query()
 	if err != nil {
 		return err

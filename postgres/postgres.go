@@ -16,10 +16,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/wire"
 )
 
 //go:embed migrations/*.sql
 var migrations embed.FS
+
+// The interfaces beyond racefree.Engine that the combiner, pipelines and
+// /readyz look for: a missing method would silently turn each off.
+var (
+	_ wire.Pipeliner       = (*Engine)(nil)
+	_ wire.ServerBound     = (*Engine)(nil)
+	_ wire.CommitJudge     = (*Engine)(nil)
+	_ wire.WritableChecker = (*Engine)(nil)
+)
 
 // Engine represents a PostgreSQL database. It implements racefree.Engine.
 type Engine struct {
@@ -158,8 +168,8 @@ const writable = `SELECT pg_is_in_recovery(), current_setting('transaction_read_
 // reaches is in recovery (a standby: pg_is_in_recovery()) or its
 // transactions are read-only (transaction_read_only, as
 // default_transaction_read_only makes them), nil when it accepts writes,
-// or the error of the probe (racefree.WritableChecker).
-func (e *Engine) CheckWritable(ctx context.Context, exec racefree.Executor) error {
+// or the error of the probe (wire.WritableChecker).
+func (e *Engine) CheckWritable(ctx context.Context, exec wire.Executor) error {
 	var recovery, readOnly bool
 	if err := exec.QueryRowContext(ctx, writable).Scan(&recovery, &readOnly); err != nil {
 		return e.InterpretError(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/postgres"
 )
 
@@ -54,7 +55,7 @@ func TestReadOnlyNode(t *testing.T) {
 	}
 	before := pid()
 	_, err = db.ExecContext(ctx, `INSERT INTO rf_ro VALUES (1)`)
-	err = db.InterpretError(err)
+	err = wire.Of(db).InterpretError(err)
 	if !errors.As(err, &ro) || !errors.Is(err, racefree.ErrReadOnly) || !errors.Is(err, racefree.ErrUnavailable) {
 		t.Fatalf("a write on a read-only node = %v, want a *ReadOnlyError (ErrReadOnly, ErrUnavailable)", err)
 	}
@@ -77,7 +78,7 @@ func TestReadOnlyNode(t *testing.T) {
 	// not meet a kept read-only connection.
 	before = pid()
 	_, err = db.ExecContext(ctx, `INSERT INTO rf_ro VALUES (3)`)
-	if !errors.Is(db.InterpretError(err), racefree.ErrReadOnly) {
+	if !errors.Is(wire.Of(db).InterpretError(err), racefree.ErrReadOnly) {
 		t.Fatalf("write before the switch = %v, want ErrReadOnly", err)
 	}
 	testdb.SetReadOnly(t, dsn, false)
@@ -99,7 +100,7 @@ func TestInterpretErrorReadOnly(t *testing.T) {
 	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
 	_, err := db.ExecContext(context.Background(), `DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '25006'; END $$`)
 	var ro *racefree.ReadOnlyError
-	if err = db.InterpretError(err); !errors.As(err, &ro) || !errors.Is(err, racefree.ErrUnavailable) {
+	if err = wire.Of(db).InterpretError(err); !errors.As(err, &ro) || !errors.Is(err, racefree.ErrUnavailable) {
 		t.Fatalf("25006: got %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -109,7 +110,7 @@ func (l *Limiter) ConsumeAll(ctx context.Context, exec racefree.Executor, reqs [
 		err = nil
 	}
 	if err != nil {
-		return degraded(reqs[0].Policy, fmt.Errorf("quota: consume all: %w", l.db.InterpretError(err)))
+		return degraded(reqs[0].Policy, fmt.Errorf("quota: consume all: %w", wire.Of(l.db).InterpretError(err)))
 	}
 	return d, nil
 }
@@ -235,7 +236,7 @@ func fingerprint(reqs []Request, idx []int) string {
 // *ConsumptionKeyReusedError; a row without a fingerprint (written before
 // migration 017) is a replay, as the release that wrote it would have it.
 func (l *Limiter) record(ctx context.Context, tx racefree.Executor, t string, e ledgerEntry, bound bool) (Decision, bool, error) {
-	insert, get, args := "ledger_insert_unbound", "ledger_get_unbound", []any{t, l.scope, e.key, l.ledgerKeep.Milliseconds(), l.db.ClockArg()}
+	insert, get, args := "ledger_insert_unbound", "ledger_get_unbound", []any{t, l.scope, e.key, l.ledgerKeep.Milliseconds(), wire.Of(l.db).ClockArg()}
 	if bound {
 		insert, get, args = "ledger_insert", "ledger_get", append(args, e.fingerprint)
 	}
@@ -245,7 +246,7 @@ func (l *Limiter) record(ctx context.Context, tx racefree.Executor, t string, e 
 		return Decision{}, false, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return Decision{}, false, fmt.Errorf("record consumption key: %w", l.db.InterpretError(err))
+		return Decision{}, false, fmt.Errorf("record consumption key: %w", wire.Of(l.db).InterpretError(err))
 	}
 	var (
 		remaining, resetAt int64
@@ -256,7 +257,7 @@ func (l *Limiter) record(ctx context.Context, tx racefree.Executor, t string, e 
 		dest = append(dest, &fp)
 	}
 	if err := tx.QueryRowContext(ctx, l.q.Get(get), t, l.scope, e.key).Scan(dest...); err != nil {
-		return Decision{}, false, fmt.Errorf("read consumption key: %w", l.db.InterpretError(err))
+		return Decision{}, false, fmt.Errorf("read consumption key: %w", wire.Of(l.db).InterpretError(err))
 	}
 	if fp.Valid && fp.String != e.fingerprint {
 		return Decision{}, false, &ConsumptionKeyReusedError{ConsumptionKey: e.key}
@@ -281,9 +282,9 @@ func (l *Limiter) all(ctx context.Context, tx racefree.Executor, reqs []Request)
 	entries := ledgerEntries(reqs)
 	replayed := map[string]bool{}
 	if len(entries) > 0 {
-		bound, err := l.db.SchemaAtLeast(ctx, tx, LedgerFingerprintMigration)
+		bound, err := wire.Of(l.db).SchemaAtLeast(ctx, tx, LedgerFingerprintMigration)
 		if err != nil {
-			return Decision{}, l.db.InterpretError(err)
+			return Decision{}, wire.Of(l.db).InterpretError(err)
 		}
 		for _, e := range entries {
 			d, replay, err := l.record(ctx, tx, t, e, bound)
@@ -329,7 +330,7 @@ func (l *Limiter) all(ctx context.Context, tx racefree.Executor, reqs []Request)
 		}
 		f := figures[e.key]
 		if _, err := tx.ExecContext(ctx, l.q.Get("ledger_set"), t, l.scope, e.key, f.Remaining, racefree.Millis(f.ResetAt)); err != nil {
-			return Decision{}, fmt.Errorf("record consumption key: %w", l.db.InterpretError(err))
+			return Decision{}, fmt.Errorf("record consumption key: %w", wire.Of(l.db).InterpretError(err))
 		}
 	}
 	return out, nil
@@ -406,13 +407,13 @@ func (l *Limiter) reapOnce(ctx context.Context, exec racefree.Executor, name str
 		n, err = res.RowsAffected()
 		return err
 	})
-	return n, l.db.InterpretError(err)
+	return n, wire.Of(l.db).InterpretError(err)
 }
 
 // now reads the clock a statement would: the injected Clock, or the
 // engine's.
 func (l *Limiter) now(ctx context.Context, exec racefree.Executor) (int64, error) {
-	if c := l.db.ClockArg(); c != nil {
+	if c := wire.Of(l.db).ClockArg(); c != nil {
 		return c.(int64), nil
 	}
 	var now int64

@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 )
 
@@ -41,7 +42,7 @@ func BenchmarkConsumeSQLite(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("bare", func(b *testing.B) {
-		st := db.Prepared(ctx, string(bare))
+		st := wire.Of(db).Prepared(ctx, string(bare))
 		if st == nil {
 			b.Fatal("not prepared")
 		}

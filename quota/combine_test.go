@@ -247,7 +247,7 @@ func TestCombinedChargesOfOneKeyAdmitExactlyTheLimit(t *testing.T) {
 // NoWait, the caller's deadline) gives up then, as alone, with the
 // policy's degraded decision, and charges nothing. On PostgreSQL, which
 // got the batch's statements and its commit in one pipeline, the server
-// ends the batch at that deadline too (racefree.ServerBound): no session
+// ends the batch at that deadline too (wire.ServerBound): no session
 // is left waiting for the lock, to commit the charge once it is free.
 func TestACombinedChargeGivesUpAtItsWait(t *testing.T) {
 	t.Parallel()

@@ -69,7 +69,7 @@
 //
 // With racefree.Config.Combine on, Consume on the pool shares a
 // transaction and a commit with the tenant's concurrent charges on other
-// keys (racefree.DB.Combine), with the decisions it has alone.
+// keys, with the decisions it has alone.
 //
 // Every operation takes an executor: the *racefree.DB, or the caller's
 // *sql.Tx, with which the charge then commits or rolls back (on

@@ -12,6 +12,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 )
 
@@ -230,7 +231,7 @@ func TestEdgesCancelledCaller(t *testing.T) {
 		// With the combiner on (RACEFREE_COMBINE=1), a charge waits for
 		// the row lock inside its batch, which ends at the charge's
 		// Policy.Wait: TestACombinedChargeGivesUpAtItsWait tries that.
-		if db.Engine() != racefree.Postgres || db.Combining() {
+		if db.Engine() != racefree.Postgres || wire.Of(db).Combining() {
 			return
 		}
 		// Waiting on the row lock, behind a transaction that refunded the

@@ -13,6 +13,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 )
 
@@ -231,7 +232,7 @@ func TestConsumptionKeysAcrossTheFingerprintMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		clk := db.ClockArg()
+		clk := wire.Of(db).ClockArg()
 		var one int
 		if err := db.QueryRowContext(ctx, prev.Get("ledger_insert_unbound"), "default", "", "order-2", 3_600_000, clk).Scan(&one); !errors.Is(err, sql.ErrNoRows) {
 			t.Fatalf("previous ledger_insert of a key this release charged: %v; want no row (a replay)", err)

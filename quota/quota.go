@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/send"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -407,7 +408,7 @@ func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope +
 // the combiner is off, and when the batch failed as a whole and committed
 // nothing: the caller then charges alone.
 func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, bool, error) {
-	if !l.db.Combining() {
+	if !wire.Of(l.db).Combining() {
 		return Decision{}, false, nil
 	}
 	if p.Kind == SlidingWindow {
@@ -420,12 +421,12 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 			allowed        bool
 			tat, used, now int64
 		)
-		st := &racefree.Statement{Query: l.q.Get(name), Args: []any{id, l.scope, key, n, arg, p.limit(), l.db.ClockArg()},
+		st := &wire.Statement{Query: l.q.Get(name), Args: []any{id, l.scope, key, n, arg, p.limit(), wire.Of(l.db).ClockArg()},
 			Dest: []any{&allowed, &tat, &used, &now}}
-		if l.db.CanPipeline() {
+		if wire.Of(l.db).CanPipeline() {
 			st.Many = l.q.Get(name + "_many")
 		}
-		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: []*racefree.Statement{st}})
+		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: []*wire.Statement{st}})
 		switch {
 		case way == send.NotSent:
 			return Decision{}, false, nil
@@ -436,7 +437,7 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 		case errors.Is(err, racefree.ErrNotFound):
 			// Refused, and the counter is still to be read.
 			var t, u sql.NullInt64
-			err = tenant.QueryRow(ctx, l.db, exec, l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), l.db.ClockArg()}, &now, &t, &u)
+			err = tenant.QueryRow(ctx, l.db, exec, l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), wire.Of(l.db).ClockArg()}, &now, &t, &u)
 			if err != nil {
 				return Decision{}, true, err
 			}
@@ -467,7 +468,7 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 			allowed        bool
 			tat, used, now int64
 		)
-		err := l.queryRow(ctx, exec, name, tenant.From(ctx), l.scope, key, n, arg, p.limit(), l.db.ClockArg()).Scan(&allowed, &tat, &used, &now)
+		err := l.queryRow(ctx, exec, name, tenant.From(ctx), l.scope, key, n, arg, p.limit(), wire.Of(l.db).ClockArg()).Scan(&allowed, &tat, &used, &now)
 		switch {
 		case err == nil && allowed:
 			return decide(p, n, now, tat, used, true), nil
@@ -494,8 +495,8 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 // bucket.
 func (l *Limiter) state(ctx context.Context, exec racefree.Executor, key string, p Policy) (now, tat, used int64, err error) {
 	var t, u sql.NullInt64
-	if err := l.queryRow(ctx, exec, "state", tenant.From(ctx), l.scope, key, string(p.Kind), l.db.ClockArg()).Scan(&now, &t, &u); err != nil {
-		return 0, 0, 0, l.db.InterpretError(err)
+	if err := l.queryRow(ctx, exec, "state", tenant.From(ctx), l.scope, key, string(p.Kind), wire.Of(l.db).ClockArg()).Scan(&now, &t, &u); err != nil {
+		return 0, 0, 0, wire.Of(l.db).InterpretError(err)
 	}
 	return now, t.Int64, u.Int64, nil
 }
@@ -553,14 +554,14 @@ func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string
 	}
 	var tat, used, now int64
 	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
-		err := exec.QueryRowContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, key, n, arg, l.db.ClockArg()).Scan(&tat, &used, &now)
+		err := exec.QueryRowContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, key, n, arg, wire.Of(l.db).ClockArg()).Scan(&tat, &used, &now)
 		if errors.Is(err, sql.ErrNoRows) {
 			now, tat, used, err = l.state(ctx, exec, key, p)
 		}
 		return l.interpret(exec, err)
 	})
 	if err != nil {
-		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, l.db.InterpretError(err))
+		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, wire.Of(l.db).InterpretError(err))
 	}
 	d := decide(p, 0, now, tat, used, true)
 	return d, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/schema"
 	"github.com/racefree/racefree/internal/send"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -41,7 +42,7 @@ func (l *Limiter) consumeSliding(ctx context.Context, exec racefree.Executor, ke
 			allowed              bool
 			tat, used, prev, now int64
 		)
-		err := l.queryRow(ctx, exec, "consume_sliding", tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), p.Rate, l.db.ClockArg()).Scan(&allowed, &tat, &used, &prev, &now)
+		err := l.queryRow(ctx, exec, "consume_sliding", tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), p.Rate, wire.Of(l.db).ClockArg()).Scan(&allowed, &tat, &used, &prev, &now)
 		switch {
 		case err == nil && allowed:
 			return decideSliding(p, n, now, tat, used, prev, true), nil
@@ -80,9 +81,9 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 			allowed              bool
 			tat, used, prev, now int64
 		)
-		st := &racefree.Statement{Query: l.q.Get("consume_sliding"), Args: []any{id, l.scope, key, n, p.Per.Milliseconds(), p.Rate, l.db.ClockArg()},
+		st := &wire.Statement{Query: l.q.Get("consume_sliding"), Args: []any{id, l.scope, key, n, p.Per.Milliseconds(), p.Rate, wire.Of(l.db).ClockArg()},
 			Dest: []any{&allowed, &tat, &used, &prev, &now}}
-		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: []*racefree.Statement{st}})
+		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: []*wire.Statement{st}})
 		switch {
 		case way == send.NotSent:
 			return Decision{}, false, nil
@@ -93,7 +94,7 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 		case errors.Is(err, racefree.ErrNotFound):
 			// Refused, and the counter is still to be read.
 			var t, u, pr sql.NullInt64
-			err = tenant.QueryRow(ctx, l.db, exec, l.q.Get("state_sliding"), []any{id, l.scope, key, l.db.ClockArg()}, &now, &t, &u, &pr)
+			err = tenant.QueryRow(ctx, l.db, exec, l.q.Get("state_sliding"), []any{id, l.scope, key, wire.Of(l.db).ClockArg()}, &now, &t, &u, &pr)
 			if err != nil {
 				return Decision{}, true, err
 			}
@@ -114,8 +115,8 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 // row reads as nothing counted.
 func (l *Limiter) stateSliding(ctx context.Context, exec racefree.Executor, key string) (now, tat, used, prev int64, err error) {
 	var t, u, pr sql.NullInt64
-	if err := l.queryRow(ctx, exec, "state_sliding", tenant.From(ctx), l.scope, key, l.db.ClockArg()).Scan(&now, &t, &u, &pr); err != nil {
-		return 0, 0, 0, 0, l.db.InterpretError(err)
+	if err := l.queryRow(ctx, exec, "state_sliding", tenant.From(ctx), l.scope, key, wire.Of(l.db).ClockArg()).Scan(&now, &t, &u, &pr); err != nil {
+		return 0, 0, 0, 0, wire.Of(l.db).InterpretError(err)
 	}
 	return now, t.Int64, u.Int64, pr.Int64, nil
 }
@@ -128,7 +129,7 @@ func (l *Limiter) refundSliding(ctx context.Context, exec racefree.Executor, key
 			return err
 		}
 		var pr sql.NullInt64
-		err := exec.QueryRowContext(ctx, l.q.Get("refund_sliding"), tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), l.db.ClockArg()).Scan(&tat, &used, &pr, &now)
+		err := exec.QueryRowContext(ctx, l.q.Get("refund_sliding"), tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), wire.Of(l.db).ClockArg()).Scan(&tat, &used, &pr, &now)
 		prev = pr.Int64
 		if errors.Is(err, sql.ErrNoRows) {
 			now, tat, used, prev, err = l.stateSliding(ctx, exec, key)
@@ -136,7 +137,7 @@ func (l *Limiter) refundSliding(ctx context.Context, exec racefree.Executor, key
 		return l.interpret(exec, err)
 	})
 	if err != nil {
-		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, l.db.InterpretError(err))
+		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, wire.Of(l.db).InterpretError(err))
 	}
 	return decideSliding(p, 0, now, tat, used, prev, true), nil
 }

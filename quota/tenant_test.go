@@ -16,6 +16,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/tenant"
 )
@@ -401,7 +402,7 @@ func TestPreviousReleaseRunsOnTheExpandedSchema(t *testing.T) {
 			t.Fatal(err)
 		}
 		l := setup(t, db)
-		clk := db.ClockArg()
+		clk := wire.Of(db).ClockArg()
 		ms := racefree.Millis(t0)
 		// prevConsume runs the previous consume statement: (scope, key, n,
 		// T or window, limit, clock); allowed when it returns an allowed

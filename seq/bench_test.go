@@ -12,6 +12,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/seq"
 )
 
@@ -132,7 +133,7 @@ func BenchmarkNext(b *testing.B) {
 										_, err = tx.ExecContext(ctx, insertDoc, scope, n)
 										return err
 									})
-									if v.maxRetry && errors.Is(db.InterpretError(err), racefree.ErrConflict) {
+									if v.maxRetry && errors.Is(wire.Of(db).InterpretError(err), racefree.ErrConflict) {
 										retries.Add(1)
 										continue
 									}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/idempotency"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -75,7 +76,7 @@ func (c *Counters) NextKeyed(ctx context.Context, exec racefree.Executor, keys *
 		err = tenant.InTx(ctx, c.db, tenant.From(ctx), run)
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("seq next keyed %q/%q: %w", scope, name, c.db.InterpretError(err))
+		return 0, false, fmt.Errorf("seq next keyed %q/%q: %w", scope, name, wire.Of(c.db).InterpretError(err))
 	}
 	return first, replayed, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -103,7 +104,7 @@ func (c *Counters) NextN(ctx context.Context, exec racefree.Executor, scope, nam
 	}
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("seq next %q/%q: %w", scope, name, c.db.InterpretError(err))
+		return 0, fmt.Errorf("seq next %q/%q: %w", scope, name, wire.Of(c.db).InterpretError(err))
 	case exhausted:
 		return 0, fmt.Errorf("seq next %q/%q: %w", scope, name, ErrExhausted)
 	}
@@ -125,7 +126,7 @@ func (c *Counters) Current(ctx context.Context, exec racefree.Executor, scope, n
 		err = nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("seq current %q/%q: %w", scope, name, c.db.InterpretError(err))
+		return 0, fmt.Errorf("seq current %q/%q: %w", scope, name, wire.Of(c.db).InterpretError(err))
 	}
 	return last, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/idempotency"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/outbox"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/tenant"
@@ -160,7 +161,7 @@ type dashAudit struct {
 // the pool.
 func (s *Server) load(ctx context.Context, d *dashData) error {
 	q := s.dashSQL
-	clock := s.db.ClockArg()
+	clock := wire.Of(s.db).ClockArg()
 	t := tenant.From(ctx)
 	err := s.reading(ctx, func(ctx context.Context, exec racefree.Executor) error {
 		d.Claims, d.Quotas, d.Idem, d.Sources, d.Failed = nil, nil, nil, nil, nil
@@ -267,7 +268,7 @@ func (s *Server) load(ctx context.Context, d *dashData) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("dashboard: %w", s.db.InterpretError(err))
+		return fmt.Errorf("dashboard: %w", wire.Of(s.db).InterpretError(err))
 	}
 	return s.loadAudit(ctx, d)
 }

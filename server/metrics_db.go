@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -159,7 +160,7 @@ func (g *databaseGauges) figures() *dbFigures {
 func (g *databaseGauges) read(ctx context.Context) (*dbFigures, error) {
 	db := g.s.db
 	f := &dbFigures{ok: true, state: map[string]int64{}}
-	ok, err := db.SchemaAtLeast(ctx, db, audit.RetentionVersion)
+	ok, err := wire.Of(db).SchemaAtLeast(ctx, db, audit.RetentionVersion)
 	if err != nil || !ok {
 		// A schema behind this release (serve --migrate=false during a
 		// rollout) has no outbox or no retention floor yet: not read.
@@ -172,7 +173,7 @@ func (g *databaseGauges) read(ctx context.Context) (*dbFigures, error) {
 		return tenant.ReadTx(ctx, db, t, func(ctx context.Context, exec racefree.Executor) error {
 			var ready, leased, due, dead, now int64
 			var earliest sql.NullInt64
-			err := exec.QueryRowContext(ctx, g.q.Get("outbox"), t, db.ClockArg(), metricsCountBound).Scan(&ready, &leased, &due, &earliest, &dead, &now)
+			err := exec.QueryRowContext(ctx, g.q.Get("outbox"), t, wire.Of(db).ClockArg(), metricsCountBound).Scan(&ready, &leased, &due, &earliest, &dead, &now)
 			if err != nil {
 				return err
 			}
@@ -200,7 +201,7 @@ func (g *databaseGauges) read(ctx context.Context) (*dbFigures, error) {
 		})
 	})
 	if err != nil {
-		return nil, db.InterpretError(err)
+		return nil, wire.Of(db).InterpretError(err)
 	}
 	f.oldestDue = time.Duration(oldestDue) * time.Millisecond
 	return f, nil

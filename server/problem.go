@@ -20,6 +20,7 @@ import (
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
 	"github.com/racefree/racefree/internal/text"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/seq"
 )
@@ -44,7 +45,7 @@ func badRequest(w http.ResponseWriter, detail string) {
 func (s *Server) problemFor(r *http.Request, err error) Problem {
 	// A primitive that returned a driver's error as it came is mapped here,
 	// by the engine's one interpretation.
-	err = s.db.InterpretError(err)
+	err = wire.Of(s.db).InterpretError(err)
 	var (
 		ie   *racefree.InputError
 		held *claim.HeldError

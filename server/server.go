@@ -22,6 +22,7 @@ import (
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/problem"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/outbox"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/tenant"
@@ -441,7 +442,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		err = s.db.CheckSchema(r.Context())
 		if errors.Is(err, racefree.ErrSchemaOutdated) && s.opts.OldestSchema > 0 {
 			var ok bool
-			if ok, err = s.db.SchemaAtLeast(r.Context(), s.db, s.opts.OldestSchema); err == nil && !ok {
+			if ok, err = wire.Of(s.db).SchemaAtLeast(r.Context(), s.db, s.opts.OldestSchema); err == nil && !ok {
 				err = s.db.CheckSchema(r.Context())
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/wire"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -24,6 +25,10 @@ var migrations embed.FS
 // BusyTimeout is how long a statement waits for another connection's write
 // lock before it fails with SQLITE_BUSY.
 const BusyTimeout = 10 * time.Second
+
+// The combiner looks for wire.CommitJudge: a missing method would take
+// every failed commit for an unknown outcome.
+var _ wire.CommitJudge = (*Engine)(nil)
 
 // Engine represents a SQLite database file. It implements racefree.Engine.
 type Engine struct {
@@ -136,7 +141,7 @@ func (e *Engine) LockMigrations(context.Context, *sql.Tx) error { return nil }
 
 // MayHaveCommitted reports whether err, returned by COMMIT or by a
 // statement that commits by itself, leaves open that the transaction
-// committed (racefree.CommitJudge): an I/O error only. SQLite commits in
+// committed (wire.CommitJudge): an I/O error only. SQLite commits in
 // the process, and in WAL mode a transaction commits once its commit
 // frame is in the WAL: a busy or locked database, a constraint checked at
 // commit, a full disk or an interrupt fails before that frame is written,

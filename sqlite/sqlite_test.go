@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/sqlite"
 )
 
@@ -52,7 +53,7 @@ func TestConnectionSettings(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(db.InterpretError(context.Canceled), context.Canceled) {
+	if !errors.Is(wire.Of(db).InterpretError(context.Canceled), context.Canceled) {
 		t.Fatal("InterpretError must keep errors it does not know")
 	}
 }

@@ -21,7 +21,7 @@
 // racefree calls made with a *sql.DB or *racefree.DB run in a short
 // transaction of their own that sets the tenant. A call that is a single
 // statement (QueryRow, Exec) sends set_config(…, true) and the statement
-// in one round trip, as one implicit transaction (racefree.DB.Pipeline):
+// in one round trip, as one implicit transaction (a pipeline):
 // it costs what the statement alone cost before tenancy, give or take the
 // setting. Calls of several statements send BEGIN, the setting, the
 // statements and COMMIT (Run). A role that row-level security does not

@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -126,12 +127,12 @@ func TestAPipelineIsOneTransaction(t *testing.T) {
 	if _, err := owner.ExecContext(ctx, `CREATE TABLE pipelined (n int); GRANT ALL ON pipelined TO PUBLIC`); err != nil {
 		t.Fatal(err)
 	}
-	set := &racefree.Statement{Query: `SELECT set_config('racefree.tenant_id', $1, true)`, Args: []any{"acme"}}
+	set := &wire.Statement{Query: `SELECT set_config('racefree.tenant_id', $1, true)`, Args: []any{"acme"}}
 	var seen string
-	read := &racefree.Statement{Query: `SELECT current_setting('racefree.tenant_id', true)`, Dest: []any{&seen}}
-	ins := &racefree.Statement{Query: `INSERT INTO pipelined VALUES (1)`}
+	read := &wire.Statement{Query: `SELECT current_setting('racefree.tenant_id', true)`, Dest: []any{&seen}}
+	ins := &wire.Statement{Query: `INSERT INTO pipelined VALUES (1)`}
 	before := writes.Load()
-	if err := db.Pipeline(ctx, set, ins, read); err != nil {
+	if err := wire.Of(db).Pipeline(ctx, set, ins, read); err != nil {
 		t.Fatal(err)
 	}
 	if seen != "acme" || ins.RowsAffected != 1 {
@@ -143,7 +144,7 @@ func TestAPipelineIsOneTransaction(t *testing.T) {
 	if got := setting(t, ctx, db); got != "" {
 		t.Fatalf("after the pipeline the connection carries %q, want none", got)
 	}
-	err := db.Pipeline(ctx, set, ins, &racefree.Statement{Query: `SELECT 1/0`})
+	err := wire.Of(db).Pipeline(ctx, set, ins, &wire.Statement{Query: `SELECT 1/0`})
 	if err == nil {
 		t.Fatal("a pipeline with a division by zero succeeded")
 	}
@@ -169,9 +170,9 @@ func TestAPipelinedStatementReadsEveryRow(t *testing.T) {
 	if _, err := owner.ExecContext(ctx, `CREATE TABLE pipelined (n int); GRANT ALL ON pipelined TO PUBLIC`); err != nil {
 		t.Fatal(err)
 	}
-	set := &racefree.Statement{Query: `SELECT set_config('racefree.tenant_id', $1, true)`, Args: []any{"acme"}}
+	set := &wire.Statement{Query: `SELECT set_config('racefree.tenant_id', $1, true)`, Args: []any{"acme"}}
 	var got []string
-	each := func(rows racefree.Rows) error {
+	each := func(rows wire.Rows) error {
 		got = got[:0]
 		for rows.Next() {
 			var s string
@@ -182,10 +183,10 @@ func TestAPipelinedStatementReadsEveryRow(t *testing.T) {
 		}
 		return nil
 	}
-	ins := &racefree.Statement{Query: `INSERT INTO pipelined SELECT g FROM generate_series(1, 3) AS g RETURNING current_setting('racefree.tenant_id', true) || n`, Rows: each}
+	ins := &wire.Statement{Query: `INSERT INTO pipelined SELECT g FROM generate_series(1, 3) AS g RETURNING current_setting('racefree.tenant_id', true) || n`, Rows: each}
 	for range 2 { // the first prepares
 		before := writes.Load()
-		if err := db.Pipeline(ctx, set, ins); err != nil {
+		if err := wire.Of(db).Pipeline(ctx, set, ins); err != nil {
 			t.Fatal(err)
 		}
 		if n := writes.Load() - before; n > 2 {
@@ -195,8 +196,8 @@ func TestAPipelinedStatementReadsEveryRow(t *testing.T) {
 			t.Fatalf("read %v, %d rows affected; want [acme1 acme2 acme3], 3", got, ins.RowsAffected)
 		}
 	}
-	failing := &racefree.Statement{Query: `SELECT (10 / (3 - g))::text FROM generate_series(1, 5) AS g`, Rows: each}
-	if err := db.Pipeline(ctx, set, ins, failing); err == nil {
+	failing := &wire.Statement{Query: `SELECT (10 / (3 - g))::text FROM generate_series(1, 5) AS g`, Rows: each}
+	if err := wire.Of(db).Pipeline(ctx, set, ins, failing); err == nil {
 		t.Fatalf("rows failing with a division by zero read as a success: %v", got)
 	}
 	var n int
@@ -205,13 +206,13 @@ func TestAPipelinedStatementReadsEveryRow(t *testing.T) {
 	}
 	// A reader that refuses a row: its error is the pipeline's.
 	refused := errors.New("refused")
-	unreadable := &racefree.Statement{Query: `SELECT 'x'`, Rows: func(rows racefree.Rows) error {
+	unreadable := &wire.Statement{Query: `SELECT 'x'`, Rows: func(rows wire.Rows) error {
 		if rows.Next() {
 			return refused
 		}
 		return nil
 	}}
-	if err := db.Pipeline(ctx, set, unreadable); !errors.Is(err, refused) {
+	if err := wire.Of(db).Pipeline(ctx, set, unreadable); !errors.Is(err, refused) {
 		t.Fatalf("a reader that refused a row: %v, want its error", err)
 	}
 }
@@ -228,17 +229,17 @@ func TestWithoutTheSettingAPipelinedStatementSeesNothing(t *testing.T) {
 	if _, err := tenant.Exec(acme, app, app, insert); err != nil {
 		t.Fatal(err)
 	}
-	for _, set := range [][]*racefree.Statement{
+	for _, set := range [][]*wire.Statement{
 		nil,
 		{{Query: `SELECT set_config('racefree.tenant_id', 'globex', true)`}},
 		{{Query: `SELECT set_config('racefree.tenant_id', '', true)`}},
 	} {
 		var n int
-		count := &racefree.Statement{Query: `SELECT count(*) FROM racefree_sequences`, Dest: []any{&n}}
-		if err := app.Pipeline(ctx, append(set, count)...); err != nil || n != 0 {
+		count := &wire.Statement{Query: `SELECT count(*) FROM racefree_sequences`, Dest: []any{&n}}
+		if err := wire.Of(app).Pipeline(ctx, append(set, count)...); err != nil || n != 0 {
 			t.Fatalf("after %d setting statements: %d rows seen (%v), want 0", len(set), n, err)
 		}
-		if err := app.Pipeline(ctx, append(set, &racefree.Statement{Query: insert})...); err == nil {
+		if err := wire.Of(app).Pipeline(ctx, append(set, &wire.Statement{Query: insert})...); err == nil {
 			t.Fatalf("after %d setting statements acme's row was written", len(set))
 		}
 	}

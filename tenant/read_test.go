@@ -7,6 +7,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -61,14 +62,14 @@ func TestReadsWriteNothing(t *testing.T) {
 				_, err := exec.ExecContext(tctx, register)
 				return err
 			})
-			if !errors.Is(app.InterpretError(err), racefree.ErrReadOnly) {
+			if !errors.Is(wire.Of(app).InterpretError(err), racefree.ErrReadOnly) {
 				t.Fatalf("a write inside tenant.Read = %v, want ErrReadOnly", err)
 			}
 			err = tenant.ReadTx(tctx, app, "writer", func(ctx context.Context, exec racefree.Executor) error {
 				_, err := exec.ExecContext(ctx, register)
 				return err
 			})
-			if !errors.Is(app.InterpretError(err), racefree.ErrReadOnly) {
+			if !errors.Is(wire.Of(app).InterpretError(err), racefree.ErrReadOnly) {
 				t.Fatalf("a write inside tenant.ReadTx = %v, want ErrReadOnly", err)
 			}
 		})

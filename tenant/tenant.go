@@ -13,6 +13,7 @@ import (
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/schema"
 	"github.com/racefree/racefree/internal/statement"
+	"github.com/racefree/racefree/internal/wire"
 )
 
 //go:embed sql
@@ -291,24 +292,24 @@ func ReadTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context
 // tenant's set_config even for a tenant the process has not recorded;
 // everything else runs through Read.
 func ReadRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, query string, args []any, dest ...any) error {
-	st := &racefree.Statement{Query: query, Args: args, Dest: dest}
-	if pooled(db, exec) && db.CanPipeline() && !bypasses(ctx, db, exec) {
+	st := &wire.Statement{Query: query, Args: args, Dest: dest}
+	if pooled(db, exec) && wire.Of(db).CanPipeline() && !bypasses(ctx, db, exec) {
 		id := From(ctx)
 		if err := needSchema(ctx, db, exec, id); err != nil {
 			return err
 		}
-		return db.Pipeline(ctx, &racefree.Statement{Query: q(db, "set"), Args: []any{id}}, st)
+		return wire.Of(db).Pipeline(ctx, &wire.Statement{Query: q(db, "set"), Args: []any{id}}, st)
 	}
 	return Read(ctx, db, exec, func(exec racefree.Executor) error {
 		var ps *sql.Stmt
 		if pooled(db, exec) {
-			ps = db.Prepared(ctx, st.Query) // SQLite's pool: see one
+			ps = wire.Of(db).Prepared(ctx, st.Query) // SQLite's pool: see one
 		}
 		found, err := statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Dest: st.Dest, Affected: &st.RowsAffected})
 		if err == nil && !found {
 			err = sql.ErrNoRows
 		}
-		return db.InterpretError(err)
+		return wire.Of(db).InterpretError(err)
 	})
 }
 
@@ -321,7 +322,7 @@ func ReadRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, query
 // On the pool (exec is db or db.SQL()) of PostgreSQL, with a role that
 // row-level security binds, the statement travels in one round trip with
 // set_config('racefree.tenant_id', tenant, true) before it, as one
-// transaction (racefree.DB.Pipeline): the statement sees the tenant, the
+// transaction (wire.DB.Pipeline): the statement sees the tenant, the
 // connection goes back to the pool without it, and a failing statement
 // changes nothing. A transient conflict runs both again, as InTx does.
 // A tenant's first call in the process goes through Run, which records
@@ -329,19 +330,19 @@ func ReadRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, query
 // bypasses row-level security, the caller's transaction, any other
 // executor) runs the statement through Run, unchanged.
 func QueryRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, query string, args []any, dest ...any) error {
-	return one(ctx, db, exec, &racefree.Statement{Query: query, Args: args, Dest: dest})
+	return one(ctx, db, exec, &wire.Statement{Query: query, Args: args, Dest: dest})
 }
 
 // Exec runs query, which returns no rows that matter, like QueryRow.
 func Exec(ctx context.Context, db *racefree.DB, exec racefree.Executor, query string, args ...any) (int64, error) {
-	st := &racefree.Statement{Query: query, Args: args}
+	st := &wire.Statement{Query: query, Args: args}
 	err := one(ctx, db, exec, st)
 	return st.RowsAffected, err
 }
 
 // Pipelined runs stmts, the statements of one racefree operation, for
 // the tenant ctx names in one round trip, as one transaction
-// (racefree.DB.Pipeline), whenever exec is the pool of PostgreSQL and the
+// (wire.DB.Pipeline), whenever exec is the pool of PostgreSQL and the
 // tenant is already registered: first set_config(…, true) with the tenant,
 // unless the role is one that row-level security does not bind, then
 // stmts. It reports false, and runs nothing, otherwise: the caller then
@@ -349,8 +350,8 @@ func Exec(ctx context.Context, db *racefree.DB, exec racefree.Executor, query st
 // are all sent before any result comes back, so a later one cannot use an
 // earlier one's result: it is written to find what it needs in the
 // transaction itself.
-func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stmts ...*racefree.Statement) (bool, error) {
-	if !pooled(db, exec) || !db.CanPipeline() {
+func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stmts ...*wire.Statement) (bool, error) {
+	if !pooled(db, exec) || !wire.Of(db).CanPipeline() {
 		return false, nil
 	}
 	id := From(ctx)
@@ -361,14 +362,14 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 		return false, nil
 	}
 	if writeBypasses(ctx, db, exec) {
-		return true, db.Pipeline(ctx, stmts...)
+		return true, wire.Of(db).Pipeline(ctx, stmts...)
 	}
-	return true, db.Pipeline(ctx, append([]*racefree.Statement{{Query: writeSet(db), Args: []any{id}}}, stmts...)...)
+	return true, wire.Of(db).Pipeline(ctx, append([]*wire.Statement{{Query: writeSet(db), Args: []any{id}}}, stmts...)...)
 }
 
 // Combined runs stmts, the statements of one racefree operation on key,
 // for the tenant ctx names, in a batch with concurrent operations of the
-// same tenant (racefree.DB.Combine): one transaction and one commit for
+// same tenant (wire.DB.Combine): one transaction and one commit for
 // the batch, which on PostgreSQL begins with set_config(…, true) with the
 // tenant, unless the role is one that row-level security does not bind.
 // key must name everything the operation writes, prefixed by the
@@ -383,22 +384,22 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 // have committed: it reports true with the batch's error (on PostgreSQL
 // racefree.ErrUnavailable), and the caller must not run its statements
 // again. Errors are returned after InterpretError.
-func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*racefree.Statement) (bool, error) {
+func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*wire.Statement) (bool, error) {
 	return combined(ctx, db, exec, key, time.Time{}, stmts)
 }
 
 // CombinedWithin is Combined for an operation that ctx's deadline bounds
-// (racefree.Op.Deadline): its batch gives up at the earliest deadline of
+// (wire.Op.Deadline): its batch gives up at the earliest deadline of
 // its operations and commits nothing, and then it reports false like any
 // batch that failed as a whole (the server ends it at the deadline and
 // answers so). Without a deadline it is Combined.
-func CombinedWithin(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*racefree.Statement) (bool, error) {
+func CombinedWithin(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*wire.Statement) (bool, error) {
 	deadline, _ := ctx.Deadline()
 	return combined(ctx, db, exec, key, deadline, stmts)
 }
 
-func combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, deadline time.Time, stmts []*racefree.Statement) (bool, error) {
-	if !db.Combining() || !pooled(db, exec) {
+func combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, deadline time.Time, stmts []*wire.Statement) (bool, error) {
+	if !wire.Of(db).Combining() || !pooled(db, exec) {
 		return false, nil
 	}
 	id := From(ctx)
@@ -408,40 +409,40 @@ func combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key 
 	if !known(db, id) {
 		return false, nil
 	}
-	var begin []*racefree.Statement
+	var begin []*wire.Statement
 	if db.Engine() == racefree.Postgres && !writeBypasses(ctx, db, exec) {
-		begin = []*racefree.Statement{{Query: writeSet(db), Args: []any{id}}}
+		begin = []*wire.Statement{{Query: writeSet(db), Args: []any{id}}}
 	}
-	ran, err := db.Combine(ctx, &racefree.Op{Group: id, Key: key, Begin: begin, Stmts: stmts, Deadline: deadline})
-	return ran, db.InterpretError(err)
+	ran, err := wire.Of(db).Combine(ctx, &wire.Op{Group: id, Key: key, Begin: begin, Stmts: stmts, Deadline: deadline})
+	return ran, wire.Of(db).InterpretError(err)
 }
 
 // one runs st, alone, as QueryRow and Exec say: pipelined with its tenant,
 // or, for a role that row-level security does not bind, as before tenancy.
 // On the pool, where st commits by itself, a caller that gave up once st
 // was sent gets racefree.ErrUnavailable with the context's error where
-// the server may commit it all the same (racefree.DB.InterpretAutocommit).
-func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *racefree.Statement) error {
-	if pooled(db, exec) && db.CanPipeline() && !writeBypasses(ctx, db, exec) {
+// the server may commit it all the same (wire.DB.InterpretAutocommit).
+func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.Statement) error {
+	if pooled(db, exec) && wire.Of(db).CanPipeline() && !writeBypasses(ctx, db, exec) {
 		if ok, err := Pipelined(ctx, db, exec, st); ok {
 			return err
 		}
 	}
 	return Run(ctx, db, exec, func(exec racefree.Executor) error {
 		// On SQLite's pool, the statement prepared once per connection
-		// (racefree.DB.Prepared): parsing it was half of a claim's CPU.
+		// (wire.DB.Prepared): parsing it was half of a claim's CPU.
 		var ps *sql.Stmt
 		if pooled(db, exec) {
-			ps = db.Prepared(ctx, st.Query)
+			ps = wire.Of(db).Prepared(ctx, st.Query)
 		}
 		found, err := statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Dest: st.Dest, Affected: &st.RowsAffected})
 		if err == nil && !found {
 			err = sql.ErrNoRows
 		}
 		if pooled(db, exec) { // it committed by itself: a cancelled one may have
-			return db.InterpretAutocommit(err)
+			return wire.Of(db).InterpretAutocommit(err)
 		}
-		return db.InterpretError(err)
+		return wire.Of(db).InterpretError(err)
 	})
 }
 
@@ -458,20 +459,20 @@ func pooled(db *racefree.DB, exec racefree.Executor) bool {
 func Each(ctx context.Context, db *racefree.DB, fn func(ctx context.Context) error) error {
 	rows, err := db.SQL().QueryContext(ctx, q(db, "list"))
 	if err != nil {
-		return db.InterpretError(err)
+		return wire.Of(db).InterpretError(err)
 	}
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return db.InterpretError(err)
+			return wire.Of(db).InterpretError(err)
 		}
 		ids = append(ids, id)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return db.InterpretError(err)
+		return wire.Of(db).InterpretError(err)
 	}
 	for _, id := range ids {
 		if err := fn(context.WithValue(ctx, ctxKey{}, bound{id: id})); err != nil {
@@ -501,7 +502,7 @@ func set(ctx context.Context, db *racefree.DB, tx *sql.Tx, strict bool, id strin
 		query = q(db, "set_strict")
 	}
 	if _, err := tx.ExecContext(ctx, query, id); err != nil {
-		return fmt.Errorf("set tenant: %w", db.InterpretError(err))
+		return fmt.Errorf("set tenant: %w", wire.Of(db).InterpretError(err))
 	}
 	return nil
 }
@@ -518,7 +519,7 @@ func ensure(ctx context.Context, db *racefree.DB, tx *sql.Tx, strict bool, id st
 	var have string
 	err := tx.QueryRowContext(ctx, query, id).Scan(&have)
 	if err != nil {
-		return fmt.Errorf("set tenant: %w", db.InterpretError(err))
+		return fmt.Errorf("set tenant: %w", wire.Of(db).InterpretError(err))
 	}
 	if have != id {
 		return &MismatchError{Tx: have, Context: id}
@@ -540,7 +541,7 @@ func CheckDurable(ctx context.Context, db *racefree.DB) error {
 	}
 	return db.ReadTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, q(db, "set_strict"), Default)
-		return db.InterpretError(err)
+		return wire.Of(db).InterpretError(err)
 	})
 }
 

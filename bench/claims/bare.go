@@ -9,6 +9,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/bench/internal/run"
+	"github.com/racefree/racefree/internal/wire"
 )
 
 // The floor for one operation per commit: the two bare statements of an
@@ -34,13 +35,13 @@ func bare(ctx context.Context, db *racefree.DB, prefix string) (run.Op, error) {
 		acquire, release = strings.ReplaceAll(acquire, "$", "?"), strings.ReplaceAll(release, "$", "?")
 	}
 	stmt := func(q string) func(ctx context.Context, args ...any) *sql.Row {
-		if st := db.Prepared(ctx, q); st != nil {
+		if st := wire.Of(db).Prepared(ctx, q); st != nil {
 			return st.QueryRowContext
 		}
 		return func(ctx context.Context, args ...any) *sql.Row { return db.QueryRowContext(ctx, q, args...) }
 	}
 	acq := stmt(acquire)
-	rel := db.Prepared(ctx, release)
+	rel := wire.Of(db).Prepared(ctx, release)
 	return func(ctx context.Context, c, i int) error {
 		key := fmt.Sprintf("%s-%d-%d", prefix, c, i)
 		now := time.Now().UnixMilli()

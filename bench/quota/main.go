@@ -32,6 +32,7 @@ import (
 	"github.com/racefree/racefree/bench/internal/chart"
 	"github.com/racefree/racefree/bench/internal/run"
 	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 	"github.com/racefree/racefree/tenant"
 	"github.com/redis/go-redis/v9"
@@ -132,9 +133,9 @@ func bench() error {
 			return err
 		}
 		// On SQLite the library runs the statement prepared once per
-		// connection (racefree.DB.Prepared), and so does the bare
+		// connection (wire.DB.Prepared), and so does the bare
 		// statement; on PostgreSQL both send its text.
-		bareStmt := db.Prepared(ctx, string(bare))
+		bareStmt := wire.Of(db).Prepared(ctx, string(bare))
 		interval := (policy.Per.Milliseconds() + policy.Rate - 1) / policy.Rate
 		panels := map[bool]*chart.Panel{}
 		for _, hot := range []bool{false, true} {

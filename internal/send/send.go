@@ -11,6 +11,7 @@ import (
 	"context"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -18,13 +19,13 @@ import (
 // may travel.
 type Op struct {
 	// Key, when not empty, lets the operation share a batch of the
-	// combiner (racefree.DB.Combine) with concurrent operations of the
+	// combiner (wire.DB.Combine) with concurrent operations of the
 	// same tenant, when exec is the pool, racefree.Config.Combine is on
 	// and the tenant is registered. It must name everything the operation
 	// writes, prefixed by the primitive, so that two operations on one row
 	// never share a batch.
 	Key string
-	// Bounded makes ctx's deadline bound the batch (racefree.Op.Deadline):
+	// Bounded makes ctx's deadline bound the batch (wire.Op.Deadline):
 	// a batch that outlives it commits nothing, and the operation is not
 	// sent there.
 	Bounded bool
@@ -33,7 +34,7 @@ type Op struct {
 	// the tenant's setting (tenant.Pipelined). They are all sent before
 	// any result comes back: a later one finds what it needs in the
 	// transaction, not in an earlier one's result.
-	Stmts []*racefree.Statement
+	Stmts []*wire.Statement
 	// Pipeline lets Stmts travel pipelined, in one round trip, when they
 	// were not batched, exec is the pool of an engine that pipelines
 	// (PostgreSQL) and the tenant is registered.
@@ -43,7 +44,7 @@ type Op struct {
 	// (PostgreSQL) or prepared (SQLite), in the caller's transaction
 	// otherwise, or in a transaction of its own that sets the tenant
 	// (tenant.QueryRow, tenant.Exec). It may be one of Stmts.
-	Alone *racefree.Statement
+	Alone *wire.Statement
 }
 
 // Way says how Do sent an operation.
@@ -65,7 +66,7 @@ const (
 // statement alone (Op.Alone). It returns the way it took, or NotSent when
 // none applies. A Dest statement that finds no row makes the error match
 // racefree.ErrNotFound; each statement's RowsAffected is set. Errors are
-// returned after racefree.DB.InterpretError.
+// returned after wire.DB.InterpretError.
 //
 // A batch whose commit got no answer may have committed: Do then returns
 // Together with its error (on PostgreSQL racefree.ErrUnavailable), never
@@ -79,27 +80,27 @@ func Do(ctx context.Context, db *racefree.DB, exec racefree.Executor, op *Op) (W
 			combined = tenant.CombinedWithin
 		}
 		if ran, err := combined(ctx, db, exec, op.Key, op.Stmts...); ran {
-			return Together, db.InterpretError(err)
+			return Together, wire.Of(db).InterpretError(err)
 		}
 	}
-	if op.Pipeline && db.CanPipeline() {
+	if op.Pipeline && wire.Of(db).CanPipeline() {
 		if ok, err := tenant.Pipelined(ctx, db, exec, op.Stmts...); ok {
-			return Together, db.InterpretError(err)
+			return Together, wire.Of(db).InterpretError(err)
 		}
 	}
 	if st := op.Alone; st != nil {
 		if st.Dest != nil {
-			return Alone, db.InterpretError(tenant.QueryRow(ctx, db, exec, st.Query, st.Args, st.Dest...))
+			return Alone, wire.Of(db).InterpretError(tenant.QueryRow(ctx, db, exec, st.Query, st.Args, st.Dest...))
 		}
 		n, err := tenant.Exec(ctx, db, exec, st.Query, st.Args...)
 		st.RowsAffected = n
-		return Alone, db.InterpretError(err)
+		return Alone, wire.Of(db).InterpretError(err)
 	}
 	return NotSent, nil
 }
 
 // One runs st alone for the tenant ctx names (Do with Op.Alone).
-func One(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *racefree.Statement) error {
+func One(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.Statement) error {
 	_, err := Do(ctx, db, exec, &Op{Alone: st})
 	return err
 }

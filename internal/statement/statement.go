@@ -1,6 +1,6 @@
 // Package statement runs one statement of a racefree operation without a
 // pipeline, through its preparation when there is one: the one way
-// racefree.DB.Combine's batches and package tenant's lone statements run
+// wire.DB.Combine's batches and package tenant's lone statements run
 // a statement.
 package statement
 
@@ -32,7 +32,7 @@ type Statement struct {
 }
 
 // Run runs st on exec, or through ps when ps is not nil: st.Query
-// prepared for exec (racefree.DB.Prepared, or a transaction's
+// prepared for exec (wire.DB.Prepared, or a transaction's
 // StmtContext of it). found is false only for a Dest statement that
 // returned no row (and then err is nil unless reading the rows failed).
 // Errors are the driver's, as they come.

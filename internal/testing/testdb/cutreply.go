@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/wire"
 )
 
 // CutReply is a TCP proxy on loopback between a test and PostgreSQL that
@@ -401,8 +402,8 @@ func CutBatch(t testing.TB, db, direct *racefree.DB, proxy *CutReply, calls ...f
 	}
 	held := make(chan error, 1)
 	go func() {
-		ran, err := db.Combine(ctx, &racefree.Op{Group: "testdb.hold", Key: "hold",
-			Stmts: []*racefree.Statement{{Query: `UPDATE testdb_hold SET k = k WHERE k = 1`}}})
+		ran, err := wire.Of(db).Combine(ctx, &wire.Op{Group: "testdb.hold", Key: "hold",
+			Stmts: []*wire.Statement{{Query: `UPDATE testdb_hold SET k = k WHERE k = 1`}}})
 		if err == nil && !ran {
 			err = errors.New("the held batch did not run: is Config.Combine on?")
 		}

@@ -1,0 +1,207 @@
+// Package wire holds what racefree's own packages need of a
+// racefree.DB and of its engines, and applications do not: the
+// statements of an operation (Statement), the combiner's operations (Op),
+// the interfaces an engine implements beyond racefree.Engine (Pipeliner,
+// ServerBound, CommitJudge, WritableChecker), and the DB's internal
+// methods (DB, reached with Of). The root package keeps what
+// applications use; it registers the way to its internals here when it
+// loads, and imports this package, never the other way round.
+package wire
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// Executor is racefree.Executor: *sql.DB, *sql.Tx, *sql.Conn and
+// *racefree.DB satisfy it.
+type Executor interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Public is what Of is given: a *racefree.DB (the methods only name it,
+// so that a *sql.DB does not compile where a racefree.DB is meant).
+type Public interface {
+	Engine() string
+	SQL() *sql.DB
+}
+
+// DB is a racefree.DB's internal methods, for racefree's own packages.
+type DB interface {
+	// Combine runs op in a batch of the combiner with the operations of
+	// concurrent calls, as one transaction, and reports whether op ran
+	// (false: the caller runs it alone). racefree.Config.Combine says
+	// whether it batches at all; see the root package's combine.go for
+	// the whole contract, and its unknown outcomes.
+	Combine(ctx context.Context, op *Op) (bool, error)
+	// Combining reports whether racefree.Config.Combine is on.
+	Combining() bool
+	// Pipeline runs stmts on one pooled connection in one round trip, as
+	// one transaction (Pipeliner), retried on a transient conflict. An
+	// error that matches racefree.ErrNotCommitted committed nothing; any
+	// other may have committed. errors.ErrUnsupported on an engine that
+	// cannot pipeline.
+	Pipeline(ctx context.Context, stmts ...*Statement) error
+	// CanPipeline reports whether the engine implements Pipeliner.
+	CanPipeline() bool
+	// Prepared returns query prepared on the pool on SQLite, kept for the
+	// life of the DB, or nil (PostgreSQL, or a failed preparation: run
+	// the query unprepared).
+	Prepared(ctx context.Context, query string) *sql.Stmt
+	// ClockArg returns the value for a query's clock parameter: nil for
+	// the engine's clock, Unix milliseconds of racefree.Config.Clock
+	// otherwise.
+	ClockArg() any
+	// InterpretError maps a driver error onto racefree's sentinel errors.
+	InterpretError(err error) error
+	// InterpretAutocommit is InterpretError for a statement that ran by
+	// itself and commits by itself: a cancelled one that may have
+	// committed all the same (CommitJudge) also matches
+	// racefree.ErrUnavailable.
+	InterpretAutocommit(err error) error
+	// SchemaAtLeast reports whether the schema is at version v or later,
+	// reading it through exec until it is.
+	SchemaAtLeast(ctx context.Context, exec Executor, v int64) (bool, error)
+}
+
+var of func(Public) DB
+
+// Register sets how Of finds a racefree.DB's internals. The root package
+// calls it once, when it loads.
+func Register(f func(Public) DB) { of = f }
+
+// Of returns db's internal methods. db must be a *racefree.DB: anything
+// else panics.
+func Of(db Public) DB { return of(db) }
+
+// Statement is one statement of a Pipeline: Query with Args. When Rows is
+// not nil, it reads every row the statement returns; otherwise, when Dest
+// is not nil, the statement's first row is scanned into it (an error
+// matching racefree.ErrNotFound when it returns none). RowsAffected receives the
+// number of rows the statement reports.
+type Statement struct {
+	Query string
+	Args  []any
+	Dest  []any
+	// Rows is called once with the statement's rows, to read them all
+	// (Next, then Scan). A pipeline that is run again (a transient
+	// conflict) calls it again, with the rows of the new run: it must
+	// start afresh each time. Its error ends the pipeline and is returned,
+	// but cannot roll anything back: the statements were sent, and their
+	// transaction commits unless one of them fails on the server.
+	Rows func(Rows) error
+	// Many, when not empty, is the statement's form for many operations
+	// at once, which DB.Combine runs on an engine that pipelines instead
+	// of one Query per operation, for a batch of two or more. Its
+	// parameter $k is the array of the batch's operations' Args[k-1], one
+	// element per operation in the batch's order, and each row it returns begins with the place of its
+	// operation in those arrays (from 1), then the columns Dest receives.
+	// An operation whose row does not come back gets RowsAffected 0 (1
+	// when it does), and racefree.ErrNotFound when the statement has a Dest, as
+	// Query alone would report. Rows is not used with Many.
+	Many         string
+	RowsAffected int64
+}
+
+// Rows are the rows of one Statement, read in order: Next advances to
+// the next row (false after the last one), Scan copies its columns.
+// *sql.Rows satisfies it, so a Statement's Rows also reads the rows of a
+// statement run without a pipeline.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+}
+
+// Pipeliner is an Engine that can run statements in one round trip as one
+// transaction (PostgreSQL). Engines that cannot (SQLite) do not implement
+// it.
+type Pipeliner interface {
+	// Pipeline sends stmts in order on conn, which is in no transaction,
+	// in one round trip once the statements are known to the connection,
+	// as one transaction: it commits after the last statement succeeds,
+	// and a failing statement rolls back every one. A setting made with
+	// set_config(…, true) holds for the statements after it and ends
+	// with them. An error that wraps driver.ErrBadConn means that nothing
+	// reached the server and conn is unusable. An error that the engine
+	// knows committed nothing (nothing reached the server, or the server
+	// answered that a statement or the commit failed, and rolled back)
+	// matches racefree.ErrNotCommitted; any other error, such as a connection lost
+	// after the statements were sent, may have committed. The Rows it hands to a
+	// Statement's Rows skip a nil destination in Scan, and may be scanned
+	// again (DB.Combine reads the place of a Many form's row first).
+	Pipeline(ctx context.Context, conn *sql.Conn, stmts []*Statement) error
+}
+
+// CommitJudge is an Engine that can tell whether a transaction whose
+// COMMIT (or whose statement in autocommit) returned an error may have
+// committed all the same (SQLite). DB.Combine takes a failed commit of an
+// engine that is not one as an outcome it does not know.
+type CommitJudge interface {
+	// MayHaveCommitted reports whether err, returned by COMMIT or by a
+	// statement that commits by itself, leaves open that the transaction
+	// committed.
+	MayHaveCommitted(err error) bool
+}
+
+// ServerBound is a Pipeliner that can make the server end a pipelined
+// transaction's statements at a deadline (PostgreSQL). A pipeline's
+// statements and its commit are all sent before any result comes back, so
+// a client that gives up on it (a lock wait that outlived its deadline)
+// cannot stop the server from committing it once the lock is free: a
+// batch of DB.Combine whose operations have a deadline (Op.Deadline)
+// sends Bound after its Begin instead, and waits for the server's answer.
+type ServerBound interface {
+	// Bound returns a statement that, sent in a pipeline, makes the
+	// server end each later statement of its transaction that runs longer
+	// than d, failing the transaction. Its setting ends with the
+	// transaction.
+	Bound(d time.Duration) *Statement
+}
+
+// Op is one operation for DB.Combine (the combiner): the statements of one primitive
+// call on the pool, on one key.
+type Op struct {
+	// Group keeps operations apart: a batch holds the operations of one
+	// group only. Primitives pass the tenant, so that a PostgreSQL
+	// transaction under row-level security sees one tenant setting.
+	Group string
+	// Key names what the operation writes. Two operations of one group
+	// with the same key never share a batch: the later one waits for the
+	// next, so each runs on the state the earlier one left.
+	Key string
+	// Begin runs once at the start of a batch, before every operation's
+	// statements: the first operation's Begin (PostgreSQL: the tenant's
+	// set_config(…, true)). Operations of one group pass the same.
+	Begin []*Statement
+	// Stmts are the operation's statements, run in order, as Statement
+	// says; a statement with Dest that returns no row makes the
+	// operation's error match racefree.ErrNotFound, and the operation's later
+	// statements still run. When every statement has a Many form, the
+	// operation shares a batch only with operations whose statements have
+	// the same Many forms, and on an engine that pipelines the batch runs
+	// each form once for all of them (one statement over arrays, not one
+	// per operation).
+	Stmts []*Statement
+	// Deadline, when not zero, bounds the batch that holds op: a batch
+	// gives up at the earliest Deadline of its operations, commits
+	// nothing, and its operations run alone (Combine reports false), so
+	// that an operation bounded in time waits for the database no longer
+	// in a batch than alone. On PostgreSQL the server ends the batch
+	// (ServerBound), which may answer a few milliseconds late but never
+	// commits after its callers were told it failed. Zero leaves op's
+	// batch unbounded by op, as Combine says.
+	Deadline time.Time
+}
+
+// WritableChecker is an Engine that can tell whether the node it reaches
+// accepts writes. The PostgreSQL engine implements it.
+type WritableChecker interface {
+	// CheckWritable returns a *racefree.ReadOnlyError when the node
+	// accepts no writes (a standby in recovery, or transactions read-only
+	// by default), nil when it does, or the error that kept it from
+	// knowing.
+	CheckWritable(ctx context.Context, exec Executor) error
+}
