@@ -16,6 +16,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
@@ -212,7 +213,7 @@ func (s *Store) List(ctx context.Context, tenantID string) ([]Key, error) {
 		return nil, err
 	}
 	var keys []Key
-	err = tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
+	err = send.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
 		keys = nil
 		rows, err := exec.QueryContext(ctx, s.q.Get("list"), tenantID)
 		if err != nil {
@@ -290,7 +291,7 @@ func (s *Store) Revoke(ctx context.Context, tenantID, id string) (Key, error) {
 // within the cache TTL (at most one second) is not read again.
 //
 // A refusal costs the same whether the tenant exists or not: the same
-// statements (tenant.ReadRow, which never registers the tenant, so anyone
+// statements (send.ReadRow, which never registers the tenant, so anyone
 // who makes up keys cannot fill the registry), and the same comparison,
 // against a dummy digest when no key was found. Only verified keys are
 // cached, keyed by the SHA-256 of the whole text, so a refused key is read
@@ -315,7 +316,7 @@ func (s *Store) Verify(ctx context.Context, text string) (Key, error) {
 		created int64
 		revoked sql.NullInt64
 	)
-	err = tenant.ReadRow(tctx, s.db, s.db, s.q.Get("lookup"), []any{tenantID, id}, &stored, &scopes, &k.Name, &created, &revoked)
+	err = send.ReadRow(tctx, s.db, s.db, s.q.Get("lookup"), []any{tenantID, id}, &stored, &scopes, &k.Name, &created, &revoked)
 	found := err == nil
 	if errors.Is(err, racefree.ErrNotFound) {
 		err = nil

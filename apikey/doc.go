@@ -11,7 +11,7 @@
 // in constant time (crypto/subtle), costs the same comparison when the id
 // is unknown, and refuses a revoked key. A refusal costs the same
 // statements for a tenant that exists as for one that does not
-// (tenant.ReadRow), so timing refusals does not list the tenants.
+// (one read that never registers a tenant), so timing refusals does not list the tenants.
 //
 // Revocation reaches every instance within one second: Verify caches a
 // verified key for at most MaxCacheTTL (DefaultCacheTTL, 500ms), and
@@ -20,7 +20,7 @@
 // ErrRefused without registering that tenant.
 //
 // Every statement runs for the key's tenant: Create and Revoke in
-// tenant.InTx, Verify and List in tenant.Run. The application role that
+// tenant.InTx, Verify and List in the tenant's own setting (package tenant). The application role that
 // `racefree serve` logs in as may only read keys (tenant.Grant); create,
 // list and revoke them as the owner, with `racefree keys`.
 package apikey

@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
@@ -115,7 +116,7 @@ func (e *Entry) validate() error {
 // When exec is a *sql.Tx, the entry commits or rolls back with the
 // caller's own writes: a rolled-back transaction leaves no entry and
 // consumes no number. On PostgreSQL the transaction's tenant is set first
-// (tenant.Run); one set to another tenant (tenant.InTx) is a
+// (send.Run); one set to another tenant (tenant.InTx) is a
 // *tenant.MismatchError. Any other executor (*racefree.DB, *sql.DB) makes
 // Append run its own transaction. On PostgreSQL a caller's transaction at
 // REPEATABLE READ or SERIALIZABLE gets racefree.ErrRetryable when another
@@ -159,15 +160,15 @@ func (l *Log) Append(ctx context.Context, exec racefree.Executor, scope string, 
 	return rec, nil
 }
 
-// inTx runs fn for the context's tenant (tenant.Run) in a transaction:
+// inTx runs fn for the context's tenant (send.Run) in a transaction:
 // exec itself when it is a *sql.Tx, and otherwise one of its own
 // (racefree.DB.InTx: IMMEDIATE on SQLite, retried on transient conflicts),
-// in which tenant.Run sets the tenant where row-level security needs it.
+// in which send.Run sets the tenant where row-level security needs it.
 func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(tx *sql.Tx) error) error {
 	if _, ok := exec.(*sql.Tx); !ok {
 		return l.db.InTx(ctx, func(tx *sql.Tx) error { return l.inTx(ctx, tx, fn) })
 	}
-	return tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+	return send.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
 		tx, ok := exec.(*sql.Tx)
 		if !ok {
 			return fmt.Errorf("audit: expected a transaction, got %T", exec)
@@ -176,12 +177,12 @@ func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(tx *sql.
 	})
 }
 
-// read runs fn, which only reads, for the context's tenant (tenant.Read
+// read runs fn, which only reads, for the context's tenant (send.Read
 // on the pool: on PostgreSQL a short READ ONLY transaction that sets the
 // tenant), and writes nothing, so that List, Verify and the checkpoint
 // reads work on a standby.
 func (l *Log) read(ctx context.Context, fn func(exec racefree.Executor) error) error {
-	return tenant.Read(ctx, l.db, l.db, fn)
+	return send.Read(ctx, l.db, l.db, fn)
 }
 
 // OneWriteVersion is the migration from which Append writes the head row

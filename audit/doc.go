@@ -76,7 +76,7 @@
 // keys of the heads, entries and checkpoints, and every statement filters
 // by it; on PostgreSQL (migration 012) row-level security keeps tenants
 // apart a second time, and each call runs in a transaction whose tenant is
-// set (tenant.Run). The chain trigger finds the head of the entry's own
+// set (package tenant). The chain trigger finds the head of the entry's own
 // tenant and scope (migrations 011 and 012).
 //
 // The MAC binds the tenant, so that an entry copied into another tenant's

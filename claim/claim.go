@@ -294,7 +294,7 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 // takeover waits for tx to commit; on SQLite tx's write lock excludes every
 // other writer. Writes made in tx after a successful Guard are therefore
 // exclusive to the holder. It returns the same errors as Renew. On
-// PostgreSQL it sets tx's tenant when tx has none (tenant.Run).
+// PostgreSQL it sets tx's tenant when tx has none (send.Run).
 func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence int64) error {
 	if err := validateHolder(key, holder); err != nil {
 		return err
@@ -303,7 +303,7 @@ func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence
 		return err
 	}
 	var refused error
-	err := tenant.Run(ctx, s.db, tx, func(exec racefree.Executor) error {
+	err := send.Run(ctx, s.db, tx, func(exec racefree.Executor) error {
 		id := tenant.From(ctx)
 		var one int
 		err := wire.Of(s.db).InterpretError(exec.QueryRowContext(ctx, s.q.Get("guard"), id, s.ns, key, holder, fence, wire.Of(s.db).ClockArg()).Scan(&one))
@@ -336,10 +336,10 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 // tenant is its group, so the namespace and the key.
 func (s *Store) combineKey(key string) string { return "claim\x00" + s.ns + "\x00" + key }
 
-// get reads key's claim for tenant id (tenant.ReadRow: it writes nothing).
+// get reads key's claim for tenant id (send.ReadRow: it writes nothing).
 func (s *Store) get(ctx context.Context, exec racefree.Executor, id, key string) (*Claim, error) {
 	var r row
-	err := tenant.ReadRow(ctx, s.db, exec, s.q.Get("get"), []any{id, s.ns, key, wire.Of(s.db).ClockArg()}, r.dest()...)
+	err := send.ReadRow(ctx, s.db, exec, s.q.Get("get"), []any{id, s.ns, key, wire.Of(s.db).ClockArg()}, r.dest()...)
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +407,7 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 // claims and delete them in the same transaction (dedup deletes the events
 // of the fingerprints it reaps). The claims a concurrent transaction holds
 // locked are skipped. tx must be READ COMMITTED (the default); on
-// PostgreSQL its tenant is set when it has none (tenant.Run).
+// PostgreSQL its tenant is set when it has none (send.Run).
 func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, batch int) ([]string, error) {
 	if grace < 0 {
 		return nil, racefree.Invalid("grace", "must not be negative")
@@ -416,7 +416,7 @@ func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, 
 		return nil, racefree.Invalid("batch", "must be positive")
 	}
 	var keys []string
-	err := tenant.Run(ctx, s.db, tx, func(exec racefree.Executor) error {
+	err := send.Run(ctx, s.db, tx, func(exec racefree.Executor) error {
 		id := tenant.From(ctx)
 		now, err := s.now(ctx, exec)
 		if err != nil {

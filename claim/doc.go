@@ -51,7 +51,7 @@
 // Two tenants using the same namespace and key hold two independent claims
 // with independent fences, and no call of one sees, changes or reaps the
 // other's. Every statement filters by the tenant; on PostgreSQL each call
-// also runs in a transaction whose tenant is set (tenant.Run), so that
+// also runs in a transaction whose tenant is set (package tenant), so that
 // row-level security holds for an application role. Reap visits every
 // tenant, one at a time.
 //

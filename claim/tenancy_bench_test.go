@@ -17,6 +17,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/tenant"
 )
@@ -30,7 +31,7 @@ import (
 //   - pool: this release's Acquire and Release through the pool, as the
 //     application role that row-level security binds (012): each
 //     statement travels with the setting of its tenant in one round trip
-//     (tenant.QueryRow, tenant.Exec);
+//     (send.QueryRow, send.Exec);
 //   - pertx: the same calls, each in a transaction of its own that sets
 //     the tenant (BEGIN, set_config, statements, COMMIT), as this release
 //     ran them on the pool before the pipeline;
@@ -130,14 +131,14 @@ SELECT '', 'seed' || g, 'w', 1, 0, 0, 1, 0, 0 FROM generate_series(1, 2000) AS g
 	b.Run("pertx", func(b *testing.B) {
 		parallel(b, func(key string) error {
 			var c *claim.Claim
-			err := tenant.Run(acme, app, app, func(tx racefree.Executor) (err error) {
+			err := send.Run(acme, app, app, func(tx racefree.Executor) (err error) {
 				c, err = claims.Acquire(acme, tx, key, "w", time.Minute)
 				return err
 			})
 			if err != nil {
 				return err
 			}
-			return tenant.Run(acme, app, app, func(tx racefree.Executor) error {
+			return send.Run(acme, app, app, func(tx racefree.Executor) error {
 				return claims.Release(acme, tx, key, "w", c.Fence)
 			})
 		})

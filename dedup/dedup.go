@@ -201,7 +201,7 @@ func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(ctx cont
 	if _, ok := exec.(*racefree.DB); ok {
 		return tenant.InTx(ctx, l.db, tenant.From(ctx), func(ctx context.Context, tx *sql.Tx) error { return fn(ctx, tx) })
 	}
-	return tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error { return fn(ctx, exec) })
+	return send.Run(ctx, l.db, exec, func(exec racefree.Executor) error { return fn(ctx, exec) })
 }
 
 // Record writes the downstream result of fingerprint, only while fence is
@@ -227,7 +227,7 @@ func (l *Log) Record(ctx context.Context, exec racefree.Executor, fingerprint st
 	if err := checkResult(r); err != nil {
 		return err
 	}
-	n, err := tenant.Exec(ctx, l.db, exec, l.q.Get("record"), tenant.From(ctx), fingerprint, fence, r.Classification, r.ExternalID, Namespace, wire.Of(l.db).ClockArg())
+	n, err := send.Exec(ctx, l.db, exec, l.q.Get("record"), tenant.From(ctx), fingerprint, fence, r.Classification, r.ExternalID, Namespace, wire.Of(l.db).ClockArg())
 	if err != nil {
 		return fmt.Errorf("dedup record: %w", err)
 	}
@@ -258,7 +258,7 @@ func (l *Log) Get(ctx context.Context, exec racefree.Executor, fingerprint strin
 	r := Record{Fingerprint: fingerprint}
 	var class, ext sql.NullString
 	var fence sql.NullInt64
-	err := tenant.ReadRow(ctx, l.db, exec, l.q.Get("get"), []any{tenant.From(ctx), fingerprint},
+	err := send.ReadRow(ctx, l.db, exec, l.q.Get("get"), []any{tenant.From(ctx), fingerprint},
 		&r.Source, &r.Level, &r.Message, &class, &ext, &fence)
 	if err != nil {
 		return nil, fmt.Errorf("dedup get %q: %w", fingerprint, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
@@ -132,7 +133,7 @@ func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Contex
 		saved string
 		found bool
 	)
-	err := tenant.Run(ctx, c.s.db, exec, func(exec racefree.Executor) error {
+	err := send.Run(ctx, c.s.db, exec, func(exec racefree.Executor) error {
 		err := exec.QueryRowContext(ctx, c.s.q.Get("step_get"), c.tenant, c.scope, c.key, step, wire.Of(c.s.db).ClockArg()).Scan(&saved)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -163,7 +164,7 @@ func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Contex
 		return err
 	}
 	if c.tx != nil {
-		err = tenant.Run(ctx, c.s.db, c.tx, func(racefree.Executor) error { return save(c.tx) })
+		err = send.Run(ctx, c.s.db, c.tx, func(racefree.Executor) error { return save(c.tx) })
 	} else {
 		err = c.s.inTx(ctx, save)
 	}
@@ -206,7 +207,7 @@ func New(db *racefree.DB, opts *Options) *Store {
 // belongs to ctx's tenant.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.db.InTx(ctx, func(tx *sql.Tx) error {
-		return tenant.Run(ctx, s.db, tx, func(racefree.Executor) error { return fn(tx) })
+		return send.Run(ctx, s.db, tx, func(racefree.Executor) error { return fn(tx) })
 	})
 }
 
@@ -232,7 +233,7 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 	}
 	call := &Call{s: s, tenant: tenant.From(ctx), scope: scope, key: key, holder: claim.NewHolder()}
 	var replay *Result
-	err := tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
+	err := send.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
 		var err error
 		replay, err = s.replayIfDone(ctx, exec, call, fingerprint)
 		return err
@@ -288,7 +289,7 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 // replays the committed response.
 //
 // The key belongs to ctx's tenant, and so must tx: on PostgreSQL DoTx sets
-// tx's tenant when it has none (tenant.Run), and fails with a
+// tx's tenant when it has none (send.Run), and fails with a
 // *tenant.MismatchError when tx belongs to another tenant.
 func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint string, fn func(ctx context.Context, tx *sql.Tx, call *Call) ([]byte, error)) (*Result, error) {
 	if err := validate(scope, key, fingerprint); err != nil {
@@ -296,7 +297,7 @@ func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint st
 	}
 	call := &Call{s: s, tenant: tenant.From(ctx), scope: scope, key: key, holder: claim.NewHolder(), tx: tx}
 	var replay *Result
-	err := tenant.Run(ctx, s.db, tx, func(racefree.Executor) error {
+	err := send.Run(ctx, s.db, tx, func(racefree.Executor) error {
 		var err error
 		if replay, err = s.replayIfDone(ctx, tx, call, fingerprint); err != nil || replay != nil {
 			return err
@@ -313,7 +314,7 @@ func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint st
 	}
 	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.CompleteTimeout)
 	defer cancel()
-	err = tenant.Run(after, s.db, tx, func(racefree.Executor) error { return s.complete(after, tx, call, response) })
+	err = send.Run(after, s.db, tx, func(racefree.Executor) error { return s.complete(after, tx, call, response) })
 	if err != nil {
 		return nil, err
 	}
@@ -480,7 +481,7 @@ func (s *Store) reapTenant(ctx context.Context, batch int) (int64, error) {
 	for _, q := range []string{"reap", "reap_steps"} {
 		n, err := reaper.Run(ctx, s.db.Engine(), batch, func() (int64, error) {
 			var n int64
-			err := tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
+			err := send.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
 				var cutoff int64
 				if err := exec.QueryRowContext(ctx, s.q.Get("now"), wire.Of(s.db).ClockArg()).Scan(&cutoff); err != nil {
 					return err

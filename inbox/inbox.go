@@ -262,7 +262,7 @@ func combineKey(source, eventID string) string {
 // belongs to ctx's tenant.
 func (in *Inbox) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return in.db.InTx(ctx, func(tx *sql.Tx) error {
-		return tenant.Run(ctx, in.db, tx, func(racefree.Executor) error { return fn(tx) })
+		return send.Run(ctx, in.db, tx, func(racefree.Executor) error { return fn(tx) })
 	})
 }
 
@@ -349,7 +349,7 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 		return nil, racefree.Invalid("limit", "must be between 1 and %d, got %d", MaxListLimit, limit)
 	}
 	var out []Event
-	err := tenant.Read(ctx, in.db, in.db, func(exec racefree.Executor) error {
+	err := send.Read(ctx, in.db, in.db, func(exec racefree.Executor) error {
 		out = nil
 		rows, err := exec.QueryContext(ctx, in.q.Get("list"), tenant.From(ctx), source, after, limit, MaxListBytes)
 		if err != nil {
@@ -388,7 +388,7 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 // own (on PostgreSQL in a short transaction set to its tenant); or the
 // caller's *sql.Tx to reap ctx's tenant only, as part of the caller's
 // transaction (its locks are then held until the caller commits; on
-// PostgreSQL the transaction must belong to that tenant, see tenant.Run).
+// PostgreSQL the transaction must belong to that tenant, see send.Run).
 // On PostgreSQL a batch skips the rows that another transaction has locked
 // rather than wait for them; the next run takes them. On SQLite, which has
 // one writer at a time, Reap on the pool pauses after each full batch for
@@ -416,13 +416,13 @@ func (in *Inbox) Reap(ctx context.Context, exec racefree.Executor) (int64, error
 }
 
 // reapTenant deletes the expired events of ctx's tenant in batches, each
-// in tenant.Run on exec; engine is the engine to pause for between
+// in send.Run on exec; engine is the engine to pause for between
 // batches, or "" for none.
 func (in *Inbox) reapTenant(ctx context.Context, engine string, exec racefree.Executor) (int64, error) {
 	id := tenant.From(ctx)
 	return reaper.Run(ctx, engine, in.reapBatch, func() (int64, error) {
 		var n int64
-		err := tenant.Run(ctx, in.db, exec, func(exec racefree.Executor) error {
+		err := send.Run(ctx, in.db, exec, func(exec racefree.Executor) error {
 			res, err := exec.ExecContext(ctx, in.q.Get("reap"), id, wire.Of(in.db).ClockArg(), in.reapBatch)
 			if err != nil {
 				return err

@@ -61,7 +61,7 @@
 // (migration 010 already had the column), and a successor is derived
 // from the tenant too. On PostgreSQL each call runs in a transaction that
 // sets the tenant for row-level security (the caller's *sql.Tx, or a
-// short one of its own; see tenant.Run). The Store itself belongs to no
+// short one of its own; see package tenant). The Store itself belongs to no
 // tenant: Options has no tenant field any more (the previous release's
 // Options.Tenant is gone; its rows of tenant "default" are the default
 // tenant's, and a Store that named another tenant becomes a context that

@@ -15,6 +15,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
@@ -163,7 +164,7 @@ func (s *Store) Issue(ctx context.Context, exec racefree.Executor, purpose, subj
 	}
 	token := newToken()
 	var issued, expires int64
-	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+	err := send.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
 		return exec.QueryRowContext(ctx, s.q.Get("issue"), tenant.From(ctx), hash(token), purpose, subject, ttl.Milliseconds(), wire.Of(s.db).ClockArg()).
 			Scan(&issued, &expires)
 	})
@@ -207,7 +208,7 @@ func (s *Store) Consume(ctx context.Context, exec racefree.Executor, purpose, to
 	}
 	h := hash(token)
 	var r Redemption
-	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+	err := send.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
 		var issued, expires, usedAt int64
 		r = Redemption{}
 		err := exec.QueryRowContext(ctx, s.q.Get("consume"), tenant.From(ctx), h, purpose, wire.Of(s.db).ClockArg()).
@@ -273,7 +274,7 @@ func (s *Store) RevokeCodes(ctx context.Context, exec racefree.Executor, purpose
 		return 0, err
 	}
 	var n int64
-	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+	err := send.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
 		res, err := exec.ExecContext(ctx, s.q.Get("revoke_codes"), tenant.From(ctx), purpose, subject, wire.Of(s.db).ClockArg())
 		if err != nil {
 			return err
@@ -314,7 +315,7 @@ func (s *Store) IssueRefresh(ctx context.Context, exec racefree.Executor, subjec
 	token := newToken()
 	r := &Refresh{Token: token, Subject: subject}
 	var expires int64
-	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+	err := send.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
 		return exec.QueryRowContext(ctx, s.q.Get("issue_refresh"), tenant.From(ctx), hash(token), subject, ttl.Milliseconds(), wire.Of(s.db).ClockArg()).
 			Scan(&expires, &r.Generation)
 	})
@@ -362,7 +363,7 @@ func (s *Store) Rotate(ctx context.Context, exec racefree.Executor, token string
 	next := s.successor(tenant.From(ctx), h)
 	nh := hash(next)
 	var rot Rotation
-	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+	err := send.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
 		return s.atomically(ctx, exec, func(exec racefree.Executor) error {
 			var err error
 			rot, err = s.rotate(ctx, exec, h, next, nh)
@@ -470,7 +471,7 @@ func (s *Store) RevokeFamilies(ctx context.Context, exec racefree.Executor, subj
 		return 0, err
 	}
 	var n int64
-	err := tenant.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
+	err := send.Run(ctx, s.db, exec, func(exec racefree.Executor) error {
 		res, err := exec.ExecContext(ctx, s.q.Get("revoke_families"), tenant.From(ctx), subject, wire.Of(s.db).ClockArg())
 		if err != nil {
 			return err
@@ -542,7 +543,7 @@ func checkSubjectTTL(subject string, ttl time.Duration) error {
 // deleted. Nothing it deletes could still be redeemed or rotated, so grace
 // only decides how long a refusal is explained (Expired, AlreadyUsed,
 // Revoked) before it becomes Unknown. Each batch is one tenant's and
-// commits on its own (tenant.Run: on PostgreSQL in a short transaction
+// commits on its own (send.Run: on PostgreSQL in a short transaction
 // that sets the tenant); on PostgreSQL a batch skips rows that a
 // concurrent transaction holds locked, and re-checks the expiry on the
 // row's latest version.
@@ -568,7 +569,7 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (codes
 func (s *Store) reap(ctx context.Context, grace time.Duration, batch int) (codes, families int64, err error) {
 	for {
 		var n int64
-		err := tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
+		err := send.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
 			res, err := exec.ExecContext(ctx, s.q.Get("reap_codes"), tenant.From(ctx), grace.Milliseconds(), batch, wire.Of(s.db).ClockArg())
 			if err != nil {
 				return err
@@ -586,7 +587,7 @@ func (s *Store) reap(ctx context.Context, grace time.Duration, batch int) (codes
 	}
 	for {
 		var n int64
-		err := tenant.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
+		err := send.Run(ctx, s.db, s.db, func(exec racefree.Executor) error {
 			return s.atomically(ctx, exec, func(exec racefree.Executor) error {
 				n = 0
 				t := tenant.From(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/schema"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
@@ -372,7 +373,7 @@ func (o *Outbox) run(ctx context.Context, exec racefree.Executor, fn func(racefr
 	if err := o.needSchema(ctx, exec); err != nil {
 		return err
 	}
-	return tenant.Run(ctx, o.db, exec, fn)
+	return send.Run(ctx, o.db, exec, fn)
 }
 
 // needSchema returns a *racefree.SchemaError until the outbox's migration

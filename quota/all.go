@@ -12,6 +12,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/reaper"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
@@ -43,10 +44,10 @@ type Request struct {
 //
 // The charges run in one transaction, for the tenant ctx names: on a
 // *racefree.DB, a *sql.DB or a *sql.Conn ConsumeAll begins it (on
-// PostgreSQL the transaction of tenant.Run, which sets the tenant, on the
+// PostgreSQL the transaction of send.Run, which sets the tenant, on the
 // *racefree.DB's pool; on SQLite on the executor given, a *racefree.DB
 // through InTx, retried on transient conflicts, except for a tenant's
-// first call in the process, which runs in tenant.Run's transaction to
+// first call in the process, which runs in send.Run's transaction to
 // register the tenant); on the caller's *sql.Tx
 // it runs them under a savepoint that it rolls back on a denial, so the
 // caller's transaction carries on with its own writes and commits the
@@ -90,9 +91,9 @@ func (l *Limiter) ConsumeAll(ctx context.Context, exec racefree.Executor, reqs [
 		return err
 	}
 	_, callerTx := exec.(*sql.Tx)
-	err := tenant.Run(ctx, l.db, exec, func(ex racefree.Executor) error {
+	err := send.Run(ctx, l.db, exec, func(ex racefree.Executor) error {
 		if _, own := ex.(*sql.Tx); own && !callerTx {
-			// tenant.Run began this transaction for the tenant: a denial
+			// send.Run began this transaction for the tenant: a denial
 			// (errDenied) rolls it back.
 			return run(ex)
 		}
@@ -357,7 +358,7 @@ func combine(c, d Decision) Decision {
 // one tenant at a time, in batches of at most Options.ReapBatch rows, and
 // returns how many it deleted. The number of keys is thus bounded by the
 // reaper, not by memory. Each batch is one statement for one tenant
-// (tenant.Run: on PostgreSQL in a short transaction that sets the tenant,
+// (send.Run: on PostgreSQL in a short transaction that sets the tenant,
 // so row-level security admits the batch's rows only), and its cutoff is
 // read once from the clock; on PostgreSQL a batch skips rows a charge
 // holds locked, and on SQLite Reap waits after each full batch as long as
@@ -395,7 +396,7 @@ func (l *Limiter) Reap(ctx context.Context, exec racefree.Executor) (int64, erro
 // tenant ctx names.
 func (l *Limiter) reapOnce(ctx context.Context, exec racefree.Executor, name string) (int64, error) {
 	var n int64
-	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+	err := send.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
 		cutoff, err := l.now(ctx, exec)
 		if err != nil {
 			return err

@@ -48,7 +48,7 @@
 // request's context) never touch another tenant's rows. On PostgreSQL
 // each call runs in a transaction that sets the tenant for row-level
 // security (the caller's *sql.Tx, a short one of its own, see
-// tenant.Run, or a combined charge's batch, which holds one tenant's
+// package tenant, or a combined charge's batch, which holds one tenant's
 // charges only). Reap visits every tenant, one at a time. Every operation
 // needs migration 011 (ErrSchemaOutdated before, nothing written), and a
 // tenant other than the default needs 012; the previous release's

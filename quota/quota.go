@@ -330,7 +330,7 @@ func (l *Limiter) Consume(ctx context.Context, exec racefree.Executor, key strin
 	defer cancel()
 	d, combined, err := l.consumeCombined(ctx, exec, key, n, p)
 	if !combined {
-		err = tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) (err error) {
+		err = send.Run(ctx, l.db, exec, func(exec racefree.Executor) (err error) {
 			d, err = l.consume(ctx, exec, key, n, p)
 			return err
 		})
@@ -437,7 +437,7 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 		case errors.Is(err, racefree.ErrNotFound):
 			// Refused, and the counter is still to be read.
 			var t, u sql.NullInt64
-			err = tenant.QueryRow(ctx, l.db, exec, l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), wire.Of(l.db).ClockArg()}, &now, &t, &u)
+			err = send.QueryRow(ctx, l.db, exec, l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), wire.Of(l.db).ClockArg()}, &now, &t, &u)
 			if err != nil {
 				return Decision{}, true, err
 			}
@@ -553,7 +553,7 @@ func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string
 		name, arg = "refund_window", p.Per.Milliseconds()
 	}
 	var tat, used, now int64
-	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+	err := send.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
 		err := exec.QueryRowContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, key, n, arg, wire.Of(l.db).ClockArg()).Scan(&tat, &used, &now)
 		if errors.Is(err, sql.ErrNoRows) {
 			now, tat, used, err = l.state(ctx, exec, key, p)

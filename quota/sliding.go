@@ -94,7 +94,7 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 		case errors.Is(err, racefree.ErrNotFound):
 			// Refused, and the counter is still to be read.
 			var t, u, pr sql.NullInt64
-			err = tenant.QueryRow(ctx, l.db, exec, l.q.Get("state_sliding"), []any{id, l.scope, key, wire.Of(l.db).ClockArg()}, &now, &t, &u, &pr)
+			err = send.QueryRow(ctx, l.db, exec, l.q.Get("state_sliding"), []any{id, l.scope, key, wire.Of(l.db).ClockArg()}, &now, &t, &u, &pr)
 			if err != nil {
 				return Decision{}, true, err
 			}
@@ -124,7 +124,7 @@ func (l *Limiter) stateSliding(ctx context.Context, exec racefree.Executor, key 
 // refundSliding gives n units back to the current window's count.
 func (l *Limiter) refundSliding(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, error) {
 	var tat, used, prev, now int64
-	err := tenant.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
+	err := send.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
 		if err := l.needSliding(ctx, exec); err != nil {
 			return err
 		}

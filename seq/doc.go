@@ -67,7 +67,7 @@
 // time: NextN and Current run in the caller's transaction after setting
 // its tenant (a transaction set to another tenant is a
 // *tenant.MismatchError), or, given the pool, in a short transaction of
-// their own that sets it (tenant.Run).
+// their own that sets it (package tenant).
 //
 // Every call needs migration 011 (Migration): before it, each fails with
 // racefree.ErrSchemaOutdated and writes nothing. Tenants other than

@@ -9,6 +9,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
@@ -66,7 +67,7 @@ func (c *Counters) Next(ctx context.Context, exec racefree.Executor, scope, name
 // ends, so keep it short; other counters never wait for it. Passed the
 // *racefree.DB (or a *sql.DB), NextN commits at once: on SQLite it runs
 // one statement on its own, on PostgreSQL one statement sent in one
-// round trip with the setting of its tenant (tenant.QueryRow). A caller's transaction
+// round trip with the setting of its tenant (send.QueryRow). A caller's transaction
 // set to another tenant (tenant.InTx) is a *tenant.MismatchError.
 //
 // On the pool of PostgreSQL, an error matching racefree.ErrUnavailable
@@ -98,7 +99,7 @@ func (c *Counters) NextN(ctx context.Context, exec racefree.Executor, scope, nam
 		last      int64
 		exhausted bool
 	)
-	err = tenant.QueryRow(ctx, c.db, exec, c.q.Get("next"), []any{t, scope, name, n}, &last)
+	err = send.QueryRow(ctx, c.db, exec, c.q.Get("next"), []any{t, scope, name, n}, &last)
 	if errors.Is(err, sql.ErrNoRows) { // the guard refused: nothing changed
 		exhausted, err = true, nil
 	}
@@ -121,7 +122,7 @@ func (c *Counters) Current(ctx context.Context, exec racefree.Executor, scope, n
 	}
 	t := tenant.From(ctx)
 	var last int64
-	err := tenant.ReadRow(ctx, c.db, exec, c.q.Get("current"), []any{t, scope, name}, &last)
+	err := send.ReadRow(ctx, c.db, exec, c.q.Get("current"), []any{t, scope, name}, &last)
 	if errors.Is(err, sql.ErrNoRows) { // none handed out yet
 		err = nil
 	}

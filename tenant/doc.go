@@ -20,11 +20,11 @@
 //
 // racefree calls made with a *sql.DB or *racefree.DB run in a short
 // transaction of their own that sets the tenant. A call that is a single
-// statement (QueryRow, Exec) sends set_config(…, true) and the statement
+// statement (a claim's Acquire, say) sends set_config(…, true) and the statement
 // in one round trip, as one implicit transaction (a pipeline):
 // it costs what the statement alone cost before tenancy, give or take the
 // setting. Calls of several statements send BEGIN, the setting, the
-// statements and COMMIT (Run). A role that row-level security does not
+// statements and COMMIT. A role that row-level security does not
 // bind (a superuser or BYPASSRLS; checked once per DB) needs neither: its
 // calls run as they did before tenancy, guarded by their statements'
 // tenant filter alone. A call made in the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/tenant"
 )
@@ -103,7 +104,7 @@ func TestEdgesInTxCommittedAndRolledBack(t *testing.T) {
 			t.Fatalf("after a rollback Each visits %s, want default alone", got)
 		}
 		gctx, _ := tenant.With(ctx, "ghost")
-		if _, err := tenant.Exec(gctx, db, db, seqInsert(db), "ghost"); err != nil {
+		if _, err := send.Exec(gctx, db, db, seqInsert(db), "ghost"); err != nil {
 			t.Fatalf("ghost's first write on the pool: %v", err)
 		}
 		if got := visited(t, db); got != "default,ghost" {
@@ -292,7 +293,7 @@ func TestEdgesRunInTheCallersTransactionForANewTenant(t *testing.T) {
 		}
 		runs := 0
 		err = db.InTx(ctx, func(tx *sql.Tx) error {
-			return tenant.Run(ctx, db, tx, func(exec racefree.Executor) error {
+			return send.Run(ctx, db, tx, func(exec racefree.Executor) error {
 				runs++
 				_, err := exec.ExecContext(ctx, seqInsert(db), "fresh")
 				return err
@@ -316,7 +317,7 @@ func TestEdgesRunInTheCallersTransactionForANewTenant(t *testing.T) {
 			t.Fatal(err)
 		}
 		runs = 0
-		err = tenant.Run(pool, db, db, func(exec racefree.Executor) error {
+		err = send.Run(pool, db, db, func(exec racefree.Executor) error {
 			runs++
 			_, err := exec.ExecContext(pool, seqInsert(db), "pool")
 			return err
@@ -349,16 +350,16 @@ func TestEdgesNoRowIsNotFoundOnEveryPath(t *testing.T) {
 		try := func(where string, exec racefree.Executor) {
 			t.Helper()
 			var v int
-			if err := tenant.QueryRow(ctx, db, exec, none, nil, &v); !errors.Is(err, racefree.ErrNotFound) {
+			if err := send.QueryRow(ctx, db, exec, none, nil, &v); !errors.Is(err, racefree.ErrNotFound) {
 				t.Errorf("QueryRow of no row %s: %v, want ErrNotFound", where, err)
 			}
-			if err := tenant.ReadRow(ctx, db, exec, none, nil, &v); !errors.Is(err, racefree.ErrNotFound) {
+			if err := send.ReadRow(ctx, db, exec, none, nil, &v); !errors.Is(err, racefree.ErrNotFound) {
 				t.Errorf("ReadRow of no row %s: %v, want ErrNotFound", where, err)
 			}
-			if err := tenant.QueryRow(ctx, db, exec, one, nil, &v); err != nil || v != 1 {
+			if err := send.QueryRow(ctx, db, exec, one, nil, &v); err != nil || v != 1 {
 				t.Errorf("QueryRow of a row %s: %d, %v", where, v, err)
 			}
-			if err := tenant.ReadRow(ctx, db, exec, one, nil, &v); err != nil || v != 1 {
+			if err := send.ReadRow(ctx, db, exec, one, nil, &v); err != nil || v != 1 {
 				t.Errorf("ReadRow of a row %s: %d, %v", where, v, err)
 			}
 		}
@@ -389,16 +390,16 @@ func TestEdgesReadRowPipelinedReadsItsRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got string
-	if err := tenant.ReadRow(ctx, app, app, `SELECT current_setting('racefree.tenant_id', true)`, nil, &got); err != nil || got != "acme" {
+	if err := send.ReadRow(ctx, app, app, `SELECT current_setting('racefree.tenant_id', true)`, nil, &got); err != nil || got != "acme" {
 		t.Fatalf("ReadRow on the pool: %q, %v; want the statement run for acme", got, err)
 	}
 	var v int
-	if err := tenant.ReadRow(ctx, app, app, `SELECT 1 WHERE false`, nil, &v); !errors.Is(err, racefree.ErrNotFound) {
+	if err := send.ReadRow(ctx, app, app, `SELECT 1 WHERE false`, nil, &v); !errors.Is(err, racefree.ErrNotFound) {
 		t.Fatalf("ReadRow of no row on the pool: %v, want ErrNotFound", err)
 	}
 }
 
-// TestEdgesReadInACallersTransaction: tenant.Read given the caller's
+// TestEdgesReadInACallersTransaction: send.Read given the caller's
 // transaction, as the application role, sets the transaction's tenant and
 // runs fn in it, once; given a transaction InTx set to another tenant, it
 // refuses with a MismatchError and runs nothing. CheckDurable on SQLite,
@@ -410,7 +411,7 @@ func TestEdgesReadInACallersTransaction(t *testing.T) {
 	acme, _ := tenant.With(ctx, "acme")
 	runs := 0
 	err := app.InTx(ctx, func(tx *sql.Tx) error {
-		return tenant.Read(acme, app, tx, func(exec racefree.Executor) error {
+		return send.Read(acme, app, tx, func(exec racefree.Executor) error {
 			runs++
 			if got := setting(t, ctx, exec); got != "acme" {
 				t.Errorf("Read left the caller's transaction at tenant %q, want acme", got)
@@ -423,7 +424,7 @@ func TestEdgesReadInACallersTransaction(t *testing.T) {
 	}
 	runs = 0
 	err = tenant.InTx(ctx, app, "globex", func(_ context.Context, tx *sql.Tx) error {
-		return tenant.Read(acme, app, tx, func(racefree.Executor) error { runs++; return nil })
+		return send.Read(acme, app, tx, func(racefree.Executor) error { runs++; return nil })
 	})
 	var me *tenant.MismatchError
 	if !errors.As(err, &me) || me.Tx != "globex" || me.Context != "acme" || runs != 0 {

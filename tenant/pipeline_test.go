@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
@@ -68,7 +69,7 @@ func TestAStatementOnThePoolIsOneRoundTripForItsTenant(t *testing.T) {
 			for i := range 3 { // the first registers the tenant, the second prepares
 				before := writes.Load()
 				var got string
-				if err := tenant.QueryRow(acme, app, app, current, nil, &got); err != nil {
+				if err := send.QueryRow(acme, app, app, current, nil, &got); err != nil {
 					t.Fatal(err)
 				}
 				if got != "acme" {
@@ -84,7 +85,7 @@ func TestAStatementOnThePoolIsOneRoundTripForItsTenant(t *testing.T) {
 			if err := tenant.InTx(ctx, app, "globex", func(context.Context, *sql.Tx) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
-			n, err := tenant.Exec(acme, app, app.SQL(), insert, "acme")
+			n, err := send.Exec(acme, app, app.SQL(), insert, "acme")
 			if err != nil || n != 1 {
 				t.Fatalf("acme writes its row: %d, %v", n, err)
 			}
@@ -93,21 +94,21 @@ func TestAStatementOnThePoolIsOneRoundTripForItsTenant(t *testing.T) {
 				want int
 			}{{acme, 1}, {globex, 0}} {
 				var got int
-				if err := tenant.QueryRow(c.ctx, app, app, count, nil, &got); err != nil || got != c.want {
+				if err := send.QueryRow(c.ctx, app, app, count, nil, &got); err != nil || got != c.want {
 					t.Fatalf("%s counts %d rows (%v), want %d", tenant.From(c.ctx), got, err, c.want)
 				}
 			}
-			if _, err := tenant.Exec(globex, app, app, insert, "acme"); err == nil {
+			if _, err := send.Exec(globex, app, app, insert, "acme"); err == nil {
 				t.Fatal("globex wrote a row of acme")
 			}
-			if _, err := tenant.Exec(acme, app, app, `SELECT 1/0`); err == nil {
+			if _, err := send.Exec(acme, app, app, `SELECT 1/0`); err == nil {
 				t.Fatal("a division by zero succeeded")
 			}
 			if got := setting(t, ctx, app); got != "" {
 				t.Fatalf("after a failed statement the pooled connection carries tenant %q, want none", got)
 			}
 			var none int
-			if err := tenant.QueryRow(acme, app, app, `SELECT 1 WHERE false`, nil, &none); !errors.Is(err, racefree.ErrNotFound) {
+			if err := send.QueryRow(acme, app, app, `SELECT 1 WHERE false`, nil, &none); !errors.Is(err, racefree.ErrNotFound) {
 				t.Fatalf("no row: %v, want ErrNotFound", err)
 			}
 		})
@@ -226,7 +227,7 @@ func TestWithoutTheSettingAPipelinedStatementSeesNothing(t *testing.T) {
 	_, app := postgres(t)
 	acme, _ := tenant.With(ctx, "acme")
 	insert := `INSERT INTO racefree_sequences (tenant, scope, name, last) VALUES ('acme', 's', 'n', 1)`
-	if _, err := tenant.Exec(acme, app, app, insert); err != nil {
+	if _, err := send.Exec(acme, app, app, insert); err != nil {
 		t.Fatal(err)
 	}
 	for _, set := range [][]*wire.Statement{
@@ -257,7 +258,7 @@ func TestACallersTransactionIsNeverPipelined(t *testing.T) {
 	insert := `INSERT INTO racefree_sequences (tenant, scope, name, last) VALUES ('acme', 's', $1, 1)`
 	count := `SELECT count(*) FROM racefree_sequences`
 	acme, _ := tenant.With(ctx, "acme")
-	if _, err := tenant.Exec(acme, app, app, `SELECT 1`); err != nil { // acme is known: its calls may be pipelined
+	if _, err := send.Exec(acme, app, app, `SELECT 1`); err != nil { // acme is known: its calls may be pipelined
 		t.Fatal(err)
 	}
 	err := tenant.InTx(ctx, app, "acme", func(ctx context.Context, tx *sql.Tx) error {
@@ -265,10 +266,10 @@ func TestACallersTransactionIsNeverPipelined(t *testing.T) {
 			return err
 		}
 		var n int
-		if err := tenant.QueryRow(ctx, app, tx, count, nil, &n); err != nil || n != 1 {
+		if err := send.QueryRow(ctx, app, tx, count, nil, &n); err != nil || n != 1 {
 			t.Errorf("in the caller's transaction %d rows seen (%v), want its own 1", n, err)
 		}
-		if _, err := tenant.Exec(ctx, app, tx, insert, "theirs"); err != nil {
+		if _, err := send.Exec(ctx, app, tx, insert, "theirs"); err != nil {
 			return err
 		}
 		return errors.New("roll back")
@@ -281,12 +282,12 @@ func TestACallersTransactionIsNeverPipelined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tenant.Exec(acme, app, tx, insert, "theirs"); err != nil {
+	if _, err := send.Exec(acme, app, tx, insert, "theirs"); err != nil {
 		t.Fatal(err)
 	}
 	_ = tx.Rollback()
 	var n int
-	if err := tenant.QueryRow(acme, app, app, count, nil, &n); err != nil || n != 0 {
+	if err := send.QueryRow(acme, app, app, count, nil, &n); err != nil || n != 0 {
 		t.Fatalf("after the callers' transactions rolled back %d rows remain (%v), want 0", n, err)
 	}
 }
@@ -299,7 +300,7 @@ func TestAPipelinedCallRegistersItsTenant(t *testing.T) {
 	ctx := context.Background()
 	_, app := postgres(t)
 	newco, _ := tenant.With(ctx, "newco")
-	if _, err := tenant.Exec(newco, app, app, `SELECT 1`); err != nil {
+	if _, err := send.Exec(newco, app, app, `SELECT 1`); err != nil {
 		t.Fatal(err)
 	}
 	var seen []string
@@ -339,15 +340,15 @@ GRANT USAGE ON SEQUENCE attempts TO PUBLIC`)
 	}
 	acme, _ := tenant.With(ctx, "acme")
 	var n int64
-	if err := tenant.QueryRow(acme, app, app, `SELECT 1`, nil, &n); err != nil { // registers acme
+	if err := send.QueryRow(acme, app, app, `SELECT 1`, nil, &n); err != nil { // registers acme
 		t.Fatal(err)
 	}
-	if err := tenant.QueryRow(acme, app, app, `SELECT flaky()`, nil, &n); err != nil || n != 3 {
+	if err := send.QueryRow(acme, app, app, `SELECT flaky()`, nil, &n); err != nil || n != 3 {
 		t.Fatalf("flaky: %d, %v; want 3 after two retried conflicts", n, err)
 	}
 	cancelled, cancel := context.WithCancel(acme)
 	cancel()
-	if _, err := tenant.Exec(cancelled, app, app, `SELECT flaky()`); !errors.Is(err, context.Canceled) {
+	if _, err := send.Exec(cancelled, app, app, `SELECT flaky()`); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cancelled call: %v, want context.Canceled", err)
 	}
 	if err := owner.QueryRowContext(ctx, `SELECT last_value FROM attempts`).Scan(&n); err != nil || n != 3 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
@@ -28,7 +29,7 @@ func TestReadsWriteNothing(t *testing.T) {
 			const register = `INSERT INTO racefree_tenants (id, created_at) VALUES ('slipped-in', 0)`
 			for i, read := range []func(ctx context.Context) error{
 				func(ctx context.Context) error {
-					return tenant.Read(ctx, app, app, func(exec racefree.Executor) error {
+					return send.Read(ctx, app, app, func(exec racefree.Executor) error {
 						_, err := exec.QueryContext(ctx, `SELECT 1`)
 						return err
 					})
@@ -41,7 +42,7 @@ func TestReadsWriteNothing(t *testing.T) {
 				},
 				func(ctx context.Context) error {
 					var one int
-					return tenant.ReadRow(ctx, app, app, `SELECT 1`, nil, &one)
+					return send.ReadRow(ctx, app, app, `SELECT 1`, nil, &one)
 				},
 			} {
 				id := []string{"reader-a", "reader-b", "reader-c"}[i]
@@ -58,12 +59,12 @@ func TestReadsWriteNothing(t *testing.T) {
 				return
 			}
 			tctx, _ := tenant.With(ctx, "writer")
-			err := tenant.Read(tctx, app, app, func(exec racefree.Executor) error {
+			err := send.Read(tctx, app, app, func(exec racefree.Executor) error {
 				_, err := exec.ExecContext(tctx, register)
 				return err
 			})
 			if !errors.Is(wire.Of(app).InterpretError(err), racefree.ErrReadOnly) {
-				t.Fatalf("a write inside tenant.Read = %v, want ErrReadOnly", err)
+				t.Fatalf("a write inside send.Read = %v, want ErrReadOnly", err)
 			}
 			err = tenant.ReadTx(tctx, app, "writer", func(ctx context.Context, exec racefree.Executor) error {
 				_, err := exec.ExecContext(ctx, register)

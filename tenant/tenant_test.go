@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/rlscheck"
 	"github.com/racefree/racefree/tenant"
@@ -209,7 +210,7 @@ func TestRunSetsTheCallersTransactionAndRefusesAnother(t *testing.T) {
 	acme, _ := tenant.With(ctx, "acme")
 	// A transaction without a tenant gets the call's.
 	err := app.InTx(ctx, func(tx *sql.Tx) error {
-		return tenant.Run(acme, app, tx, func(exec racefree.Executor) error {
+		return send.Run(acme, app, tx, func(exec racefree.Executor) error {
 			if got := setting(t, ctx, exec); got != "acme" {
 				t.Errorf("Run left the setting at %q, want acme", got)
 			}
@@ -221,7 +222,7 @@ func TestRunSetsTheCallersTransactionAndRefusesAnother(t *testing.T) {
 	}
 	// A transaction of another tenant refuses the call.
 	err = tenant.InTx(ctx, app, "globex", func(_ context.Context, tx *sql.Tx) error {
-		return tenant.Run(acme, app, tx, func(racefree.Executor) error { return nil })
+		return send.Run(acme, app, tx, func(racefree.Executor) error { return nil })
 	})
 	var me *tenant.MismatchError
 	if !errors.As(err, &me) || !errors.Is(err, tenant.ErrMismatch) || me.Tx != "globex" || me.Context != "acme" {
@@ -232,13 +233,13 @@ func TestRunSetsTheCallersTransactionAndRefusesAnother(t *testing.T) {
 		if _, err := tx.ExecContext(ctx, `SELECT set_config('racefree.tenant_id', 'globex', true)`); err != nil {
 			return err
 		}
-		return tenant.Run(acme, app, tx, func(racefree.Executor) error { return nil })
+		return send.Run(acme, app, tx, func(racefree.Executor) error { return nil })
 	})
 	if !errors.As(err, &me) || me.Tx != "globex" || me.Context != "acme" {
 		t.Fatalf("Run in a transaction the application set to another tenant = %v, want a MismatchError", err)
 	}
 	// Without a transaction Run makes one that carries the tenant.
-	err = tenant.Run(acme, app, app, func(exec racefree.Executor) error {
+	err = send.Run(acme, app, app, func(exec racefree.Executor) error {
 		if _, ok := exec.(*sql.Tx); !ok {
 			t.Errorf("Run on the pool ran on %T, want a transaction", exec)
 		}
@@ -260,17 +261,17 @@ func TestTenantsNeedTheirMigrations(t *testing.T) {
 			t.Fatal(err)
 		}
 		noop := func(racefree.Executor) error { return nil }
-		if err := tenant.Run(ctx, db, db, noop); !errors.Is(err, racefree.ErrSchemaOutdated) {
+		if err := send.Run(ctx, db, db, noop); !errors.Is(err, racefree.ErrSchemaOutdated) {
 			t.Fatalf("before migration 011: %v, want ErrSchemaOutdated", err)
 		}
 		if _, err := db.MigrateUpTo(ctx, tenant.TenantsVersion); err != nil {
 			t.Fatal(err)
 		}
-		if err := tenant.Run(ctx, db, db, noop); err != nil {
+		if err := send.Run(ctx, db, db, noop); err != nil {
 			t.Fatalf("the default tenant at migration 011: %v", err)
 		}
 		acme, _ := tenant.With(ctx, "acme")
-		if err := tenant.Run(acme, db, db, noop); !errors.Is(err, racefree.ErrSchemaOutdated) {
+		if err := send.Run(acme, db, db, noop); !errors.Is(err, racefree.ErrSchemaOutdated) {
 			t.Fatalf("another tenant at migration 011: %v, want ErrSchemaOutdated", err)
 		}
 		if err := tenant.InTx(ctx, db, "acme", func(context.Context, *sql.Tx) error { return nil }); !errors.Is(err, racefree.ErrSchemaOutdated) {
@@ -279,7 +280,7 @@ func TestTenantsNeedTheirMigrations(t *testing.T) {
 		if _, err := db.MigrateUp(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := tenant.Run(acme, db, db, noop); err != nil {
+		if err := send.Run(acme, db, db, noop); err != nil {
 			t.Fatalf("another tenant at migration 012: %v", err)
 		}
 	})
@@ -474,7 +475,7 @@ func TestARoleThatBypassesRowSecurityPaysNothing(t *testing.T) {
 	ctx := context.Background()
 	owner, _ := postgres(t) // the owner here is the test server's superuser
 	acme, _ := tenant.With(ctx, "acme")
-	err := tenant.Run(acme, owner, owner, func(exec racefree.Executor) error {
+	err := send.Run(acme, owner, owner, func(exec racefree.Executor) error {
 		if _, ok := exec.(*sql.Tx); ok {
 			t.Errorf("Run made a transaction for a role that bypasses row-level security")
 		}
@@ -484,7 +485,7 @@ func TestARoleThatBypassesRowSecurityPaysNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = owner.InTx(ctx, func(tx *sql.Tx) error {
-		return tenant.Run(acme, owner, tx, func(exec racefree.Executor) error {
+		return send.Run(acme, owner, tx, func(exec racefree.Executor) error {
 			if got := setting(t, ctx, exec); got != "" {
 				t.Errorf("Run set tenant %q for a role that bypasses row-level security", got)
 			}
@@ -505,14 +506,14 @@ func TestACallInsideAnotherKnowsItsTenant(t *testing.T) {
 	acme, _ := tenant.With(ctx, "acme")
 	globex, _ := tenant.With(ctx, "globex")
 	var inner, other error
-	err := tenant.Run(acme, app, app, func(exec racefree.Executor) error {
-		inner = tenant.Run(acme, app, exec, func(exec racefree.Executor) error {
+	err := send.Run(acme, app, app, func(exec racefree.Executor) error {
+		inner = send.Run(acme, app, exec, func(exec racefree.Executor) error {
 			if got := setting(t, ctx, exec); got != "acme" {
 				t.Errorf("the inner call runs for %q, want acme", got)
 			}
 			return nil
 		})
-		other = tenant.Run(globex, app, exec, func(racefree.Executor) error { return nil })
+		other = send.Run(globex, app, exec, func(racefree.Executor) error { return nil })
 		return nil
 	})
 	if err != nil || inner != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/wire"
-	"github.com/racefree/racefree/tenant"
 )
 
 // Op is one operation of a primitive: its statements, and the ways they
@@ -31,7 +30,7 @@ type Op struct {
 	Bounded bool
 	// Stmts are the statements that travel together, in one transaction,
 	// in this order: in a batch, or, when Pipeline is set, pipelined with
-	// the tenant's setting (tenant.Pipelined). They are all sent before
+	// the tenant's setting (Pipelined). They are all sent before
 	// any result comes back: a later one finds what it needs in the
 	// transaction, not in an earlier one's result.
 	Stmts []*wire.Statement
@@ -43,7 +42,7 @@ type Op struct {
 	// travel together: on the pool pipelined with the tenant's setting
 	// (PostgreSQL) or prepared (SQLite), in the caller's transaction
 	// otherwise, or in a transaction of its own that sets the tenant
-	// (tenant.QueryRow, tenant.Exec). It may be one of Stmts.
+	// (QueryRow, Exec). It may be one of Stmts.
 	Alone *wire.Statement
 }
 
@@ -75,24 +74,24 @@ const (
 // not a way taken: Do goes on to the next.
 func Do(ctx context.Context, db *racefree.DB, exec racefree.Executor, op *Op) (Way, error) {
 	if op.Key != "" {
-		combined := tenant.Combined
+		combined := Combined
 		if op.Bounded {
-			combined = tenant.CombinedWithin
+			combined = CombinedWithin
 		}
 		if ran, err := combined(ctx, db, exec, op.Key, op.Stmts...); ran {
 			return Together, wire.Of(db).InterpretError(err)
 		}
 	}
 	if op.Pipeline && wire.Of(db).CanPipeline() {
-		if ok, err := tenant.Pipelined(ctx, db, exec, op.Stmts...); ok {
+		if ok, err := Pipelined(ctx, db, exec, op.Stmts...); ok {
 			return Together, wire.Of(db).InterpretError(err)
 		}
 	}
 	if st := op.Alone; st != nil {
 		if st.Dest != nil {
-			return Alone, wire.Of(db).InterpretError(tenant.QueryRow(ctx, db, exec, st.Query, st.Args, st.Dest...))
+			return Alone, wire.Of(db).InterpretError(QueryRow(ctx, db, exec, st.Query, st.Args, st.Dest...))
 		}
-		n, err := tenant.Exec(ctx, db, exec, st.Query, st.Args...)
+		n, err := Exec(ctx, db, exec, st.Query, st.Args...)
 		st.RowsAffected = n
 		return Alone, wire.Of(db).InterpretError(err)
 	}
