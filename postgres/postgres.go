@@ -151,7 +151,7 @@ func (e *Engine) InterpretError(err error) error {
 }
 
 // notDurableSQLState and notDurablePrefix are how the strict prelude
-// (tenant/sql/postgres/set_strict.sql) fails: SQL has no RAISE, so it
+// (internal/send/sql/postgres/set_strict.sql) fails: SQL has no RAISE, so it
 // casts its reason, which begins with the prefix, to integer
 // (invalid_text_representation).
 const (
