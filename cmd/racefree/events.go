@@ -28,16 +28,8 @@ fence was never issued), 6 no such fingerprint (record, get).`
 // server: of all the observers of one fingerprint in one window, exactly
 // one is told to process it.
 func eventsCmd() *cobra.Command {
-	var (
-		srv    serverFlags
-		format string
-	)
-	cmd := &cobra.Command{
-		Use:   "events",
-		Short: "Observe an event (one observer per window processes it) and record its result on a running server (--server URL, key in RACEFREE_KEY)",
-		Long:  "events talks to a racefree server. " + eventsExitHelp,
-	}
-	srv.add(cmd)
+	g := newClientGroup("events", "Observe an event (one observer per window processes it) and record its result on a running server (--server URL, key in RACEFREE_KEY)",
+		"events talks to a racefree server. "+eventsExitHelp)
 	var (
 		ev     dedup.Event
 		window time.Duration
@@ -52,21 +44,19 @@ with numbers and ids folded), whether to process it, the window's fence
 lost reply gets the same observation back, counted once.
 ` + eventsExitHelp,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				o, err := c.Observe(ctx, ev, window)
-				if err != nil {
-					return err
-				}
-				if err := printObservation(cmd.OutOrStdout(), o, asJSON); err != nil {
-					return err
-				}
-				if !o.Process {
-					return &exitError{exitDuplicate, fmt.Errorf("duplicate: event %s is another observer's to process in the window of fence %d", o.Fingerprint, o.Fence)}
-				}
-				return nil
-			})
-		},
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			o, err := c.Observe(ctx, ev, window)
+			if err != nil {
+				return err
+			}
+			if err := printObservation(cmd.OutOrStdout(), o, asJSON); err != nil {
+				return err
+			}
+			if !o.Process {
+				return &exitError{exitDuplicate, fmt.Errorf("duplicate: event %s is another observer's to process in the window of fence %d", o.Fingerprint, o.Fence)}
+			}
+			return nil
+		}),
 	}
 	of := observe.Flags()
 	of.StringVar(&ev.Source, "source", "", "where the event came from, e.g. billing-worker (required)")
@@ -88,19 +78,17 @@ overwrite its successor's work. Recording again at the same fence
 overwrites the result.
 ` + eventsExitHelp,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				if err := c.Record(ctx, args[0], fence, result); err != nil {
-					return err
-				}
-				if asJSON {
-					return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"fingerprint": args[0], "fence": fence,
-						"classification": result.Classification, "external_id": result.ExternalID})
-				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: result recorded at fence %d\n", args[0], fence)
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			if err := c.Record(ctx, args[0], fence, result); err != nil {
 				return err
-			})
-		},
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"fingerprint": args[0], "fence": fence,
+					"classification": result.Classification, "external_id": result.ExternalID})
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: result recorded at fence %d\n", args[0], fence)
+			return err
+		}),
 	}
 	rf := record.Flags()
 	rf.Int64Var(&fence, "fence", 0, "the fence observe printed with process (required)")
@@ -113,23 +101,15 @@ overwrites the result.
 for it with the fence it was recorded at (fence 0: none recorded yet).
 ` + eventsExitHelp,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				rec, err := c.Event(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				return printEvent(cmd.OutOrStdout(), rec, asJSON)
-			})
-		},
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			rec, err := c.Event(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printEvent(cmd.OutOrStdout(), rec, asJSON)
+		}),
 	}
-	usageExit(cmd)
-	for _, sub := range []*cobra.Command{observe, record, get} {
-		formatFlag(sub, &format, "output: text (one line) or json (one object, the members of the API's answer)")
-		usageExit(sub)
-		cmd.AddCommand(sub)
-	}
-	return cmd
+	return g.add("output: text (one line) or json (one object, the members of the API's answer)", observe, record, get)
 }
 
 // printObservation prints an observation as one line of text, or with

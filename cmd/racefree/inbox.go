@@ -24,16 +24,8 @@ SOURCE), 2 bad input or usage (nothing sent).`
 // inboxCmd forwards signed webhook deliveries to a running server's inbox
 // and lists what it received.
 func inboxCmd() *cobra.Command {
-	var (
-		srv    serverFlags
-		format string
-	)
-	cmd := &cobra.Command{
-		Use:   "inbox",
-		Short: "Forward a signed webhook delivery to a running server's inbox, or list what it received (--server URL, key in RACEFREE_KEY)",
-		Long:  "inbox talks to a racefree server. " + inboxExitHelp,
-	}
-	srv.add(cmd)
+	g := newClientGroup("inbox", "Forward a signed webhook delivery to a running server's inbox, or list what it received (--server URL, key in RACEFREE_KEY)",
+		"inbox talks to a racefree server. "+inboxExitHelp)
 	var id, timestamp, signature, payload, payloadFile string
 	deliver := &cobra.Command{
 		Use:   "deliver SOURCE --webhook-id ID --webhook-timestamp T --webhook-signature SIG [--payload TEXT | --payload-file FILE]",
@@ -47,31 +39,29 @@ the key. The body is --payload, or the bytes of --payload-file as they are
 signature covers every byte).
 ` + inboxExitHelp,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				for _, f := range []struct{ name, value string }{{"webhook-id", id}, {"webhook-timestamp", timestamp}, {"webhook-signature", signature}} {
-					if f.value == "" {
-						return racefree.Invalid(f.name, "is required: the header as the sender signed the delivery")
-					}
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			for _, f := range []struct{ name, value string }{{"webhook-id", id}, {"webhook-timestamp", timestamp}, {"webhook-signature", signature}} {
+				if f.value == "" {
+					return racefree.Invalid(f.name, "is required: the header as the sender signed the delivery")
 				}
-				body, err := deliveryBody(cmd, payload, payloadFile)
-				if err != nil {
-					return err
-				}
-				h := http.Header{}
-				h.Set("webhook-id", id)
-				h.Set("webhook-timestamp", timestamp)
-				h.Set("webhook-signature", signature)
-				if err := c.Deliver(ctx, args[0], h, body); err != nil {
-					return err
-				}
-				if asJSON { // the route answers 204: its own parameters
-					return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"source": args[0], "webhook-id": id, "webhook-timestamp": timestamp})
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: delivered %s (%d bytes; a duplicate is recorded once)\n", args[0], id, len(body))
+			}
+			body, err := deliveryBody(cmd, payload, payloadFile)
+			if err != nil {
 				return err
-			})
-		},
+			}
+			h := http.Header{}
+			h.Set("webhook-id", id)
+			h.Set("webhook-timestamp", timestamp)
+			h.Set("webhook-signature", signature)
+			if err := c.Deliver(ctx, args[0], h, body); err != nil {
+				return err
+			}
+			if asJSON { // the route answers 204: its own parameters
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"source": args[0], "webhook-id": id, "webhook-timestamp": timestamp})
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: delivered %s (%d bytes; a duplicate is recorded once)\n", args[0], id, len(body))
+			return err
+		}),
 	}
 	df := deliver.Flags()
 	df.StringVar(&id, "webhook-id", "", "the delivery's webhook-id header, the event's id (required)")
@@ -95,28 +85,20 @@ the JSON body, or a string when it is not JSON). A page holds at most
 the last seq as --after until none is printed.
 ` + inboxExitHelp,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return srv.runOutput(cmd, format, func(ctx context.Context, c *client.Client, asJSON bool) error {
-				if after < 0 {
-					return racefree.Invalid("after", "must not be negative, got %d", after)
-				}
-				evs, err := c.InboxEvents(ctx, args[0], after, limit)
-				if err != nil {
-					return err
-				}
-				return printInbox(cmd.OutOrStdout(), evs, asJSON)
-			})
-		},
+		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {
+			if after < 0 {
+				return racefree.Invalid("after", "must not be negative, got %d", after)
+			}
+			evs, err := c.InboxEvents(ctx, args[0], after, limit)
+			if err != nil {
+				return err
+			}
+			return printInbox(cmd.OutOrStdout(), evs, asJSON)
+		}),
 	}
 	list.Flags().Int64Var(&after, "after", 0, "only deliveries numbered above this one (the last seq of the previous page)")
 	list.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("at most this many (1 to %d; 0: the server's default, 100)", inbox.MaxListLimit))
-	usageExit(cmd)
-	for _, sub := range []*cobra.Command{deliver, list} {
-		formatFlag(sub, &format, "output: text or json (the members of the API's answer: one object, or with list one per event and line)")
-		usageExit(sub)
-		cmd.AddCommand(sub)
-	}
-	return cmd
+	return g.add("output: text or json (the members of the API's answer: one object, or with list one per event and line)", deliver, list)
 }
 
 // deliveryBody returns the body of a delivery: text, or the bytes of file
