@@ -10,6 +10,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/ident"
+	"github.com/racefree/racefree/internal/snapshot"
 	"github.com/racefree/racefree/postgres"
 )
 
@@ -234,19 +235,10 @@ func (c *Checker) Check(ctx context.Context, opts Options) (*Report, error) {
 	return cat.judge(opts)
 }
 
-// readOnly runs fn in BEGIN READ ONLY at REPEATABLE READ (one snapshot for
-// every catalogue query) with statement_timeout set for the transaction
-// only (set_config(…, true) is SET LOCAL), and rolls back.
+// readOnly runs fn in one read-only snapshot (one for every catalogue
+// query) bounded by statement_timeout (snapshot.ReadOnly).
 func (c *Checker) readOnly(ctx context.Context, timeout time.Duration, fn func(*sql.Tx) error) error {
-	tx, err := c.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
-	if err != nil {
-		return fmt.Errorf("begin read only: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `SELECT set_config('statement_timeout', $1, true)`, fmt.Sprintf("%dms", timeout.Milliseconds())); err != nil {
-		return fmt.Errorf("statement timeout: %w", err)
-	}
-	return fn(tx)
+	return snapshot.ReadOnly(ctx, c.db, timeout, fn)
 }
 
 func (o *Options) normalize() error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/snapshot"
 )
 
 // postgresDialect is the dialect of PostgreSQL.
@@ -15,18 +16,10 @@ type postgresDialect struct{}
 
 func (postgresDialect) name() string { return racefree.Postgres }
 
-// readOnly: BEGIN READ ONLY at REPEATABLE READ, with SET LOCAL
-// statement_timeout.
+// readOnly: one read-only snapshot bounded by statement_timeout
+// (snapshot.ReadOnly).
 func (postgresDialect) readOnly(ctx context.Context, db *sql.DB, timeout time.Duration, fn func(querier) error) error {
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
-	if err != nil {
-		return fmt.Errorf("begin read only: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `SELECT set_config('statement_timeout', $1, true)`, fmt.Sprintf("%dms", timeout.Milliseconds())); err != nil {
-		return fmt.Errorf("statement timeout: %w", err)
-	}
-	return fn(tx)
+	return snapshot.ReadOnly(ctx, db, timeout, func(tx *sql.Tx) error { return fn(tx) })
 }
 
 // refuse: NULLS NOT DISTINCT depends on the server's version, which
