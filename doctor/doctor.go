@@ -14,6 +14,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/roles"
+	"github.com/racefree/racefree/internal/statement"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -368,7 +369,7 @@ func (c *checker) rls(ctx context.Context) {
 			fixes = append(fixes, "ALTER TABLE "+name+" FORCE ROW LEVEL SECURITY;")
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		c.notJudged(RLSNotJudged, "racefree's tables' row-level security", err)
 		return
 	}
@@ -394,7 +395,7 @@ func (c *checker) analyze(ctx context.Context) {
 		}
 		names = append(names, name)
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		c.notJudged(AnalyzeNotJudged, "whether racefree's tables were analyzed", err)
 		return
 	}
@@ -506,14 +507,6 @@ func (c *checker) sqlite(ctx context.Context) {
 		c.add(SQLiteRollbackNormal, Warn, "PRAGMA journal_mode = WAL; (racefree's default) or PRAGMA synchronous = FULL;",
 			"journal_mode %s with synchronous NORMAL: a power loss at the wrong moment may corrupt the file", strings.ToUpper(journal))
 	}
-}
-
-func closeRows(rows *sql.Rows) error {
-	err := rows.Err()
-	if cerr := rows.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func oneLine(err error) string {

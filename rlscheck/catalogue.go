@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/roles"
+	"github.com/racefree/racefree/internal/statement"
 )
 
 //go:embed sql/postgres/schemas.sql
@@ -120,7 +121,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		}
 		cat.schemas = append(cat.schemas, s)
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("schemas: %w", err)
 	}
 	for _, s := range opts.Schemas {
@@ -143,7 +144,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		cat.tables = append(cat.tables, t)
 		byOID[t.oid] = t
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("tables: %w", err)
 	}
 
@@ -179,7 +180,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 			t.policies = append(t.policies, p)
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("policies: %w", err)
 	}
 
@@ -209,7 +210,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 			}
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("policy roles: %w", err)
 	}
 
@@ -239,7 +240,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		}
 		last.reads = append(last.reads, rel)
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("views: %w", err)
 	}
 
@@ -267,7 +268,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		cat.functions = append(cat.functions, f)
 		byFunc[f.oid] = f
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("functions: %w", err)
 	}
 
@@ -293,7 +294,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		}
 		cat.relations[r.oid] = r
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("relations: %w", err)
 	}
 	err = scanDeps(ctx, tx, viewDepsSQL, func(oid int64, d dep) {
@@ -322,7 +323,7 @@ func scanDeps(ctx context.Context, tx *sql.Tx, query string, add func(int64, dep
 		}
 		add(oid, d)
 	}
-	return closeRows(rows)
+	return statement.CloseRows(rows)
 }
 
 func nonNil(s []string) []string {
@@ -330,12 +331,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-func closeRows(rows *sql.Rows) error {
-	err := rows.Err()
-	if cerr := rows.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -6,6 +6,3 @@ var (
 	ReachSQL  = &reachSQL
 	Reach16   = &reach16SQL
 )
-
-// For the test of closeRows.
-var CloseRows = closeRows

@@ -42,6 +42,7 @@ import (
 
 	"github.com/racefree/racefree/internal/ident"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/statement"
 )
 
 //go:embed sql/postgres/reach.sql
@@ -261,7 +262,7 @@ func judge(ctx context.Context, q Querier, text, role string, owners []string) (
 			found = append(found, f)
 		}
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("roles: judge %s: %w", quote(role), err)
 	}
 	if !exists {
@@ -289,18 +290,10 @@ func Owners(ctx context.Context, q Querier) ([]string, error) {
 		}
 		owners = append(owners, o)
 	}
-	if err := closeRows(rows); err != nil {
+	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("roles: owners: %w", err)
 	}
 	return owners, nil
-}
-
-func closeRows(rows *sql.Rows) error {
-	err := rows.Err()
-	if cerr := rows.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // quote quotes a role name read from the catalogue or checked by the

@@ -256,27 +256,3 @@ func TestJudgeOrdersFindingsByKind(t *testing.T) {
 		t.Fatalf("Judge = %v, want %v", got, want)
 	}
 }
-
-// TestCloseRowsKeepsAnErrorMetMidway: a query that fails after its
-// first row (rows.Next stops, rows.Err holds the failure) is an error
-// of closeRows, so that Judge and Owners fail instead of judging on the
-// rows read before it.
-func TestCloseRowsKeepsAnErrorMetMidway(t *testing.T) {
-	t.Parallel()
-	db, err := sql.Open("pgx", testdb.NewDSN(t, racefree.Postgres))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	rows, err := db.QueryContext(context.Background(), `SELECT x FROM generate_series(1, 2) x WHERE 1 / (2 - x) > 0`)
-	if err != nil {
-		t.Fatalf("the query failed before its first row: %v", err)
-	}
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	if err := roles.CloseRows(rows); err == nil || n != 1 {
-		t.Fatalf("closeRows after %d row(s): %v, want the division by zero after one row", n, err)
-	}
-}

@@ -74,3 +74,16 @@ func Run(ctx context.Context, exec Executor, ps *sql.Stmt, st Statement) (found 
 	}
 	return found, rows.Err()
 }
+
+// CloseRows closes rows that were read to their end and returns the error
+// that ended them (rows.Err: a query that failed after some of its rows,
+// a division by zero on the second row, say), else Close's. A reader that
+// stopped at the end of rows.Next without it would take the rows it got
+// for all of them: a checker would judge a catalogue it read only half of.
+func CloseRows(rows *sql.Rows) error {
+	err := rows.Err()
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
