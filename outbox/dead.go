@@ -143,7 +143,7 @@ func (o *Outbox) Dead(ctx context.Context, exec racefree.Executor, f Filter, aft
 	var out []*Record
 	err := o.run(ctx, exec, func(exec racefree.Executor) error {
 		out = out[:0]
-		rows, err := exec.QueryContext(ctx, o.q.Get("dead"), t, o.idsArg(f.IDs), f.Topic, f.Key, after, limit)
+		rows, err := exec.QueryContext(ctx, o.q.Get("dead"), t, o.dialect.idsArg(f.IDs), f.Topic, f.Key, after, limit)
 		if err != nil {
 			return err
 		}
@@ -175,14 +175,14 @@ func (o *Outbox) Redrive(ctx context.Context, exec racefree.Executor, f Filter) 
 	var ids []int64
 	err := o.run(ctx, exec, func(exec racefree.Executor) error {
 		var err error
-		ids, err = o.ids(ctx, exec, o.q.Get("redrive"), t, o.idsArg(f.IDs), f.Topic, f.Key, wire.Of(o.db).ClockArg())
+		ids, err = o.ids(ctx, exec, o.q.Get("redrive"), t, o.dialect.idsArg(f.IDs), f.Topic, f.Key, wire.Of(o.db).ClockArg())
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("outbox redrive: %w", wire.Of(o.db).InterpretError(err))
 	}
 	if len(ids) > 0 {
-		if _, inTx := exec.(*sql.Tx); !inTx || o.db.Engine() == racefree.SQLite {
+		if _, inTx := exec.(*sql.Tx); !inTx || o.dialect.wakesBeforeCommit() {
 			o.hub.wake(t)
 		}
 	}
@@ -199,13 +199,11 @@ func (o *Outbox) Discard(ctx context.Context, exec racefree.Executor, f Filter) 
 	t := tenant.From(ctx)
 	var ids []int64
 	err := o.inTx(ctx, exec, func(exec racefree.Executor) error {
-		if o.db.Engine() == racefree.SQLite {
-			if _, err := exec.ExecContext(ctx, o.q.Get("discard_history"), t, o.idsArg(f.IDs), f.Topic, f.Key); err != nil {
-				return err
-			}
+		if err := o.dialect.discardHistory(ctx, o, exec, t, f); err != nil {
+			return err
 		}
 		var err error
-		ids, err = o.ids(ctx, exec, o.q.Get("discard"), t, o.idsArg(f.IDs), f.Topic, f.Key)
+		ids, err = o.ids(ctx, exec, o.q.Get("discard"), t, o.dialect.idsArg(f.IDs), f.Topic, f.Key)
 		return err
 	})
 	if err != nil {
@@ -271,18 +269,8 @@ func (o *Outbox) ReapTenant(ctx context.Context) (int64, error) {
 	n, err := reaper.Run(ctx, o.db.Engine(), size, func() (int64, error) {
 		var n int64
 		err := o.inTx(ctx, o.db, func(exec racefree.Executor) error {
-			if o.db.Engine() == racefree.Postgres {
-				return exec.QueryRowContext(ctx, o.q.Get("reap"), t, o.opts.Retention.Milliseconds(), size, wire.Of(o.db).ClockArg()).Scan(&n)
-			}
-			cutoff := o.sqliteNow() - o.opts.Retention.Milliseconds()
-			if _, err := exec.ExecContext(ctx, o.q.Get("reap_history"), t, cutoff, size); err != nil {
-				return err
-			}
-			res, err := exec.ExecContext(ctx, o.q.Get("reap"), t, cutoff, size)
-			if err != nil {
-				return err
-			}
-			n, err = res.RowsAffected()
+			var err error
+			n, err = o.dialect.reap(ctx, o, exec, t, size)
 			return err
 		})
 		return n, err

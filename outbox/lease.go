@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/send"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
@@ -119,35 +118,21 @@ func (o *Outbox) Claim(ctx context.Context, worker string, n int, lease time.Dur
 // earlier statement's rows.
 func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, lease time.Duration, topics []string, done []*Delivery, locked bool) ([]*Delivery, []tenure, error) {
 	id := tenant.From(ctx)
-	if o.db.Engine() == racefree.SQLite && len(done) == 0 && !locked {
-		// Look before taking the write lock: an idle relay's polls are
-		// then reads, which never hold up the writers.
-		due, err := o.anyDue(ctx, id, topics)
+	if len(done) == 0 && !locked {
+		due, err := o.dialect.mayBeDue(ctx, o, id, topics)
 		if err != nil || !due {
 			return nil, nil, err
 		}
 	}
-	var out []*Delivery
-	var completed []tenure
-	if o.db.Engine() == racefree.Postgres {
-		if err := o.needSchema(ctx, o.db); err != nil {
-			return nil, nil, fmt.Errorf("outbox claim: %w", wire.Of(o.db).InterpretError(err))
-		}
-		var stmts []*wire.Statement
-		if len(done) > 0 {
-			stmts = append(stmts, o.completeStatement(id, done, &completed))
-		}
-		stmts = append(stmts, o.claimStatement(id, worker, n, lease, topics, &out))
-		way, err := send.Do(ctx, o.db, o.db, &send.Op{Stmts: stmts, Pipeline: true})
-		if err != nil {
-			return nil, nil, fmt.Errorf("outbox claim: %w", err)
-		}
-		if way == send.Together {
-			sortByID(out)
-			return out, completed, nil
-		}
+	out, completed, together, err := o.dialect.claimTogether(ctx, o, id, worker, n, lease, topics, done)
+	if err != nil {
+		return nil, nil, err
 	}
-	err := o.inTx(ctx, o.db, func(exec racefree.Executor) error {
+	if together {
+		sortByID(out)
+		return out, completed, nil
+	}
+	err = o.inTx(ctx, o.db, func(exec racefree.Executor) error {
 		out, completed = out[:0], completed[:0]
 		var lapsed []lapse
 		var err error
@@ -156,12 +141,7 @@ func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, leas
 				return err
 			}
 		}
-		if o.db.Engine() == racefree.Postgres {
-			err = queryRows(ctx, exec, o.claimStatement(id, worker, n, lease, topics, &out))
-		} else {
-			out, lapsed, err = o.claimSQLite(ctx, exec, id, worker, n, lease, topics)
-		}
-		if err != nil {
+		if out, lapsed, err = o.dialect.claim(ctx, o, exec, id, worker, n, lease, topics); err != nil {
 			return err
 		}
 		for _, l := range lapsed {
@@ -178,55 +158,12 @@ func (o *Outbox) claimCompleting(ctx context.Context, worker string, n int, leas
 	return out, completed, nil
 }
 
-// anyDue reports whether a claim would find a message (SQLite, outside
-// any transaction: the claim itself looks again under the write lock).
-func (o *Outbox) anyDue(ctx context.Context, id string, topics []string) (bool, error) {
-	var due bool
-	err := o.run(ctx, o.db, func(exec racefree.Executor) error {
-		rows, err := exec.QueryContext(ctx, o.q.Get("claim_due"), id, o.topicsArg(topics), 1, o.sqliteNow())
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		due = rows.Next()
-		return rows.Err()
-	})
-	if err != nil {
-		return false, fmt.Errorf("outbox claim: %w", wire.Of(o.db).InterpretError(err))
-	}
-	return due, nil
-}
-
 // lapse is a lease that lapsed, found by a claim: the attempt it ended.
 type lapse struct {
 	id, fence int64
 	attempt   int
 	worker    string
 	at        int64
-}
-
-// claimStatement is the claim of PostgreSQL, which records the lapses it
-// finds itself; it reads the deliveries into *into.
-func (o *Outbox) claimStatement(id, worker string, n int, lease time.Duration, topics []string, into *[]*Delivery) *wire.Statement {
-	return &wire.Statement{
-		Query: o.q.Get("claim"),
-		Args:  []any{id, o.topicsArg(topics), n, lease.Milliseconds(), worker, wire.Of(o.db).ClockArg(), o.opts.History},
-		Rows: func(rows wire.Rows) error {
-			*into = (*into)[:0]
-			for rows.Next() {
-				d := &Delivery{Tenant: id, Worker: worker}
-				var headers string
-				var created, expires int64
-				if err := rows.Scan(&d.ID, &d.Topic, &d.Key, &d.Ordered, &d.Payload, &headers, &created, &d.Attempt, &d.MaxAttempts,
-					&d.Fence, &expires); err != nil {
-					return err
-				}
-				d.Headers, d.CreatedAt, d.LeaseExpiresAt = decodeHeaders(headers), racefree.FromMillis(created), racefree.FromMillis(expires)
-				*into = append(*into, d)
-			}
-			return nil
-		},
-	}
 }
 
 // queryRows runs st, a statement with Rows, on exec.
@@ -240,52 +177,6 @@ func queryRows(ctx context.Context, exec racefree.Executor, st *wire.Statement) 
 		return err
 	}
 	return rows.Err()
-}
-
-func (o *Outbox) claimSQLite(ctx context.Context, exec racefree.Executor, id, worker string, n int, lease time.Duration, topics []string) ([]*Delivery, []lapse, error) {
-	now := o.sqliteNow()
-	rows, err := exec.QueryContext(ctx, o.q.Get("claim_due"), id, o.topicsArg(topics), n, now)
-	if err != nil {
-		return nil, nil, err
-	}
-	var ids []int64
-	was := map[int64][2]string{}
-	for rows.Next() {
-		var mid int64
-		var state, by string
-		if err := rows.Scan(&mid, &state, &by); err != nil {
-			rows.Close()
-			return nil, nil, err
-		}
-		ids = append(ids, mid)
-		was[mid] = [2]string{state, by}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(ids) == 0 {
-		return nil, nil, err
-	}
-	rows, err = exec.QueryContext(ctx, o.q.Get("claim_take"), id, o.idsArg(ids), now, lease.Milliseconds(), worker)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rows.Close()
-	var out []*Delivery
-	var lapsed []lapse
-	for rows.Next() {
-		d := &Delivery{Tenant: id, Worker: worker}
-		var headers string
-		var created, expires int64
-		if err := rows.Scan(&d.ID, &d.Topic, &d.Key, &d.Ordered, &d.Payload, &headers, &created, &d.Attempt, &d.MaxAttempts,
-			&d.Fence, &expires); err != nil {
-			return nil, nil, err
-		}
-		d.Headers, d.CreatedAt, d.LeaseExpiresAt = decodeHeaders(headers), racefree.FromMillis(created), racefree.FromMillis(expires)
-		out = append(out, d)
-		if w := was[d.ID]; w[0] == string(Leased) {
-			lapsed = append(lapsed, lapse{id: d.ID, fence: d.Fence - 1, attempt: d.Attempt - 1, worker: w[1], at: now})
-		}
-	}
-	return out, lapsed, rows.Err()
 }
 
 // record adds a failed tenure to a message's history and drops the
@@ -347,7 +238,7 @@ func (o *Outbox) complete(ctx context.Context, exec racefree.Executor, id string
 // completeStatement marks the current tenures among ds delivered and
 // reads them into *into.
 func (o *Outbox) completeStatement(id string, ds []*Delivery, into *[]tenure) *wire.Statement {
-	args := append([]any{id}, o.tenuresArgs(ds)...)
+	args := append([]any{id}, o.dialect.tenuresArgs(ds)...)
 	args = append(args, wire.Of(o.db).ClockArg())
 	return &wire.Statement{
 		Query: o.q.Get("complete"),
@@ -408,7 +299,7 @@ func (o *Outbox) Heartbeat(ctx context.Context, ds []*Delivery, lease time.Durat
 	}
 	var renewed map[tenure]int64
 	err := o.run(ctx, o.db, func(exec racefree.Executor) error {
-		args := append([]any{id}, o.tenuresArgs(ds)...)
+		args := append([]any{id}, o.dialect.tenuresArgs(ds)...)
 		args = append(args, lease.Milliseconds(), wire.Of(o.db).ClockArg())
 		rows, err := exec.QueryContext(ctx, o.q.Get("renew"), args...)
 		if err != nil {

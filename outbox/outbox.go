@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -146,6 +145,7 @@ type Options struct {
 // use.
 type Outbox struct {
 	db      *racefree.DB
+	dialect dialect
 	q       query.Set
 	opts    Options
 	ordered map[string]bool
@@ -154,7 +154,7 @@ type Outbox struct {
 
 // New returns the outbox of db. It does no I/O.
 func New(db *racefree.DB, opts *Options) (*Outbox, error) {
-	o := &Outbox{db: db, q: queries[db.Engine()], ordered: map[string]bool{}, hub: hubOf(db)}
+	o := &Outbox{db: db, dialect: dialects[db.Engine()], q: queries[db.Engine()], ordered: map[string]bool{}, hub: hubOf(db)}
 	if opts != nil {
 		o.opts = *opts
 	}
@@ -235,13 +235,13 @@ func (o *Outbox) Enqueue(ctx context.Context, exec racefree.Executor, m Message)
 	id := tenant.From(ctx)
 	var msgID int64
 	err = o.run(ctx, exec, func(exec racefree.Executor) error {
-		if in.ordered && o.db.Engine() == racefree.Postgres {
-			if _, err := exec.ExecContext(ctx, o.q.Get("lock_key"), id, m.Topic, m.Key); err != nil {
+		if in.ordered {
+			if err := o.dialect.lockKey(ctx, o, exec, id, m.Topic, m.Key); err != nil {
 				return err
 			}
 		}
 		name := "enqueue"
-		if o.db.Engine() == racefree.Postgres && !o.opts.NoNotify && o.hub.notifyDue(id, o.opts.NotifyInterval) {
+		if o.dialect.notifies() && !o.opts.NoNotify && o.hub.notifyDue(id, o.opts.NotifyInterval) {
 			name = "enqueue_notify"
 		}
 		return exec.QueryRowContext(ctx, o.q.Get(name), id, m.Topic, m.Key, in.ordered, in.payload, in.headers,
@@ -250,7 +250,7 @@ func (o *Outbox) Enqueue(ctx context.Context, exec racefree.Executor, m Message)
 	if err != nil {
 		return 0, fmt.Errorf("outbox enqueue: %w", wire.Of(o.db).InterpretError(err))
 	}
-	if _, inTx := exec.(*sql.Tx); !inTx || o.db.Engine() == racefree.SQLite {
+	if _, inTx := exec.(*sql.Tx); !inTx || o.dialect.wakesBeforeCommit() {
 		o.hub.wake(id)
 	}
 	return msgID, nil
@@ -397,53 +397,6 @@ func forTenant(ctx context.Context, id string) (context.Context, error) {
 		return ctx, nil
 	}
 	return tenant.With(ctx, id)
-}
-
-// idsArg binds a list of ids: an array on PostgreSQL, a JSON array on
-// SQLite.
-func (o *Outbox) idsArg(ids []int64) any {
-	if ids == nil {
-		ids = []int64{}
-	}
-	if o.db.Engine() == racefree.Postgres {
-		return ids
-	}
-	b, _ := json.Marshal(ids)
-	return string(b)
-}
-
-func (o *Outbox) topicsArg(topics []string) any {
-	if topics == nil {
-		topics = []string{}
-	}
-	if o.db.Engine() == racefree.Postgres {
-		return topics
-	}
-	b, _ := json.Marshal(topics)
-	return string(b)
-}
-
-// tenuresArgs binds (id, fence) pairs: two arrays on PostgreSQL, one JSON
-// array of pairs on SQLite.
-func (o *Outbox) tenuresArgs(ds []*Delivery) []any {
-	ids := make([]int64, len(ds))
-	fences := make([]int64, len(ds))
-	for i, d := range ds {
-		ids[i], fences[i] = d.ID, d.Fence
-	}
-	if o.db.Engine() == racefree.Postgres {
-		return []any{ids, fences}
-	}
-	var b strings.Builder
-	b.WriteByte('[')
-	for i := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("[" + strconv.FormatInt(ids[i], 10) + "," + strconv.FormatInt(fences[i], 10) + "]")
-	}
-	b.WriteByte(']')
-	return []any{b.String()}
 }
 
 // sqliteNow is "now" for the SQLite statements that share one instant:

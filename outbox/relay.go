@@ -187,7 +187,7 @@ func (o *Outbox) NewRelay(h Handler, opts *RelayOptions) (*Relay, error) {
 	if p.Logger == nil {
 		p.Logger = slog.Default()
 	}
-	if p.Listen && o.db.Engine() != racefree.Postgres {
+	if p.Listen && !o.dialect.notifies() {
 		p.Listen = false // SQLite relays are woken in-process
 	}
 	return r, nil
