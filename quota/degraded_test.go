@@ -22,6 +22,20 @@ import (
 // is on its way. Other statements pass through.
 type lostReply struct{ *racefree.DB }
 
+func (e lostReply) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if !strings.Contains(query, "INSERT INTO racefree_quotas") {
+		return e.DB.QueryContext(ctx, query, args...)
+	}
+	if rows, err := e.DB.QueryContext(ctx, query, args...); err == nil {
+		for rows.Next() {
+		}
+		rows.Close()
+	}
+	expired, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel()
+	return e.DB.QueryContext(expired, `SELECT 1`)
+}
+
 func (e lostReply) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	if !strings.Contains(query, "INSERT INTO racefree_quotas") {
 		return e.DB.QueryRowContext(ctx, query, args...)

@@ -468,7 +468,8 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 			allowed        bool
 			tat, used, now int64
 		)
-		err := l.queryRow(ctx, exec, name, tenant.From(ctx), l.scope, key, n, arg, p.limit(), wire.Of(l.db).ClockArg()).Scan(&allowed, &tat, &used, &now)
+		err := send.Statement(ctx, l.db, exec, &wire.Statement{Query: l.q.Get(name), Args: []any{tenant.From(ctx), l.scope, key, n, arg, p.limit(), wire.Of(l.db).ClockArg()},
+			Dest: []any{&allowed, &tat, &used, &now}})
 		switch {
 		case err == nil && allowed:
 			return decide(p, n, now, tat, used, true), nil
@@ -476,11 +477,11 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 			// Refused; the statement read the counter it refused on.
 		case errors.Is(err, sql.ErrNoRows):
 			// Refused, and the counter is still to be read.
-			if now, tat, used, err = l.state(ctx, exec, key, p); err != nil {
+			if now, tat, used, err = l.state(ctx, exec, key, p, send.ReadStatement); err != nil {
 				return Decision{}, err
 			}
 		default:
-			return Decision{}, l.interpret(exec, err)
+			return Decision{}, err
 		}
 		if d := decide(p, n, now, tat, used, false); !d.Allowed {
 			return d, nil
@@ -491,12 +492,20 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 	}
 }
 
-// state reads key's counter and the clock. A missing row reads as a full
-// bucket.
-func (l *Limiter) state(ctx context.Context, exec racefree.Executor, key string, p Policy) (now, tat, used int64, err error) {
+// sender sends one statement of a charge, a refund or a read of their
+// counter on the executor send.Run handed its fn: send.Statement or
+// send.ReadStatement.
+type sender func(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.Statement) error
+
+// state reads key's counter and the clock, sending the statement with
+// run: send.ReadStatement after a refused charge, send.Statement after a
+// refund that found no counter, whose errors are the refund's. A missing
+// row reads as a full bucket.
+func (l *Limiter) state(ctx context.Context, exec racefree.Executor, key string, p Policy, run sender) (now, tat, used int64, err error) {
 	var t, u sql.NullInt64
-	if err := l.queryRow(ctx, exec, "state", tenant.From(ctx), l.scope, key, string(p.Kind), wire.Of(l.db).ClockArg()).Scan(&now, &t, &u); err != nil {
-		return 0, 0, 0, wire.Of(l.db).InterpretError(err)
+	if err := run(ctx, l.db, exec, &wire.Statement{Query: l.q.Get("state"), Args: []any{tenant.From(ctx), l.scope, key, string(p.Kind), wire.Of(l.db).ClockArg()},
+		Dest: []any{&now, &t, &u}}); err != nil {
+		return 0, 0, 0, err
 	}
 	return now, t.Int64, u.Int64, nil
 }
@@ -554,11 +563,12 @@ func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string
 	}
 	var tat, used, now int64
 	err := send.Run(ctx, l.db, exec, func(exec racefree.Executor) error {
-		err := exec.QueryRowContext(ctx, l.q.Get(name), tenant.From(ctx), l.scope, key, n, arg, wire.Of(l.db).ClockArg()).Scan(&tat, &used, &now)
+		err := send.Statement(ctx, l.db, exec, &wire.Statement{Query: l.q.Get(name), Args: []any{tenant.From(ctx), l.scope, key, n, arg, wire.Of(l.db).ClockArg()},
+			Dest: []any{&tat, &used, &now}})
 		if errors.Is(err, sql.ErrNoRows) {
-			now, tat, used, err = l.state(ctx, exec, key, p)
+			now, tat, used, err = l.state(ctx, exec, key, p, send.Statement)
 		}
-		return l.interpret(exec, err)
+		return err
 	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, wire.Of(l.db).InterpretError(err))

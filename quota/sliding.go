@@ -42,7 +42,8 @@ func (l *Limiter) consumeSliding(ctx context.Context, exec racefree.Executor, ke
 			allowed              bool
 			tat, used, prev, now int64
 		)
-		err := l.queryRow(ctx, exec, "consume_sliding", tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), p.Rate, wire.Of(l.db).ClockArg()).Scan(&allowed, &tat, &used, &prev, &now)
+		err := send.Statement(ctx, l.db, exec, &wire.Statement{Query: l.q.Get("consume_sliding"), Args: []any{tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), p.Rate, wire.Of(l.db).ClockArg()},
+			Dest: []any{&allowed, &tat, &used, &prev, &now}})
 		switch {
 		case err == nil && allowed:
 			return decideSliding(p, n, now, tat, used, prev, true), nil
@@ -50,11 +51,11 @@ func (l *Limiter) consumeSliding(ctx context.Context, exec racefree.Executor, ke
 			// Refused; the statement read the counter it refused on.
 		case errors.Is(err, sql.ErrNoRows):
 			// Refused, and the counter is still to be read.
-			if now, tat, used, prev, err = l.stateSliding(ctx, exec, key); err != nil {
+			if now, tat, used, prev, err = l.stateSliding(ctx, exec, key, send.ReadStatement); err != nil {
 				return Decision{}, err
 			}
 		default:
-			return Decision{}, l.interpret(exec, err)
+			return Decision{}, err
 		}
 		if d := decideSliding(p, n, now, tat, used, prev, false); !d.Allowed {
 			return d, nil
@@ -111,12 +112,14 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 	}
 }
 
-// stateSliding reads key's sliding-window counter and the clock. A missing
-// row reads as nothing counted.
-func (l *Limiter) stateSliding(ctx context.Context, exec racefree.Executor, key string) (now, tat, used, prev int64, err error) {
+// stateSliding reads key's sliding-window counter and the clock, sending
+// the statement with run, as state does. A missing row reads as nothing
+// counted.
+func (l *Limiter) stateSliding(ctx context.Context, exec racefree.Executor, key string, run sender) (now, tat, used, prev int64, err error) {
 	var t, u, pr sql.NullInt64
-	if err := l.queryRow(ctx, exec, "state_sliding", tenant.From(ctx), l.scope, key, wire.Of(l.db).ClockArg()).Scan(&now, &t, &u, &pr); err != nil {
-		return 0, 0, 0, 0, wire.Of(l.db).InterpretError(err)
+	if err := run(ctx, l.db, exec, &wire.Statement{Query: l.q.Get("state_sliding"), Args: []any{tenant.From(ctx), l.scope, key, wire.Of(l.db).ClockArg()},
+		Dest: []any{&now, &t, &u, &pr}}); err != nil {
+		return 0, 0, 0, 0, err
 	}
 	return now, t.Int64, u.Int64, pr.Int64, nil
 }
@@ -129,12 +132,13 @@ func (l *Limiter) refundSliding(ctx context.Context, exec racefree.Executor, key
 			return err
 		}
 		var pr sql.NullInt64
-		err := exec.QueryRowContext(ctx, l.q.Get("refund_sliding"), tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), wire.Of(l.db).ClockArg()).Scan(&tat, &used, &pr, &now)
+		err := send.Statement(ctx, l.db, exec, &wire.Statement{Query: l.q.Get("refund_sliding"), Args: []any{tenant.From(ctx), l.scope, key, n, p.Per.Milliseconds(), wire.Of(l.db).ClockArg()},
+			Dest: []any{&tat, &used, &pr, &now}})
 		prev = pr.Int64
 		if errors.Is(err, sql.ErrNoRows) {
-			now, tat, used, prev, err = l.stateSliding(ctx, exec, key)
+			now, tat, used, prev, err = l.stateSliding(ctx, exec, key, send.Statement)
 		}
-		return l.interpret(exec, err)
+		return err
 	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("quota: refund %s: %w", key, wire.Of(l.db).InterpretError(err))

@@ -210,7 +210,7 @@ func ReadRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, query
 	return Read(ctx, db, exec, func(exec racefree.Executor) error {
 		var ps *sql.Stmt
 		if pooled(db, exec) {
-			ps = wire.Of(db).Prepared(ctx, st.Query) // SQLite's pool: see one
+			ps = wire.Of(db).Prepared(ctx, st.Query) // SQLite's pool: see Statement
 		}
 		found, err := statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Dest: st.Dest, Affected: &st.RowsAffected})
 		if err == nil && !found {
@@ -336,21 +336,45 @@ func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.
 		}
 	}
 	return Run(ctx, db, exec, func(exec racefree.Executor) error {
-		// On SQLite's pool, the statement prepared once per connection
-		// (wire.DB.Prepared): parsing it was half of a claim's CPU.
-		var ps *sql.Stmt
-		if pooled(db, exec) {
-			ps = wire.Of(db).Prepared(ctx, st.Query)
-		}
-		found, err := statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Dest: st.Dest, Affected: &st.RowsAffected})
-		if err == nil && !found {
-			err = sql.ErrNoRows
-		}
-		if pooled(db, exec) { // it committed by itself: a cancelled one may have
-			return wire.Of(db).InterpretAutocommit(err)
-		}
-		return wire.Of(db).InterpretError(err)
+		return Statement(ctx, db, exec, st)
 	})
+}
+
+// Statement runs st on exec, the executor Run handed its fn: on SQLite's
+// pool the statement prepared once per connection (wire.DB.Prepared),
+// which saves parsing and planning it on every call (half of a claim's
+// CPU), and its text everywhere else. A Dest statement that returns no
+// row fails with an error matching racefree.ErrNotFound and
+// sql.ErrNoRows; st.RowsAffected receives the count of any other. Errors
+// are returned after InterpretError, and on the pool, where st commits
+// by itself, as an autocommit: a caller that gave up once st was sent
+// gets racefree.ErrUnavailable with the context's error where the server
+// may commit it all the same (wire.DB.InterpretAutocommit).
+func Statement(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.Statement) error {
+	return alone(ctx, db, exec, st, pooled(db, exec))
+}
+
+// ReadStatement is Statement for a read, whose errors are returned after
+// InterpretError alone, on the pool too: a read commits nothing.
+func ReadStatement(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.Statement) error {
+	return alone(ctx, db, exec, st, false)
+}
+
+// alone runs st as Statement says; autocommit says its errors are
+// interpreted as an autocommit's.
+func alone(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.Statement, autocommit bool) error {
+	var ps *sql.Stmt
+	if pooled(db, exec) {
+		ps = wire.Of(db).Prepared(ctx, st.Query)
+	}
+	found, err := statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Dest: st.Dest, Affected: &st.RowsAffected})
+	if err == nil && !found {
+		err = sql.ErrNoRows
+	}
+	if autocommit { // it committed by itself: a cancelled one may have
+		return wire.Of(db).InterpretAutocommit(err)
+	}
+	return wire.Of(db).InterpretError(err)
 }
 
 // pooled reports whether exec is db's own pool, where a statement may
