@@ -110,7 +110,7 @@ type pending struct {
 // caller settles it as it would alone: re-read, or retry with what makes
 // the retry safe (an idempotency key, a fence). On SQLite, which commits
 // in the process, only an I/O error at the commit leaves the outcome
-// unknown (wire.CommitJudge).
+// unknown ([wire.CommitJudge]).
 func (db *DB) combine(ctx context.Context, op *wire.Op) (bool, error) {
 	if !db.combining() {
 		return false, nil
@@ -258,7 +258,7 @@ func (c *combiner) take(lead *pending, n int) []*pending {
 // the batch is known to have committed nothing; any other error leaves
 // the outcome unknown, and is never retried. The earliest
 // Op.Deadline of batch ends it: on an engine that can bound a pipeline on
-// the server (wire.ServerBound), the server ends it, and answers so; on the
+// the server ([wire.ServerBound]), the server ends it, and answers so; on the
 // others, the batch's context. A pipeline's statements and its commit are
 // all sent at once, so a client that gave up on it could not stop the
 // server from committing it later (once a lock it waited for is free).
@@ -332,7 +332,7 @@ func (db *DB) runTx(ctx context.Context, tx *sql.Tx, ops []*pending) error {
 
 // judgeCommit marks err, returned by a COMMIT or by a statement that
 // commits by itself, ErrNotCommitted unless the engine says it may have
-// committed (wire.CommitJudge); an engine that cannot tell leaves every such
+// committed ([wire.CommitJudge]); an engine that cannot tell leaves every such
 // error unknown.
 func (db *DB) judgeCommit(err error) error {
 	if err == nil {
@@ -404,7 +404,7 @@ func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *wi
 	return statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Rows: rows, Dest: st.Dest, Affected: &st.RowsAffected})
 }
 
-// pipelineBatch sends ops as one pipelined transaction (wire.Pipeliner): the
+// pipelineBatch sends ops as one pipelined transaction ([wire.Pipeliner]): the
 // first operation's Begin, then bound (runBatch's server-side bound, if
 // any), then every operation's statements. A Dest
 // statement that finds no row is an outcome of its operation, not an error
@@ -459,7 +459,7 @@ func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire
 // order of their keys). It hands each returned row to the operation whose
 // place in the arrays leads the row, so that every caller reads its own
 // row whatever order the rows come back in. bound, sent after Begin, is
-// runBatch's server-side bound (wire.ServerBound), if any.
+// runBatch's server-side bound ([wire.ServerBound]), if any.
 func (db *DB) manyBatch(ctx context.Context, p wire.Pipeliner, bound []*wire.Statement, ops []*pending) error {
 	stmts := append(append([]*wire.Statement(nil), ops[0].op.Begin...), bound...)
 	forms := ops[0].op.Stmts

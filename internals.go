@@ -7,7 +7,7 @@ import (
 	"github.com/racefree/racefree/internal/wire"
 )
 
-// The DB's methods for racefree's own packages (internal/wire.DB): they
+// The DB's methods for racefree's own packages (internal/[wire.DB]): they
 // stay out of the API applications read.
 func init() {
 	wire.Register(func(db wire.Public) wire.DB { return (*internals)(db.(*DB)) })

@@ -62,7 +62,7 @@ func (db *DB) canPipeline() bool {
 }
 
 // pipeline runs stmts on one connection of the pool in one round trip, as
-// one transaction (wire.Pipeliner), and costs what a single autocommit
+// one transaction ([wire.Pipeliner]), and costs what a single autocommit
 // statement costs. A transient conflict (ErrRetryable) runs them again, as
 // InTx does, and a pooled connection found broken before anything was sent
 // is replaced. Errors are returned after InterpretError; one known to

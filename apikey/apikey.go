@@ -177,7 +177,7 @@ func New(db *racefree.DB, opts *Options) (*Store, error) {
 
 // Create makes a key of tenantID with scopes and an optional name, and
 // returns it with its text (Created.Token), which is never shown again.
-// It runs in tenant.InTx for tenantID, which registers the tenant.
+// It runs in [tenant.InTx] for tenantID, which registers the tenant.
 func (s *Store) Create(ctx context.Context, tenantID string, scopes Scope, name string) (Created, error) {
 	if err := tenant.Check(tenantID); err != nil {
 		return Created{}, err
@@ -249,7 +249,7 @@ func (s *Store) List(ctx context.Context, tenantID string) ([]Key, error) {
 
 // Revoke revokes key id of tenantID and returns it. Revoking a revoked
 // key changes nothing and returns it with the time of its first
-// revocation. An unknown key is racefree.ErrNotFound; a malformed id an
+// revocation. An unknown key is [racefree.ErrNotFound]; a malformed id an
 // InputError. Every instance refuses the key within MaxCacheTTL.
 func (s *Store) Revoke(ctx context.Context, tenantID, id string) (Key, error) {
 	if err := tenant.Check(tenantID); err != nil {
@@ -291,7 +291,7 @@ func (s *Store) Revoke(ctx context.Context, tenantID, id string) (Key, error) {
 // within the cache TTL (at most one second) is not read again.
 //
 // A refusal costs the same whether the tenant exists or not: the same
-// statements (send.ReadRow, which never registers the tenant, so anyone
+// statements ([send.ReadRow], which never registers the tenant, so anyone
 // who makes up keys cannot fill the registry), and the same comparison,
 // against a dummy digest when no key was found. Only verified keys are
 // cached, keyed by the SHA-256 of the whole text, so a refused key is read

@@ -59,7 +59,7 @@ type Record struct {
 // Log represents the audit log of one database. It is safe for concurrent
 // use and holds no state besides its configuration, so any number of Logs,
 // in any number of processes, may share a database. Every call runs for
-// the tenant its context names (tenant.From): a chain is (tenant, scope),
+// the tenant its context names ([tenant.From]): a chain is (tenant, scope),
 // and the scope is a namespace inside the tenant.
 type Log struct {
 	db   *racefree.DB
@@ -100,7 +100,7 @@ func (e *Entry) validate() error {
 }
 
 // Append appends e to the scope's chain of the context's tenant
-// (tenant.From) and returns the stored record.
+// ([tenant.From]) and returns the stored record.
 //
 // The entry gets the scope's next number, gapless from 1: Append reads
 // the scope's head row (last number, previous entry's MAC, key epoch)
@@ -116,14 +116,14 @@ func (e *Entry) validate() error {
 // When exec is a *sql.Tx, the entry commits or rolls back with the
 // caller's own writes: a rolled-back transaction leaves no entry and
 // consumes no number. On PostgreSQL the transaction's tenant is set first
-// (send.Run); one set to another tenant (tenant.InTx) is a
+// ([send.Run]); one set to another tenant ([tenant.InTx]) is a
 // *tenant.MismatchError. Any other executor (*racefree.DB, *sql.DB) makes
 // Append run its own transaction. On PostgreSQL a caller's transaction at
-// REPEATABLE READ or SERIALIZABLE gets racefree.ErrRetryable when another
+// REPEATABLE READ or SERIALIZABLE gets [racefree.ErrRetryable] when another
 // append to the scope committed since it began: roll back and run it
 // again.
 //
-// On PostgreSQL, an error matching racefree.ErrUnavailable from Append's
+// On PostgreSQL, an error matching [racefree.ErrUnavailable] from Append's
 // own transaction may come after its commit (the reply was lost): the
 // entry may be committed, and calling Append again appends it a second
 // time. Use AppendKeyed where that matters.
@@ -135,8 +135,8 @@ func (e *Entry) validate() error {
 // key epoch is not the keyring's current mac key, Append then appends an
 // ActionKeyRotated entry under the old key, then e under the new one. It fails with ErrUnknownKey when the keyring lacks the
 // scope's key, with an *racefree.InputError, writing nothing, on bad
-// input, and with racefree.ErrSchemaOutdated before migration 011 (012
-// for a tenant other than tenant.Default).
+// input, and with [racefree.ErrSchemaOutdated] before migration 011 (012
+// for a tenant other than [tenant.Default]).
 func (l *Log) Append(ctx context.Context, exec racefree.Executor, scope string, e Entry) (Record, error) {
 	if err := checkScope(scope); err != nil {
 		return Record{}, err
@@ -160,10 +160,10 @@ func (l *Log) Append(ctx context.Context, exec racefree.Executor, scope string, 
 	return rec, nil
 }
 
-// inTx runs fn for the context's tenant (send.Run) in a transaction:
+// inTx runs fn for the context's tenant ([send.Run]) in a transaction:
 // exec itself when it is a *sql.Tx, and otherwise one of its own
-// (racefree.DB.InTx: IMMEDIATE on SQLite, retried on transient conflicts),
-// in which send.Run sets the tenant where row-level security needs it.
+// ([racefree.DB.InTx]: IMMEDIATE on SQLite, retried on transient conflicts),
+// in which [send.Run] sets the tenant where row-level security needs it.
 func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(tx *sql.Tx) error) error {
 	if _, ok := exec.(*sql.Tx); !ok {
 		return l.db.InTx(ctx, func(tx *sql.Tx) error { return l.inTx(ctx, tx, fn) })
@@ -177,7 +177,7 @@ func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(tx *sql.
 	})
 }
 
-// read runs fn, which only reads, for the context's tenant (send.Read
+// read runs fn, which only reads, for the context's tenant ([send.Read]
 // on the pool: on PostgreSQL a short READ ONLY transaction that sets the
 // tenant), and writes nothing, so that List, Verify and the checkpoint
 // reads work on a standby.

@@ -28,7 +28,7 @@ import (
 // The signature covers the tenant (for a tenant other than the default,
 // like an entry's MAC), so a checkpoint relabelled with another tenant
 // fails it. An empty Tenant, as in checkpoints exported before tenancy,
-// means tenant.Default.
+// means [tenant.Default].
 type Checkpoint struct {
 	Tenant string    `json:"tenant,omitempty"`
 	Scope  string    `json:"scope"`
@@ -77,7 +77,7 @@ func (c *Checkpoint) Hash() []byte {
 // checkpoints of a scope are chained in order. Like Append, it runs in
 // exec when exec is a *sql.Tx (and commits or rolls back with it), and in
 // a transaction of its own otherwise. ErrNoSigner: the keyring has no sign
-// key; racefree.ErrNotFound: the scope has no entry.
+// key; [racefree.ErrNotFound]: the scope has no entry.
 func (l *Log) Checkpoint(ctx context.Context, exec racefree.Executor, scope string) (Checkpoint, error) {
 	if err := checkScope(scope); err != nil {
 		return Checkpoint{}, err
@@ -135,7 +135,7 @@ func (l *Log) Checkpoints(ctx context.Context, scope string, after int64) ([]Che
 }
 
 // LatestCheckpoint returns the tenant's scope's latest stored checkpoint,
-// or racefree.ErrNotFound.
+// or [racefree.ErrNotFound].
 func (l *Log) LatestCheckpoint(ctx context.Context, scope string) (Checkpoint, error) {
 	cs, err := l.checkpoints(ctx, scope, 0, true)
 	if err != nil {

@@ -29,7 +29,7 @@ import (
 // the log's scope, so a key names one request to one chain, and the
 // tenant's own. The record replayed is the one stored with the key (also
 // once Prune deleted its entry). The same key with another entry (actor,
-// action, subject or data) is racefree.ErrMismatch and appends nothing. A
+// action, subject or data) is [racefree.ErrMismatch] and appends nothing. A
 // concurrent call with the same key waits for the first one's
 // transaction and then replays what it committed, or appends itself if
 // that rolled back. A key lives for keys' Retention (default 24 hours)
@@ -40,7 +40,7 @@ import (
 // with the caller's writes; passed anything else, AppendKeyed runs one
 // transaction of its own that belongs to the context's tenant. When its
 // commit's reply is lost AppendKeyed returns an error matching
-// racefree.ErrUnavailable: call it again with the same key, never Append,
+// [racefree.ErrUnavailable]: call it again with the same key, never Append,
 // to learn the record. Input errors are Append's, and the key's are
 // idempotency's; nothing is written then.
 func (l *Log) AppendKeyed(ctx context.Context, exec racefree.Executor, keys *idempotency.Store, scope string, e Entry, requestKey string) (rec Record, replayed bool, err error) {

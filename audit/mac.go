@@ -13,7 +13,7 @@ import (
 // is a format version. A change to the encoding gets a new version, so that
 // an old log still verifies.
 //
-// formatVersion is the encoding of the default tenant (tenant.Default),
+// formatVersion is the encoding of the default tenant ([tenant.Default]),
 // and so of every entry and checkpoint written before tenancy: no tenant
 // field. tenantFormatVersion is the encoding of every other tenant: the
 // tenant follows, length-prefixed, and then the same fields. So a chain

@@ -23,7 +23,7 @@ const ActionPruned = "racefree.audit.pruned"
 
 // RetentionVersion is the migration that Prune needs (the retention
 // floor and the delete trigger that lets a pruning through). Before it,
-// Prune fails with racefree.ErrSchemaOutdated, and everything else works
+// Prune fails with [racefree.ErrSchemaOutdated], and everything else works
 // as before: nothing can have been pruned.
 const RetentionVersion = 14
 
@@ -65,7 +65,7 @@ type Pruning struct {
 // Prune does not verify what it deletes: verify the scope first (the CLI
 // does). The delete trigger refuses every DELETE of an entry but this
 // one's. On PostgreSQL the application role has no DELETE privilege
-// (tenant.Grant), so run Prune as the tables' owner; as the application
+// ([tenant.Grant]), so run Prune as the tables' owner; as the application
 // role it fails, permission denied, and changes nothing. Deleting many
 // entries holds the scope's lock for as long as it takes.
 //
@@ -73,7 +73,7 @@ type Pruning struct {
 // transaction of its own otherwise. Errors: *racefree.InputError, changing
 // nothing, for a bad scope or actor or when through is not between the
 // floor and the scope's last entry; ErrNoSigner when the keyring cannot
-// sign checkpoints; racefree.ErrNotFound for a scope without entries.
+// sign checkpoints; [racefree.ErrNotFound] for a scope without entries.
 func (l *Log) Prune(ctx context.Context, exec racefree.Executor, scope string, through int64, actor string) (Pruning, error) {
 	if err := checkScope(scope); err != nil {
 		return Pruning{}, err

@@ -64,7 +64,7 @@ func (b *Break) Error() string {
 }
 
 // Position is a verified place in a scope's chain: entry Seq with MAC MAC
-// under key epoch KeyID. Pass Result.Verified as VerifyOptions.After to
+// under key epoch KeyID. Pass Result.Verified as [VerifyOptions.After] to
 // verify only what was appended since.
 type Position struct {
 	Seq   int64  `json:"seq"`
@@ -129,7 +129,7 @@ func (r *Result) Intact() bool { return r.Break == nil }
 // position its MAC is valid at.
 const reorderWindow = 16
 
-// Verify streams the chain of the context's tenant's scope (tenant.From)
+// Verify streams the chain of the context's tenant's scope ([tenant.From])
 // in number order and reports the first break in Result.Break, with its
 // kind; a nil Break means intact. The error is for what kept Verify from
 // deciding (I/O, bad input), never for a break.
@@ -142,11 +142,11 @@ const reorderWindow = 16
 // Modified. The chain must end at the head row's last number. A bare chain
 // cannot tell a cut tail, with the head row cut to match, or a restored
 // older copy of the whole log, from an intact log: only a checkpoint kept
-// elsewhere can (VerifyOptions.Checkpoints), and only one of the same
+// elsewhere can ([VerifyOptions.Checkpoints]), and only one of the same
 // tenant and scope.
 //
 // A scope pruned by Prune starts at its retention floor (or at
-// VerifyOptions.After, when that is past it), and is intact only if its
+// [VerifyOptions.After], when that is past it), and is intact only if its
 // chain holds the ActionPruned entry that names that floor's number, MAC
 // and key epoch: a prefix gone without one is Missing at the floor.
 //
@@ -156,14 +156,14 @@ const reorderWindow = 16
 // Result.PossibleLoss and Result.Warnings, and the chain intact: entries
 // the old primary acknowledged after the entry it names may have been
 // lost, which only checkpoints of the old timeline kept outside the
-// database can reveal. Entries before VerifyOptions.After, or pruned, are
+// database can reveal. Entries before [VerifyOptions.After], or pruned, are
 // not checked, and their timeline entries not reported.
 //
 // Verify reads the head row before the entries, so appends that commit
 // while it runs never look like a break.
 //
 // A chain with at least 50,000 entries to check is read in contiguous
-// parts, VerifyOptions.Streams at once, each on its own connection (on
+// parts, [VerifyOptions.Streams] at once, each on its own connection (on
 // SQLite in WAL mode readers do not wait for each other): every entry's
 // checks need only its predecessor's MAC and key epoch, so each part
 // checks its first entry against its own stored prev_mac and key, and the
@@ -286,7 +286,7 @@ func (l *Log) stillHolds(ctx context.Context, scope string, p Position) (*Break,
 }
 
 // progressEvery is how many entries Verify checks between two calls of
-// VerifyOptions.Progress.
+// [VerifyOptions.Progress].
 const progressEvery = 10_000
 
 // progressStep returns how many entries Verify checks between two calls

@@ -45,7 +45,7 @@ type Claim struct {
 }
 
 // HeldError reports that another holder's claim is live. It matches
-// racefree.ErrHeld, and carries the live claim, including the occurrence
+// [racefree.ErrHeld], and carries the live claim, including the occurrence
 // figures after the caller's own attempt.
 type HeldError struct {
 	Claim Claim
@@ -56,12 +56,12 @@ func (e *HeldError) Error() string {
 		e.Claim.Key, e.Claim.Holder, e.Claim.Fence, e.Claim.ExpiresAt.Format(time.RFC3339Nano))
 }
 
-// Is matches racefree.ErrHeld.
+// Is matches [racefree.ErrHeld].
 func (e *HeldError) Is(target error) bool { return target == racefree.ErrHeld }
 
 // StaleFenceError reports that the caller's tenure is over and another
 // began: the current fence is higher than the caller's. It matches
-// racefree.ErrStaleFence.
+// [racefree.ErrStaleFence].
 type StaleFenceError struct {
 	Key     string
 	Fence   int64 // the caller's
@@ -72,7 +72,7 @@ func (e *StaleFenceError) Error() string {
 	return fmt.Sprintf("claim %q: fence %d is stale, the current fence is %d", e.Key, e.Fence, e.Current)
 }
 
-// Is matches racefree.ErrStaleFence.
+// Is matches [racefree.ErrStaleFence].
 func (e *StaleFenceError) Is(target error) bool { return target == racefree.ErrStaleFence }
 
 // Store represents the claims of one namespace. Namespaces keep the keys of
@@ -99,7 +99,7 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // failover, jumps to the new timeline's floor). It also wins, keeping the fence
 // and extending the expiry, when holder already holds the live claim, so a
 // retry after a lost reply gets the caller's own claim back. Otherwise it
-// returns a *HeldError (racefree.ErrHeld) carrying the live claim. Every
+// returns a *HeldError ([racefree.ErrHeld]) carrying the live claim. Every
 // attempt, won or lost, counts in Count and LastSeen.
 //
 // A key with no row starts one above the namespace's fence floor: fence 1
@@ -109,14 +109,14 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // floor again with a fresh snapshot, in the same transaction, so that no
 // reader sees, and no crash leaves, the fence before its raise: in the
 // caller's transaction it runs when the first statement inserted; on the
-// pool, where the tenant travels with the statements (send.Do),
+// pool, where the tenant travels with the statements ([send.Do]),
 // both go in one round trip, the second written to find the inserted row
 // without its fence. A tenant's first call in a process, which registers
 // the tenant, and calls on SQLite run the two one after the other.
 //
-// With racefree.Config.Combine on, Acquire, Renew and Release on the pool
+// With [racefree.Config.Combine] on, Acquire, Renew and Release on the pool
 // send their statements in a batch with the concurrent calls of the same
-// tenant on other keys (send.Do): one transaction and one commit
+// tenant on other keys ([send.Do]): one transaction and one commit
 // for the batch, and the same outcome as alone. On PostgreSQL a batch of
 // two or more acquires (or renewals, or releases) runs as one statement
 // over arrays of the calls' arguments, plus, for acquires, one more that
@@ -125,11 +125,11 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // batch returns the context's error and never ran; once its batch began,
 // it returns the batch's outcome. A call whose batch's commit got no
 // answer (a connection lost once it was sent) may have taken effect: it
-// returns an error matching racefree.ErrUnavailable, as a call alone does
+// returns an error matching [racefree.ErrUnavailable], as a call alone does
 // then, and never runs again by itself; Get, or a retry by the same
 // holder, settles it.
 //
-// The claim belongs to the tenant ctx names (tenant.From): another
+// The claim belongs to the tenant ctx names ([tenant.From]): another
 // tenant's claim on the same key is another claim. exec may be the
 // caller's transaction (READ COMMITTED on PostgreSQL): the claim then
 // commits or rolls back with it. Holder names must be unique per worker:
@@ -208,7 +208,7 @@ func (s *Store) Acquisition(ctx context.Context, key, holder string, ttl time.Du
 
 // Result returns what Acquire returns once every statement of a.Stmts ran
 // in one transaction that committed: the caller's claim, or a *HeldError
-// (racefree.ErrHeld) carrying the live claim of another holder, with the
+// ([racefree.ErrHeld]) carrying the live claim of another holder, with the
 // fence raised_new raised. Before the statements ran, it reads zeroes.
 func (a *Acquisition) Result() (*Claim, error) { return a.outcome(a.claim(true)) }
 
@@ -233,7 +233,7 @@ func (a *Acquisition) outcome(c *Claim) (*Claim, error) {
 
 // Renew extends the live claim of (holder, fence) to now + ttl and keeps
 // the fence. It returns a *StaleFenceError when another tenure began since,
-// an error matching racefree.ErrNotHeld when the claim lapsed, was reaped,
+// an error matching [racefree.ErrNotHeld] when the claim lapsed, was reaped,
 // is not the caller's, or fence is ahead of the current fence (never
 // issued), and an *racefree.InputError for a fence below 1. A renewal whose
 // reply was lost can simply be retried.
@@ -265,7 +265,7 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 // Releasing a tenure that lapsed without being taken over succeeds, so a
 // release whose reply was lost can be retried. It returns a
 // *StaleFenceError when another tenure began since, and an error matching
-// racefree.ErrNotHeld when the claim is not the caller's or fence is ahead
+// [racefree.ErrNotHeld] when the claim is not the caller's or fence is ahead
 // of the current fence. A fence below 1 is an *racefree.InputError.
 func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder string, fence int64) error {
 	if err := validateHolder(key, holder); err != nil {
@@ -294,7 +294,7 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 // takeover waits for tx to commit; on SQLite tx's write lock excludes every
 // other writer. Writes made in tx after a successful Guard are therefore
 // exclusive to the holder. It returns the same errors as Renew. On
-// PostgreSQL it sets tx's tenant when tx has none (send.Run).
+// PostgreSQL it sets tx's tenant when tx has none ([send.Run]).
 func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence int64) error {
 	if err := validateHolder(key, holder); err != nil {
 		return err
@@ -320,7 +320,7 @@ func (s *Store) Guard(ctx context.Context, tx *sql.Tx, key, holder string, fence
 }
 
 // Get returns the current state of key's claim, or an error matching
-// racefree.ErrNotFound.
+// [racefree.ErrNotFound].
 func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*Claim, error) {
 	if err := validateKey(key); err != nil {
 		return nil, err
@@ -332,11 +332,11 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 	return c, nil
 }
 
-// combineKey names key's row to the combiner (send.Do): the
+// combineKey names key's row to the combiner ([send.Do]): the
 // tenant is its group, so the namespace and the key.
 func (s *Store) combineKey(key string) string { return "claim\x00" + s.ns + "\x00" + key }
 
-// get reads key's claim for tenant id (send.ReadRow: it writes nothing).
+// get reads key's claim for tenant id ([send.ReadRow]: it writes nothing).
 func (s *Store) get(ctx context.Context, exec racefree.Executor, id, key string) (*Claim, error) {
 	var r row
 	err := send.ReadRow(ctx, s.db, exec, s.q.Get("get"), []any{id, s.ns, key, wire.Of(s.db).ClockArg()}, r.dest()...)
@@ -349,7 +349,7 @@ func (s *Store) get(ctx context.Context, exec racefree.Executor, id, key string)
 // Reap deletes the namespace's claims that lapsed at least grace ago, in
 // every tenant, batch rows per statement (0: 1000), until none is left or
 // ctx ends, and returns how many it deleted. It reaps one tenant at a time
-// (tenant.Each), each batch in a transaction of that tenant, so on
+// ([tenant.Each]), each batch in a transaction of that tenant, so on
 // PostgreSQL row-level security lets it see that tenant's rows only.
 // Claims with a NULL expiry (written before migration 002, never claimed
 // since) and live claims are kept: on PostgreSQL a claim that a caller's
@@ -372,7 +372,7 @@ func (s *Store) get(ctx context.Context, exec racefree.Executor, id, key string)
 // writers get the lock in between.
 //
 // Before migration 011 (tenants) it deletes nothing and returns an error
-// matching racefree.ErrSchemaOutdated.
+// matching [racefree.ErrSchemaOutdated].
 func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64, error) {
 	if grace < 0 {
 		return 0, racefree.Invalid("grace", "must not be negative")
@@ -407,7 +407,7 @@ func (s *Store) Reap(ctx context.Context, grace time.Duration, batch int) (int64
 // claims and delete them in the same transaction (dedup deletes the events
 // of the fingerprints it reaps). The claims a concurrent transaction holds
 // locked are skipped. tx must be READ COMMITTED (the default); on
-// PostgreSQL its tenant is set when it has none (send.Run).
+// PostgreSQL its tenant is set when it has none ([send.Run]).
 func (s *Store) ReapBatch(ctx context.Context, tx *sql.Tx, grace time.Duration, batch int) ([]string, error) {
 	if grace < 0 {
 		return nil, racefree.Invalid("grace", "must not be negative")

@@ -16,7 +16,7 @@ var ErrLapsed = heartbeat.ErrLapsed
 // Keep renews c (its Key, Holder and Fence) for ttl every ttl/3, on the
 // pool and for the tenant ctx names, until ctx ends or stop is called, and
 // returns a context that is cancelled the moment the claim is lost: a
-// renewal answered *StaleFenceError or racefree.ErrNotHeld (the cause,
+// renewal answered *StaleFenceError or [racefree.ErrNotHeld] (the cause,
 // context.Cause, is that error), or ttl passed since the last successful
 // renewal was sent (or since Keep was called) without another succeeding,
 // for instance while the database was unreachable (the cause is ErrLapsed).

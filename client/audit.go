@@ -12,7 +12,7 @@ import (
 )
 
 // Verify verifies the chain of scope of the key's tenant on the server, as
-// audit.Log.Verify (GET /v1/audit/verify), against the checkpoints stored
+// [audit.Log.Verify] (GET /v1/audit/verify), against the checkpoints stored
 // in the server's database. A broken chain is a Result whose Break is set,
 // not an error; the error is for what kept the server from deciding (a
 // server without an audit keyring answers audit-unconfigured).
@@ -50,7 +50,7 @@ func (e *entryJSON) record() audit.Record {
 }
 
 // Append appends e to the chain of scope of the key's tenant, as
-// audit.Log.Append (POST /v1/audit), and returns the entry as stored:
+// [audit.Log.Append] (POST /v1/audit), and returns the entry as stored:
 // numbered (gapless within the scope), timed by the server and chained.
 // Over HTTP the data must be JSON (or empty); other bytes are a
 // *racefree.InputError before any request. A retry after a lost reply
@@ -75,8 +75,8 @@ func (c *Client) Append(ctx context.Context, scope string, e audit.Entry) (audit
 }
 
 // Entries returns the entries of scope of the key's tenant numbered above
-// after, at most limit (1 to audit.MaxListLimit; 0: the server's default),
-// oldest first, as audit.Log.List (GET /v1/audit); page on with after set
+// after, at most limit (1 to [audit.MaxListLimit]; 0: the server's default),
+// oldest first, as [audit.Log.List] (GET /v1/audit); page on with after set
 // to the last Seq returned.
 func (c *Client) Entries(ctx context.Context, scope string, after int64, limit int) ([]audit.Record, error) {
 	if limit < 0 || limit > audit.MaxListLimit {
@@ -103,7 +103,7 @@ func (c *Client) Entries(ctx context.Context, scope string, after int64, limit i
 }
 
 // Checkpoint signs a checkpoint of the head of scope of the key's tenant
-// and stores it in the server's database, as audit.Log.Checkpoint (POST
+// and stores it in the server's database, as [audit.Log.Checkpoint] (POST
 // /v1/audit/checkpoints, admin scope). Keep a copy elsewhere: checkpoints
 // kept outside the database are what reveal a database rolled back as a
 // whole. A retry after a lost reply carries the same Idempotency-Key.
@@ -114,8 +114,8 @@ func (c *Client) Checkpoint(ctx context.Context, scope string) (audit.Checkpoint
 }
 
 // LatestCheckpoint returns the newest stored checkpoint of scope of the
-// key's tenant, as audit.Log.LatestCheckpoint (GET
-// /v1/audit/checkpoints/latest), or an error matching racefree.ErrNotFound
+// key's tenant, as [audit.Log.LatestCheckpoint] (GET
+// /v1/audit/checkpoints/latest), or an error matching [racefree.ErrNotFound]
 // when there is none.
 func (c *Client) LatestCheckpoint(ctx context.Context, scope string) (audit.Checkpoint, error) {
 	var out audit.Checkpoint

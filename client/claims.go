@@ -32,7 +32,7 @@ func (j *claimJSON) claim() *claim.Claim {
 
 func claimPath(key string) string { return "/v1/claims/" + url.PathEscape(key) }
 
-// checkClaim refuses, before any request, what claim.Store refuses.
+// checkClaim refuses, before any request, what [claim.Store] refuses.
 func checkClaim(key, holder string) error {
 	if err := racefree.CheckText("key", key, claim.MaxKeyBytes); err != nil {
 		return err
@@ -48,7 +48,7 @@ func checkTTL(ttl time.Duration) error {
 }
 
 // Acquire takes the claim on key for holder until now + ttl, as
-// claim.Store.Acquire (POST /v1/claims/{key}): it wins a free key (the
+// [claim.Store.Acquire] (POST /v1/claims/{key}): it wins a free key (the
 // fence grows by one) or the caller's own live claim (the fence kept), and
 // otherwise returns a *claim.HeldError carrying the live claim's holder,
 // fence and expiry. A retry after a lost reply carries the same
@@ -71,8 +71,8 @@ func (c *Client) Acquire(ctx context.Context, key, holder string, ttl time.Durat
 }
 
 // Renew extends the live claim of (holder, fence) to now + ttl, as
-// claim.Store.Renew: a *claim.StaleFenceError when another tenure began
-// since, an error matching racefree.ErrNotHeld when the claim lapsed or is
+// [claim.Store.Renew]: a *claim.StaleFenceError when another tenure began
+// since, an error matching [racefree.ErrNotHeld] when the claim lapsed or is
 // not the caller's.
 func (c *Client) Renew(ctx context.Context, key, holder string, fence int64, ttl time.Duration) (*claim.Claim, error) {
 	if err := checkClaim(key, holder); err != nil {
@@ -93,7 +93,7 @@ func (c *Client) Renew(ctx context.Context, key, holder string, fence int64, ttl
 	return out.claim(), nil
 }
 
-// Release ends the tenure of (holder, fence) now, as claim.Store.Release
+// Release ends the tenure of (holder, fence) now, as [claim.Store.Release]
 // (DELETE /v1/claims/{key}); a release whose reply was lost is retried and
 // succeeds.
 func (c *Client) Release(ctx context.Context, key, holder string, fence int64) error {
@@ -108,7 +108,7 @@ func (c *Client) Release(ctx context.Context, key, holder string, fence int64) e
 }
 
 // Get returns the current state of key's claim, or an error matching
-// racefree.ErrNotFound, as claim.Store.Get.
+// [racefree.ErrNotFound], as [claim.Store.Get].
 func (c *Client) Get(ctx context.Context, key string) (*claim.Claim, error) {
 	if err := racefree.CheckText("key", key, claim.MaxKeyBytes); err != nil {
 		return nil, err
@@ -121,11 +121,11 @@ func (c *Client) Get(ctx context.Context, key string) (*claim.Claim, error) {
 }
 
 // Keep renews c for ttl every ttl/3 and returns a context cancelled the
-// moment the claim is lost, as claim.Store.Keep: a renewal refused
-// (context.Cause is the *claim.StaleFenceError or racefree.ErrNotHeld
+// moment the claim is lost, as [claim.Store.Keep]: a renewal refused
+// (context.Cause is the *claim.StaleFenceError or [racefree.ErrNotHeld]
 // error), or ttl passed since the last renewal that succeeded without
 // another succeeding, for instance while the server was unreachable (the
-// cause is claim.ErrLapsed). stop ends the heartbeat; it does not release
+// cause is [claim.ErrLapsed]). stop ends the heartbeat; it does not release
 // the claim.
 func (c *Client) Keep(ctx context.Context, cl *claim.Claim, ttl time.Duration) (kept context.Context, stop func()) {
 	key, holder, fence := cl.Key, cl.Holder, cl.Fence

@@ -76,7 +76,7 @@ func New(baseURL string, opts *Options) (*Client, error) {
 
 // Error represents a problem document (RFC 9457) the server answered with.
 // It unwraps to the library's error of the same meaning (a
-// *claim.HeldError, racefree.ErrNotHeld, a *racefree.InputError…), when
+// *claim.HeldError, [racefree.ErrNotHeld], a *racefree.InputError…), when
 // there is one, so errors.Is and errors.As work as on the library.
 type Error struct {
 	Status    int
@@ -114,12 +114,12 @@ var (
 // it refused the connection, the name did not resolve, the connection
 // broke or timed out. It is the server that could not be reached, not its
 // database (a server that answers that its database is unavailable is an
-// *Error matching racefree.ErrUnavailable).
+// *Error matching [racefree.ErrUnavailable]).
 var ErrUnreachable = errors.New("racefree client: server unreachable")
 
 // UnreachableError is the error of a call none of whose attempts got an
 // answer. It matches ErrUnreachable and, since the call may have been
-// carried out before a reply was lost, racefree.ErrUnavailable ("retry
+// carried out before a reply was lost, [racefree.ErrUnavailable] ("retry
 // with the same Idempotency-Key"); Err is the last attempt's transport
 // error.
 type UnreachableError struct {
@@ -132,7 +132,7 @@ func (e *UnreachableError) Error() string {
 	return fmt.Sprintf("racefree client: server unreachable at %s after %d attempts: %v", e.Server, e.Attempts, e.Err)
 }
 
-// Unwrap returns ErrUnreachable, racefree.ErrUnavailable and the last
+// Unwrap returns ErrUnreachable, [racefree.ErrUnavailable] and the last
 // transport error.
 func (e *UnreachableError) Unwrap() []error {
 	return []error{ErrUnreachable, racefree.ErrUnavailable, e.Err}

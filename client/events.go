@@ -11,10 +11,10 @@ import (
 )
 
 // Observe records one occurrence of ev in the key's tenant, as
-// dedup.Log.Observe (POST /v1/events): of all the observers of one
+// [dedup.Log.Observe] (POST /v1/events): of all the observers of one
 // fingerprint in one window, exactly one gets Process true and the window's
 // fence, to pass to Record once its downstream work is done. A window of 0
-// is the server's default (dedup.DefaultWindow); another must be whole
+// is the server's default ([dedup.DefaultWindow]); another must be whole
 // milliseconds within the claim TTL limits. A retry after a lost reply
 // carries the same Idempotency-Key and gets the same Observation back, so
 // the occurrence is counted once and a won window is not lost. Bad input
@@ -46,10 +46,10 @@ func (c *Client) Observe(ctx context.Context, ev dedup.Event, window time.Durati
 }
 
 // Record writes the downstream result of fingerprint while fence is its
-// current fence, as dedup.Log.Record (POST /v1/events/{fingerprint}/result):
-// a *claim.StaleFenceError (racefree.ErrStaleFence) when a later window was
-// won since, an error matching racefree.ErrNotHeld when fence was never
-// issued, racefree.ErrNotFound for an unknown (or reaped) fingerprint.
+// current fence, as [dedup.Log.Record] (POST /v1/events/{fingerprint}/result):
+// a *claim.StaleFenceError ([racefree.ErrStaleFence]) when a later window was
+// won since, an error matching [racefree.ErrNotHeld] when fence was never
+// issued, [racefree.ErrNotFound] for an unknown (or reaped) fingerprint.
 // Recording again at the same fence overwrites the result; a retry after a
 // lost reply carries the same Idempotency-Key.
 func (c *Client) Record(ctx context.Context, fingerprint string, fence int64, r dedup.Result) error {
@@ -71,10 +71,10 @@ func (c *Client) Record(ctx context.Context, fingerprint string, fence int64, r 
 }
 
 // Event returns the stored event fingerprint of the key's tenant and the
-// result recorded for it, as dedup.Log.Get (GET /v1/events/{fingerprint}):
+// result recorded for it, as [dedup.Log.Get] (GET /v1/events/{fingerprint}):
 // ResultFence is the fence the result was recorded at, 0 when none was. A
 // fingerprint never observed, or reaped, is an error matching
-// racefree.ErrNotFound.
+// [racefree.ErrNotFound].
 func (c *Client) Event(ctx context.Context, fingerprint string) (*dedup.Record, error) {
 	if err := racefree.CheckText("fingerprint", fingerprint, claim.MaxKeyBytes); err != nil {
 		return nil, err

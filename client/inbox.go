@@ -36,7 +36,7 @@ func (c *Client) Deliver(ctx context.Context, source string, header http.Header,
 
 // InboxEvents returns the deliveries of source the key's tenant received,
 // oldest first, those numbered above after and at most limit (1 to
-// inbox.MaxListLimit; 0: the server's default), as inbox.Inbox.List (GET
+// [inbox.MaxListLimit]; 0: the server's default), as [inbox.Inbox.List] (GET
 // /v1/inbox/{source}); page on with after set to the last Seq returned.
 // Payload holds the body as received when it was JSON; the server shows a
 // body that is not JSON as a JSON string, whose text Payload holds (so a

@@ -13,7 +13,7 @@ import (
 )
 
 // Enqueue stores m in the key's tenant's outbox for the relays, as
-// outbox.Outbox.Enqueue (POST /v1/outbox), and returns its id, which is
+// [outbox.Outbox.Enqueue] (POST /v1/outbox), and returns its id, which is
 // the Idempotency-Key every delivery carries. The payload travels as
 // payload_base64, so its bytes are delivered exactly as given (set a
 // Content-Type header for the relay to send). A zero NotBefore is due at
@@ -87,9 +87,9 @@ type messageJSON struct {
 }
 
 // Message returns the key's tenant's message id in any state, with its
-// latest failed attempts oldest first in History, as outbox.Outbox.Get
+// latest failed attempts oldest first in History, as [outbox.Outbox.Get]
 // (GET /v1/outbox/messages/{id}). An id that is not the tenant's, or was
-// reaped or discarded, is an error matching racefree.ErrNotFound.
+// reaped or discarded, is an error matching [racefree.ErrNotFound].
 func (c *Client) Message(ctx context.Context, id int64) (*outbox.Record, error) {
 	if id < 1 {
 		return nil, racefree.Invalid("id", "must be a message id (a positive integer)")
@@ -127,9 +127,9 @@ func (m deadJSON) record() (*outbox.Record, error) {
 }
 
 // Dead returns the key's tenant's dead messages, by id, above after and at
-// most limit (1 to outbox.MaxPage; 0: the server's default), filtered by
-// f's Topic and Key, as outbox.Outbox.Dead (GET /v1/outbox/dead). Each
-// Record has State outbox.Dead, AvailableAt the time it died, and its
+// most limit (1 to [outbox.MaxPage]; 0: the server's default), filtered by
+// f's Topic and Key, as [outbox.Outbox.Dead] (GET /v1/outbox/dead). Each
+// Record has State [outbox.Dead], AvailableAt the time it died, and its
 // payload's bytes. Page on with after set to the last id returned.
 func (c *Client) Dead(ctx context.Context, f outbox.Filter, after int64, limit int) ([]*outbox.Record, error) {
 	q := url.Values{}
@@ -163,7 +163,7 @@ func (c *Client) Dead(ctx context.Context, f outbox.Filter, after int64, limit i
 }
 
 // OutboxStats returns the key's tenant's outbox figures, as
-// outbox.Outbox.Stats (GET /v1/outbox/stats).
+// [outbox.Outbox.Stats] (GET /v1/outbox/stats).
 func (c *Client) OutboxStats(ctx context.Context) (*outbox.Stats, error) {
 	var out struct {
 		Ready, Due, Leased, Dead, Delivered int64
@@ -179,14 +179,14 @@ func (c *Client) OutboxStats(ctx context.Context) (*outbox.Stats, error) {
 // Redrive makes the dead message id due again at once with a fresh set of
 // attempts (POST /v1/outbox/dead/{id}/redrive, admin scope). A message
 // that is not dead, or not the tenant's, is an error matching
-// racefree.ErrNotFound, nothing changed.
+// [racefree.ErrNotFound], nothing changed.
 func (c *Client) Redrive(ctx context.Context, id int64) error {
 	return c.repair(ctx, id, "redrive")
 }
 
 // Discard deletes the dead message id and its history (POST
 // /v1/outbox/dead/{id}/discard, admin scope). A message that is not dead,
-// or not the tenant's, is an error matching racefree.ErrNotFound.
+// or not the tenant's, is an error matching [racefree.ErrNotFound].
 func (c *Client) Discard(ctx context.Context, id int64) error {
 	return c.repair(ctx, id, "discard")
 }

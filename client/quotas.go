@@ -10,14 +10,14 @@ import (
 	"github.com/racefree/racefree/quota"
 )
 
-// Consume charges n units to key under policy p, as quota.Limiter.Consume
+// Consume charges n units to key under policy p, as [quota.Limiter.Consume]
 // (POST /v1/quotas/{key}/consume): an allowed charge returns a Decision
 // with Allowed, Remaining and ResetAt; a denial is not an error but a
 // Decision with Allowed false, the exact RetryAfter, Remaining and ResetAt
 // (a server older than this client sends no ResetAt: zero), and charged
 // nothing. ResetAfter, which needs the server's clock, is left zero. The policy's Kind, Rate, Per (whole milliseconds) and Burst are
-// sent; the server decides without waiting (quota.NoWait) and fails closed
-// (503, an error matching racefree.ErrUnavailable, after the retries). A
+// sent; the server decides without waiting ([quota.NoWait]) and fails closed
+// (503, an error matching [racefree.ErrUnavailable], after the retries). A
 // retry after a lost reply carries the same Idempotency-Key and is charged
 // once.
 func (c *Client) Consume(ctx context.Context, key string, n int64, p quota.Policy) (quota.Decision, error) {

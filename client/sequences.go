@@ -9,12 +9,12 @@ import (
 )
 
 // Next hands out n consecutive numbers (n >= 1) of the gapless counter
-// scope/name of the key's tenant, as seq.Counters.NextN (POST
+// scope/name of the key's tenant, as [seq.Counters.NextN] (POST
 // /v1/sequences/{scope}/{name}/next), and returns the first: the numbers
 // are first … first+n-1. A retry after a lost reply carries the same
 // Idempotency-Key and gets the same numbers back, so none is consumed
 // twice and none is skipped. A counter at its end is an error matching
-// seq.ErrExhausted.
+// [seq.ErrExhausted].
 func (c *Client) Next(ctx context.Context, scope, name string, n int64) (first int64, err error) {
 	path, err := counterPath(scope, name)
 	if err != nil {
@@ -28,7 +28,7 @@ func (c *Client) Next(ctx context.Context, scope, name string, n int64) (first i
 }
 
 // Current returns the last number the counter scope/name of the key's
-// tenant handed out, 0 when it handed none out, as seq.Counters.Current
+// tenant handed out, 0 when it handed none out, as [seq.Counters.Current]
 // (GET /v1/sequences/{scope}/{name}). It takes no lock: Current + 1 is not
 // the next number once another caller runs Next; use Next.
 func (c *Client) Current(ctx context.Context, scope, name string) (int64, error) {

@@ -10,7 +10,7 @@ import (
 )
 
 // IssueCode issues a one-time code of purpose for subject, live for ttl
-// (whole milliseconds), as onetime.Store.Issue (POST /v1/tokens, kind
+// (whole milliseconds), as [onetime.Store.Issue] (POST /v1/tokens, kind
 // code). The answer carries the code in clear, which racefree never
 // stores: a retry after a lost reply issues another code (the lost one
 // expires unused).
@@ -30,8 +30,8 @@ func (c *Client) IssueCode(ctx context.Context, purpose, subject string, ttl tim
 	return &onetime.Code{Token: out.Token, Purpose: out.Purpose, Subject: out.Subject, IssuedAt: out.IssuedAt, ExpiresAt: out.ExpiresAt}, nil
 }
 
-// ConsumeCode redeems a code of purpose, as onetime.Store.Consume (POST
-// /v1/tokens/consume): exactly one caller ever gets onetime.Consumed for a
+// ConsumeCode redeems a code of purpose, as [onetime.Store.Consume] (POST
+// /v1/tokens/consume): exactly one caller ever gets [onetime.Consumed] for a
 // code. A refusal is not an error but a Redemption whose Outcome says why
 // (AlreadyUsed, Revoked, Expired, Unknown). A retry after a lost reply
 // carries the same Idempotency-Key and gets the same Consumed back.
@@ -53,7 +53,7 @@ func (c *Client) ConsumeCode(ctx context.Context, purpose, token string) (onetim
 }
 
 // IssueRefresh starts a refresh-token family for subject, its first token
-// live for ttl (whole milliseconds), as onetime.Store.IssueRefresh (POST
+// live for ttl (whole milliseconds), as [onetime.Store.IssueRefresh] (POST
 // /v1/tokens, kind refresh). Like IssueCode, a lost reply means another
 // family.
 func (c *Client) IssueRefresh(ctx context.Context, subject string, ttl time.Duration) (*onetime.Refresh, error) {
@@ -69,7 +69,7 @@ func (c *Client) IssueRefresh(ctx context.Context, subject string, ttl time.Dura
 }
 
 // Rotate retires a refresh token and returns its successor, as
-// onetime.Store.Rotate (POST /v1/tokens/rotate): Outcome Rotated (Next
+// [onetime.Store.Rotate] (POST /v1/tokens/rotate): Outcome Rotated (Next
 // set), Replayed (a retry within the server's --refresh-grace: the same
 // successor), or a refusal with Next nil (Reused: the token had been
 // rotated before, and its whole family is now revoked; Revoked, Expired,

@@ -89,17 +89,17 @@ func New(db *racefree.DB) *Log {
 // then commit or roll back with it), in a transaction of their own when
 // exec is the *racefree.DB (a bare *sql.DB would run the two statements
 // apart on SQLite). Every occurrence counts, won or not. The event belongs
-// to the tenant ctx names (tenant.From): another tenant's occurrences of
+// to the tenant ctx names ([tenant.From]): another tenant's occurrences of
 // the same fingerprint are counted and elected apart. In a transaction of
 // its own, a ctx that ends before its commit returns the context's error
 // and nothing was counted; a commit whose reply was lost returns an error
-// matching racefree.ErrUnavailable, and the occurrence may have been
+// matching [racefree.ErrUnavailable], and the occurrence may have been
 // counted (once).
 //
-// With racefree.Config.Combine on and exec the pool, Observe sends its
+// With [racefree.Config.Combine] on and exec the pool, Observe sends its
 // statements (the claim's acquire, on PostgreSQL its raise_new, then the
 // event's insert) as one operation in a batch with the concurrent pool
-// calls of the same tenant on other keys (racefree.Config.Combine; on PostgreSQL,
+// calls of the same tenant on other keys ([racefree.Config.Combine]; on PostgreSQL,
 // other observes): one transaction and one commit for the batch, and the
 // outcome Observe has alone. On PostgreSQL a batch of two or more observes
 // runs as one statement per form over arrays (acquire_many,
@@ -111,7 +111,7 @@ func New(db *racefree.DB) *Log {
 // a whole, known to have committed nothing, runs alone, as with the
 // combiner off. One whose batch's commit got no answer (a connection lost
 // once it was sent) may have been counted: it returns an error matching
-// racefree.ErrUnavailable, as an Observe alone does then, and never runs
+// [racefree.ErrUnavailable], as an Observe alone does then, and never runs
 // again by itself.
 func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, window time.Duration) (*Observation, error) {
 	if window == 0 {
@@ -156,7 +156,7 @@ func (l *Log) Observe(ctx context.Context, exec racefree.Executor, ev Event, win
 }
 
 // observeCombined runs Observe's statements as one operation of the
-// combiner (send.Do): the claim's Acquisition, then insert_event,
+// combiner ([send.Do]): the claim's Acquisition, then insert_event,
 // under the claim's key. It reports false, having run nothing, when the
 // combiner is off, exec is not the pool, the tenant is not yet registered,
 // or the batch failed as a whole and committed nothing: Observe then runs
@@ -206,15 +206,15 @@ func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(ctx cont
 
 // Record writes the downstream result of fingerprint, only while fence is
 // its current fence, in exec (the caller's transaction may carry it). It
-// returns a *claim.StaleFenceError (racefree.ErrStaleFence) when a later
-// window was won since, an error matching racefree.ErrNotHeld when fence is
+// returns a *claim.StaleFenceError ([racefree.ErrStaleFence]) when a later
+// window was won since, an error matching [racefree.ErrNotHeld] when fence is
 // ahead of the current fence (it was never issued), an error matching
-// racefree.ErrNotFound for an unknown (or reaped) fingerprint, and an
+// [racefree.ErrNotFound] for an unknown (or reaped) fingerprint, and an
 // *racefree.InputError for a fence below 1. Recording again at the same
 // fence overwrites the result. Only the event of the tenant ctx names is
 // written. Given the pool, Record is one statement that commits by
 // itself: on PostgreSQL a ctx that ends once it was sent, or a commit
-// whose reply is lost, returns an error matching racefree.ErrUnavailable,
+// whose reply is lost, returns an error matching [racefree.ErrUnavailable],
 // and the result may have been recorded; recording again at the same
 // fence settles it.
 func (l *Log) Record(ctx context.Context, exec racefree.Executor, fingerprint string, fence int64, r Result) error {
@@ -250,7 +250,7 @@ func (l *Log) Record(ctx context.Context, exec racefree.Executor, fingerprint st
 }
 
 // Get returns the stored event of the tenant ctx names, read through exec,
-// or an error matching racefree.ErrNotFound.
+// or an error matching [racefree.ErrNotFound].
 func (l *Log) Get(ctx context.Context, exec racefree.Executor, fingerprint string) (*Record, error) {
 	if err := racefree.CheckText("fingerprint", fingerprint, claim.MaxKeyBytes); err != nil {
 		return nil, err
@@ -270,14 +270,14 @@ func (l *Log) Get(ctx context.Context, exec racefree.Executor, fingerprint strin
 // Reap forgets the fingerprints whose window lapsed at least grace ago, in
 // every tenant: their claims and their event rows (with the recorded
 // result) go in the same transaction, batch fingerprints at a time (0:
-// 1000), one tenant at a time (tenant.Each), until none is left or ctx
+// 1000), one tenant at a time ([tenant.Each]), until none is left or ctx
 // ends. It returns how many fingerprints it forgot. A fingerprint observed
 // again after Reap starts a new event row, with a fence above every fence
-// the namespace had in its tenant (see claim.Store.Reap). A fingerprint
+// the namespace had in its tenant (see [claim.Store.Reap]). A fingerprint
 // whose claim a concurrent Observe holds locked is kept. On SQLite Reap
 // waits after each full batch as long as the batch took, so that writers
 // get the write lock in between. Before migration 011 it deletes nothing
-// and returns an error matching racefree.ErrSchemaOutdated.
+// and returns an error matching [racefree.ErrSchemaOutdated].
 func (l *Log) Reap(ctx context.Context, grace time.Duration, batch int) (int64, error) {
 	if grace < 0 {
 		return 0, racefree.Invalid("grace", "must not be negative")

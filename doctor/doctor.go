@@ -86,8 +86,8 @@ const (
 // The role findings' codes are internal/roles' Kind.Code():
 // role-is-superuser, role-bypasses-rls and role-owns-tables.
 
-// Codes returns every code Check can report on engine (racefree.Postgres
-// or racefree.SQLite), in the order of the checks.
+// Codes returns every code Check can report on engine ([racefree.Postgres]
+// or [racefree.SQLite]), in the order of the checks.
 func Codes(engine string) []string {
 	schema := []string{SchemaBehind, SchemaAhead, SchemaNotJudged}
 	if engine != racefree.Postgres {
@@ -269,9 +269,9 @@ func (c *checker) replication(ctx context.Context) {
 }
 
 // strict reports, for a DB that requires synchronous replication
-// (racefree.Config.RequireSynchronousReplication), whether a write would
+// ([racefree.Config.RequireSynchronousReplication]), whether a write would
 // be refused now, by running the very check that begins every write
-// (tenant.CheckDurable): its reason when it would, as an error.
+// ([tenant.CheckDurable]): its reason when it would, as an error.
 func (c *checker) strict(ctx context.Context) {
 	if !c.db.RequiresSynchronousReplication() {
 		return

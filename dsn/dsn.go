@@ -63,8 +63,8 @@ func Open(ctx context.Context, dsn string, cfg *racefree.Config) (*racefree.DB, 
 
 // OpenExisting opens the database dsn names like Open, except that a
 // SQLite file is never created: a path that names no file is an error
-// matching sqlite.ErrNoDatabase (and fs.ErrNotExist), and leaves no file
-// behind (sqlite.OpenExisting). A PostgreSQL database is opened as by
+// matching [sqlite.ErrNoDatabase] (and fs.ErrNotExist), and leaves no file
+// behind ([sqlite.OpenExisting]). A PostgreSQL database is opened as by
 // Open: connecting creates nothing.
 func OpenExisting(ctx context.Context, dsn string, cfg *racefree.Config) (*racefree.DB, error) {
 	name, addr, err := Parse(dsn)

@@ -35,7 +35,7 @@ var (
 // index or constraint other than the conflict target, and no row has the
 // key: another entity holds that unique value (another user already has
 // the handle), so there is no row to get and none could be created. It
-// matches racefree.ErrConflict, and wraps the driver's error.
+// matches [racefree.ErrConflict], and wraps the driver's error.
 type ConflictError struct {
 	// Constraint names what the insert collided with, as the engine says
 	// it: on PostgreSQL the constraint or index name ("users_handle"), on
@@ -50,7 +50,7 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("getorcreate: the row conflicts with another row on %s, and no row has the key", e.Constraint)
 }
 
-// Unwrap returns racefree.ErrConflict and the driver's error.
+// Unwrap returns [racefree.ErrConflict] and the driver's error.
 func (e *ConflictError) Unwrap() []error { return []error{racefree.ErrConflict, e.Err} }
 
 // Query represents one get-or-create, in the caller's SQL and placeholders.
@@ -120,7 +120,7 @@ func (q Query) validate() error {
 // pool, a *sql.DB or a *sql.Conn), where the insert commits by itself, a
 // ctx that ended once it was sent (while it waits for another
 // transaction's row of the same key, say) returns an error matching
-// racefree.ErrUnavailable and the context's error: the server may still
+// [racefree.ErrUnavailable] and the context's error: the server may still
 // create the row, and Do again returns it (created false then). See the
 // package documentation for the failure modes.
 func Do(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql.Row) error) (created bool, err error) {
@@ -174,7 +174,7 @@ func Do(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql
 // *sql.Tx, where it commits on its own) to PostgreSQL: pgx then drops
 // the connection and asks the server to cancel the statement, but the
 // server may run and commit it first (once a row lock it waits for is
-// free), so the error matches racefree.ErrUnavailable as well as the
+// free), so the error matches [racefree.ErrUnavailable] as well as the
 // context's error. SQLite interrupts the statement and rolls it back,
 // and a *sql.Tx never commits what the caller gave up on: their errors
 // stay as they are.

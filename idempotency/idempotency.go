@@ -54,7 +54,7 @@ type Options struct {
 }
 
 // InProgressError reports that the key's first request is still running.
-// It matches racefree.ErrInProgress.
+// It matches [racefree.ErrInProgress].
 type InProgressError struct {
 	RetryAfter time.Duration // the lease (at least 1 s): the current one lapses within it
 }
@@ -63,7 +63,7 @@ func (e *InProgressError) Error() string {
 	return fmt.Sprintf("a request with this idempotency key is in progress; retry after %v", e.RetryAfter)
 }
 
-// Is matches racefree.ErrInProgress.
+// Is matches [racefree.ErrInProgress].
 func (e *InProgressError) Is(target error) bool { return target == racefree.ErrInProgress }
 
 // Result represents the outcome of Do.
@@ -118,7 +118,7 @@ func (c *Call) context(ctx context.Context) context.Context {
 // Step runs do once per request. When a previous run of this request saved
 // step, Step returns the saved value and does not call do. Otherwise it
 // calls do and saves its value as a recovery point, conditioned on this
-// run's lease: a stale run gets racefree.ErrStaleFence and saves nothing.
+// run's lease: a stale run gets [racefree.ErrStaleFence] and saves nothing.
 // A first value saved is never replaced.
 func (c *Call) Step(ctx context.Context, step string, do func(ctx context.Context) (string, error)) (string, error) {
 	if err := racefree.CheckText("step", step, MaxStepBytes); err != nil {
@@ -211,12 +211,12 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	})
 }
 
-// Do runs fn once for (scope, key) of ctx's tenant (tenant.From) and
+// Do runs fn once for (scope, key) of ctx's tenant ([tenant.From]) and
 // returns its response, or replays the stored response of an earlier
 // completed run.
 //
 // fingerprint identifies the request (a hash of what it asks for); the
-// same key with another fingerprint returns racefree.ErrMismatch. A
+// same key with another fingerprint returns [racefree.ErrMismatch]. A
 // duplicate while the first run is in progress returns an
 // *InProgressError. When fn returns an error nothing is stored, the lease
 // is released, and the next retry runs fn again; any recovery points fn
@@ -289,7 +289,7 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 // replays the committed response.
 //
 // The key belongs to ctx's tenant, and so must tx: on PostgreSQL DoTx sets
-// tx's tenant when it has none (send.Run), and fails with a
+// tx's tenant when it has none ([send.Run]), and fails with a
 // *tenant.MismatchError when tx belongs to another tenant.
 func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint string, fn func(ctx context.Context, tx *sql.Tx, call *Call) ([]byte, error)) (*Result, error) {
 	if err := validate(scope, key, fingerprint); err != nil {
@@ -443,7 +443,7 @@ func (s *Store) get(ctx context.Context, exec racefree.Executor, call *Call) (*r
 }
 
 // Reap deletes expired records, recovery points and the leases of keys
-// idle for the retention period, of every tenant (tenant.Each, one tenant
+// idle for the retention period, of every tenant ([tenant.Each], one tenant
 // at a time), batch rows per statement (0: 1000), until none is left or
 // ctx ends, and returns how many records and recovery points it deleted.
 // Each batch deletes rows of one tenant expired at its start, found

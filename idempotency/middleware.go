@@ -50,7 +50,7 @@ type MiddlewareOptions struct {
 	Headers []string
 }
 
-// StoreStatus is the default MiddlewareOptions.Store: it stores the
+// StoreStatus is the default [MiddlewareOptions.Store]: it stores the
 // responses of requests that executed, and no others, as the most-used
 // payment APIs do. Stored: 1xx-3xx, and 4xx but for the following. Not
 // stored: 400 (the request failed validation), 401, 403 (not
@@ -86,7 +86,7 @@ func Principal(ctx context.Context) (string, bool) {
 	return p, ok
 }
 
-// DefaultScope is the default MiddlewareOptions.Scope: a hash of the
+// DefaultScope is the default [MiddlewareOptions.Scope]: a hash of the
 // request's principal (WithPrincipal) or, when none was set, of its
 // Authorization header, then the method and the path (escaped; hashed when
 // it would make the scope longer than MaxScopeBytes). Requests with
@@ -117,7 +117,7 @@ type storedResponse struct {
 }
 
 // errNotStored carries a response that must reach the client but not be
-// stored (MiddlewareOptions.Store refused its status), so that a retry runs
+// stored ([MiddlewareOptions.Store] refused its status), so that a retry runs
 // the handler again.
 type errNotStored struct{ resp *storedResponse }
 
@@ -135,7 +135,7 @@ func (errNotStored) Error() string { return "response not stored" }
 //     Idempotent-Replayed: true;
 //   - when the store cannot be reached or cannot record the outcome, the
 //     answer is a 503 problem with Retry-After: retry with the same key;
-//   - a response whose status MiddlewareOptions.Store refuses (by default
+//   - a response whose status [MiddlewareOptions.Store] refuses (by default
 //     StoreStatus: validation and authentication failures, 404, 405, 408,
 //     413, 415, 429 and 5xx) is not stored, so a retry runs again.
 //

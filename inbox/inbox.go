@@ -56,7 +56,7 @@ type Inbox struct {
 }
 
 // New returns an Inbox over db. It does no I/O. It rejects options out of
-// range with racefree.ErrInvalidInput.
+// range with [racefree.ErrInvalidInput].
 func New(db *racefree.DB, opts *Options) (*Inbox, error) {
 	var o Options
 	if opts != nil {
@@ -97,7 +97,7 @@ type Result struct {
 }
 
 // Receive records the delivery of event eventID from source, for ctx's
-// tenant (tenant.From), and, when the event is new, calls fn in the same
+// tenant ([tenant.From]), and, when the event is new, calls fn in the same
 // transaction, which on PostgreSQL belongs to that tenant.
 //
 // The event ID is inserted under a UNIQUE (tenant, source, event ID)
@@ -123,14 +123,14 @@ type Result struct {
 // nil error: acknowledge it (2xx) so that the sender stops retrying.
 //
 // In short, a nil error means "acknowledge", a non-nil one "have it sent
-// again". fn must confine its effects to tx: like racefree.DB.InTx, Receive
+// again". fn must confine its effects to tx: like [racefree.DB.InTx], Receive
 // runs it again when the engine aborts the transaction for a transient
 // conflict. fn may be nil, to only record the event. payload is stored as
 // it is (it may be nil) for List.
 //
-// With racefree.Config.Combine on, a delivery with a nil fn records its
+// With [racefree.Config.Combine] on, a delivery with a nil fn records its
 // event in a batch with the concurrent deliveries of the same tenant
-// (wire.DB.Combine): one transaction and one commit for the batch,
+// ([wire.DB].Combine): one transaction and one commit for the batch,
 // and the outcome the delivery gets alone. A new event gets its source's
 // next arrival number, the batch's events of one source numbered in the
 // order of their IDs; a recorded one is a duplicate. Two deliveries of
@@ -141,7 +141,7 @@ type Result struct {
 // failed as a whole, known to have committed nothing, runs each delivery
 // alone. A batch whose commit got no answer (a connection lost once it was
 // sent) may have recorded its events: each of its deliveries returns an
-// error matching racefree.ErrUnavailable, as a delivery alone does then,
+// error matching [racefree.ErrUnavailable], as a delivery alone does then,
 // and none runs again by itself; the sender's redelivery settles it (a
 // duplicate if it was recorded). A delivery with fn never goes through
 // the combiner.
@@ -185,7 +185,7 @@ func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []
 
 // record records the event of a delivery without a processing function
 // in a batch with concurrent deliveries of the same tenant
-// (send.Do), when racefree.Config.Combine is on; it reports false,
+// ([send.Do]), when [racefree.Config.Combine] is on; it reports false,
 // having done nothing, when the delivery is to be received alone.
 //
 // Its statements record the event and number it with no value passed
@@ -252,7 +252,7 @@ func (in *Inbox) durable(ctx context.Context, tx *sql.Tx, source, eventID string
 }
 
 // combineKey names what a delivery writes to the combiner
-// (send.Op.Key, whose group is the tenant): the event's row. Neither
+// ([send.Op.Key], whose group is the tenant): the event's row. Neither
 // a source nor an event ID holds a NUL byte (validate).
 func combineKey(source, eventID string) string {
 	return "inbox\x00" + source + "\x00" + eventID
@@ -384,11 +384,11 @@ func (in *Inbox) List(ctx context.Context, source string, after int64, limit int
 // several processes may run it at once.
 //
 // Reap runs its statements on exec. Pass the pool (the *racefree.DB) to reap
-// every tenant, one at a time (tenant.Each), each batch committing on its
+// every tenant, one at a time ([tenant.Each]), each batch committing on its
 // own (on PostgreSQL in a short transaction set to its tenant); or the
 // caller's *sql.Tx to reap ctx's tenant only, as part of the caller's
 // transaction (its locks are then held until the caller commits; on
-// PostgreSQL the transaction must belong to that tenant, see send.Run).
+// PostgreSQL the transaction must belong to that tenant, see [send.Run]).
 // On PostgreSQL a batch skips the rows that another transaction has locked
 // rather than wait for them; the next run takes them. On SQLite, which has
 // one writer at a time, Reap on the pool pauses after each full batch for
@@ -416,7 +416,7 @@ func (in *Inbox) Reap(ctx context.Context, exec racefree.Executor) (int64, error
 }
 
 // reapTenant deletes the expired events of ctx's tenant in batches, each
-// in send.Run on exec; engine is the engine to pause for between
+// in [send.Run] on exec; engine is the engine to pause for between
 // batches, or "" for none.
 func (in *Inbox) reapTenant(ctx context.Context, engine string, exec racefree.Executor) (int64, error) {
 	id := tenant.From(ctx)

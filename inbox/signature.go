@@ -53,7 +53,7 @@ type Verifier struct {
 // NewVerifier returns a Verifier for secrets, each "whsec_" followed by
 // the base64 of a key of at least 16 bytes. It does no I/O. It rejects an empty list, a
 // secret without the prefix or with bad base64, and a bad tolerance, with
-// racefree.ErrInvalidInput.
+// [racefree.ErrInvalidInput].
 func NewVerifier(secrets []string, opts *VerifierOptions) (*Verifier, error) {
 	var o VerifierOptions
 	if opts != nil {

@@ -89,7 +89,7 @@ type Options struct {
 }
 
 // Store represents one-time codes and refresh-token families. Every call
-// runs for the tenant its context names (tenant.With; tenant.Default when
+// runs for the tenant its context names ([tenant.With]; [tenant.Default] when
 // none): a token issued for one tenant is unknown to every other. It is
 // safe for concurrent use and keeps no state besides its configuration, so
 // any number of Stores, in any number of processes, may share a database.
@@ -543,7 +543,7 @@ func checkSubjectTTL(subject string, ttl time.Duration) error {
 // deleted. Nothing it deletes could still be redeemed or rotated, so grace
 // only decides how long a refusal is explained (Expired, AlreadyUsed,
 // Revoked) before it becomes Unknown. Each batch is one tenant's and
-// commits on its own (send.Run: on PostgreSQL in a short transaction
+// commits on its own ([send.Run]: on PostgreSQL in a short transaction
 // that sets the tenant); on PostgreSQL a batch skips rows that a
 // concurrent transaction holds locked, and re-checks the expiry on the
 // row's latest version.

@@ -95,7 +95,7 @@ func scanRecord(tenantID string, sc interface{ Scan(...any) error }) (*Record, e
 }
 
 // Get returns message id of the tenant ctx names, with its history, or an
-// error matching racefree.ErrNotFound.
+// error matching [racefree.ErrNotFound].
 func (o *Outbox) Get(ctx context.Context, exec racefree.Executor, id int64) (*Record, error) {
 	t := tenant.From(ctx)
 	var rec *Record

@@ -39,9 +39,9 @@
 // committed: a key whose oldest message is retrying or dead waits until it
 // is delivered, redriven or discarded.
 //
-// Relays are woken by PostgreSQL LISTEN/NOTIFY (RelayOptions.Listen) and,
+// Relays are woken by PostgreSQL LISTEN/NOTIFY ([RelayOptions.Listen]) and,
 // within a process, by an in-process signal, and poll every tenant as a
-// fallback (RelayOptions.PollInterval). Reap deletes delivered messages
+// fallback ([RelayOptions.PollInterval]). Reap deletes delivered messages
 // after Options.Retention, in batches, one tenant at a time.
 //
 // HTTPHandler delivers messages as HTTP POSTs with Idempotency-Key (the

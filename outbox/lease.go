@@ -56,7 +56,7 @@ func (d *Delivery) IdempotencyKey() string { return strconv.FormatInt(d.ID, 10) 
 
 // StaleFenceError means a tenure ended: its lease lapsed and another
 // claim took the message over (the fence grew). It matches
-// racefree.ErrStaleFence; nothing was changed.
+// [racefree.ErrStaleFence]; nothing was changed.
 type StaleFenceError struct {
 	ID      int64
 	Fence   int64 // the caller's
@@ -67,7 +67,7 @@ func (e *StaleFenceError) Error() string {
 	return fmt.Sprintf("outbox message %d: fence %d is stale, the current fence is %d", e.ID, e.Fence, e.Current)
 }
 
-// Is matches racefree.ErrStaleFence.
+// Is matches [racefree.ErrStaleFence].
 func (e *StaleFenceError) Is(target error) bool { return target == racefree.ErrStaleFence }
 
 // ErrLeaseLost is the cause (context.Cause) of a handler's context when a
@@ -204,7 +204,7 @@ func checkLease(lease time.Duration) error {
 // caller's own writes (a handler whose effect is in the same database then
 // applies it exactly once). It returns a *StaleFenceError when the lease
 // lapsed and another claim took the message over, and an error matching
-// racefree.ErrNotHeld when the message is not leased (delivered, dead,
+// [racefree.ErrNotHeld] when the message is not leased (delivered, dead,
 // ready again, discarded). A tenure whose lease lapsed but that nobody
 // took over yet still completes.
 func (o *Outbox) Complete(ctx context.Context, exec racefree.Executor, d *Delivery) error {
@@ -348,7 +348,7 @@ var ErrAttemptsExhausted = errors.New("racefree: outbox message has no attempt l
 // in the same transaction; otherwise the message is due again after
 // Options.Backoff (or the RetryAfter the classifier found). The failure
 // is added to the message's history. It returns a *StaleFenceError or an
-// error matching racefree.ErrNotHeld, changing nothing, when d's tenure
+// error matching [racefree.ErrNotHeld], changing nothing, when d's tenure
 // is over. When OnExhausted fails, the transaction rolls back, the
 // message is released to die again after a backoff, and Fail returns the
 // hook's error.

@@ -57,7 +57,7 @@ func (postgresDialect) mayBeDue(context.Context, *Outbox, string, []string) (boo
 }
 
 // claimTogether: on the pool, once the tenant is registered, the tenant,
-// the completion and the claim are sent together (send.Do); the claim
+// the completion and the claim are sent together ([send.Do]); the claim
 // records the lapses it finds itself, so nothing in it waits for an
 // earlier statement's rows.
 func (p postgresDialect) claimTogether(ctx context.Context, o *Outbox, id, worker string, n int, lease time.Duration, topics []string, done []*Delivery) ([]*Delivery, []tenure, bool, error) {

@@ -16,7 +16,7 @@ import (
 	"github.com/racefree/racefree/internal/wire"
 )
 
-// Bound returns set_config('statement_timeout', d, true) (wire.ServerBound):
+// Bound returns set_config('statement_timeout', d, true) ([wire.ServerBound]):
 // the statements after it in its transaction end, failing it, when they
 // run longer than d, and the setting ends with the transaction, so that
 // nothing of it outlives the transaction in a pooled session. In the
@@ -42,9 +42,9 @@ func (e *Engine) Bound(d time.Duration) *wire.Statement {
 // connection that failed before anything was sent is returned as an error
 // wrapping driver.ErrBadConn, and discarded. That error, and the server's
 // answer that a statement or the commit failed (rolledBack), match
-// racefree.ErrNotCommitted; any other error may have committed, and a
+// [racefree.ErrNotCommitted]; any other error may have committed, and a
 // context that ended once the batch was sent is reported as
-// racefree.ErrUnavailable too (wrapping the context's error): the server
+// [racefree.ErrUnavailable] too (wrapping the context's error): the server
 // may commit the batch after the caller gave up on it.
 func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*wire.Statement) error {
 	return conn.Raw(func(dc any) error {
@@ -96,7 +96,7 @@ func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*wire.Sta
 
 // MayHaveCommitted reports whether err, returned by COMMIT or by a
 // statement that commits by itself, leaves open that its transaction
-// committed (wire.CommitJudge): every error but one that says
+// committed ([wire.CommitJudge]): every error but one that says
 // nothing was sent (pgconn.SafeToRetry) and the server's answer that the
 // statement or the commit failed (rolledBack). A context that ended while
 // the statement ran is such an error: pgx drops the connection, but the

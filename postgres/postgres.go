@@ -22,7 +22,7 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// The interfaces beyond racefree.Engine that the combiner, pipelines and
+// The interfaces beyond [racefree.Engine] that the combiner, pipelines and
 // /readyz look for: a missing method would silently turn each off.
 var (
 	_ wire.Pipeliner       = (*Engine)(nil)
@@ -31,13 +31,13 @@ var (
 	_ wire.WritableChecker = (*Engine)(nil)
 )
 
-// Engine represents a PostgreSQL database. It implements racefree.Engine.
+// Engine represents a PostgreSQL database. It implements [racefree.Engine].
 type Engine struct {
 	db *sql.DB
 }
 
 // Open connects to the database at url (postgres://… or a key=value
-// connection string) and returns it as a racefree.DB.
+// connection string) and returns it as a [racefree.DB].
 func Open(ctx context.Context, url string, cfg *racefree.Config) (*racefree.DB, error) {
 	e, err := NewEngine(url)
 	if err != nil {
@@ -88,7 +88,7 @@ func dropReadOnly(cfg *pgconn.Config) {
 	}
 }
 
-// Name returns racefree.Postgres.
+// Name returns [racefree.Postgres].
 func (e *Engine) Name() string { return racefree.Postgres }
 
 // SQL returns the connection pool.
@@ -168,7 +168,7 @@ const writable = `SELECT pg_is_in_recovery(), current_setting('transaction_read_
 // reaches is in recovery (a standby: pg_is_in_recovery()) or its
 // transactions are read-only (transaction_read_only, as
 // default_transaction_read_only makes them), nil when it accepts writes,
-// or the error of the probe (wire.WritableChecker).
+// or the error of the probe ([wire.WritableChecker]).
 func (e *Engine) CheckWritable(ctx context.Context, exec wire.Executor) error {
 	var recovery, readOnly bool
 	if err := exec.QueryRowContext(ctx, writable).Scan(&recovery, &readOnly); err != nil {

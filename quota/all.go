@@ -44,10 +44,10 @@ type Request struct {
 //
 // The charges run in one transaction, for the tenant ctx names: on a
 // *racefree.DB, a *sql.DB or a *sql.Conn ConsumeAll begins it (on
-// PostgreSQL the transaction of send.Run, which sets the tenant, on the
+// PostgreSQL the transaction of [send.Run], which sets the tenant, on the
 // *racefree.DB's pool; on SQLite on the executor given, a *racefree.DB
 // through InTx, retried on transient conflicts, except for a tenant's
-// first call in the process, which runs in send.Run's transaction to
+// first call in the process, which runs in [send.Run]'s transaction to
 // register the tenant); on the caller's *sql.Tx
 // it runs them under a savepoint that it rolls back on a denial, so the
 // caller's transaction carries on with its own writes and commits the
@@ -61,7 +61,7 @@ type Request struct {
 // and concurrently it is sent, and a denial records nothing, so a retry
 // after a denial is charged again. The same key sent with other requests
 // (another quota key, policy or n, or another set of requests) is a
-// *ConsumptionKeyReusedError (racefree.ErrMismatch), never a replay: the
+// *ConsumptionKeyReusedError ([racefree.ErrMismatch]), never a replay: the
 // call charges nothing, and under the caller's *sql.Tx the savepoint is
 // rolled back. A ledger row written before migration 017, without a
 // fingerprint, is replayed whatever the request, as the release that wrote
@@ -164,7 +164,7 @@ var ErrConsumptionKeyReused = errors.New("quota: consumption key reused with a d
 // ConsumptionKeyReusedError reports a ConsumeAll whose consumption key was
 // charged before for another request: other quota keys, policies or n
 // under the key. Nothing of the call was charged. It matches
-// ErrConsumptionKeyReused and racefree.ErrMismatch, the error of an
+// ErrConsumptionKeyReused and [racefree.ErrMismatch], the error of an
 // idempotency key sent with another payload (422 over HTTP).
 type ConsumptionKeyReusedError struct {
 	ConsumptionKey string
@@ -174,7 +174,7 @@ func (e *ConsumptionKeyReusedError) Error() string {
 	return fmt.Sprintf("consumption key %q was charged for a different request", e.ConsumptionKey)
 }
 
-// Is reports ErrConsumptionKeyReused and racefree.ErrMismatch as matching.
+// Is reports ErrConsumptionKeyReused and [racefree.ErrMismatch] as matching.
 func (e *ConsumptionKeyReusedError) Is(target error) bool {
 	return target == ErrConsumptionKeyReused || target == racefree.ErrMismatch
 }
@@ -358,7 +358,7 @@ func combine(c, d Decision) Decision {
 // one tenant at a time, in batches of at most Options.ReapBatch rows, and
 // returns how many it deleted. The number of keys is thus bounded by the
 // reaper, not by memory. Each batch is one statement for one tenant
-// (send.Run: on PostgreSQL in a short transaction that sets the tenant,
+// ([send.Run]: on PostgreSQL in a short transaction that sets the tenant,
 // so row-level security admits the batch's rows only), and its cutoff is
 // read once from the clock; on PostgreSQL a batch skips rows a charge
 // holds locked, and on SQLite Reap waits after each full batch as long as

@@ -240,7 +240,7 @@ type Limiter struct {
 }
 
 // New returns a Limiter over db. It does no I/O. It rejects options out of
-// range with racefree.ErrInvalidInput.
+// range with [racefree.ErrInvalidInput].
 func New(db *racefree.DB, opts *Options) (*Limiter, error) {
 	var o Options
 	if opts != nil {
@@ -302,9 +302,9 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // is unavailable, the decision is p.OnUnavailable's, marked Degraded (on
 // PostgreSQL a timeout also aborts the caller's transaction).
 //
-// With racefree.Config.Combine on, a GCRA or FixedWindow charge on the
+// With [racefree.Config.Combine] on, a GCRA or FixedWindow charge on the
 // pool goes in a batch with the concurrent charges of the same tenant on
-// other keys (racefree.Config.Combine): one transaction and one commit for
+// other keys ([racefree.Config.Combine]): one transaction and one commit for
 // the batch, and the same decision as alone. On PostgreSQL a batch of two
 // or more charges of one kind runs as one statement over arrays
 // (consume_gcra_many.sql, consume_window_many.sql) that locks the
@@ -318,7 +318,7 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // deadline gets p.OnUnavailable's degraded decision. A batch whose commit
 // got no answer (a connection lost once it was sent) may have charged:
 // each of its charges gets p.OnUnavailable's degraded decision, with
-// racefree.ErrUnavailable under FailClosed, as a charge alone whose answer
+// [racefree.ErrUnavailable] under FailClosed, as a charge alone whose answer
 // is lost, and is never charged again by itself. A SlidingWindow
 // charge is combined too, as its statement alone in the batch's pipeline
 // on PostgreSQL (it has no form over arrays).
@@ -392,12 +392,12 @@ func charge(p Policy) (string, int64) {
 	return "consume_gcra", p.interval()
 }
 
-// combineKey names key's counter to the combiner (send.Op.Key):
+// combineKey names key's counter to the combiner ([send.Op.Key]):
 // the tenant is its group, so the scope and the key.
 func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope + "\x00" + key }
 
 // consumeCombined charges as consume does, through the combiner
-// (send.Do, Bounded: a batch of the tenant's concurrent charges on
+// ([send.Do], Bounded: a batch of the tenant's concurrent charges on
 // other keys, one transaction and one commit, bounded by ctx's deadline,
 // the policy's Wait). On PostgreSQL a batch of two or more charges of one
 // kind runs as one statement over arrays (consume_gcra_many,
@@ -493,12 +493,12 @@ func (l *Limiter) consume(ctx context.Context, exec racefree.Executor, key strin
 }
 
 // sender sends one statement of a charge, a refund or a read of their
-// counter on the executor send.Run handed its fn: send.Statement or
-// send.ReadStatement.
+// counter on the executor [send.Run] handed its fn: [send.Statement] or
+// [send.ReadStatement].
 type sender func(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.Statement) error
 
 // state reads key's counter and the clock, sending the statement with
-// run: send.ReadStatement after a refused charge, send.Statement after a
+// run: [send.ReadStatement] after a refused charge, [send.Statement] after a
 // refund that found no counter, whose errors are the refund's. A missing
 // row reads as a full bucket.
 func (l *Limiter) state(ctx context.Context, exec racefree.Executor, key string, p Policy, run sender) (now, tat, used int64, err error) {
@@ -579,7 +579,7 @@ func (l *Limiter) Refund(ctx context.Context, exec racefree.Executor, key string
 
 // ExceededError reports a denied charge with its Decision, for callers
 // that turn a denial into an error (racefree's HTTP route). It matches
-// racefree.ErrQuotaExceeded.
+// [racefree.ErrQuotaExceeded].
 type ExceededError struct {
 	Decision Decision
 }
@@ -588,5 +588,5 @@ func (e *ExceededError) Error() string {
 	return fmt.Sprintf("quota exceeded: retry in %s", e.Decision.RetryAfter)
 }
 
-// Is reports racefree.ErrQuotaExceeded as matching.
+// Is reports [racefree.ErrQuotaExceeded] as matching.
 func (e *ExceededError) Is(target error) bool { return target == racefree.ErrQuotaExceeded }

@@ -16,7 +16,7 @@ import (
 
 // SlidingWindowMigration is the migration that adds the sliding-window
 // counter. Before it, a SlidingWindow policy is a *racefree.SchemaError
-// (racefree.ErrSchemaOutdated), and nothing is written.
+// ([racefree.ErrSchemaOutdated]), and nothing is written.
 const SlidingWindowMigration = 16
 
 // maxSlidingProduct bounds Rate × Per (in ms) of a SlidingWindow policy:

@@ -11,7 +11,7 @@ import (
 // (role_bypasses_rls), and every role it can SET ROLE to that is a
 // superuser, has BYPASSRLS or owns a tenant table without passing its
 // privileges on (role_can_become_*), each with the path of memberships
-// (internal/roles.Judge). Owners whose privileges the role has come per
+// (internal/[roles.Judge]). Owners whose privileges the role has come per
 // table from judgeOwnerPrivileges.
 func (cat *catalogue) judgeRole(rep *Report, opts Options) {
 	if opts.Role == "" {

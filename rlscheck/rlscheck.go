@@ -236,7 +236,7 @@ func (c *Checker) Check(ctx context.Context, opts Options) (*Report, error) {
 }
 
 // readOnly runs fn in one read-only snapshot (one for every catalogue
-// query) bounded by statement_timeout (snapshot.ReadOnly).
+// query) bounded by statement_timeout ([snapshot.ReadOnly]).
 func (c *Checker) readOnly(ctx context.Context, timeout time.Duration, fn func(*sql.Tx) error) error {
 	return snapshot.ReadOnly(ctx, c.db, timeout, fn)
 }

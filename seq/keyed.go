@@ -25,7 +25,7 @@ import (
 // same database (idempotency.New(db, nil)): scope "racefree.seq" with the
 // counter's scope and name, so a key names one request to one counter,
 // and the tenant's own. The same key with another n is
-// racefree.ErrMismatch and consumes nothing. A concurrent call with the
+// [racefree.ErrMismatch] and consumes nothing. A concurrent call with the
 // same key waits for the first one's transaction and then replays what
 // it committed, or runs itself if that rolled back. A record lives for
 // keys' Retention (default 24 hours) and then goes with keys.Reap: a retry
@@ -35,7 +35,7 @@ import (
 // with the caller's writes (a rollback consumes nothing and records no
 // key); passed the pool, NextKeyed runs one transaction of its own that
 // belongs to the context's tenant. When its commit's reply is lost
-// NextKeyed returns an error matching racefree.ErrUnavailable: call it
+// NextKeyed returns an error matching [racefree.ErrUnavailable]: call it
 // again with the same key, never NextN, to learn the numbers.
 //
 // Input errors are NextN's, and the key's are idempotency's (an empty,

@@ -26,10 +26,10 @@ const (
 )
 
 // Migration is the schema version every operation needs: the tenant
-// columns (tenant.TenantsVersion). Against an older schema (opened with
-// racefree.SchemaAllowOutdated) every call fails with an error matching
-// racefree.ErrSchemaOutdated and writes nothing. Tenants other than
-// tenant.Default need tenant.KeysVersion.
+// columns ([tenant.TenantsVersion]). Against an older schema (opened with
+// [racefree.SchemaAllowOutdated]) every call fails with an error matching
+// [racefree.ErrSchemaOutdated] and writes nothing. Tenants other than
+// [tenant.Default] need [tenant.KeysVersion].
 const Migration = tenant.TenantsVersion
 
 // ErrExhausted means the counter would pass the largest BIGINT
@@ -38,7 +38,7 @@ var ErrExhausted = errors.New("racefree: sequence exhausted")
 
 // Counters represents the gapless counters of one database. It is safe for
 // concurrent use. Every call runs for the tenant its context names
-// (tenant.From): a counter is (tenant, scope, name), and the scope is a
+// ([tenant.From]): a counter is (tenant, scope, name), and the scope is a
 // namespace inside the tenant.
 type Counters struct {
 	db *racefree.DB
@@ -67,26 +67,26 @@ func (c *Counters) Next(ctx context.Context, exec racefree.Executor, scope, name
 // ends, so keep it short; other counters never wait for it. Passed the
 // *racefree.DB (or a *sql.DB), NextN commits at once: on SQLite it runs
 // one statement on its own, on PostgreSQL one statement sent in one
-// round trip with the setting of its tenant (send.QueryRow). A caller's transaction
-// set to another tenant (tenant.InTx) is a *tenant.MismatchError.
+// round trip with the setting of its tenant ([send.QueryRow]). A caller's transaction
+// set to another tenant ([tenant.InTx]) is a *tenant.MismatchError.
 //
-// On the pool of PostgreSQL, an error matching racefree.ErrUnavailable
+// On the pool of PostgreSQL, an error matching [racefree.ErrUnavailable]
 // may come after the commit (its reply was lost): the numbers may be
 // committed and then belong to nobody, and calling NextN again hands out
 // the next ones. Use NextKeyed where that gap matters.
 //
 // On PostgreSQL at REPEATABLE READ or SERIALIZABLE, an increment of the
 // same counter committed after the transaction's snapshot makes NextN fail
-// with an error matching racefree.ErrRetryable (SQLSTATE 40001): roll the
-// transaction back and run all of it again. racefree.DB.InTx does so
+// with an error matching [racefree.ErrRetryable] (SQLSTATE 40001): roll the
+// transaction back and run all of it again. [racefree.DB.InTx] does so
 // itself. On SQLite the transaction must hold the write lock before it
 // reads (racefree begins every transaction IMMEDIATE); a deferred
-// transaction begun elsewhere gets racefree.ErrRetryable too.
+// transaction begun elsewhere gets [racefree.ErrRetryable] too.
 //
 // It returns an *racefree.InputError for an empty or oversized scope or
 // name or an n outside 1..MaxN, and ErrExhausted when the counter would
 // pass the largest BIGINT; nothing is consumed then. Before migration
-// Migration it fails with racefree.ErrSchemaOutdated.
+// Migration it fails with [racefree.ErrSchemaOutdated].
 func (c *Counters) NextN(ctx context.Context, exec racefree.Executor, scope, name string, n int64) (first int64, err error) {
 	if err := validate(scope, name); err != nil {
 		return 0, err

@@ -36,7 +36,7 @@ import (
 const maxBytesKeyword = "x-max-bytes"
 
 // noNULPattern is the pattern of text without a NUL byte, which racefree
-// refuses on every engine (racefree.CheckText).
+// refuses on every engine ([racefree.CheckText]).
 const noNULPattern = `^[^\x00]*$`
 
 // pathValuePattern is the pattern of a path parameter that names a key
@@ -62,7 +62,7 @@ func pathParam(r *http.Request, name string, maxBytes int) (string, error) {
 }
 
 // textSchema is a string of 1 to maxBytes bytes of UTF-8 without a NUL
-// byte: what racefree.CheckText accepts.
+// byte: what [racefree.CheckText] accepts.
 func textSchema(maxBytes int, description string) map[string]any {
 	s := optionalTextSchema(maxBytes, description)
 	s["minLength"] = 1

@@ -128,7 +128,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 // racefree audit verify --checkpoint for the stronger check. A broken
 // chain is a 200 whose intact is false: the request itself succeeded. A
 // chain that moved to another PostgreSQL timeline (a failover) is intact
-// with possible_loss and warnings (audit.Result.PossibleLoss): entries the
+// with possible_loss and warnings ([audit.Result.PossibleLoss]): entries the
 // old primary acknowledged after the entry named may have been lost.
 func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) {
 	scope := r.URL.Query().Get("scope")

@@ -62,7 +62,7 @@ func durationFrom(field string, ms *int64) (time.Duration, error) {
 	return time.Duration(*ms) * time.Millisecond, nil
 }
 
-// claimKey returns the path's claim key: 1 to claim.MaxKeyBytes bytes of
+// claimKey returns the path's claim key: 1 to [claim.MaxKeyBytes] bytes of
 // UTF-8 without a NUL byte, matching pathValuePattern.
 func claimKey(r *http.Request) (string, error) { return pathParam(r, "key", claim.MaxKeyBytes) }
 
@@ -218,7 +218,7 @@ func (s *Server) observeEvent(ctx context.Context, exec racefree.Executor, r *ht
 	}, nil
 }
 
-// eventJSON is the answer of GET /v1/events/{fingerprint}: dedup.Record.
+// eventJSON is the answer of GET /v1/events/{fingerprint}: [dedup.Record].
 type eventJSON struct {
 	Fingerprint    string `json:"fingerprint"`
 	Source         string `json:"source"`
@@ -230,7 +230,7 @@ type eventJSON struct {
 }
 
 // getEvent answers the request's tenant's stored event and its recorded
-// result, as dedup.Log.Get: 404 for a fingerprint never observed, or
+// result, as [dedup.Log.Get]: 404 for a fingerprint never observed, or
 // reaped.
 func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
 	fp, err := pathParam(r, "fingerprint", claim.MaxKeyBytes)

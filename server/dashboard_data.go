@@ -290,7 +290,7 @@ func each(ctx context.Context, exec racefree.Executor, query string, args []any,
 
 // loadAudit verifies each of the tenant's audit scopes of the page (by
 // name, auditScopesShown a page, those that begin with the filter's, read
-// a page at a time: audit.Log.ScopesPage)
+// a page at a time: [audit.Log.ScopesPage])
 // against its stored checkpoints, resuming from where this process last
 // found it intact (verified), so that a page load checks only the entries
 // appended since.

@@ -90,7 +90,7 @@ func (l *dashList) What() string { return l.spec.what }
 func (l *dashList) Limit() int { return l.spec.limit }
 
 // parseList reads spec's list from the request's query q. A filter value
-// or a sort key that is not valid is racefree.ErrInvalidInput, its
+// or a sort key that is not valid is [racefree.ErrInvalidInput], its
 // message naming the parameter.
 func parseList(q url.Values, spec *listSpec) (*dashList, error) {
 	l := &dashList{spec: spec}

@@ -38,7 +38,7 @@ func newDoctorState(reg prometheus.Registerer) *doctorState {
 	return &doctorState{gauge: g}
 }
 
-// Doctor runs doctor.Check on the server's database as the role it
+// Doctor runs [doctor.Check] on the server's database as the role it
 // serves as, bounded by ctx, and keeps the report: /readyz then lists each
 // finding's code and severity under "doctor" (still 200: the server
 // works, less safely than it should), and the gauge

@@ -64,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// registerCombineMetrics exports db's combiner figures (racefree.DB.CombineStats),
+// registerCombineMetrics exports db's combiner figures ([racefree.DB.CombineStats]),
 // read at each scrape: commits per second are the rate of batches, the mean
 // batch size operations over batches, the mean queue wait the wait over
 // operations. All stay 0 unless Config.Combine is on.

@@ -37,7 +37,7 @@ const defaultMetricsTimeout = 5 * time.Second
 // figures are as fresh as the scrape, nothing runs while nobody scrapes,
 // and a standby (read-only) answers them like a primary, since every read
 // is one statement in a read-only transaction of each tenant
-// (tenant.ReadTx). A scrape's reads are bounded by Options.MetricsTimeout
+// ([tenant.ReadTx]). A scrape's reads are bounded by Options.MetricsTimeout
 // and each count by metricsCountBound; scrapes that arrive during a
 // collection wait for it and answer its figures, so concurrent scrapers
 // (two Prometheus replicas) cost one collection, not two. A read that

@@ -8,7 +8,7 @@ import (
 )
 
 // relayMetrics exports the counters of the relay WatchRelay names
-// (outbox.Relay.Stats), read at each scrape; nothing before WatchRelay.
+// ([outbox.Relay.Stats]), read at each scrape; nothing before WatchRelay.
 type relayMetrics struct {
 	relay                 atomic.Pointer[outbox.Relay]
 	deliveries, errs, cla *prometheus.Desc

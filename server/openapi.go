@@ -121,7 +121,7 @@ func limitParam(max int) param {
 	return param{"limit", withDefault(intSchema(1, int64(max), "at most this many"), 100), false}
 }
 
-// policySchema is a quota policy. The cross-field limits quota.Policy
+// policySchema is a quota policy. The cross-field limits [quota.Policy]
 // checks besides these are in its description.
 var policySchema = func() map[string]any {
 	s := bodySchema(policyRequest{}, []string{"kind", "rate", "per_ms"}, map[string]any{

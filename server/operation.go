@@ -71,7 +71,7 @@ func setHeader(w http.ResponseWriter, h http.Header) {
 // claim held by another, a stale fence: 409), which is stored and replayed
 // like a success, rather than a request refused before it ran (bad input,
 // an unknown fingerprint) or a failure (an outage), after which the retry
-// must run again. It keeps idempotency.StoreStatus's rule.
+// must run again. It keeps [idempotency.StoreStatus]'s rule.
 func executed(err error) bool {
 	var tr *tokenRefusedError
 	return err == nil || errors.Is(err, racefree.ErrHeld) || errors.Is(err, racefree.ErrNotHeld) ||
@@ -80,7 +80,7 @@ func executed(err error) bool {
 }
 
 // transactional serves op in one transaction of the request's tenant
-// (tenant.InTx: on PostgreSQL row-level security binds every statement to
+// ([tenant.InTx]: on PostgreSQL row-level security binds every statement to
 // it). With an Idempotency-Key, the
 // operation, the key's record and the stored response commit together
 // (idempotency.DoTx): a crash or a lost connection between the operation
@@ -202,7 +202,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, v any, err erro
 }
 
 // reading runs fn, a read route's database work, for the request's
-// tenant and writes nothing (tenant.ReadTx): on PostgreSQL in a READ ONLY
+// tenant and writes nothing ([tenant.ReadTx]): on PostgreSQL in a READ ONLY
 // transaction set to the tenant, so that row-level security binds it and
 // it works on a standby; on SQLite on the pool (every racefree statement
 // filters by the tenant there), so that a read never takes SQLite's

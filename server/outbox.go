@@ -66,7 +66,7 @@ type enqueueRequest struct {
 	Ordered       bool              `json:"ordered"`
 }
 
-// message turns the request into an outbox.Message, checking what the
+// message turns the request into an [outbox.Message], checking what the
 // outbox does not (the payload's form, the delay's).
 func (req *enqueueRequest) message(now time.Time) (outbox.Message, error) {
 	m := outbox.Message{Topic: req.Topic, Key: req.Key, MaxAttempts: req.MaxAttempts, Ordered: req.Ordered}
@@ -185,7 +185,7 @@ func toDeadMessage(r *outbox.Record) deadMessage {
 	return deadMessage{storedMessage: toStoredMessage(r), DiedAt: formatTime(r.AvailableAt)}
 }
 
-// messageJSON is the answer of GET /v1/outbox/messages/{id}: outbox.Record
+// messageJSON is the answer of GET /v1/outbox/messages/{id}: [outbox.Record]
 // with its failure history.
 type messageJSON struct {
 	storedMessage
@@ -196,7 +196,7 @@ type messageJSON struct {
 	History     []attemptJSON `json:"history"`
 }
 
-// attemptJSON is one failed tenure of a message: outbox.Attempt.
+// attemptJSON is one failed tenure of a message: [outbox.Attempt].
 type attemptJSON struct {
 	Fence   int64  `json:"fence"`
 	Attempt int    `json:"attempt"`
@@ -207,7 +207,7 @@ type attemptJSON struct {
 }
 
 // getMessage answers the request's tenant's message id in any state, with
-// its failure history, as outbox.Outbox.Get: 404 for an id that is not the
+// its failure history, as [outbox.Outbox.Get]: 404 for an id that is not the
 // tenant's, or was reaped or discarded.
 func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 	id, err := deadID(r)

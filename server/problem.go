@@ -246,7 +246,7 @@ func jsonKind(t reflect.Type) string {
 
 // noNUL refuses text with a NUL byte on every engine: SQLite would store
 // it and PostgreSQL refuse it. The libraries refuse it too, by the same
-// check (racefree.CheckText).
+// check ([racefree.CheckText]).
 func noNUL(field, value string) error {
 	if text.HasNUL(value) {
 		return racefree.Invalid(field, "must not contain a NUL byte")
@@ -255,7 +255,7 @@ func noNUL(field, value string) error {
 }
 
 // positiveFence refuses a fence that no tenure was ever given, as the
-// claim and dedup libraries do (claim.ValidateFence), before either runs.
+// claim and dedup libraries do ([claim.ValidateFence]), before either runs.
 func positiveFence(fence *int64) error {
 	if fence == nil {
 		return racefree.Invalid("fence", "is required")

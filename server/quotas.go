@@ -15,7 +15,7 @@ type consumeQuotaRequest struct {
 	Policy *policyRequest `json:"policy"`
 }
 
-// policyRequest is a quota.Policy as a request gives it.
+// policyRequest is a [quota.Policy] as a request gives it.
 type policyRequest struct {
 	Kind  string `json:"kind"`
 	Rate  int64  `json:"rate"`

@@ -80,7 +80,7 @@ type currentJSON struct {
 }
 
 // current answers the last number the path's counter handed out in the
-// request's tenant, as seq.Counters.Current: 0 for a counter that handed
+// request's tenant, as [seq.Counters.Current]: 0 for a counter that handed
 // none out (a counter is not created by reading it). It takes no lock, so
 // current + 1 is not the next number once another caller takes one.
 func (sr *sequenceRoutes) current(s *Server, w http.ResponseWriter, r *http.Request) {

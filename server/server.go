@@ -431,7 +431,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // ran, its findings under "doctor" (codes and severities; an empty array
 // when it found nothing). On a node that
 // accepts no writes (a PostgreSQL standby, pg_is_in_recovery(), or
-// transactions read-only by default, racefree.DB.CheckWritable) it
+// transactions read-only by default, [racefree.DB.CheckWritable]) it
 // answers 503 read-only with a reason, so that a load balancer sends
 // writers elsewhere. Anyone may call it, so a failure's detail is
 // generic; the database's own error, and the role's path, go to the log.

@@ -26,17 +26,17 @@ var migrations embed.FS
 // lock before it fails with SQLITE_BUSY.
 const BusyTimeout = 10 * time.Second
 
-// The combiner looks for wire.CommitJudge: a missing method would take
+// The combiner looks for [wire.CommitJudge]: a missing method would take
 // every failed commit for an unknown outcome.
 var _ wire.CommitJudge = (*Engine)(nil)
 
-// Engine represents a SQLite database file. It implements racefree.Engine.
+// Engine represents a SQLite database file. It implements [racefree.Engine].
 type Engine struct {
 	db *sql.DB
 }
 
 // Open opens the SQLite database file at path, creating the file (but not
-// its directory) when it does not exist, and returns it as a racefree.DB.
+// its directory) when it does not exist, and returns it as a [racefree.DB].
 func Open(ctx context.Context, path string, cfg *racefree.Config) (*racefree.DB, error) {
 	e, err := NewEngine(path)
 	if err != nil {
@@ -123,7 +123,7 @@ func newEngine(path string, create bool) (*Engine, error) {
 	return &Engine{db: db}, nil
 }
 
-// Name returns racefree.SQLite.
+// Name returns [racefree.SQLite].
 func (e *Engine) Name() string { return racefree.SQLite }
 
 // SQL returns the connection pool.
@@ -141,7 +141,7 @@ func (e *Engine) LockMigrations(context.Context, *sql.Tx) error { return nil }
 
 // MayHaveCommitted reports whether err, returned by COMMIT or by a
 // statement that commits by itself, leaves open that the transaction
-// committed (wire.CommitJudge): an I/O error only. SQLite commits in
+// committed ([wire.CommitJudge]): an I/O error only. SQLite commits in
 // the process, and in WAL mode a transaction commits once its commit
 // frame is in the WAL: a busy or locked database, a constraint checked at
 // commit, a full disk or an interrupt fails before that frame is written,

@@ -55,7 +55,7 @@ type MismatchError = tenantid.MismatchError
 // ErrMismatch matches every *MismatchError.
 var ErrMismatch = tenantid.ErrMismatch
 
-// InTx runs fn in a transaction of db (racefree.DB.InTx: IMMEDIATE on
+// InTx runs fn in a transaction of db ([racefree.DB.InTx]: IMMEDIATE on
 // SQLite, retried on transient conflicts) that belongs to tenant id: on
 // PostgreSQL the transaction's first statement is
 // set_config('racefree.tenant_id', id, true), which ends with the
@@ -67,7 +67,7 @@ func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.C
 
 // ReadTx runs fn in a transaction that belongs to tenant id and writes
 // nothing, for a read route's several reads: on PostgreSQL a READ ONLY
-// transaction (racefree.DB.ReadTx) whose first statement sets the tenant;
+// transaction ([racefree.DB.ReadTx]) whose first statement sets the tenant;
 // the tenant is never recorded in the registry, so fn works on
 // a standby. On SQLite fn runs on the pool (every racefree statement
 // filters by the tenant there), so that a read never takes SQLite's
@@ -86,7 +86,7 @@ func Each(ctx context.Context, db *racefree.DB, fn func(ctx context.Context) err
 
 // CheckDurable runs, in a read-only transaction that writes nothing, the
 // check that begins every write of a DB with
-// racefree.Config.RequireSynchronousReplication (set_strict.sql): it
+// [racefree.Config.RequireSynchronousReplication] (set_strict.sql): it
 // returns a *racefree.NotDurableError when a write would be refused now,
 // with the reason, nil when a synchronous standby would wait for its
 // commit, or the error that kept it from knowing. On SQLite, which has

@@ -99,8 +99,8 @@ type Checker struct {
 	Timeout time.Duration
 }
 
-// New returns a Checker on an existing pool of engine (racefree.SQLite or
-// racefree.Postgres). It does no I/O. The caller keeps ownership of db.
+// New returns a Checker on an existing pool of engine ([racefree.SQLite] or
+// [racefree.Postgres]). It does no I/O. The caller keeps ownership of db.
 func New(engine string, db *sql.DB) (*Checker, error) {
 	d, err := dialectFor(engine)
 	if err != nil {
@@ -146,7 +146,7 @@ func Open(dsnStr string) (*Checker, error) {
 	return &Checker{d: sqliteDialect{}, db: db, owned: true}, nil
 }
 
-// Engine returns racefree.SQLite or racefree.Postgres.
+// Engine returns [racefree.SQLite] or [racefree.Postgres].
 func (c *Checker) Engine() string { return c.d.name() }
 
 // Close closes the pool if Open made it.

@@ -76,7 +76,7 @@ type dialect interface {
 }
 
 // dialectFor returns the dialect of engine, or an *racefree.InputError
-// naming it when it is neither racefree.SQLite nor racefree.Postgres.
+// naming it when it is neither [racefree.SQLite] nor [racefree.Postgres].
 func dialectFor(engine string) (dialect, error) {
 	switch engine {
 	case racefree.SQLite:

@@ -117,7 +117,7 @@ func plainIdent(s string) bool {
 }
 
 // quoteIdent is the one function through which every identifier that comes
-// from input reaches SQL: ident.Quote, shared with rlscheck.
+// from input reaches SQL: [ident.Quote], shared with rlscheck.
 func quoteIdent(name string) (string, error) { return ident.Quote(name) }
 
 // checkExpr rejects a key expression or predicate that could end the

@@ -35,7 +35,7 @@ func (w Warning) String() string { return w.Source + ": " + w.Message }
 // Warnings what concerns no checked index, such as a table the file creates.
 //
 // The file is parsed with PostgreSQL's own parser (libpg_query, run as
-// WebAssembly in pure Go). For engine racefree.SQLite, a file PostgreSQL
+// WebAssembly in pure Go). For engine [racefree.SQLite], a file PostgreSQL
 // cannot parse is split into statements, SQLite's `ident` and [ident]
 // quoting and its schema-qualified index names (CREATE UNIQUE INDEX main.i
 // ON t …) are rewritten, and each statement is parsed alone; a statement

@@ -17,7 +17,7 @@ type postgresDialect struct{}
 func (postgresDialect) name() string { return racefree.Postgres }
 
 // readOnly: one read-only snapshot bounded by statement_timeout
-// (snapshot.ReadOnly).
+// ([snapshot.ReadOnly]).
 func (postgresDialect) readOnly(ctx context.Context, db *sql.DB, timeout time.Duration, fn func(querier) error) error {
 	return snapshot.ReadOnly(ctx, db, timeout, func(tx *sql.Tx) error { return fn(tx) })
 }

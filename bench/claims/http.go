@@ -17,7 +17,7 @@ import (
 )
 
 // overHTTP measures the same pairs through racefree's HTTP API: a server
-// (server.New, as racefree serve runs it) on loopback for each database,
+// ([server.New], as racefree serve runs it) on loopback for each database,
 // and keep-alive clients that POST /v1/claims/{key} then DELETE it, with
 // no Idempotency-Key, so that the claim calls run on the pool and the
 // combiner can batch them.

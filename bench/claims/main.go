@@ -1,5 +1,5 @@
 // Command claims measures claim Acquire then Release on distinct keys,
-// with the combiner off and on (racefree.Config.Combine), beside
+// with the combiner off and on ([racefree.Config.Combine]), beside
 // github.com/bsm/redislock (Obtain then Release) on a local Redis, on
 // SQLite and PostgreSQL, at 1, 16 and 64 clients, through the Go API and
 // through the HTTP API (rows "…, HTTP": a server on loopback, keep-alive

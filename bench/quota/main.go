@@ -1,5 +1,5 @@
 // Command quota measures quota.Consume, with the combiner off and on
-// (racefree.Config.Combine), beside the bare statement it runs and beside
+// ([racefree.Config.Combine]), beside the bare statement it runs and beside
 // github.com/go-redis/redis_rate on a local Redis, on SQLite and
 // PostgreSQL, at 1 and 16 clients, on distinct keys and on one hot key, and
 // prints a Markdown table of the figures and their ratios, and draws them

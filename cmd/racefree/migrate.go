@@ -205,7 +205,7 @@ func checkUpFlags(cmd *cobra.Command, db string, to int64, appRole string) error
 
 // openExisting opens the database d names, which must exist: a SQLite
 // path that names no file is refused with one line saying so, and no file
-// is created (dsn.OpenExisting). Every command but serve and migrate up
+// is created ([dsn.OpenExisting]). Every command but serve and migrate up
 // opens its database this way.
 func openExisting(ctx context.Context, d string, cfg *racefree.Config) (*racefree.DB, error) {
 	h, err := dsn.OpenExisting(ctx, d, cfg)

@@ -14,7 +14,7 @@ import (
 )
 
 // relayOptions are serve's --relay flags: the outbox relay that runs
-// inside serve and POSTs each message to a URL (outbox.HTTPHandler).
+// inside serve and POSTs each message to a URL ([outbox.HTTPHandler]).
 type relayOptions struct {
 	On          bool
 	URLs        []string // "URL" for every topic, or "topic=URL"

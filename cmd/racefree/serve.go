@@ -305,7 +305,7 @@ func waitingForDB(w http.ResponseWriter, r *http.Request) {
 // openWaiting calls open until it returns a database, an error that
 // waiting cannot cure, or wait has passed since the first attempt (then
 // the last error, saying how long it waited). Curable are an outage
-// (racefree.ErrUnavailable: no connection, a server starting or shutting
+// ([racefree.ErrUnavailable]: no connection, a server starting or shutting
 // down, a read-only node where a migration was due), any PostgreSQL
 // connection the server refused (a database not created or restored
 // yet, too many clients, a role not yet provisioned), a transient
@@ -519,7 +519,7 @@ func reapOnce(ctx context.Context, api *server.Server, claims *claim.Store, fing
 	}
 }
 
-// checkRefresh refuses refresh-token options that onetime.New would
+// checkRefresh refuses refresh-token options that [onetime.New] would
 // refuse, before anything is opened.
 func checkRefresh(grace time.Duration, secret []byte) error {
 	switch {

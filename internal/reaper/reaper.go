@@ -15,11 +15,11 @@ import (
 )
 
 // EachTenant is every reaper's prelude: it runs fn once for every tenant
-// racefree has seen (tenant.Each), with a context naming that tenant, so
+// racefree has seen ([tenant.Each]), with a context naming that tenant, so
 // that on PostgreSQL a reaper sees one tenant's rows at a time. Before
-// migration 011 (tenant.TenantsVersion), which adds the tenant registry it
+// migration 011 ([tenant.TenantsVersion]), which adds the tenant registry it
 // walks, it runs nothing and returns a *racefree.SchemaError
-// (racefree.ErrSchemaOutdated).
+// ([racefree.ErrSchemaOutdated]).
 func EachTenant(ctx context.Context, db *racefree.DB, fn func(ctx context.Context) error) error {
 	if err := schema.Need(ctx, db, db, tenant.TenantsVersion); err != nil {
 		return err
@@ -29,7 +29,7 @@ func EachTenant(ctx context.Context, db *racefree.DB, fn func(ctx context.Contex
 
 // Run calls batch until it deletes fewer than size rows, an error occurs or
 // ctx ends, and returns the rows deleted in all. engine is the engine's
-// name (racefree.SQLite or racefree.Postgres): only SQLite pauses between
+// name ([racefree.SQLite] or [racefree.Postgres]): only SQLite pauses between
 // batches.
 func Run(ctx context.Context, engine string, size int, batch func() (int64, error)) (int64, error) {
 	var total int64

@@ -11,10 +11,10 @@ import (
 )
 
 // Need returns nil when migration want is applied, and otherwise a
-// *racefree.SchemaError (racefree.ErrSchemaOutdated) with the version the
+// *racefree.SchemaError ([racefree.ErrSchemaOutdated]) with the version the
 // database is at; an error reading the version is returned after
-// wire.DB.InterpretError. It answers from memory once it has seen
-// want applied (wire.DB.SchemaAtLeast), and reads through exec
+// [wire.DB].InterpretError. It answers from memory once it has seen
+// want applied ([wire.DB].SchemaAtLeast), and reads through exec
 // otherwise: pass the executor the operation was given, so that a caller
 // holding the pool's last connection in its transaction never waits for
 // itself.

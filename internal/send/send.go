@@ -64,13 +64,13 @@ const (
 // batch of the combiner (Op.Key), a pipeline (Op.Pipeline), the one
 // statement alone (Op.Alone). It returns the way it took, or NotSent when
 // none applies. A Dest statement that finds no row makes the error match
-// racefree.ErrNotFound; each statement's RowsAffected is set. Errors are
-// returned after wire.DB.InterpretError.
+// [racefree.ErrNotFound]; each statement's RowsAffected is set. Errors are
+// returned after [wire.DB].InterpretError.
 //
 // A batch whose commit got no answer may have committed: Do then returns
-// Together with its error (on PostgreSQL racefree.ErrUnavailable), never
+// Together with its error (on PostgreSQL [racefree.ErrUnavailable]), never
 // NotSent, so the caller must not run the operation again. A batch that
-// failed as a whole and committed nothing (racefree.ErrNotCommitted) is
+// failed as a whole and committed nothing ([racefree.ErrNotCommitted]) is
 // not a way taken: Do goes on to the next.
 func Do(ctx context.Context, db *racefree.DB, exec racefree.Executor, op *Op) (Way, error) {
 	if op.Key != "" {

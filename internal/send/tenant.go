@@ -42,7 +42,7 @@ func InTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context.C
 	})
 }
 
-// tenantTx runs fn in a transaction of db (racefree.DB.InTx) that belongs
+// tenantTx runs fn in a transaction of db ([racefree.DB.InTx]) that belongs
 // to tenant id: set first, marked as set for the calls inside it (setIn),
 // and the tenant registered in it unless the process knows it already; the
 // process remembers the tenant once the transaction commits.
@@ -131,8 +131,8 @@ func Run(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(e
 // the tenant set first unless InTx, Read or Run set it (a *MismatchError
 // when it belongs to another tenant). On the pool of PostgreSQL with a
 // role that row-level security binds, fn runs in a READ ONLY
-// transaction of its own (racefree.DB.ReadTx) that sets the tenant: a
-// write slipped into fn fails with racefree.ErrReadOnly on the primary
+// transaction of its own ([racefree.DB.ReadTx]) that sets the tenant: a
+// write slipped into fn fails with [racefree.ErrReadOnly] on the primary
 // too. Everything else (SQLite, a role that bypasses row-level security,
 // any other executor) runs fn on exec as it is.
 func Read(ctx context.Context, db *racefree.DB, exec racefree.Executor, fn func(exec racefree.Executor) error) error {
@@ -193,7 +193,7 @@ func ReadTx(ctx context.Context, db *racefree.DB, id string, fn func(ctx context
 
 // ReadRow runs query, one statement of a racefree read, with args for
 // the tenant ctx names and scans its first row into dest (an error
-// matching racefree.ErrNotFound when it returns none), like QueryRow, and
+// matching [racefree.ErrNotFound] when it returns none), like QueryRow, and
 // writes nothing (see Read): on the pool of PostgreSQL, with a role that
 // row-level security binds, the statement travels pipelined with the
 // tenant's set_config even for a tenant the process has not recorded;
@@ -222,14 +222,14 @@ func ReadRow(ctx context.Context, db *racefree.DB, exec racefree.Executor, query
 
 // QueryRow runs query, one statement of a racefree operation, with args
 // for the tenant ctx names, and scans its first row into dest (an error
-// matching racefree.ErrNotFound when it returns none). Exec does the same
+// matching [racefree.ErrNotFound] when it returns none). Exec does the same
 // for a statement whose rows it does not read, and returns the number of
 // rows it affected. Errors are returned after InterpretError.
 //
 // On the pool (exec is db or db.SQL()) of PostgreSQL, with a role that
 // row-level security binds, the statement travels in one round trip with
 // set_config('racefree.tenant_id', tenant, true) before it, as one
-// transaction (wire.DB.Pipeline): the statement sees the tenant, the
+// transaction ([wire.DB].Pipeline): the statement sees the tenant, the
 // connection goes back to the pool without it, and a failing statement
 // changes nothing. A transient conflict runs both again, as InTx does.
 // A tenant's first call in the process goes through Run, which records
@@ -249,7 +249,7 @@ func Exec(ctx context.Context, db *racefree.DB, exec racefree.Executor, query st
 
 // Pipelined runs stmts, the statements of one racefree operation, for
 // the tenant ctx names in one round trip, as one transaction
-// (wire.DB.Pipeline), whenever exec is the pool of PostgreSQL and the
+// ([wire.DB].Pipeline), whenever exec is the pool of PostgreSQL and the
 // tenant is already registered: first set_config(…, true) with the tenant,
 // unless the role is one that row-level security does not bind, then
 // stmts. It reports false, and runs nothing, otherwise: the caller then
@@ -276,27 +276,27 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 
 // Combined runs stmts, the statements of one racefree operation on key,
 // for the tenant ctx names, in a batch with concurrent operations of the
-// same tenant (wire.DB.Combine): one transaction and one commit for
+// same tenant ([wire.DB].Combine): one transaction and one commit for
 // the batch, which on PostgreSQL begins with set_config(…, true) with the
 // tenant, unless the role is one that row-level security does not bind.
 // key must name everything the operation writes, prefixed by the
 // primitive, so that two operations on one row never share a batch. A Dest
-// statement that finds no row makes the error match racefree.ErrNotFound.
+// statement that finds no row makes the error match [racefree.ErrNotFound].
 //
 // It reports false, and runs nothing, unless exec is the pool,
-// racefree.Config.Combine is on and the tenant is already registered, or
+// [racefree.Config.Combine] is on and the tenant is already registered, or
 // when the batch failed as a whole and committed nothing
-// (racefree.ErrNotCommitted): the caller then runs its statements as it
+// ([racefree.ErrNotCommitted]): the caller then runs its statements as it
 // does on every other executor. A batch whose commit got no answer may
 // have committed: it reports true with the batch's error (on PostgreSQL
-// racefree.ErrUnavailable), and the caller must not run its statements
+// [racefree.ErrUnavailable]), and the caller must not run its statements
 // again. Errors are returned after InterpretError.
 func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*wire.Statement) (bool, error) {
 	return combined(ctx, db, exec, key, time.Time{}, stmts)
 }
 
 // CombinedWithin is Combined for an operation that ctx's deadline bounds
-// (wire.Op.Deadline): its batch gives up at the earliest deadline of
+// ([wire.Op.Deadline]): its batch gives up at the earliest deadline of
 // its operations and commits nothing, and then it reports false like any
 // batch that failed as a whole (the server ends it at the deadline and
 // answers so). Without a deadline it is Combined.
@@ -327,8 +327,8 @@ func combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key 
 // one runs st, alone, as QueryRow and Exec say: pipelined with its tenant,
 // or, for a role that row-level security does not bind, as before tenancy.
 // On the pool, where st commits by itself, a caller that gave up once st
-// was sent gets racefree.ErrUnavailable with the context's error where
-// the server may commit it all the same (wire.DB.InterpretAutocommit).
+// was sent gets [racefree.ErrUnavailable] with the context's error where
+// the server may commit it all the same ([wire.DB].InterpretAutocommit).
 func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.Statement) error {
 	if pooled(db, exec) && wire.Of(db).CanPipeline() && !writeBypasses(ctx, db, exec) {
 		if ok, err := Pipelined(ctx, db, exec, st); ok {
@@ -341,15 +341,15 @@ func one(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.
 }
 
 // Statement runs st on exec, the executor Run handed its fn: on SQLite's
-// pool the statement prepared once per connection (wire.DB.Prepared),
+// pool the statement prepared once per connection ([wire.DB].Prepared),
 // which saves parsing and planning it on every call (half of a claim's
 // CPU), and its text everywhere else. A Dest statement that returns no
-// row fails with an error matching racefree.ErrNotFound and
+// row fails with an error matching [racefree.ErrNotFound] and
 // sql.ErrNoRows; st.RowsAffected receives the count of any other. Errors
 // are returned after InterpretError, and on the pool, where st commits
 // by itself, as an autocommit: a caller that gave up once st was sent
-// gets racefree.ErrUnavailable with the context's error where the server
-// may commit it all the same (wire.DB.InterpretAutocommit).
+// gets [racefree.ErrUnavailable] with the context's error where the server
+// may commit it all the same ([wire.DB].InterpretAutocommit).
 func Statement(ctx context.Context, db *racefree.DB, exec racefree.Executor, st *wire.Statement) error {
 	return alone(ctx, db, exec, st, pooled(db, exec))
 }
@@ -467,7 +467,7 @@ func CheckDurable(ctx context.Context, db *racefree.DB) error {
 }
 
 // writeSet is the statement that begins a write pipelined or combined on
-// PostgreSQL: set, or, with racefree.Config.RequireSynchronousReplication,
+// PostgreSQL: set, or, with [racefree.Config.RequireSynchronousReplication],
 // its strict form, which also fails, and so aborts the write's
 // transaction, unless a synchronous standby will wait for its commit
 // (sql/postgres/set_strict.sql). A write in a transaction begins the same
@@ -481,7 +481,7 @@ func writeSet(db *racefree.DB) string {
 }
 
 // writeBypasses is bypasses for a write: with
-// racefree.Config.RequireSynchronousReplication no role bypasses the
+// [racefree.Config.RequireSynchronousReplication] no role bypasses the
 // statement that begins a write, since it carries the check.
 func writeBypasses(ctx context.Context, db *racefree.DB, exec racefree.Executor) bool {
 	return !db.RequiresSynchronousReplication() && bypasses(ctx, db, exec)

@@ -19,7 +19,7 @@ import (
 	"github.com/racefree/racefree/quota"
 )
 
-// Claims is what the library's claim.Store (through Library) and the
+// Claims is what the library's [claim.Store] (through Library) and the
 // client both offer.
 type Claims interface {
 	Acquire(ctx context.Context, key, holder string, ttl time.Duration) (*claim.Claim, error)
@@ -29,7 +29,7 @@ type Claims interface {
 	Keep(ctx context.Context, c *claim.Claim, ttl time.Duration) (context.Context, func())
 }
 
-// Quotas is what the library's quota.Limiter (through Library) and the
+// Quotas is what the library's [quota.Limiter] (through Library) and the
 // client both offer.
 type Quotas interface {
 	Consume(ctx context.Context, key string, n int64, p quota.Policy) (quota.Decision, error)
@@ -77,7 +77,7 @@ func (l *Library) Consume(ctx context.Context, key string, n int64, p quota.Poli
 var T0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // LibraryClaims runs the claim cases against the library, on a fresh
-// database of each engine (testdb.Each) whose clock they move.
+// database of each engine ([testdb.Each]) whose clock they move.
 func LibraryClaims(t *testing.T) {
 	t.Helper()
 	onLibrary(t, func(t *testing.T, l *Library, clock *racefree.ManualClock) { RunClaims(t, l, clock) })

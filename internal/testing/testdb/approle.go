@@ -14,7 +14,7 @@ import (
 
 // App returns dsnStr's database opened as a fresh PostgreSQL role that is
 // neither superuser nor BYPASSRLS and owns nothing, granted what
-// tenant.Grant grants: the role `racefree serve` runs as in production,
+// [tenant.Grant] grants: the role `racefree serve` runs as in production,
 // which row-level security binds. owner must be dsnStr's database opened
 // as the owner and migrated. The role is dropped when the test ends. On
 // SQLite it returns owner itself.

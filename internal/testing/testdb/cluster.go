@@ -388,7 +388,7 @@ func (n *Node) URLAs(role string) string {
 }
 
 // AppRole creates, on the primary, a login role that is neither superuser
-// nor BYPASSRLS, granted what tenant.Grant grants on owner (the primary's
+// nor BYPASSRLS, granted what [tenant.Grant] grants on owner (the primary's
 // database, opened and migrated by Node.Open), and returns its name. The
 // standby gets it by replication; it goes with the cluster.
 func (c *Cluster) AppRole(t testing.TB, owner *racefree.DB) string {

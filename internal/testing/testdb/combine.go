@@ -7,7 +7,7 @@ import (
 	"github.com/racefree/racefree"
 )
 
-// WaitCombiner polls db's combiner figures (racefree.DB.CombineStats)
+// WaitCombiner polls db's combiner figures ([racefree.DB.CombineStats])
 // every millisecond until ok holds of them, and fails the test, naming
 // what it waited for, after 30 s. Tests hold a batch in flight and queue
 // calls behind it; this observes those states instead of sleeping.

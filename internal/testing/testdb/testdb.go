@@ -107,7 +107,7 @@ func PostgresURL(t testing.TB) string {
 // for another schema policy, it migrates the database first: a SQLite file
 // that does not exist yet starts as a copy of one this process migrated
 // once, which migrating then finds current. With RACEFREE_COMBINE=1 in the
-// environment it turns the combiner on (racefree.Config.Combine), so that a
+// environment it turns the combiner on ([racefree.Config.Combine]), so that a
 // package's suites run through it.
 func Open(t testing.TB, dsnStr string, cfg *racefree.Config) *racefree.DB {
 	t.Helper()
