@@ -331,3 +331,86 @@ CREATE FUNCTION snapshot_count() RETURNS bigint LANGUAGE sql STABLE SECURITY DEF
 		t.Fatalf("no finding naming the path through the materialized view: %+v", rep.Findings)
 	}
 }
+
+// definerFindings checks as the app role and returns the findings about
+// SECURITY DEFINER functions.
+func definerFindings(t *testing.T, f *fixture) []rlscheck.Finding {
+	t.Helper()
+	var fds []rlscheck.Finding
+	for _, fd := range f.check(t, rlscheck.Options{Role: f.app}).Findings {
+		if fd.Kind == rlscheck.DefinerReadsTenantTable || fd.Kind == rlscheck.DefinerNotFollowed {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
+}
+
+// TestADefinerWhoseSQLBodyDoesNotParseIsNotFollowed: PostgreSQL keeps a
+// SQL body it never parsed when check_function_bodies is off at CREATE
+// time; a SECURITY DEFINER function with such a body (one that names a
+// tenant table, besides) is security_definer_not_followed, saying why,
+// never a pass; SECURITY INVOKER clears it.
+func TestADefinerWhoseSQLBodyDoesNotParseIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `BEGIN;
+SET LOCAL check_function_bodies = off;
+CREATE FUNCTION api_broken() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT count(*) FROM orders WHERE';
+COMMIT`)
+	fds := definerFindings(t, f)
+	if len(fds) != 1 || fds[0].Kind != rlscheck.DefinerNotFollowed || !strings.HasSuffix(fds[0].Object, `."api_broken"()`) ||
+		!strings.Contains(fds[0].Problem, `."api_broken"(): its SQL body does not parse: `) {
+		t.Fatalf("%+v, want one %s on api_broken saying its SQL body does not parse", fds, rlscheck.DefinerNotFollowed)
+	}
+	f.exec(t, fds[0].Fix)
+	if fds := definerFindings(t, f); len(fds) != 0 {
+		t.Fatalf("after the fix: %+v", fds)
+	}
+}
+
+// TestADefinerInALanguageItCannotReadIsNotFollowed: a SECURITY DEFINER
+// function of its own in LANGUAGE internal (no extension's: created here)
+// is security_definer_not_followed naming the language, not taken as
+// reading nothing; SECURITY INVOKER clears it.
+func TestADefinerInALanguageItCannotReadIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `CREATE FUNCTION api_add(a integer, b integer) RETURNS integer LANGUAGE internal IMMUTABLE STRICT SECURITY DEFINER AS 'int4pl';
+CREATE VIEW sums WITH (security_invoker = true) AS SELECT api_add(total, 1) AS total FROM orders`)
+	fds := definerFindings(t, f)
+	if len(fds) != 1 || fds[0].Kind != rlscheck.DefinerNotFollowed || !strings.HasSuffix(fds[0].Object, `."api_add"(a integer, b integer)`) ||
+		!strings.Contains(fds[0].Problem, `."api_add"(a integer, b integer): written in internal, which rls-check cannot read`) {
+		t.Fatalf("%+v, want one %s on api_add naming its language", fds, rlscheck.DefinerNotFollowed)
+	}
+	f.exec(t, fds[0].Fix)
+	if fds := definerFindings(t, f); len(fds) != 0 {
+		t.Fatalf("after the fix: %+v", fds)
+	}
+}
+
+// TestADefinerCallingASchemaQualifiedFunctionIsFollowed: two schemas hold
+// a function of the same name, only one of which reads a tenant table. A
+// definer calling the one that does by its qualified name is followed
+// there, even with a search path that does not hold it; a definer calling
+// the other by its qualified name (no SET search_path, where an
+// unqualified name would resolve anywhere), or by its name under a search
+// path pinned to its schema, is no finding.
+func TestADefinerCallingASchemaQualifiedFunctionIsFollowed(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `CREATE SCHEMA defa; CREATE SCHEMA defb;
+CREATE FUNCTION defa.tally() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM public.orders';
+CREATE FUNCTION defb.tally() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM public.countries';
+CREATE FUNCTION api_a() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public AS 'SELECT defa.tally()';
+CREATE FUNCTION api_b() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT defb.tally()';
+CREATE FUNCTION api_c() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER SET search_path = defb AS 'SELECT tally()'`)
+	fds := definerFindings(t, f)
+	const path = `"public"."api_a"() → "defa"."tally"() → "public"."orders"`
+	if len(fds) != 1 || fds[0].Kind != rlscheck.DefinerReadsTenantTable || fds[0].Object != `"public"."api_a"()` || !strings.Contains(fds[0].Problem, path) {
+		t.Fatalf("%+v, want one %s on api_a naming %s", fds, rlscheck.DefinerReadsTenantTable, path)
+	}
+	f.exec(t, fds[0].Fix)
+	if fds := definerFindings(t, f); len(fds) != 0 {
+		t.Fatalf("after the fix: %+v", fds)
+	}
+}
