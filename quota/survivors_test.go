@@ -49,3 +49,47 @@ func TestEdgesConsumeAllOf64Requests(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesConsumeAllLeavesNoSavepointInTheCallersTransaction: under the
+// caller's transaction ConsumeAll works under a savepoint of its own, and
+// ends it whatever the outcome: after an allowed call and after a denied
+// one (rolled back to it, then released), the caller's transaction holds
+// no savepoint of quota's (a ROLLBACK TO it is an error), and the
+// caller's later writes are its own, not nested in a savepoint left open.
+func TestEdgesConsumeAllLeavesNoSavepointInTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	clock, cfg := manual(t0)
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		l := setup(t, db)
+		for _, c := range []struct {
+			name string
+			n    int64
+			want bool
+		}{{"allowed", window.Rate, true}, {"denied", 1, false}} {
+			tx, err := db.SQL().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := l.ConsumeAll(ctx, tx, []quota.Request{{Key: "sp", N: c.n, Policy: window}})
+			if err != nil || d.Allowed != c.want {
+				tx.Rollback()
+				t.Fatalf("%s call: %+v, %v", c.name, d, err)
+			}
+			_, err = tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT racefree_quota")
+			if err == nil {
+				tx.Rollback()
+				t.Fatalf("after the %s call, the caller's transaction still holds the savepoint racefree_quota", c.name)
+			}
+			tx.Rollback()
+			if c.want {
+				// The charge rolled back with the transaction: charge the
+				// whole window on the pool, so that the next call is denied.
+				if d := consume(t, l, db, "sp", c.n, window); !d.Allowed {
+					t.Fatalf("the whole window on the pool: %+v", d)
+				}
+			}
+		}
+	})
+}
