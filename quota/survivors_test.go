@@ -2,8 +2,12 @@ package quota_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/racefree/racefree"
@@ -89,6 +93,75 @@ func TestEdgesConsumeAllLeavesNoSavepointInTheCallersTransaction(t *testing.T) {
 				if d := consume(t, l, db, "sp", c.n, window); !d.Allowed {
 					t.Fatalf("the whole window on the pool: %+v", d)
 				}
+			}
+		}
+	})
+}
+
+// TestEdgesConsumeAllRemainingIsTheSmallest: the combined Decision of
+// ConsumeAll has the smallest Remaining of its requests, whichever place
+// holds it: a request that leaves 0 before one that leaves 4, and after.
+func TestEdgesConsumeAllRemainingIsTheSmallest(t *testing.T) {
+	t.Parallel()
+	clock, cfg := manual(t0)
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		l := setup(t, db)
+		for i, reqs := range [][]quota.Request{
+			{{Key: "empty-1", N: window.Rate, Policy: window}, {Key: "four-1", N: 1, Policy: window}},
+			{{Key: "four-2", N: 1, Policy: window}, {Key: "empty-2", N: window.Rate, Policy: window}},
+		} {
+			if d, err := l.ConsumeAll(ctx, db, reqs); err != nil || !d.Allowed || d.Remaining != 0 {
+				t.Fatalf("call %d: %+v, %v; want allowed with 0 remaining, the smaller of 0 and %d", i+1, d, err, window.Rate-1)
+			}
+		}
+	})
+}
+
+// TestEdgesMiddlewareRefusesABadKeyFromItsKeyFunc: a KeyFunc that returns
+// a key Consume would refuse (longer than MaxKeyBytes, a NUL byte, empty)
+// is answered 400 invalid-input, as its error would be, charges nothing
+// and does not reach next; a key of MaxKeyBytes is charged.
+func TestEdgesMiddlewareRefusesABadKeyFromItsKeyFunc(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		l := setup(t, db)
+		for _, c := range []struct {
+			key  string
+			code int
+		}{
+			{strings.Repeat("k", quota.MaxKeyBytes+1), http.StatusBadRequest},
+			{"a\x00b", http.StatusBadRequest},
+			{"", http.StatusBadRequest},
+			{strings.Repeat("k", quota.MaxKeyBytes), http.StatusOK},
+		} {
+			mw, err := l.Middleware(db, gcra, func(*http.Request) (string, error) { return c.key, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := false
+			h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
+			before := snapshot(t, db, "default")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+			if w.Code != c.code || served != (c.code == http.StatusOK) {
+				t.Fatalf("a key of %d bytes: %d, next served %v; want %d", len(c.key), w.Code, served, c.code)
+			}
+			if c.code == http.StatusOK {
+				if tat, _ := row(t, db, c.key, quota.GCRA); tat == -1 {
+					t.Fatalf("a key of MaxKeyBytes: no counter")
+				}
+				continue
+			}
+			var body struct {
+				Type string `json:"type"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Type != "urn:racefree:problem:invalid-input" {
+				t.Fatalf("a key of %d bytes: body %s (%v), want type invalid-input", len(c.key), w.Body.Bytes(), err)
+			}
+			if after := snapshot(t, db, "default"); after != before {
+				t.Fatalf("a key of %d bytes was charged:\n%s", len(c.key), after)
 			}
 		}
 	})
