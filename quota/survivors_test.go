@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
@@ -163,6 +164,74 @@ func TestEdgesMiddlewareRefusesABadKeyFromItsKeyFunc(t *testing.T) {
 			if after := snapshot(t, db, "default"); after != before {
 				t.Fatalf("a key of %d bytes was charged:\n%s", len(c.key), after)
 			}
+		}
+	})
+}
+
+// TestEdgesCancelledOnTheRowLockByExecutor (PostgreSQL, where a statement
+// that commits by itself may still commit after its caller gave up)
+// cancels a charge while it waits for the row lock of a transaction that
+// charged the same key, on each executor: on the pool, given as the
+// *racefree.DB or as its *sql.DB, the statement commits by itself and its
+// outcome is unknown (context.Canceled and racefree.ErrUnavailable); in
+// the caller's transaction it commits only with it, so the caller gets
+// context.Canceled alone.
+func TestEdgesCancelledOnTheRowLockByExecutor(t *testing.T) {
+	t.Parallel()
+	_, cfg := manual(t0)
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		// With the combiner on (RACEFREE_COMBINE=1) a charge waits inside
+		// its batch: TestACombinedChargeGivesUpAtItsWait tries that.
+		if db.Engine() != racefree.Postgres || db.Combining() {
+			t.Skip("PostgreSQL without the combiner: a statement on the pool that may commit after its caller gave up")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		l := setup(t, db)
+		holder, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = holder.Rollback() }()
+		consume(t, l, holder, "k", 1, gcra)
+		var pid int
+		if err := holder.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name    string
+			exec    func() (racefree.Executor, func())
+			unknown bool
+		}{
+			{"the *racefree.DB", func() (racefree.Executor, func()) { return db, func() {} }, true},
+			{"its *sql.DB", func() (racefree.Executor, func()) { return db.SQL(), func() {} }, true},
+			{"the caller's *sql.Tx", func() (racefree.Executor, func()) {
+				tx, err := db.SQL().BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tx, func() { _ = tx.Rollback() }
+			}, false},
+		} {
+			exec, done := c.exec()
+			waitCtx, stopWait := context.WithCancel(ctx)
+			errc := make(chan error, 1)
+			var d quota.Decision
+			go func() {
+				var err error
+				d, err = l.Consume(waitCtx, exec, "k", 1, gcra)
+				errc <- err
+			}()
+			if !testdb.BlockedBy(t, db, pid, nil) {
+				t.Fatalf("%s: the charge did not wait for the holder's row lock", c.name)
+			}
+			stopWait()
+			err := <-errc
+			done()
+			if !errors.Is(err, context.Canceled) || errors.Is(err, racefree.ErrUnavailable) != c.unknown || d.Allowed || d.Degraded {
+				t.Fatalf("%s, cancelled on the row lock: %+v, %v; want context.Canceled, ErrUnavailable %v (an unknown outcome), no decision", c.name, d, err, c.unknown)
+			}
+			testdb.Unblocked(t, db, pid, 10*time.Second)
 		}
 	})
 }
