@@ -235,3 +235,45 @@ func TestEdgesCancelledOnTheRowLockByExecutor(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesWaitBoundsACallerWithALaterDeadline: Policy.Wait bounds a
+// charge whose caller's context has a deadline of its own further off:
+// with the counters held, a charge of a 200 ms Wait under a caller's
+// deadline of 30 s gets the policy's degraded decision long before then
+// (within 15 s, for a loaded machine), under FailClosed and FailOpen, on
+// Consume and ConsumeAll.
+func TestEdgesWaitBoundsACallerWithALaterDeadline(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		l := setup(t, db)
+		consume(t, l, db, "k", 1, gcra)
+		holdTheCounters(t, db)
+		closed, open := gcra, gcra
+		closed.Wait, open.Wait = 200*time.Millisecond, 200*time.Millisecond
+		open.OnUnavailable = quota.FailOpen
+		for _, p := range []quota.Policy{closed, open} {
+			for _, all := range []bool{false, true} {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				start := time.Now()
+				var (
+					d   quota.Decision
+					err error
+				)
+				if all {
+					d, err = l.ConsumeAll(ctx, db, []quota.Request{{Key: "k", N: 1, Policy: p}})
+				} else {
+					d, err = l.Consume(ctx, db, "k", 1, p)
+				}
+				took := time.Since(start)
+				cancel()
+				wantErr := p.OnUnavailable == quota.FailClosed
+				if !d.Degraded || d.Allowed == wantErr || errors.Is(err, racefree.ErrUnavailable) != wantErr {
+					t.Fatalf("on unavailable %d (ConsumeAll %v), a caller's deadline of 30s: %+v, %v; want the degraded decision", p.OnUnavailable, all, d, err)
+				}
+				if took > 15*time.Second {
+					t.Fatalf("on unavailable %d (ConsumeAll %v): a Wait of 200ms under a caller's deadline of 30s took %s", p.OnUnavailable, all, took)
+				}
+			}
+		}
+	})
+}
