@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -272,6 +273,83 @@ func TestEdgesWaitBoundsACallerWithALaterDeadline(t *testing.T) {
 				}
 				if took > 15*time.Second {
 					t.Fatalf("on unavailable %d (ConsumeAll %v): a Wait of 200ms under a caller's deadline of 30s took %s", p.OnUnavailable, all, took)
+				}
+			}
+		}
+	})
+}
+
+// seesaw is a clock that, once armed, answers t and t + 2s in turn,
+// starting with t, and counts how often it was read: a charge statement
+// reads t and sees the counter full, and the read of the counter that
+// follows a refusal reads t + 2s and sees room, every time.
+type seesaw struct {
+	mu    sync.Mutex
+	at    time.Time
+	armed bool
+	reads int
+}
+
+func (c *seesaw) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.armed {
+		return c.at
+	}
+	c.reads++
+	if c.reads%2 == 0 {
+		return c.at.Add(2 * time.Second)
+	}
+	return c.at
+}
+
+func (c *seesaw) arm(on bool) (reads int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	reads, c.reads, c.armed = c.reads, 0, on
+	return reads
+}
+
+// TestEdgesACounterThatKeepsMovingIsRetryable: where a refused charge
+// reads its counter in a second statement (SQLite, alone and through the
+// combiner), a counter that shows room at that read is charged again, at
+// most twice more: a counter that keeps moving (here a clock that swings
+// between a full counter and an empty one) is racefree.ErrRetryable after
+// three charges and three reads, of each kind. On PostgreSQL the charge
+// statement returns the counter it refused on, and the refusal stands at
+// one read of the clock.
+func TestEdgesACounterThatKeepsMovingIsRetryable(t *testing.T) {
+	t.Parallel()
+	one := []quota.Policy{
+		{Kind: quota.GCRA, Rate: 1, Per: time.Second, Burst: 1, Wait: 5 * time.Second},
+		{Kind: quota.FixedWindow, Rate: 1, Per: time.Second, Wait: 5 * time.Second},
+		{Kind: quota.SlidingWindow, Rate: 1, Per: time.Second, Wait: 5 * time.Second},
+	}
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		for _, combine := range []bool{false, true} {
+			clock := &seesaw{at: t0}
+			db := testdb.Open(t, d, &racefree.Config{Clock: clock, Combine: combine})
+			l := setup(t, db)
+			ctx := context.Background()
+			for _, p := range one {
+				key := fmt.Sprintf("moving-%s-%v", p.Kind, combine)
+				if d := consume(t, l, db, key, 1, p); !d.Allowed {
+					t.Fatalf("%s (combine %v): the first unit: %+v", p.Kind, combine, d)
+				}
+				clock.arm(true)
+				d, err := l.Consume(ctx, db, key, 1, p)
+				reads := clock.arm(false)
+				if db.Engine() == racefree.Postgres {
+					// Alone or combined (an array statement, or a sliding
+					// window's own statement in the batch's pipeline), the
+					// charge returns the counter it refused on.
+					if err != nil || d.Allowed || d.RetryAfter <= 0 || reads != 1 {
+						t.Fatalf("%s (combine %v): %+v, %v after %d reads of the clock; want refused at the first", p.Kind, combine, d, err, reads)
+					}
+					continue
+				}
+				if !errors.Is(err, racefree.ErrRetryable) || d.Allowed || d.Degraded || reads != 6 {
+					t.Fatalf("%s (combine %v): %+v, %v after %d reads of the clock; want ErrRetryable after 3 charges and 3 reads", p.Kind, combine, d, err, reads)
 				}
 			}
 		}
