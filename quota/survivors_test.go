@@ -279,10 +279,10 @@ func TestEdgesWaitBoundsACallerWithALaterDeadline(t *testing.T) {
 	})
 }
 
-// seesaw is a clock that, once armed, answers t and t + 2s in turn,
+// seesaw is a clock that, once armed, answers t and t + 1.5s in turn,
 // starting with t, and counts how often it was read: a charge statement
 // reads t and sees the counter full, and the read of the counter that
-// follows a refusal reads t + 2s and sees room, every time.
+// follows a refusal reads t + 1.5s and sees room, every time.
 type seesaw struct {
 	mu    sync.Mutex
 	at    time.Time
@@ -298,7 +298,7 @@ func (c *seesaw) Now() time.Time {
 	}
 	c.reads++
 	if c.reads%2 == 0 {
-		return c.at.Add(2 * time.Second)
+		return c.at.Add(1500 * time.Millisecond)
 	}
 	return c.at
 }
@@ -315,15 +315,18 @@ func (c *seesaw) arm(on bool) (reads int) {
 // combiner), a counter that shows room at that read is charged again, at
 // most twice more: a counter that keeps moving (here a clock that swings
 // between a full counter and an empty one) is racefree.ErrRetryable after
-// three charges and three reads, of each kind. On PostgreSQL the charge
-// statement returns the counter it refused on, and the refusal stands at
-// one read of the clock.
+// three charges and three reads, of each kind. Each read finds exactly
+// room for the charge: a GCRA unit due at that very millisecond, a new
+// fixed window's whole limit, a sliding window's previous 2 units
+// weighted to 1 at half the window, next to 1 more. On PostgreSQL the
+// charge statement returns the counter it refused on, and the refusal
+// stands at one read of the clock.
 func TestEdgesACounterThatKeepsMovingIsRetryable(t *testing.T) {
 	t.Parallel()
 	one := []quota.Policy{
 		{Kind: quota.GCRA, Rate: 1, Per: time.Second, Burst: 1, Wait: 5 * time.Second},
 		{Kind: quota.FixedWindow, Rate: 1, Per: time.Second, Wait: 5 * time.Second},
-		{Kind: quota.SlidingWindow, Rate: 1, Per: time.Second, Wait: 5 * time.Second},
+		{Kind: quota.SlidingWindow, Rate: 2, Per: time.Second, Wait: 5 * time.Second},
 	}
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		for _, combine := range []bool{false, true} {
@@ -333,8 +336,12 @@ func TestEdgesACounterThatKeepsMovingIsRetryable(t *testing.T) {
 			ctx := context.Background()
 			for _, p := range one {
 				key := fmt.Sprintf("moving-%s-%v", p.Kind, combine)
-				if d := consume(t, l, db, key, 1, p); !d.Allowed {
-					t.Fatalf("%s (combine %v): the first unit: %+v", p.Kind, combine, d)
+				full := p.Burst
+				if p.Kind != quota.GCRA {
+					full = p.Rate
+				}
+				if d := consume(t, l, db, key, full, p); !d.Allowed || d.Remaining != 0 {
+					t.Fatalf("%s (combine %v): the whole limit: %+v", p.Kind, combine, d)
 				}
 				clock.arm(true)
 				d, err := l.Consume(ctx, db, key, 1, p)
