@@ -14,6 +14,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 )
 
@@ -183,7 +184,7 @@ func TestEdgesCancelledOnTheRowLockByExecutor(t *testing.T) {
 	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
 		// With the combiner on (RACEFREE_COMBINE=1) a charge waits inside
 		// its batch: TestACombinedChargeGivesUpAtItsWait tries that.
-		if db.Engine() != racefree.Postgres || db.Combining() {
+		if db.Engine() != racefree.Postgres || wire.Of(db).Combining() {
 			t.Skip("PostgreSQL without the combiner: a statement on the pool that may commit after its caller gave up")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
