@@ -806,3 +806,72 @@ func TestAttackNULInAField(t *testing.T) {
 		wantBreak(t, verify(t, l, "s", nil), Modified, int64(seq+1))
 	}
 }
+
+// TestAppendWritesTheHeadOncePerEntry counts the writes to the head row
+// that Append makes, in the caller's transaction: one an entry, the
+// insert's trigger (lock_head only reads the head under its lock), on a
+// schema at exactly OneWriteVersion and on the current one. One version
+// below, the previous release's shape, the upsert that takes the number
+// and then the trigger, writes it twice. PostgreSQL counts the
+// transaction's row writes itself (pg_stat_xact_user_tables); on SQLite
+// a temporary trigger, on the transaction's own connection, counts them.
+func TestAppendWritesTheHeadOncePerEntry(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		for _, c := range []struct {
+			version  int64 // 0: the current schema
+			perEntry int64
+		}{{OneWriteVersion - 1, 2}, {OneWriteVersion, 1}, {0, 1}} {
+			t.Run(fmt.Sprint("schema ", c.version), func(t *testing.T) {
+				ctx := context.Background()
+				db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated, TxAttempts: 1})
+				if c.version > 0 {
+					if _, err := db.MigrateUpTo(ctx, c.version); err != nil {
+						t.Fatal(err)
+					}
+				}
+				l := newLog(t, db, ring(t, "k1"))
+				appendN(t, l, "s", 1) // the head exists: the next appends only move it
+				pg := db.Engine() == "postgres"
+				count := func(tx *sql.Tx) int64 {
+					t.Helper()
+					q := `SELECT COUNT(*) FROM temp.head_writes`
+					if pg {
+						q = `SELECT COALESCE(SUM(n_tup_upd + n_tup_ins), 0) FROM pg_stat_xact_user_tables WHERE relname = 'racefree_audit_heads'`
+					}
+					var n int64
+					if err := tx.QueryRowContext(ctx, q).Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					return n
+				}
+				tx, err := db.SQL().BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback() // the temporary trigger and table go with it
+				if !pg {
+					for _, q := range []string{
+						`CREATE TEMP TABLE head_writes (n INTEGER)`,
+						`CREATE TEMP TRIGGER head_updated AFTER UPDATE ON main.racefree_audit_heads BEGIN INSERT INTO head_writes VALUES (1); END`,
+						`CREATE TEMP TRIGGER head_inserted AFTER INSERT ON main.racefree_audit_heads BEGIN INSERT INTO head_writes VALUES (1); END`,
+					} {
+						if _, err := tx.ExecContext(ctx, q); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				before := count(tx)
+				const entries = 3
+				for i := range entries {
+					if _, err := l.Append(ctx, tx, "s", Entry{Actor: "a", Action: fmt.Sprint("once ", i)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got, want := count(tx)-before, entries*c.perEntry; got != want {
+					t.Errorf("%d appends wrote the head row %d times, want %d", entries, got, want)
+				}
+			})
+		}
+	})
+}
