@@ -3,11 +3,14 @@ package doctor_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/doctor"
 	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/internal/testing/testdb"
@@ -109,4 +112,75 @@ func TestPostgresRoleFindingFixes(t *testing.T) {
 	if !strings.Contains(f.Fix, "--app-role") {
 		t.Fatalf("fix of a superuser itself: %q, want it to name migrate up --app-role", f.Fix)
 	}
+}
+
+// TestSchemaBehindByOneVersion tries schema-behind at its edge on both
+// engines: a schema exactly one version behind the binary's is
+// schema-behind (a warning) naming that version, and at the binary's
+// own version there is no schema finding at all.
+func TestSchemaBehindByOneVersion(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		db, err := dsn.Open(ctx, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		code, err := db.CodeVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.MigrateUpTo(ctx, code-1); err != nil {
+			t.Fatal(err)
+		}
+		f := want(t, check(t, db, doctor.Options{}), doctor.SchemaBehind, doctor.Warn)
+		if behind := fmt.Sprintf("version %d", code-1); !strings.Contains(f.Detail, behind) {
+			t.Fatalf("detail %q does not name %s", f.Detail, behind)
+		}
+		if _, err := db.MigrateUpTo(ctx, code); err != nil {
+			t.Fatal(err)
+		}
+		none(t, check(t, db, doctor.Options{}), doctor.SchemaBehind, doctor.SchemaAhead, doctor.SchemaNotJudged)
+	})
+}
+
+// TestPostgresNeverAnalyzedFromOneRow tries never-analyzed at its edge:
+// once the statistics count the rows the migrations wrote (the schema
+// version's, the default tenant's), racefree_claims, holding none, is not
+// named; one claim in it, never analyzed, and never-analyzed names it.
+func TestPostgresNeverAnalyzedFromOneRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	owner := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	names := func(table string) func(doctor.Report) bool {
+		return func(r doctor.Report) bool {
+			f, ok := find(r, doctor.NeverAnalyzed)
+			return ok && strings.Contains(f.Detail, table)
+		}
+	}
+	rep := waitFor(t, owner, doctor.Options{}, "never-analyzed of the migrations' rows", names("racefree_schema_migrations"))
+	if f, _ := find(rep, doctor.NeverAnalyzed); strings.Contains(f.Detail, "racefree_claims") {
+		t.Fatalf("racefree_claims holds no row and is named: %q", f.Detail)
+	}
+	if _, err := claim.New(owner).Acquire(ctx, owner, "doctor-one", "worker-1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	rep = waitFor(t, owner, doctor.Options{}, "never-analyzed of one claim", names("racefree_claims"))
+	want(t, rep, doctor.NeverAnalyzed, doctor.Info)
+}
+
+// TestPostgresSynchronousCommitAtItsEdge tries synchronous-commit-off at
+// the edge of synchronous_commit's levels: off, the one that acknowledges
+// a commit before it is on disk, is the warning; local, the next level
+// (flushed on this server, waiting for no standby), is not.
+func TestPostgresSynchronousCommitAtItsEdge(t *testing.T) {
+	t.Parallel()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	off := testdb.Open(t, d+"&synchronous_commit=off", nil)
+	local := testdb.Open(t, d+"&synchronous_commit=local", nil)
+	want(t, check(t, off, doctor.Options{}), doctor.SynchronousCommitOff, doctor.Warn)
+	none(t, check(t, local, doctor.Options{}), doctor.SynchronousCommitOff, doctor.SettingsNotJudged)
+	none(t, check(t, owner, doctor.Options{}), doctor.SynchronousCommitOff, doctor.SettingsNotJudged)
 }

@@ -79,3 +79,35 @@ func TestChartTimeAxis(t *testing.T) {
 		t.Fatalf("bars %+v, want one at 05:40", c.Bars)
 	}
 }
+
+// TestChartTimeAxisAtTheHoursEdges tries the last hour at its edges: a
+// request 59 minutes ago is the first bar, named by its minute, and one
+// 60 minutes ago, whose minute shares a slot of the ring with now's, is
+// in no chart; a request now is the last bar, 0 min ago.
+func TestChartTimeAxisAtTheHoursEdges(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 5, 42, 10, 0, time.UTC)
+	var r rates
+	r.count("acme", 500, now.Add(-60*time.Minute))
+	r.count("acme", 200, now.Add(-59*time.Minute))
+	for _, c := range r.charts("acme", now) {
+		if c.Axis != [3]string{"04:43", "05:13", "05:42"} {
+			t.Fatalf("%s: axis %v, want 04:43, 05:13, 05:42", c.Title, c.Axis)
+		}
+		if c.Title != "requests" {
+			if len(c.Bars) != 0 || c.Total != 0 {
+				t.Fatalf("%s: bars %+v (total %d), want none: the 5xx answer was 60 minutes ago", c.Title, c.Bars, c.Total)
+			}
+			continue
+		}
+		if len(c.Bars) != 1 || c.Total != 1 || c.Bars[0].X != 0 || c.Bars[0].Label != "1 requests at 04:43 UTC, 59 min ago" {
+			t.Fatalf("requests: bars %+v (total %d), want one at 04:43, the first minute", c.Bars, c.Total)
+		}
+	}
+	var n rates
+	n.count("acme", 200, now)
+	c := n.charts("acme", now)[0]
+	if len(c.Bars) != 1 || c.Bars[0].X != rateBuckets-1 || c.Bars[0].Label != "1 requests at 05:42 UTC, 0 min ago" {
+		t.Fatalf("bars %+v, want one at 05:42, the last minute", c.Bars)
+	}
+}
