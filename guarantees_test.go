@@ -262,14 +262,21 @@ func parseGuarantees(path, name string, page bool) ([]guarantee, []string) {
 	return rows, problems
 }
 
-// parseEdges reads a row's edges cell: "—" when no dimension applies, or
-// cells separated by ";", each a dimension of edgeDimensions, a colon and
-// the backticked tests that try it ("bounds: `seq:TestKeyedEdges`;
-// isolation: `seq:TestTenantsAreIsolated`"). It returns the cells and the
-// problems of its form: an unknown or repeated dimension, a dimension that
-// names no test (a missing cell of the matrix).
+// parseEdges reads a row's edges cell: "— (why)" when no dimension
+// applies, saying why, or cells separated by ";", each a dimension of
+// edgeDimensions, a colon and the backticked tests that try it ("bounds:
+// `seq:TestKeyedEdges`; isolation: `seq:TestTenantsAreIsolated`"). It
+// returns the cells and the problems of its form: a bare "—" (a matrix
+// nobody can tell judged from skipped), an unknown or repeated dimension,
+// a dimension that names no test (a missing cell of the matrix).
 func parseEdges(cell string) ([]edgeCell, []string) {
 	if cell == "—" {
+		return nil, []string{"edges —: say why no dimension applies, as — (why)"}
+	}
+	if why, ok := strings.CutPrefix(cell, "— ("); ok {
+		if !strings.HasSuffix(why, ")") || strings.TrimSpace(strings.TrimSuffix(why, ")")) == "" {
+			return nil, []string{fmt.Sprintf("edges %q: want — (why no dimension applies)", cell)}
+		}
 		return nil, nil
 	}
 	var (
@@ -483,7 +490,9 @@ func TestGuaranteesEdgesColumn(t *testing.T) {
 		"| promise | tests | mutants | engines | edges |",
 		"|---|---|---|---|---|",
 		"| fine | `.:TestGuaranteesAreProven` | — | both | bounds: `.:TestGuaranteesAreProven`; isolation: `.:TestGuaranteesCheckerRejects`, `.:TestGuaranteesAreProven` |",
-		"| fine, no dimension applies | `.:TestGuaranteesAreProven` | — | both | — |",
+		"| fine, no dimension applies | `.:TestGuaranteesAreProven` | — | both | — (a static list) |",
+		"| no dimension, no reason | `.:TestGuaranteesAreProven` | — | both | — |",
+		"| no dimension, an empty reason | `.:TestGuaranteesAreProven` | — | both | — ( ) |",
 		"| unknown dimension | `.:TestGuaranteesAreProven` | — | both | speed: `.:TestGuaranteesAreProven` |",
 		"| a dimension without a test | `.:TestGuaranteesAreProven` | — | both | bounds: `.:TestGuaranteesAreProven`; tx: — |",
 		"| no such test | `.:TestGuaranteesAreProven` | — | both | cancel: `.:TestNoSuchEdge` |",
@@ -501,23 +510,25 @@ func TestGuaranteesEdgesColumn(t *testing.T) {
 	rows, problems := parseGuarantees(path, "docs/edges.md", true)
 	problems = append(problems, checkRows(rows, nil)...)
 	for _, want := range []string{
-		`docs/edges.md:6: edges "speed: ` + "`.:TestGuaranteesAreProven`" + `": want a dimension`,
-		`docs/edges.md:7: edges tx: names no test`,
-		`docs/edges.md:8 (edges): edges cancel: .:TestNoSuchEdge: no func TestNoSuchEdge(`,
-		`docs/edges.md:9: edges mac: named twice`,
-		`docs/edges.md:10: 4 cells, want 5`,
+		`docs/edges.md:6: edges —: say why no dimension applies`,
+		`docs/edges.md:7: edges "— ( )": want — (why no dimension applies)`,
+		`docs/edges.md:8: edges "speed: ` + "`.:TestGuaranteesAreProven`" + `": want a dimension`,
+		`docs/edges.md:9: edges tx: names no test`,
+		`docs/edges.md:10 (edges): edges cancel: .:TestNoSuchEdge: no func TestNoSuchEdge(`,
+		`docs/edges.md:11: edges mac: named twice`,
+		`docs/edges.md:12: 4 cells, want 5`,
 	} {
 		if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, want) }) {
 			t.Errorf("no problem reported containing %q", want)
 		}
 	}
-	if got, want := len(problems), 5; got != want {
+	if got, want := len(problems), 7; got != want {
 		t.Errorf("%d problems, want %d:\n%s", got, want, strings.Join(problems, "\n"))
 	}
 	if got := rows[0].edges; len(got) != 2 || got[1].dimension != "isolation" || len(got[1].tests) != 2 {
 		t.Errorf("the first row's edges = %+v; want bounds and isolation (two tests)", got)
 	}
-	if got, want := len(rows), 7; got != want {
+	if got, want := len(rows), 9; got != want {
 		t.Errorf("%d rows, want %d", got, want)
 	}
 }
