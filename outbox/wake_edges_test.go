@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
@@ -32,7 +33,10 @@ func TestEdgesNotifyIntervalIsPerTenant(t *testing.T) {
 	defer stop()
 	<-outbox.Listening(r)
 	waitFor(t, "the relay's first poll", func() bool { return r.Stats().Polls > 0 })
-	for _, id := range []string{"acme", "globex"} {
+	// Tenants of this test alone: NOTIFY reaches every session LISTENing
+	// on the channel in the database, other tests' relays included.
+	suffix := fmt.Sprintf("-%d", time.Now().UnixNano())
+	for _, id := range []string{"acme" + suffix, "globex" + suffix} {
 		tctx, err := tenant.With(ctx, id)
 		if err != nil {
 			t.Fatal(err)
