@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +113,84 @@ func TestServeReapsEveryTenant(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEdgesServeReapsAtTheExactGrace: serve's reaper deletes a claim that
+// lapsed exactly --claim-grace ago and keeps one that lapsed a millisecond
+// later, and likewise a dedup fingerprint at exactly --dedup-retention; a
+// grace and a retention of 0 reap at the millisecond of the lapse. A
+// negative --claim-grace or --dedup-retention is refused before serve
+// writes anything, each alone.
+func TestEdgesServeReapsAtTheExactGrace(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := racefree.NewManualClock(start)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		clock.Set(start)
+		claims, events := claim.New(db), dedup.New(db)
+		lease := func(key string) {
+			t.Helper()
+			if _, err := claims.Acquire(ctx, db, key, "a", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := events.Observe(ctx, db, dedup.Event{Source: "s", Level: "error", Message: key, Fingerprint: key}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lease("exact") // lapses at start + 1m
+		clock.Advance(time.Millisecond)
+		lease("later") // a millisecond later
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		api := server.New(db, server.Options{})
+		reap := func(opts reapOptions) {
+			t.Helper()
+			reapOnce(ctx, api, claims, events, opts, log)
+		}
+		kept := func(what, key string, want bool) {
+			t.Helper()
+			var err error
+			if what == "claim" {
+				_, err = claims.Get(ctx, db, key)
+			} else {
+				_, err = events.Get(ctx, db, key)
+			}
+			if got := err == nil; got != want || err != nil && !errors.Is(err, racefree.ErrNotFound) {
+				t.Fatalf("%s %s at %s: kept %v (%v), want %v", what, key, clock.Now().Sub(start), got, err, want)
+			}
+		}
+		opts := reapOptions{ClaimGrace: time.Hour, DedupRetention: 2 * time.Hour}
+		clock.Set(start.Add(time.Minute + time.Hour))
+		reap(opts)
+		kept("claim", "exact", false)
+		kept("claim", "later", true)
+		kept("fingerprint", "exact", true)
+		kept("fingerprint", "later", true)
+		clock.Set(start.Add(time.Minute + 2*time.Hour))
+		reap(opts)
+		kept("claim", "later", false)
+		kept("fingerprint", "exact", false)
+		kept("fingerprint", "later", true)
+
+		// A grace and a retention of 0: gone at the millisecond of the lapse.
+		lease("zero")
+		clock.Advance(time.Minute - time.Millisecond)
+		reap(reapOptions{})
+		kept("claim", "zero", true)
+		kept("fingerprint", "zero", true)
+		clock.Advance(time.Millisecond)
+		reap(reapOptions{})
+		kept("claim", "zero", false)
+		kept("fingerprint", "zero", false)
+	})
+	dir := t.TempDir()
+	for _, flag := range []string{"--claim-grace", "--dedup-retention"} {
+		r := runRefusedServe(t, "--db", "sqlite:"+filepath.Join(dir, "x.db"), flag, "-1ms")
+		if r.code == 0 || !strings.HasPrefix(r.stderr, "racefree: invalid "+flag[2:]) {
+			t.Errorf("%s -1ms: exit %d, %q; want a refusal naming it", flag, r.code, r.stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("refused flags wrote %d files", len(entries))
+	}
 }
