@@ -66,3 +66,71 @@ func TestEdgesQueryFormsAtTheirEdge(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesASelectThatChangesDataIsRefused gives Do selects that start
+// with SELECT or WITH but change data (a data-changing common table
+// expression, WITH … DELETE/UPDATE/INSERT … RETURNING, a second
+// statement after a semicolon) while the key exists: each is an
+// InputError and nothing runs, the row stays. Selects that only spell
+// those words inside a literal, a quoted identifier, a comment, or as a
+// locking clause or the replace() function, read the row.
+func TestEdgesASelectThatChangesDataIsRefused(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		setup(t, db)
+		ctx := context.Background()
+		ins := onEngine(db, "INSERT INTO users (email, handle) VALUES (?1, ?2) ON CONFLICT (lower(email)) DO NOTHING RETURNING id, email")
+		do := func(sel, email string) (user, bool, error) {
+			var u user
+			q := getorcreate.Query{Insert: ins, InsertArgs: []any{email, "h-" + email}, Select: onEngine(db, sel), SelectArgs: []any{email}}
+			created, err := getorcreate.Do(ctx, db, q, func(row *sql.Row) error { return row.Scan(&u.id, &u.email) })
+			return u, created, err
+		}
+		const plain = "SELECT id, email FROM users WHERE lower(email) = lower(?1)"
+		first, created, err := do(plain, "kept@x")
+		if err != nil || !created {
+			t.Fatalf("create: %+v, %v, %v", first, created, err)
+		}
+		before := count(t, db)
+		for _, sel := range []string{
+			"WITH gone AS (DELETE FROM users WHERE lower(email) = lower(?1) RETURNING id, email) SELECT id, email FROM gone",
+			"with k (e) as (select lower(?1)) delete from users where lower(email) = (select e from k) returning id, email",
+			"WITH k (e) AS (SELECT lower(?1)) UPDATE users SET handle = 'taken' WHERE lower(email) = (SELECT e FROM k) RETURNING id, email",
+			"WITH k (e) AS (SELECT ?1) INSERT INTO users (email, handle) SELECT e || '.copy', 'copy' FROM k RETURNING id, email",
+			"WITH k (e) AS (SELECT ?1) REPLACE INTO users (email, handle) SELECT e, 'replaced' FROM k",
+			"SELECT id, email FROM users WHERE lower(email) = lower(?1); DELETE FROM users",
+			"WITH k (e) AS (SELECT ?1) MERGE INTO users USING k ON false WHEN NOT MATCHED THEN DO NOTHING",
+		} {
+			if u, _, err := do(sel, "kept@x"); !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Errorf("%q: %+v, %v; want ErrInvalidInput", sel, u, err)
+			}
+		}
+		if got := count(t, db); got != before {
+			t.Fatalf("%d rows after the refused selects, want %d", got, before)
+		}
+		var handle string
+		if err := db.QueryRowContext(ctx, onEngine(db, "SELECT handle FROM users WHERE id = ?1"), first.id).Scan(&handle); err != nil || handle != "h-kept@x" {
+			t.Fatalf("the row's handle is %q, %v; want it untouched", handle, err)
+		}
+		reads := []string{
+			"SELECT id, email FROM users WHERE lower(email) = lower(?1) AND handle <> 'delete from users; update users'",
+			"select id, email from users -- then insert into users\nwhere lower(email) = lower(?1)",
+			"select /* delete; */ id, email from users where lower(replace(email, 'x', 'x')) = lower(?1)",
+			`SELECT id, "email" AS "update" FROM users WHERE lower(email) = lower(?1)`,
+			"SELECT id, email FROM users WHERE lower(email) = lower(?1);",
+		}
+		if db.Engine() == racefree.Postgres {
+			reads = append(reads,
+				"SELECT id, email FROM users WHERE lower(email) = lower(?1) AND handle <> $q$delete$q$ AND handle <> E'it\\'s; delete' FOR UPDATE",
+				"SELECT id, email FROM users WHERE lower(email) = lower(?1) FOR NO KEY UPDATE",
+			)
+		} else {
+			reads = append(reads, "SELECT id, [email] FROM users WHERE lower(`email`) = lower(?1) AND handle <> 'update'")
+		}
+		for _, sel := range reads {
+			if u, created, err := do(sel, "kept@x"); err != nil || created || u != first {
+				t.Errorf("%q: %+v, created %v, %v; want the existing row", sel, u, created, err)
+			}
+		}
+	})
+}

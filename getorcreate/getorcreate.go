@@ -60,7 +60,10 @@ type Query struct {
 	Insert     string
 	InsertArgs []any
 	// Select reads the existing row by the same key: SELECT <the same
-	// columns, in the same order> FROM … WHERE <key>.
+	// columns, in the same order> FROM … WHERE <key>. It runs whenever the
+	// key exists, so it must change nothing: one that holds DELETE,
+	// UPDATE (but FOR UPDATE), INSERT, MERGE or REPLACE INTO outside
+	// quotes and comments, or a second statement, is an InputError.
 	Select     string
 	SelectArgs []any
 }
@@ -84,6 +87,9 @@ func (q Query) validate() error {
 	}
 	if sel := strings.ToUpper(strings.TrimSpace(q.Select)); !isSelect.MatchString(sel) {
 		return racefree.Invalid("Select", "must be a SELECT")
+	}
+	if w := changesData(q.Select); w != "" {
+		return racefree.Invalid("Select", "must be a SELECT that changes nothing: it holds %s outside quotes (quote an identifier spelled like a keyword)", w)
 	}
 	return nil
 }
