@@ -11,6 +11,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/problem"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 )
 
@@ -60,8 +61,10 @@ func wantProblem(t *testing.T, what string, w *httptest.ResponseRecorder, status
 // under FailClosed the answer is a 503 unavailable problem with
 // Retry-After and next is not called; under FailOpen next serves the
 // request, with no RateLimit fields (no decision to tell) and no
-// Retry-After. Once the lock is gone the same request is charged and
-// carries its RateLimit fields again.
+// Retry-After. On PostgreSQL a client that hangs up while its charge waits
+// for the lock (an unknown outcome, not a Degraded decision) gets the same
+// 503. Once the lock is gone the same request is charged and carries its
+// RateLimit fields again.
 func TestMiddlewareAnswersAnUnansweredDatabaseByItsPolicy(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
@@ -97,6 +100,39 @@ func TestMiddlewareAnswersAnUnansweredDatabaseByItsPolicy(t *testing.T) {
 		for _, h := range []string{"RateLimit", "RateLimit-Policy", "Retry-After"} {
 			if v := w.Header().Get(h); v != "" {
 				t.Fatalf("FailOpen, no answer within Wait: %s %q, want none", h, v)
+			}
+		}
+
+		// PostgreSQL: a client that hangs up while its charge waits for the
+		// row lock on the pool leaves the charge's outcome unknown (the
+		// server may commit it once the lock is free): no Degraded
+		// decision, but ErrUnavailable, and the answer is the same 503,
+		// never a 500. (With the combiner the charge waits in its batch.)
+		if db.Engine() == racefree.Postgres && !wire.Of(db).Combining() {
+			var pid int
+			if err := holder.QueryRowContext(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			waitMW, err := l.Middleware(db, gcra, key) // a minute's Wait: the client gives up first
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, hangUp := context.WithCancel(context.Background())
+			w, ran := httptest.NewRecorder(), false
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				waitMW(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true })).
+					ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx))
+			}()
+			if !testdb.BlockedBy(t, db, pid, done) {
+				t.Fatal("the charge of a client that hangs up did not wait for the holder's row lock")
+			}
+			hangUp()
+			<-done
+			wantProblem(t, "a client that hung up on the row lock", w, http.StatusServiceUnavailable, "unavailable")
+			if ran {
+				t.Fatal("a client that hung up on the row lock: next served the request")
 			}
 		}
 
