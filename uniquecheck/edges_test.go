@@ -3,6 +3,7 @@ package uniquecheck_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -366,5 +367,153 @@ func TestEdgesIndexNameInItsTablesSchema(t *testing.T) {
 	}
 	if rep.DuplicateGroups != 0 || !strings.Contains(strings.Join(rep.Warnings, "\n"), `"users_email" already exists`) {
 		t.Fatalf("users: %d groups, warnings %q; want none and the existing index", rep.DuplicateGroups, rep.Warnings)
+	}
+}
+
+// TestEdgesDedupeSQLQuotesThePrimaryKey proves that DedupeSQL quotes a
+// primary key column as it quotes every name from input: on a table whose
+// key column needs quotes ("Line No"), the script runs and archives and
+// deletes the surplus rows.
+func TestEdgesDedupeSQLQuotesThePrimaryKey(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		exec(t, db.SQL(), `CREATE TABLE lines ("Line No" INTEGER PRIMARY KEY, email TEXT)`)
+		exec(t, db.SQL(), `INSERT INTO lines VALUES (1, 'a'), (2, 'a'), (3, 'b'), (4, 'a')`)
+		spec := uniquecheck.Spec{Table: "lines", Keys: []string{"email"}}
+		rep, err := uniquecheck.Check(ctx, db, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.PrimaryKey) != 1 || rep.PrimaryKey[0] != "Line No" || rep.SurplusRows != 2 {
+			t.Fatalf("primary key %q, %d surplus rows; want [Line No], 2", rep.PrimaryKey, rep.SurplusRows)
+		}
+		script, err := uniquecheck.DedupeSQL(db.Engine(), rep, uniquecheck.KeepMinID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runScript(t, db, script)
+		var archived, left int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM lines_dedupe_archive`).Scan(&archived); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM lines`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if archived != 2 || left != 2 || !engineBuilds(t, db.SQL(), spec) {
+			t.Fatalf("archived %d, left %d; want 2, 2 and an index that builds", archived, left)
+		}
+	})
+}
+
+// TestEdgesDedupeSQLNullsNotDistinct proves DedupeSQL for a report with
+// NULLS NOT DISTINCT and no predicate, whose surplus rows are chosen with
+// no WHERE at all: the rows whose key is NULL are one group, and the
+// script leaves one of them (PostgreSQL 15+, the engine that has it).
+func TestEdgesDedupeSQLNullsNotDistinct(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		if db.Engine() != racefree.Postgres {
+			return // SQLite has no NULLS NOT DISTINCT: TestNullsNotDistinctOnSQLite
+		}
+		ctx := context.Background()
+		exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+		exec(t, db.SQL(), `INSERT INTO users VALUES (1, NULL), (2, 'a'), (3, NULL), (4, 'a'), (5, 'b')`)
+		spec := uniquecheck.Spec{Table: "users", Keys: []string{"email"}, NullsNotDistinct: true}
+		rep, err := uniquecheck.Check(ctx, db, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.DuplicateGroups != 2 || rep.SurplusRows != 2 {
+			t.Fatalf("%d groups, %d surplus; want 2, 2", rep.DuplicateGroups, rep.SurplusRows)
+		}
+		script, err := uniquecheck.DedupeSQL(db.Engine(), rep, uniquecheck.KeepMinID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runScript(t, db, script)
+		var ids []int
+		rows, err := db.QueryContext(ctx, `SELECT id FROM users ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id int
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if got, want := ids, []int{1, 2, 5}; !equalInts(got, want) || !engineBuilds(t, db.SQL(), spec) {
+			t.Fatalf("left %v, want %v and an index that builds", got, want)
+		}
+	})
+}
+
+// TestEdgesDedupeArchiveNameOfNoWholeCharacter proves the archive name's
+// cut when no character starts in the first 48 bytes of the table's name
+// (bytes that are not UTF-8, as SQLite may hold them): the cut keeps none
+// of them, and the archive is named _dedupe_archive, valid UTF-8.
+func TestEdgesDedupeArchiveNameOfNoWholeCharacter(t *testing.T) {
+	t.Parallel()
+	rep := &uniquecheck.Report{Table: `"` + strings.Repeat("\x80", 49) + `"`, Keys: []string{"email"}, PrimaryKey: []string{"id"}}
+	script, err := uniquecheck.DedupeSQL(racefree.SQLite, rep, uniquecheck.KeepMinID, "")
+	if err != nil || !strings.Contains(script, `CREATE TABLE IF NOT EXISTS "_dedupe_archive" AS`) {
+		t.Fatalf("err %v; want a script that archives to \"_dedupe_archive\":\n%s", err, script)
+	}
+}
+
+// TestEdgesWriteTextHeadings proves the text report's heading and rows:
+// the source, the keys, NULLS NOT DISTINCT and the predicate each appear
+// only when the report has them, a NULL key value prints as NULL, and one
+// blank line parts two reports (none before the first).
+func TestEdgesWriteTextHeadings(t *testing.T) {
+	t.Parallel()
+	x := "x"
+	reps := []*uniquecheck.Report{
+		{Source: "line 3", Table: `"users"`, Keys: []string{"email", "org"}, Where: "deleted_at IS NULL", NullsNotDistinct: true,
+			PrimaryKey: []string{"id"}, DuplicateGroups: 1, SurplusRows: 1,
+			Groups: []uniquecheck.Group{{Values: []*string{nil, &x}, Count: 2, PrimaryKeys: []json.RawMessage{json.RawMessage("4"), json.RawMessage("9")}}}},
+		{Table: `"orgs"`, Keys: []string{"name"}},
+	}
+	var b bytes.Buffer
+	if err := uniquecheck.WriteText(&b, reps); err != nil {
+		t.Fatal(err)
+	}
+	const want = `line 3: "users" (email, org) NULLS NOT DISTINCT WHERE deleted_at IS NULL
+  1 duplicate groups, 1 surplus rows to remove before the unique index can build
+  ROWS  KEY       ID
+  2     NULL | x  4 9
+
+"orgs" (name)
+  no duplicates: the unique index will build on the current data
+`
+	if got := b.String(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestEdgesParseNameQuotes proves ParseName on quoted parts: a doubled
+// quote stands for one, a quoted part keeps its case and dots while an
+// unquoted one is folded, and an unterminated quote is an InputError that
+// says so, however short the name.
+func TestEdgesParseNameQuotes(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]uniquecheck.Name{
+		`"a""b"`:         {Table: `a"b`},
+		`"x".Y`:          {Schema: "x", Table: "y"},
+		`S."a.b"`:        {Schema: "s", Table: "a.b"},
+		`"My ""S"""."T"`: {Schema: `My "S"`, Table: "T"},
+		` "a" `:          {Table: "a"},
+	} {
+		if got, err := uniquecheck.ParseName(in); err != nil || got != want {
+			t.Errorf("ParseName(%s) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{`"`, `"a`, `"abc`, `"a""`, `"a"."b`, `s."`} {
+		if got, err := uniquecheck.ParseName(in); !errors.Is(err, racefree.ErrInvalidInput) || !strings.Contains(err.Error(), "unterminated quote") {
+			t.Errorf("ParseName(%s) = %+v, %v; want an InputError, unterminated quote", in, got, err)
+		}
 	}
 }
