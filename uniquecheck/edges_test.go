@@ -517,3 +517,70 @@ func TestEdgesParseNameQuotes(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgesMigrationLexesLikePostgres proves that FromMigration reads a
+// unique index's keys and predicate as the engine does, whatever strings
+// and comments hold: an empty string, a doubled quote, a backslash that
+// ends a standard string ('C:\'), E'…' and e'…' strings where a backslash
+// escapes a quote, N'…' and X'…' strings, a dollar-quoted string with a
+// tag of letters, digits and a non-ASCII letter, comments with quotes,
+// commas and parentheses in them, a block comment nested in another, an
+// operator followed by a comment, a DEFAULT E'…' of an added UNIQUE
+// column, a last statement with no semicolon that ends in a word or in a
+// comment. Each file runs on the engine, and each key and predicate read
+// (but those holding a block comment, refused as input) is one the check
+// can run. Before, a one- or two-letter word just before a quote (E'…',
+// X'…', or it's in a comment the lexer missed: nested, or just after an
+// operator) made FromMigration loop for ever.
+func TestEdgesMigrationLexesLikePostgres(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		keys  []string
+		where string
+	}
+	cases := []struct {
+		engine string // "" for both
+		file   string
+		want   []want
+	}{
+		{"", "CREATE UNIQUE INDEX u1 ON items (coalesce(a, ''), b);\n", []want{{[]string{"coalesce(a, '')", "b"}, ""}}},
+		{"", "CREATE UNIQUE INDEX u2 ON items (coalesce(a, 'C:\\'), b);\n", []want{{[]string{`coalesce(a, 'C:\')`, "b"}, ""}}},
+		{"", "CREATE UNIQUE INDEX u3 ON items (coalesce(a, 'it''s, (x'), b) WHERE d IS NULL;\n", []want{{[]string{"coalesce(a, 'it''s, (x')", "b"}, "d IS NULL"}}},
+		{"", "CREATE UNIQUE INDEX u4 ON items (a) WHERE b = d", []want{{[]string{"a"}, "b = d"}}},
+		{"", "CREATE UNIQUE INDEX u5 ON items (a /* it's, (b */, b -- it's, c\n) WHERE d IS NULL /* (x */;\n", []want{{[]string{"a", "b"}, "d IS NULL"}}},
+		{"", "CREATE UNIQUE INDEX u6 ON items ((b +-- it's, x\n 1), (b >/* it's, */ 0), a) WHERE b >/* it's */ 0;\n", []want{{[]string{"(b +-- it's, x\n 1)", "(b >/* it's, */ 0)", "a"}, "b >/* it's */ 0"}}},
+		{"", "CREATE UNIQUE INDEX u10 ON items (a) -- it's the last line, with no newline", []want{{[]string{"a"}, ""}}},
+		{racefree.Postgres, "CREATE UNIQUE INDEX u7 ON items (coalesce(a, $Āa0Z9$it's, (x)$Āa0Z9$), b);\n", []want{{[]string{"coalesce(a, $Āa0Z9$it's, (x)$Āa0Z9$)", "b"}, ""}}},
+		{racefree.Postgres, "CREATE UNIQUE INDEX u8 ON items ((a || E'\\')'), (a || e'\\',('), coalesce(a, N'C:\\'), b);\n",
+			[]want{{[]string{`(a || E'\')')`, `(a || e'\',(')`, `coalesce(a, N'C:\')`, "b"}, ""}}},
+		{racefree.Postgres, "CREATE UNIQUE INDEX u9 ON items (a /* was /* (a, b) */ b's, c */, b) WHERE d IS NULL /* /* */ */;\n", []want{{[]string{"a", "b"}, "d IS NULL"}}},
+		{racefree.Postgres, "ALTER TABLE items ADD COLUMN c text DEFAULT E'it\\'s' UNIQUE;\n", []want{{[]string{`E'it\'s'`}, ""}}},
+		{racefree.SQLite, "CREATE UNIQUE INDEX s1 ON items (coalesce(a, X'00'), b);\n", []want{{[]string{"coalesce(a, X'00')", "b"}, ""}}},
+	}
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		exec(t, db.SQL(), `CREATE TABLE items (id INTEGER PRIMARY KEY, a TEXT, b INTEGER, d BIGINT)`)
+		exec(t, db.SQL(), `INSERT INTO items VALUES (1, 'x', 1, NULL)`)
+		for _, c := range cases {
+			if c.engine != "" && c.engine != db.Engine() {
+				continue
+			}
+			if err := runMigration(t, db, c.file); err != nil {
+				t.Fatalf("%s: the engine refuses the file: %v", c.file, err)
+			}
+			specs, _, err := uniquecheck.FromMigration(db.Engine(), c.file)
+			if err != nil || len(specs) != len(c.want) {
+				t.Fatalf("%s: specs %+v, err %v; want %d", c.file, specs, err, len(c.want))
+			}
+			for i, w := range c.want {
+				if got := specs[i]; strings.Join(got.Keys, "\x00") != strings.Join(w.keys, "\x00") || got.Where != w.where {
+					t.Errorf("%s: keys %q where %q; want %q where %q", c.file, got.Keys, got.Where, w.keys, w.where)
+				}
+				if !strings.Contains(strings.Join(specs[i].Keys, specs[i].Where), "/*") {
+					if _, err := uniquecheck.Check(context.Background(), db, specs[i]); err != nil {
+						t.Errorf("%s: %v", c.file, err)
+					}
+				}
+			}
+		}
+	})
+}

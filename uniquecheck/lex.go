@@ -37,27 +37,21 @@ func (s stmt) tokens() []token {
 			i = j
 			continue
 		case c == '/' && j < s.end && t[j] == '*':
-			if k := strings.Index(t[j:s.end], "*/"); k >= 0 {
-				i = j + k + 2
-			} else {
-				i = s.end
+			// Block comments nest, as PostgreSQL reads them.
+			i = j + 1
+			for nest := 1; nest > 0 && i < s.end; i++ {
+				switch {
+				case strings.HasPrefix(t[i:s.end], "*/"):
+					nest--
+					i++
+				case strings.HasPrefix(t[i:s.end], "/*"):
+					nest++
+					i++
+				}
 			}
 			continue
 		case c == '\'' || c == '"':
-			for j < s.end {
-				if t[j] == c {
-					if j+1 < s.end && t[j+1] == c {
-						j += 2
-						continue
-					}
-					j++
-					break
-				}
-				if c == '\'' && t[j] == '\\' && i > s.start && (t[i-1] == 'E' || t[i-1] == 'e') {
-					j++
-				}
-				j++
-			}
+			j = s.quoted(i, false)
 		case c == '$':
 			tag := "$"
 			if k := strings.IndexByte(t[j:s.end], '$'); k >= 0 && isTag(t[j:j+k]) {
@@ -73,9 +67,10 @@ func (s stmt) tokens() []token {
 			for j < s.end && (isWord(t[j]) || t[j] == '$') {
 				j++
 			}
-			// E'…', U&'…', B'…', X'…' string prefixes stay one token.
-			if j < s.end && t[j] == '\'' && j-i <= 2 {
-				continue
+			// E'…', B'…', X'…', N'…': a one-letter prefix stays one token
+			// with its string; only in E'…' does a backslash escape.
+			if j < s.end && j-i == 1 && t[j] == '\'' {
+				j = s.quoted(j, c == 'E' || c == 'e')
 			}
 		case c == '(':
 			out = append(out, token{i, j, depth, "("})
@@ -89,7 +84,8 @@ func (s stmt) tokens() []token {
 			continue
 		case strings.IndexByte(",.;[]", c) >= 0:
 		default:
-			for j < s.end && strings.IndexByte("+-*/<>=~!@#%^&|`?", t[j]) >= 0 {
+			// An operator ends where a comment starts, as in PostgreSQL.
+			for j < s.end && strings.IndexByte("+-*/<>=~!@#%^&|`?", t[j]) >= 0 && !strings.HasPrefix(t[j:s.end], "--") && !strings.HasPrefix(t[j:s.end], "/*") {
 				j++
 			}
 		}
@@ -97,6 +93,28 @@ func (s stmt) tokens() []token {
 		i = j
 	}
 	return out
+}
+
+// quoted returns the offset just past the string or quoted identifier
+// whose opening quote is at q: a doubled quote stands for one, and with
+// escape (an E'…' string) a backslash takes the next byte with it.
+func (s stmt) quoted(q int, escape bool) int {
+	t, c := s.text, s.text[q]
+	j := q + 1
+	for j < s.end {
+		if t[j] == c {
+			if j+1 < s.end && t[j+1] == c {
+				j += 2
+				continue
+			}
+			return j + 1
+		}
+		if escape && t[j] == '\\' {
+			j++
+		}
+		j++
+	}
+	return j
 }
 
 func isWord(c byte) bool {
