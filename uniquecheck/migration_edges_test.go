@@ -2,6 +2,7 @@ package uniquecheck_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -61,6 +62,15 @@ func TestEdgesMigrationFindsEachUniqueIndex(t *testing.T) {
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		exec(t, db.SQL(), `CREATE TABLE items (id INTEGER PRIMARY KEY, a TEXT, b INTEGER, d BIGINT)`)
 		exec(t, db.SQL(), `INSERT INTO items VALUES (1, 'x', 1, NULL)`)
+		if db.Engine() == racefree.Postgres {
+			// A table with no primary key (its rows named by ctid) is
+			// warned about; items, with one, is not (below).
+			exec(t, db.SQL(), `CREATE TABLE nopk (a TEXT)`)
+			rep, err := uniquecheck.Check(context.Background(), db, uniquecheck.Spec{Table: "nopk", Keys: []string{"a"}})
+			if err != nil || !strings.Contains(strings.Join(rep.Warnings, "\n"), "nopk\" has no primary key") {
+				t.Fatalf("nopk: report %+v, err %v; want a warning of no primary key", rep, err)
+			}
+		}
 		for _, c := range cases {
 			if c.engine != "" && c.engine != db.Engine() {
 				continue
@@ -83,8 +93,12 @@ func TestEdgesMigrationFindsEachUniqueIndex(t *testing.T) {
 						t.Errorf("%s: notes lack %q:\n%s", c.file, n, notes)
 					}
 				}
-				if _, err := uniquecheck.Check(context.Background(), db, got); err != nil {
-					t.Errorf("%s: %v", c.file, err)
+				rep, err := uniquecheck.Check(context.Background(), db, got)
+				if err != nil {
+					t.Fatalf("%s: %v", c.file, err)
+				}
+				if strings.Contains(strings.Join(rep.Warnings, "\n"), "no primary key") {
+					t.Errorf("%s: items has a primary key, yet: %q", c.file, rep.Warnings)
 				}
 			}
 			var all []string
@@ -116,17 +130,34 @@ func TestEdgesMigrationFindsEachUniqueIndex(t *testing.T) {
 		{"SELECT [a][b];\nCREATE UNIQUE INDEX s2 ON [items] (a);\n", "a", ""},
 		{"UPDATE [it;ems] SET a = 'x;y';\nCREATE UNIQUE INDEX s2 ON [items] (a);\n", "a", ""},
 		{"UPDATE [items] SET b = 1;\nCREATE UNIQUE INDEX s2 ON [items] (a)", "a", ""},
+		// A string is copied as written: a [ or ` in it is no quote.
+		{"CREATE UNIQUE INDEX s2 ON [items] (a) WHERE a <> '[x]' AND a <> '`y`';\n", "a WHERE a <> '[x]' AND a <> '`y`'", ""},
 	} {
 		specs, warns, err := uniquecheck.FromMigration(racefree.SQLite, c.file)
 		var keys, srcs []string
 		for _, s := range specs {
-			keys = append(keys, strings.Join(s.Keys, ","))
+			k := strings.Join(s.Keys, ",")
+			if s.Where != "" {
+				k += " WHERE " + s.Where
+			}
+			keys = append(keys, k)
 		}
 		for _, w := range warns {
 			srcs = append(srcs, w.Source)
 		}
 		if err != nil || strings.Join(keys, ";") != c.keys || strings.Join(srcs, ",") != c.warns {
 			t.Errorf("%q: keys %q, warnings %v, err %v; want keys %q, warnings at %q", c.file, keys, warns, err, c.keys, c.warns)
+		}
+	}
+	// A unique index SQLite's reading cannot parse is an InputError, never
+	// skipped: cut short, or named main.x on a table of another schema.
+	for _, file := range []string{
+		"CREATE UNIQUE INDEX",
+		"CREATE UNIQUE INDEX main.x ON",
+		"CREATE UNIQUE INDEX main.x ON other.t ([a]);",
+	} {
+		if specs, _, err := uniquecheck.FromMigration(racefree.SQLite, file); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("%q: specs %+v, err %v; want ErrInvalidInput", file, specs, err)
 		}
 	}
 }
