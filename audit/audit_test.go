@@ -691,6 +691,26 @@ func TestKeyringNeverShowsKeys(t *testing.T) {
 	}
 }
 
+// TestKeyringErrorsNameTheirLine: a keyring's error names the line it is
+// on, counting comments and blank lines, as an editor numbers them (a
+// gremlins survivor: the line counter counting down went unseen).
+func TestKeyringErrorsNameTheirLine(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		text string
+		line int
+	}{
+		{"bad", 1},
+		{"mac k1 " + keyK1 + "\nbad", 2},
+		{"# the keyring\n\nmac k1 " + keyK1 + "\n  \nmac k2 " + keyK2 + " extra", 5},
+	} {
+		_, err := ParseKeyring(c.text)
+		if want := fmt.Sprintf("keyring line %d:", c.line); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%d lines: %v; want an error naming %q", strings.Count(c.text, "\n")+1, err, want)
+		}
+	}
+}
+
 // TestKeyringFromEnv: the environment holds a keyring, lines separated by
 // semicolons; the last mac key is current.
 func TestKeyringFromEnv(t *testing.T) {
