@@ -227,7 +227,16 @@ func TestBadInputChangesNothing(t *testing.T) {
 			"redrive nothing": func() error { _, err := o.Redrive(ctx, db, outbox.Filter{}); return err },
 			"discard nothing": func() error { _, err := o.Discard(ctx, db, outbox.Filter{}); return err },
 			"dead limit":      func() error { _, err := o.Dead(ctx, db, outbox.Filter{}, 0, 0); return err },
-			"fail nil":        func() error { _, err := o.Fail(ctx, &outbox.Delivery{ID: 1, Tenant: "default"}, nil); return err },
+			// Each field of a filter alone, and a bad one after a good one.
+			"redrive long topic":     func() error { _, err := o.Redrive(ctx, db, outbox.Filter{Topic: long}); return err },
+			"redrive bad key":        func() error { _, err := o.Redrive(ctx, db, outbox.Filter{Key: "\xff"}); return err },
+			"redrive topic, bad key": func() error { _, err := o.Redrive(ctx, db, outbox.Filter{Topic: "t", Key: long}); return err },
+			"discard NUL topic":      func() error { _, err := o.Discard(ctx, db, outbox.Filter{Topic: "a\x00b"}); return err },
+			"discard long key":       func() error { _, err := o.Discard(ctx, db, outbox.Filter{Key: long}); return err },
+			"dead bad topic":         func() error { _, err := o.Dead(ctx, db, outbox.Filter{Topic: "\xff"}, 0, 1); return err },
+			"dead topic, NUL key":    func() error { _, err := o.Dead(ctx, db, outbox.Filter{Topic: "t", Key: "a\x00"}, 0, 1); return err },
+			"redrive id 0":           func() error { _, err := o.Redrive(ctx, db, outbox.Filter{IDs: []int64{1, 0}}); return err },
+			"fail nil":               func() error { _, err := o.Fail(ctx, &outbox.Delivery{ID: 1, Tenant: "default"}, nil); return err },
 		} {
 			if err := f(); !errors.Is(err, racefree.ErrInvalidInput) {
 				t.Errorf("%s: %v, want an InputError", name, err)

@@ -52,3 +52,49 @@ func TestEdgesNotifyIntervalIsPerTenant(t *testing.T) {
 		deliveredWithin(t, got, msg, 20*time.Second, "the first enqueue of tenant "+id+" within the interval")
 	}
 }
+
+// TestEdgesDeadLetterRepairsWakeTheRelays: a relay that polls once an
+// hour delivers at once what a repair of the dead letters makes
+// deliverable: the message Redrive brings back, and the next message of
+// an ordered key once Discard removes the dead one that blocked it.
+func TestEdgesDeadLetterRepairsWakeTheRelays(t *testing.T) {
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		o := newOutbox(t, db, &outbox.Options{NoNotify: true})
+		kill := func(m outbox.Message) int64 {
+			t.Helper()
+			id := enqueue(t, ctx, o, db, m)
+			ds := claim(t, ctx, o, "w", 1, time.Minute)
+			if len(ds) != 1 || ds[0].ID != id {
+				t.Fatalf("claimed %v, want [%d]", ids(ds), id)
+			}
+			if out, err := o.Fail(ctx, ds[0], outbox.Permanent(nil)); err != nil || !out.Dead {
+				t.Fatalf("Fail: %+v, %v", out, err)
+			}
+			return id
+		}
+		lone := kill(outbox.Message{Topic: "t"})
+		first := kill(outbox.Message{Topic: "t", Key: "k", Ordered: true})
+		next := enqueue(t, ctx, o, db, outbox.Message{Topic: "t", Key: "k", Ordered: true})
+
+		h, got := recorder()
+		r, err := o.NewRelay(h, &outbox.RelayOptions{PollInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runRelay(t, r)
+		defer stop()
+		// The first poll finds nothing it may deliver; after it only
+		// wake-ups count.
+		waitFor(t, "the relay's first poll", func() bool { return r.Stats().Polls > 0 })
+
+		if got, err := o.Redrive(ctx, db, outbox.Filter{IDs: []int64{lone}}); err != nil || len(got) != 1 {
+			t.Fatalf("Redrive: %v, %v", got, err)
+		}
+		deliveredWithin(t, got, lone, 20*time.Second, "a redriven message")
+		if got, err := o.Discard(ctx, db, outbox.Filter{IDs: []int64{first}}); err != nil || len(got) != 1 {
+			t.Fatalf("Discard: %v, %v", got, err)
+		}
+		deliveredWithin(t, got, next, 20*time.Second, "the ordered message a discarded one blocked")
+	})
+}
