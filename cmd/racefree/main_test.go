@@ -46,6 +46,7 @@ func TestMain(m *testing.M) {
 func cli(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "RACEFREE_TEST_AS_CLI=1", "RACEFREE_DB=", "RACEFREE_ADDR=", "RACEFREE_TOKEN=", "RACEFREE_INBOX_SECRETS=")
+	dieWithTheTest(cmd)
 	return cmd
 }
 
