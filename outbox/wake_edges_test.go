@@ -24,15 +24,7 @@ func TestEdgesNotifyIntervalIsPerTenant(t *testing.T) {
 	producer := testdb.Open(t, d, nil)
 	consumer := testdb.Open(t, d, nil)
 	o := newOutbox(t, producer, &outbox.Options{NotifyInterval: time.Hour})
-	h, got := recorder()
-	r, err := newOutbox(t, consumer, nil).NewRelay(h, &outbox.RelayOptions{PollInterval: time.Hour, Listen: true, FollowUp: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := runRelay(t, r)
-	defer stop()
-	<-outbox.Listening(r)
-	waitFor(t, "the relay's first poll", func() bool { return r.Stats().Polls > 0 })
+	got := idleRelay(t, newOutbox(t, consumer, nil), outbox.RelayOptions{Listen: true, FollowUp: -1})
 	// Tenants of this test alone: NOTIFY reaches every session LISTENing
 	// on the channel in the database, other tests' relays included.
 	suffix := fmt.Sprintf("-%d", time.Now().UnixNano())
@@ -77,16 +69,8 @@ func TestEdgesDeadLetterRepairsWakeTheRelays(t *testing.T) {
 		first := kill(outbox.Message{Topic: "t", Key: "k", Ordered: true})
 		next := enqueue(t, ctx, o, db, outbox.Message{Topic: "t", Key: "k", Ordered: true})
 
-		h, got := recorder()
-		r, err := o.NewRelay(h, &outbox.RelayOptions{PollInterval: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runRelay(t, r)
-		defer stop()
-		// The first poll finds nothing it may deliver; after it only
-		// wake-ups count.
-		waitFor(t, "the relay's first poll", func() bool { return r.Stats().Polls > 0 })
+		// The relay's first poll finds nothing it may deliver.
+		got := idleRelay(t, o, outbox.RelayOptions{})
 
 		if got, err := o.Redrive(ctx, db, outbox.Filter{IDs: []int64{lone}}); err != nil || len(got) != 1 {
 			t.Fatalf("Redrive: %v, %v", got, err)

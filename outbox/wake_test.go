@@ -26,12 +26,27 @@ func deliveredWithin(t *testing.T, got <-chan int64, want int64, d time.Duration
 	}
 }
 
-func recorder() (outbox.Handler, <-chan int64) {
+// idleRelay runs a relay of o with opts that polls once an hour (it stops
+// when the test ends), waits for it to listen (with opts.Listen) and for
+// its first poll, and returns the ids it delivers: from then on only
+// wake-ups deliver.
+func idleRelay(t *testing.T, o *outbox.Outbox, opts outbox.RelayOptions) <-chan int64 {
+	t.Helper()
 	got := make(chan int64, 100)
-	return func(_ context.Context, d *outbox.Delivery) error {
+	opts.PollInterval = time.Hour
+	r, err := o.NewRelay(func(_ context.Context, d *outbox.Delivery) error {
 		got <- d.ID
 		return nil
-	}, got
+	}, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(runRelay(t, r))
+	if opts.Listen {
+		<-outbox.Listening(r)
+	}
+	waitFor(t, "the relay's first poll", func() bool { return r.Stats().Polls > 0 })
+	return got
 }
 
 // TestRelaysAreWokenInProcess: a relay that polls once an hour delivers a
@@ -43,15 +58,7 @@ func TestRelaysAreWokenInProcess(t *testing.T) {
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		o := newOutbox(t, db, &outbox.Options{NoNotify: true})
-		h, got := recorder()
-		r, err := o.NewRelay(h, &outbox.RelayOptions{PollInterval: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runRelay(t, r)
-		defer stop()
-		// The first poll happens at once; after it only wake-ups count.
-		waitFor(t, "the relay's first poll", func() bool { return r.Stats().Polls > 0 })
+		got := idleRelay(t, o, outbox.RelayOptions{})
 		id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
 		deliveredWithin(t, got, id, 20*time.Second, "enqueued on the pool")
 		if db.Engine() == racefree.SQLite {
@@ -79,17 +86,9 @@ func TestPostgresRelaysAreWokenByNotify(t *testing.T) {
 	producer := testdb.Open(t, dsn, nil)
 	consumer := testdb.Open(t, dsn, nil)
 	o := newOutbox(t, producer, &outbox.Options{NotifyInterval: time.Hour})
-	h, got := recorder()
-	r, err := newOutbox(t, consumer, nil).NewRelay(h, &outbox.RelayOptions{PollInterval: time.Hour, Listen: true, FollowUp: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := runRelay(t, r)
-	defer stop()
-	<-outbox.Listening(r)
-	waitFor(t, "the relay's first poll", func() bool { return r.Stats().Polls > 0 })
+	got := idleRelay(t, newOutbox(t, consumer, nil), outbox.RelayOptions{Listen: true, FollowUp: 500 * time.Millisecond})
 	var id int64
-	err = producer.InTx(ctx, func(tx *sql.Tx) error {
+	err := producer.InTx(ctx, func(tx *sql.Tx) error {
 		id = enqueue(t, ctx, o, tx, outbox.Message{Topic: "t"})
 		return nil
 	})

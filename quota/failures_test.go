@@ -15,9 +15,12 @@ import (
 	"github.com/racefree/racefree/quota"
 )
 
-// The tests of this file reach the lines of quota that gremlins reported
-// NOT COVERED (docs/contributing.md, "An independent mutation score"):
-// each would fail if its branch were broken.
+// The tests of this file try quota where the database fails it or is
+// reached another way: the middleware's answer to a database that does not
+// answer in time (by its FailClosed or FailOpen policy) and to a damaged
+// table, and ConsumeAll on a *sql.DB and a *sql.Conn. gremlins found
+// these branches NOT COVERED (docs/contributing.md, "An independent
+// mutation score").
 
 // served runs one request through mw to a handler that answers 204, and
 // reports the response and whether the handler ran.
