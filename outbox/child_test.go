@@ -89,9 +89,13 @@ func startRelayProcess(t *testing.T, dsnStr, url, worker string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	cmd.Stderr = io.Discard
+	dieWithTheTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A test that fails half-way (a round that times out) still ends its
+	// children; kill is harmless on one already killed.
+	t.Cleanup(func() { kill(cmd) })
 	buf := make([]byte, len("running\n"))
 	if _, err := io.ReadFull(out, buf); err != nil {
 		_ = cmd.Process.Kill()
