@@ -315,13 +315,13 @@ func TestHTTPDeliveryNamesTheTenantAndTheFence(t *testing.T) {
 }
 
 // TestReservedHeadersAreRefused: a message header whose name starts with
-// Racefree- (in any case) is an InputError at Enqueue and nothing is
-// stored: tenant acme cannot claim to be globex.
+// Racefree- (in any case, the prefix alone too) is an InputError at
+// Enqueue and nothing is stored: tenant acme cannot claim to be globex.
 func TestReservedHeadersAreRefused(t *testing.T) {
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		o := newOutbox(t, db, nil)
 		acme, _ := tenant.With(context.Background(), "acme")
-		for _, name := range []string{"racefree-outbox-tenant", "Racefree-Outbox-Tenant", "RACEFREE-OUTBOX-FENCE", "Racefree-Outbox-Topic", "rAcEfReE-anything"} {
+		for _, name := range []string{"racefree-outbox-tenant", "Racefree-Outbox-Tenant", "RACEFREE-OUTBOX-FENCE", "Racefree-Outbox-Topic", "rAcEfReE-anything", "racefree-"} {
 			_, err := o.Enqueue(acme, db, outbox.Message{Topic: "t", Headers: map[string]string{"X-Fine": "1", name: "globex"}})
 			var ie *racefree.InputError
 			if !errors.As(err, &ie) || !strings.Contains(err.Error(), name) {
@@ -331,7 +331,27 @@ func TestReservedHeadersAreRefused(t *testing.T) {
 		if s, err := o.Stats(acme, db); err != nil || *s != (outbox.Stats{}) {
 			t.Fatalf("stats %+v, %v: want nothing stored", s, err)
 		}
-		// Names that merely contain the word are the message's own.
-		enqueue(t, acme, o, db, outbox.Message{Topic: "t", Headers: map[string]string{"X-Racefree-Outbox-Tenant": "1", "Racefree": "2"}})
+		// Names that merely contain the word, or are shorter than the
+		// prefix, are the message's own.
+		enqueue(t, acme, o, db, outbox.Message{Topic: "t", Headers: map[string]string{"X-Racefree-Outbox-Tenant": "1", "Racefree": "2", "R": "3"}})
 	})
+}
+
+// TestEdgesHTTPErrorText: an answer's error, as the history and the logs
+// show it, names the status, the Retry-After only when there was one, and
+// the body's first bytes only when there were some.
+func TestEdgesHTTPErrorText(t *testing.T) {
+	for _, c := range []struct {
+		err  outbox.HTTPError
+		want string
+	}{
+		{outbox.HTTPError{Status: 500}, "HTTP 500"},
+		{outbox.HTTPError{Status: 503, RetryAfter: 2 * time.Second}, "HTTP 503 (Retry-After 2s)"},
+		{outbox.HTTPError{Status: 404, Body: "no such hook"}, "HTTP 404: no such hook"},
+		{outbox.HTTPError{Status: 429, RetryAfter: time.Millisecond, Body: "slow down"}, "HTTP 429 (Retry-After 1ms): slow down"},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.err, got, c.want)
+		}
+	}
 }
