@@ -405,3 +405,51 @@ func TestEdgesMiddlewareOptions(t *testing.T) {
 		count(1, "Scope: the key on /v1/b and in a PATCH")
 	})
 }
+
+// TestEdgesMismatchAfterALapsedLease: a worker began a request and died
+// (its lease lapses, its record stays in progress); the same key then
+// comes with another fingerprint. The newcomer finds the record another
+// request's and gets ErrMismatch without running fn, and holds nothing
+// after: the retry of the original request takes over at once. A duplicate in flight before that is told how long
+// to wait, in its error's text too.
+func TestEdgesMismatchAfterALapsedLease(t *testing.T) {
+	t.Parallel()
+	each(t, &idempotency.Options{Lease: time.Minute}, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		started, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
+				close(started)
+				<-release
+				return nil, nil
+			})
+			done <- err
+		}()
+		<-started
+		_, err := b.store.Do(ctx, "s", "k", "fp", nil)
+		var inProgress *idempotency.InProgressError
+		if !errors.As(err, &inProgress) || err.Error() != "a request with this idempotency key is in progress; retry after 1m0s" {
+			t.Fatalf("a duplicate in flight: %v", err)
+		}
+		b.clock.Advance(time.Minute)
+
+		_, err = b.store.Do(ctx, "s", "k", "another fp", func(context.Context, *idempotency.Call) ([]byte, error) {
+			t.Error("fn ran for a key another request holds")
+			return nil, nil
+		})
+		if !errors.Is(err, racefree.ErrMismatch) {
+			t.Fatalf("another fingerprint once the lease lapsed: %v, want ErrMismatch", err)
+		}
+		res, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
+			return []byte("retried"), nil
+		})
+		if err != nil || string(res.Response) != "retried" {
+			t.Fatalf("the original request's retry right after the mismatch: %+v, %v; want it to take over at once", res, err)
+		}
+		close(release)
+		if err := <-done; !errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("the dead worker: %v, want ErrStaleFence", err)
+		}
+	})
+}
