@@ -116,3 +116,34 @@ func TestCompleteInTheCallersTransaction(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesOneClaimRecordsEveryLapseItTakesOver: a claim that takes over
+// several lapsed leases at once (of two workers, with other attempts)
+// records each lapse in its message's history, not only the first.
+func TestEdgesOneClaimRecordsEveryLapseItTakesOver(t *testing.T) {
+	clock, cfg := manual()
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		o := newOutbox(t, db, nil)
+		var msgs []int64
+		for range 3 {
+			msgs = append(msgs, enqueue(t, ctx, o, db, outbox.Message{Topic: "t"}))
+		}
+		a := claim(t, ctx, o, "A", 2, time.Second)
+		c := claim(t, ctx, o, "C", 1, 2*time.Second)
+		if len(a) != 2 || len(c) != 1 {
+			t.Fatalf("claimed %v and %v", ids(a), ids(c))
+		}
+		clock.Advance(2 * time.Second) // both leases lapse
+		if b := claim(t, ctx, o, "B", 10, time.Second); len(b) != 3 {
+			t.Fatalf("the takeover claimed %v, want all three", ids(b))
+		}
+		for _, id := range msgs {
+			h := get(t, ctx, o, id).History
+			if len(h) != 1 || h[0].Outcome != "lapsed" || h[0].Fence != 1 || h[0].Attempt != 1 || (h[0].Worker != "A" && h[0].Worker != "C") {
+				t.Errorf("message %d's history: %+v, want its one lapsed lease", id, h)
+			}
+		}
+	})
+}
