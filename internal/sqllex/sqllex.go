@@ -154,22 +154,18 @@ func token(d Dialect, s string, i int) (int, Kind) {
 			j++
 		}
 		return j, Param
-	case isDigit(c):
-		// A number: PostgreSQL reads 1$q$…$q$ as 1 and a dollar-quoted
-		// string, SQLite 1$q$ as one (illegal) token.
-		j := i + 1
-		for j < len(s) && (isWord(s[j]) || s[j] == '$' && d == SQLite) {
-			j++
-		}
-		return j, Word
 	case isWord(c):
+		// A word takes a dollar, but a number does not on PostgreSQL,
+		// which reads 1$q$…$q$ as 1 and a dollar-quoted string (SQLite
+		// reads 1$q$ as one, illegal, token).
+		takesDollar := !isDigit(c) || d == SQLite
 		j := i + 1
-		for j < len(s) && (isWord(s[j]) || s[j] == '$') {
+		for j < len(s) && (isWord(s[j]) || s[j] == '$' && takesDollar) {
 			j++
 		}
 		// E'…', B'…', X'…', N'…': a one-letter prefix stays one token
 		// with its string.
-		if j-i == 1 && j < len(s) && s[j] == '\'' {
+		if j-i == 1 && !isDigit(c) && j < len(s) && s[j] == '\'' {
 			return str(d, s, j, escapes(d, c)), Quoted
 		}
 		return j, Word

@@ -77,6 +77,7 @@ func TestEveryDialectReadsTheCommonForms(t *testing.T) {
 		{"a<>/*c*/-b", all, "w:a | o:<> | o:- | w:b"},
 		{"a$b$ _x aĀb Z9", all, "w:a$b$ | w:_x | w:aĀb | w:Z9"},
 		{"abc'x'", all, "w:abc | q:'x'"},
+		{"9'x'", all, "w:9 | q:'x'"},
 		{"e 'x'", all, "w:e | q:'x'"},
 		{"1e5 1.5 0x1F", all, "w:1e5 | w:1 | .:. | w:5 | w:0x1F"},
 	})
@@ -111,6 +112,7 @@ func TestPostgresReadsAsPostgres(t *testing.T) {
 		{"$q$x$qq$y$q$z", pg, "q:$q$x$qq$y$q$ | w:z"},
 		{"$1$q$x$q$", pg, "p:$1 | q:$q$x$q$"},
 		{"1$q$x$q$", pg, "w:1 | q:$q$x$q$"},
+		{"1$a a1$", pg, "w:1 | o:$ | w:a | w:a1$"},
 		{"$0a$ $", pg, "p:$0 | w:a$ | o:$"},
 		{"$a b$", pg, "o:$ | w:a | w:b$"},
 		{"a?|b @> `c` #d", pg, "w:a | o:?| | w:b | o:@> | o:` | w:c | o:` | o:# | w:d"},
@@ -159,6 +161,7 @@ func TestSQLiteReadsAsSQLite(t *testing.T) {
 		{"'a'\n'b'", s, "q:'a' | q:'b'"},
 		{"$1 $q$ x $q$ $$y$$ $", s, "p:$1 | p:$q$ | w:x | p:$q$ | p:$$y$$ | o:$"},
 		{"1$q$x$q$", s, "w:1$q$x$q$"},
+		{"1$a a1$", s, "w:1$a | w:a1$"},
 		{"?1 ? ?12a :a @b #c $d::e::f", s, "p:?1 | p:? | p:?12 | w:a | p::a | p:@b | p:#c | p:$d::e::f"},
 		{"$a(') ' b", s, "p:$a(') | q:' b"},
 		{":a(x'y) @b(() #c()", s, "p::a(x'y) | p:@b(() | p:#c()"},
