@@ -11,6 +11,14 @@
 // reads the construct as running to the end of the text: a caller that
 // asks what lies outside strings and comments then sees nothing past the
 // opening quote, which is what the engine runs of it (nothing).
+//
+// It departs from an engine only on text that engine refuses, or runs
+// less of: a vertical tab is white space (PostgreSQL 16 reads it so;
+// earlier versions and SQLite refuse it), a number runs on through the
+// letters after it (PostgreSQL 15 and SQLite refuse 1abc; PostgreSQL 14
+// read it as 1 labelled abc, where no statement can start), and a NUL
+// byte is an ordinary byte (PostgreSQL refuses it; SQLite stops reading
+// at it).
 package sqllex
 
 import "strings"
