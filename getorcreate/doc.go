@@ -87,7 +87,8 @@
 // see it either; the retry in a new transaction gets the row. An insert
 // without ON CONFLICT … DO NOTHING or without RETURNING, or a select that is
 // not a SELECT, is refused with racefree.ErrInvalidInput before anything
-// runs.
+// runs, as is a select that would change data or run a second statement
+// as either engine reads it (Query.Select).
 //
 // A ctx that ended before Do sent its insert returns the context's error,
 // nothing done. On PostgreSQL outside a *sql.Tx the insert commits by

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/racefree/racefree"
@@ -121,7 +122,7 @@ func TestEdgesASelectThatChangesDataIsRefused(t *testing.T) {
 		}
 		if db.Engine() == racefree.Postgres {
 			reads = append(reads,
-				"SELECT id, email FROM users WHERE lower(email) = lower(?1) AND handle <> $q$delete$q$ AND handle <> E'it\\'s; delete' FOR UPDATE",
+				"SELECT id, email FROM users WHERE lower(email) = lower(?1) AND handle <> $q$delete$q$ AND handle <> E'it\\'s' FOR UPDATE",
 				"SELECT id, email FROM users WHERE lower(email) = lower(?1) FOR NO KEY UPDATE",
 			)
 		} else {
@@ -131,6 +132,143 @@ func TestEdgesASelectThatChangesDataIsRefused(t *testing.T) {
 			if u, created, err := do(sel, "kept@x"); err != nil || created || u != first {
 				t.Errorf("%q: %+v, created %v, %v; want the existing row", sel, u, created, err)
 			}
+		}
+	})
+}
+
+// TestEdgesASelectIsJudgedAsEachEngineReadsIt gives Do selects that one
+// engine runs as a data change while a lexer of the other engine's rules
+// (or of a dialect neither speaks) reads the change inside a string or a
+// comment. Each case is first run on the engine itself, in a transaction
+// rolled back, to show that the engine deletes rows with it; then Do
+// refuses it and deletes nothing. On PostgreSQL: [ is an array's, not a
+// quote; block comments nest; a carriage return ends a -- comment; an
+// E'…' continued on the next line escapes there too; with
+// standard_conforming_strings off a backslash escapes in '…'. On SQLite:
+// block comments do not nest; E'\' is a word and a string with no
+// escape; $q$ is a parameter, not a dollar quote; a Tcl variable's (…)
+// holds a quote. Selects that use arrays (ARRAY[1, 2], a[1]), nested
+// comments, dollar quotes, or SQLite's [email], read the row; a select
+// that only the other engine's reading finds a second statement in is
+// refused, and the error names that reading.
+func TestEdgesASelectIsJudgedAsEachEngineReadsIt(t *testing.T) {
+	t.Parallel()
+	type bypass struct {
+		sel  string
+		args []any // after the email
+		off  bool  // run with standard_conforming_strings off
+	}
+	bypasses := map[string][]bypass{
+		racefree.Postgres: {
+			{sel: "WITH v AS (SELECT ARRAY['a]', 'b'] AS a), gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1) AND 'c' <> ''"},
+			{sel: "WITH v AS (SELECT 1 /* /* */ ' */ AS a), gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1) -- '"},
+			{sel: "WITH v AS (SELECT 1 AS a) -- then\r, gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1)"},
+			{sel: "WITH v AS (SELECT E'x'\n'\\' ' AS a), gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1)"},
+			{sel: "WITH v AS (SELECT 'x\\' AS a, ' AS b), gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1)", off: true},
+		},
+		racefree.SQLite: {
+			{sel: "WITH k AS (SELECT 1 /* /* */ AS a) DELETE FROM users WHERE lower(email) = lower(?1) RETURNING id, email -- */"},
+			{sel: "WITH k (e) AS (SELECT e'\\' FROM (SELECT 1 AS e)) DELETE FROM users WHERE lower(email) = lower(?1) RETURNING id, email --'"},
+			{sel: "WITH k AS (SELECT lower(?1) AS e, $q$ AS z) DELETE FROM users WHERE lower(email) = (SELECT e FROM k) RETURNING id, coalesce($q$, email)", args: []any{sql.Named("q$", nil)}},
+			{sel: "WITH k AS (SELECT lower(?1) AS e, $a(') AS z) DELETE FROM users WHERE lower(email) = (SELECT e FROM k) RETURNING id, email", args: []any{sql.Named("a(')", nil)}},
+			{sel: "WITH k AS (SELECT lower(?1) AS e, @a(') AS z) DELETE FROM users WHERE lower(email) = (SELECT e FROM k) RETURNING id, email", args: []any{sql.Named("a(')", nil)}},
+		},
+	}
+	reads := map[string][]string{
+		racefree.Postgres: {
+			"SELECT id, email FROM users WHERE lower(email) = lower(?1) AND ARRAY[1, 2] <> ARRAY[3] AND (ARRAY['a]', 'b'])[1] = 'a]'",
+			"SELECT id, email /* outer /* inner */ still a comment */ FROM users WHERE lower(email) = lower(?1)",
+			"SELECT id, email FROM users WHERE lower(email) = lower(?1) AND handle <> $q$delete$q$",
+		},
+		racefree.SQLite: {
+			"SELECT id, [email] FROM users WHERE lower([email]) = lower(?1) AND handle <> 'C:\\'",
+			"SELECT id, email /* a /* b */ FROM users WHERE lower(email) = lower(?1)",
+		},
+	}
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		setup(t, db)
+		ctx := context.Background()
+		ins := onEngine(db, "INSERT INTO users (email, handle) VALUES (?1, ?2) ON CONFLICT (lower(email)) DO NOTHING RETURNING id, email")
+		// begin opens a transaction, with standard_conforming_strings
+		// off when off.
+		begin := func(off bool) *sql.Tx {
+			tx, err := db.SQL().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if off {
+				if _, err := tx.ExecContext(ctx, "SET LOCAL standard_conforming_strings = off"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return tx
+		}
+		do := func(exec racefree.Executor, sel string, args ...any) (user, bool, error) {
+			var u user
+			q := getorcreate.Query{Insert: ins, InsertArgs: []any{"kept@x", "h-kept@x"}, Select: onEngine(db, sel), SelectArgs: append([]any{"kept@x"}, args...)}
+			created, err := getorcreate.Do(ctx, exec, q, func(row *sql.Row) error { return row.Scan(&u.id, &u.email) })
+			return u, created, err
+		}
+		first, created, err := do(db, "SELECT id, email FROM users WHERE lower(email) = lower(?1)")
+		if err != nil || !created {
+			t.Fatalf("create: %+v, %v, %v", first, created, err)
+		}
+		if _, err := db.ExecContext(ctx, onEngine(db, "INSERT INTO users (email, handle) VALUES (?1, ?2)"), "other@x", "h-other@x"); err != nil {
+			t.Fatal(err)
+		}
+		before := count(t, db)
+		for _, b := range bypasses[db.Engine()] {
+			args := append([]any{"kept@x"}, b.args...)
+			tx := begin(b.off)
+			rows, err := tx.QueryContext(ctx, onEngine(db, b.sel), args...)
+			if err != nil {
+				t.Fatalf("%q: the engine refuses it: %v", b.sel, err)
+			}
+			for rows.Next() {
+			}
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				t.Fatalf("%q: %v", b.sel, err)
+			}
+			var n int
+			if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM users").Scan(&n); err != nil || n >= before {
+				t.Fatalf("%q: %d rows once the engine ran it, %v; want fewer than %d (the case shows nothing)", b.sel, n, err, before)
+			}
+			if err := tx.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+			var exec racefree.Executor = db
+			if b.off {
+				tx = begin(true)
+				exec = tx
+			}
+			if u, _, err := do(exec, b.sel, b.args...); !errors.Is(err, racefree.ErrInvalidInput) {
+				t.Errorf("%q: %+v, %v; want ErrInvalidInput", b.sel, u, err)
+			}
+			if b.off {
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := count(t, db); got != before {
+				t.Fatalf("%q: %d rows after Do, want %d", b.sel, got, before)
+			}
+		}
+		for _, sel := range reads[db.Engine()] {
+			if u, created, err := do(db, sel); err != nil || created || u != first {
+				t.Errorf("%q: %+v, created %v, %v; want the existing row", sel, u, created, err)
+			}
+		}
+		// PostgreSQL reads E'…' with an escaped quote as one string;
+		// SQLite's reading ends it at the backslash and finds a second
+		// statement: refused, and the error says whose reading.
+		if db.Engine() == racefree.Postgres {
+			sel := "SELECT id, email FROM users WHERE lower(email) = lower(?1) AND handle <> E'it\\'s; delete'"
+			if _, _, err := do(db, sel); !errors.Is(err, racefree.ErrInvalidInput) || !strings.Contains(err.Error(), "as SQLite reads it") {
+				t.Errorf("%q: %v; want ErrInvalidInput naming SQLite's reading", sel, err)
+			}
+		}
+		if got := count(t, db); got != before {
+			t.Fatalf("%d rows after the reads, want %d", got, before)
 		}
 	})
 }

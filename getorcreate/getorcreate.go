@@ -64,6 +64,10 @@ type Query struct {
 	// key exists, so it must change nothing: one that holds DELETE,
 	// UPDATE (but FOR UPDATE), INSERT, MERGE or REPLACE INTO outside
 	// quotes and comments, or a second statement, is an InputError.
+	// Do judges it before it knows the engine, so it reads it as
+	// PostgreSQL does (with standard_conforming_strings on and off) and
+	// as SQLite does, and refuses it when any of them finds one: a text
+	// both engines would read as one select that changes nothing passes.
 	Select     string
 	SelectArgs []any
 }
@@ -88,8 +92,8 @@ func (q Query) validate() error {
 	if sel := strings.ToUpper(strings.TrimSpace(q.Select)); !isSelect.MatchString(sel) {
 		return racefree.Invalid("Select", "must be a SELECT")
 	}
-	if w := changesData(q.Select); w != "" {
-		return racefree.Invalid("Select", "must be a SELECT that changes nothing: it holds %s outside quotes (quote an identifier spelled like a keyword)", w)
+	if w, as := changesData(q.Select); w != "" {
+		return racefree.Invalid("Select", "must be a SELECT that changes nothing: as %s reads it, it holds %s outside quotes and comments (quote an identifier spelled like a keyword, pass a value as an argument)", as, w)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package uniquecheck
 import (
 	"errors"
 	"strings"
+
+	"github.com/racefree/racefree/internal/sqllex"
 )
 
 // token is one lexical token of a statement the parser has already
@@ -19,115 +21,23 @@ type stmt struct {
 	start, end int
 }
 
+// tokens returns the tokens of the statement, read as PostgreSQL reads
+// it (internal/sqllex), with their offsets into s.text and their depth.
 func (s stmt) tokens() []token {
 	var out []token
-	t := s.text
 	depth := 0
-	for i := s.start; i < s.end; {
-		c := t[i]
-		j := i + 1
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			i++
-			continue
-		case c == '-' && j < s.end && t[j] == '-':
-			for j < s.end && t[j] != '\n' {
-				j++
-			}
-			i = j
-			continue
-		case c == '/' && j < s.end && t[j] == '*':
-			// Block comments nest, as PostgreSQL reads them.
-			i = j + 1
-			for nest := 1; nest > 0 && i < s.end; i++ {
-				switch {
-				case strings.HasPrefix(t[i:s.end], "*/"):
-					nest--
-					i++
-				case strings.HasPrefix(t[i:s.end], "/*"):
-					nest++
-					i++
-				}
-			}
-			continue
-		case c == '\'' || c == '"':
-			j = s.quoted(i, false)
-		case c == '$':
-			tag := "$"
-			if k := strings.IndexByte(t[j:s.end], '$'); k >= 0 && isTag(t[j:j+k]) {
-				tag = t[i : j+k+1]
-				if e := strings.Index(t[j+k+1:s.end], tag); e >= 0 {
-					j = j + k + 1 + e + len(tag)
-				}
-			}
-			for j < s.end && tag == "$" && t[j] >= '0' && t[j] <= '9' {
-				j++
-			}
-		case isWord(c):
-			for j < s.end && (isWord(t[j]) || t[j] == '$') {
-				j++
-			}
-			// E'…', B'…', X'…', N'…': a one-letter prefix stays one token
-			// with its string; only in E'…' does a backslash escape.
-			if j < s.end && j-i == 1 && t[j] == '\'' {
-				j = s.quoted(j, c == 'E' || c == 'e')
-			}
-		case c == '(':
-			out = append(out, token{i, j, depth, "("})
+	for _, t := range sqllex.Tokens(sqllex.Postgres, s.text[s.start:s.end]) {
+		tok := token{s.start + t.Start, s.start + t.End, depth, t.Text}
+		if t.Kind == sqllex.Punct && t.Text == "(" {
 			depth++
-			i = j
-			continue
-		case c == ')':
-			depth--
-			out = append(out, token{i, j, depth, ")"})
-			i = j
-			continue
-		case strings.IndexByte(",.;[]", c) >= 0:
-		default:
-			// An operator ends where a comment starts, as in PostgreSQL.
-			for j < s.end && strings.IndexByte("+-*/<>=~!@#%^&|`?", t[j]) >= 0 && !strings.HasPrefix(t[j:s.end], "--") && !strings.HasPrefix(t[j:s.end], "/*") {
-				j++
-			}
 		}
-		out = append(out, token{i, j, depth, t[i:j]})
-		i = j
+		if t.Kind == sqllex.Punct && t.Text == ")" {
+			depth--
+			tok.depth = depth
+		}
+		out = append(out, tok)
 	}
 	return out
-}
-
-// quoted returns the offset just past the string or quoted identifier
-// whose opening quote is at q: a doubled quote stands for one, and with
-// escape (an E'…' string) a backslash takes the next byte with it.
-func (s stmt) quoted(q int, escape bool) int {
-	t, c := s.text, s.text[q]
-	j := q + 1
-	for j < s.end {
-		if t[j] == c {
-			if j+1 < s.end && t[j+1] == c {
-				j += 2
-				continue
-			}
-			return j + 1
-		}
-		if escape && t[j] == '\\' {
-			j++
-		}
-		j++
-	}
-	return j
-}
-
-func isWord(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
-}
-
-func isTag(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !isWord(s[i]) || (i == 0 && s[i] >= '0' && s[i] <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // indexParts returns the tokens of each key of a CREATE INDEX, and the text

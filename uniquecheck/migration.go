@@ -7,6 +7,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/pgparse"
+	"github.com/racefree/racefree/internal/sqllex"
 )
 
 // Warning is something about a migration that the check alone cannot settle.
@@ -507,30 +508,23 @@ func columnRefs(raw json.RawMessage, out map[string]bool) {
 	walk(v)
 }
 
+// lineOf returns "line N", the line of text on which the statement that
+// starts at offset has its first token: a statement's location is where
+// the previous one ended, so white space, comments and semicolons are
+// skipped (read as PostgreSQL reads them, internal/sqllex).
 func lineOf(text string, offset int) string {
 	offset = min(max(offset, 0), len(text))
-	// A statement's location is where the previous one ended; skip to its
-	// first token.
-	for offset < len(text) {
-		rest := text[offset:]
-		switch {
-		case strings.HasPrefix(rest, "--"):
-			if i := strings.IndexByte(rest, '\n'); i >= 0 {
-				offset += i + 1
-				continue
-			}
+	for {
+		t, ok := sqllex.Next(sqllex.Postgres, text, offset)
+		if !ok {
 			offset = len(text)
-		case strings.HasPrefix(rest, "/*"):
-			if i := strings.Index(rest, "*/"); i >= 0 {
-				offset += i + 2
-				continue
-			}
-			offset = len(text)
-		case strings.ContainsRune(" \t\r\n;", rune(rest[0])):
-			offset++
-			continue
+			break
 		}
-		break
+		if t.Text != ";" {
+			offset = t.Start
+			break
+		}
+		offset = t.End
 	}
 	return fmt.Sprintf("line %d", strings.Count(text[:offset], "\n")+1)
 }
@@ -546,30 +540,10 @@ type statement struct {
 func splitStatements(s string) []statement {
 	var out []statement
 	start := 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\'', '"', '`':
-			for i++; i < len(s) && s[i] != c; i++ {
-			}
-		case '[':
-			for i++; i < len(s) && s[i] != ']'; i++ {
-			}
-		case '-':
-			if i+1 < len(s) && s[i+1] == '-' {
-				for ; i < len(s) && s[i] != '\n'; i++ {
-				}
-			}
-		case '/':
-			if i+1 < len(s) && s[i+1] == '*' {
-				if j := strings.Index(s[i+2:], "*/"); j >= 0 {
-					i += j + 3
-				} else {
-					i = len(s)
-				}
-			}
-		case ';':
-			out = append(out, statement{s[start:i], start})
-			start = i + 1
+	for _, t := range sqllex.Tokens(sqllex.SQLite, s) {
+		if t.Kind == sqllex.Punct && t.Text == ";" {
+			out = append(out, statement{s[start:t.Start], start})
+			start = t.End
 		}
 	}
 	if strings.TrimSpace(s[start:]) != "" {
@@ -584,28 +558,28 @@ func splitStatements(s string) []statement {
 // builds i on s.t).
 func sqliteToPostgres(s string) string {
 	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\'', '"':
-			j := i + 1
-			for ; j < len(s) && s[j] != c; j++ {
-			}
-			b.WriteString(s[i:min(j+1, len(s))])
-			i = j
-		case '`', '[':
-			end := byte('`')
-			if c == '[' {
-				end = ']'
-			}
-			j := i + 1
-			for ; j < len(s) && s[j] != end; j++ {
-			}
-			b.WriteString(`"` + strings.ReplaceAll(s[i+1:min(j, len(s))], `"`, `""`) + `"`)
-			i = j
-		default:
-			b.WriteByte(c)
+	done := 0
+	for _, t := range sqllex.Tokens(sqllex.SQLite, s) {
+		if t.Kind != sqllex.Quoted || strings.IndexByte("`[", t.Text[0]) < 0 {
+			continue
 		}
+		name := t.Text[1:]
+		if t.Text[0] == '[' {
+			name = strings.TrimSuffix(name, "]")
+		} else {
+			// A closed name ends in its one closing quote after
+			// pairs of doubled ones; an open one (to the end of the
+			// text) holds pairs only.
+			if strings.Count(name, "`")%2 == 1 {
+				name = name[:len(name)-1]
+			}
+			name = strings.ReplaceAll(name, "``", "`")
+		}
+		b.WriteString(s[done:t.Start])
+		b.WriteString(`"` + strings.ReplaceAll(name, `"`, `""`) + `"`)
+		done = t.End
 	}
+	b.WriteString(s[done:])
 	out := b.String()
 	f := strings.Fields(out)
 	// CREATE UNIQUE INDEX [IF NOT EXISTS] schema.name ON table

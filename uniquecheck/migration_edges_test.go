@@ -161,3 +161,41 @@ func TestEdgesMigrationFindsEachUniqueIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgesSQLiteNamesAreReadAsSQLiteDoes gives FromMigration SQLite files
+// PostgreSQL cannot parse, whose names SQLite's reading rewrites: a
+// `name` with a doubled ` in it (one ` of the name), a [name] with a " in
+// it, and a -- comment holding a quote before them. Each runs on SQLite,
+// and the keys read are the columns SQLite indexes, which the check can
+// run.
+func TestEdgesSQLiteNamesAreReadAsSQLiteDoes(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	exec(t, db.SQL(), "CREATE TABLE q (id INTEGER PRIMARY KEY, `a``b` TEXT, [c\"d] TEXT)")
+	for _, c := range []struct {
+		file string
+		keys string
+	}{
+		{"CREATE UNIQUE INDEX q1 ON [q] (`a``b`, [c\"d]);\n", "\"a`b\",\"c\"\"d\""},
+		{"-- it's the index\nCREATE UNIQUE INDEX q2 ON [q] ([c\"d]) /* ; ' */ WHERE `a``b` <> 'x,y';\n", "\"c\"\"d\" WHERE \"a`b\" <> 'x,y'"},
+	} {
+		if err := runMigration(t, db, c.file); err != nil {
+			t.Fatalf("%s: SQLite refuses the file: %v", c.file, err)
+		}
+		specs, _, err := uniquecheck.FromMigration(racefree.SQLite, c.file)
+		var keys []string
+		for _, s := range specs {
+			k := strings.Join(s.Keys, ",")
+			if s.Where != "" {
+				k += " WHERE " + s.Where
+			}
+			keys = append(keys, k)
+			if _, err := uniquecheck.Check(context.Background(), db, s); err != nil {
+				t.Errorf("%s: %+v: %v", c.file, s, err)
+			}
+		}
+		if err != nil || strings.Join(keys, ";") != c.keys {
+			t.Errorf("%q: keys %q, err %v; want %q", c.file, keys, err, c.keys)
+		}
+	}
+}
