@@ -101,6 +101,7 @@ func TestEdgesASelectThatChangesDataIsRefused(t *testing.T) {
 			"WITH k (e) AS (SELECT ?1) REPLACE INTO users (email, handle) SELECT e, 'replaced' FROM k",
 			"SELECT id, email FROM users WHERE lower(email) = lower(?1); DELETE FROM users",
 			"WITH k (e) AS (SELECT ?1) MERGE INTO users USING k ON false WHEN NOT MATCHED THEN DO NOTHING",
+			"SELECT id, email INTO stolen FROM users WHERE lower(email) = lower(?1)",
 		} {
 			if u, _, err := do(sel, "kept@x"); !errors.Is(err, racefree.ErrInvalidInput) {
 				t.Errorf("%q: %+v, %v; want ErrInvalidInput", sel, u, err)
@@ -108,6 +109,9 @@ func TestEdgesASelectThatChangesDataIsRefused(t *testing.T) {
 		}
 		if got := count(t, db); got != before {
 			t.Fatalf("%d rows after the refused selects, want %d", got, before)
+		}
+		if _, err := db.ExecContext(ctx, "SELECT 1 FROM stolen"); err == nil {
+			t.Fatal("SELECT … INTO stolen created the table stolen")
 		}
 		var handle string
 		if err := db.QueryRowContext(ctx, onEngine(db, "SELECT handle FROM users WHERE id = ?1"), first.id).Scan(&handle); err != nil || handle != "h-kept@x" {

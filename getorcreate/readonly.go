@@ -19,7 +19,7 @@ var readings = []sqllex.Dialect{sqllex.Postgres, sqllex.PostgresNonConforming, s
 
 // changesData reports the first word of sel, a select that starts with
 // SELECT or WITH, by which it would change data or run a second statement
-// ("DELETE", "UPDATE", "INSERT", "MERGE", "REPLACE INTO", ";"), and the
+// ("DELETE", "UPDATE", "INSERT", "MERGE", "REPLACE INTO", "INTO", ";"), and the
 // reading that finds it, or "" when no reading (see readings) finds one.
 // Do runs the select when the key exists, in the caller's transaction or
 // on the pool, so a data-changing common table expression (WITH gone AS
@@ -62,6 +62,10 @@ func changesDataAs(d sqllex.Dialect, sel string) string {
 			if i+1 < len(words) && words[i+1] == "INTO" {
 				return "REPLACE INTO"
 			}
+		case "INTO":
+			// SELECT … INTO t creates the table t on PostgreSQL; every
+			// other INTO follows a word refused above.
+			return w
 		case ";":
 			if i+1 < len(words) {
 				return w
