@@ -12,6 +12,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
+	"github.com/racefree/racefree/internal/text"
 )
 
 // MaxAttempts bounds the insert-then-select rounds of one Do.
@@ -80,6 +81,14 @@ var (
 )
 
 func (q Query) validate() error {
+	// SQLite stops reading a statement at a NUL and PostgreSQL refuses
+	// it: refused here, both engines answer it alike.
+	if text.HasNUL(q.Insert) {
+		return racefree.Invalid("Insert", "must not contain a NUL byte")
+	}
+	if text.HasNUL(q.Select) {
+		return racefree.Invalid("Select", "must not contain a NUL byte")
+	}
 	ins := strings.ToUpper(spaces.ReplaceAllString(strings.TrimSpace(q.Insert), " "))
 	switch {
 	case !strings.HasPrefix(ins, "INSERT ") && !strings.HasPrefix(ins, "WITH "):

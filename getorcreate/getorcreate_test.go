@@ -326,6 +326,9 @@ func TestRefusesQueriesThatCannotWork(t *testing.T) {
 			{`INSERT INTO users (email, handle) VALUES ('a', 'a') ON CONFLICT DO NOTHING`, q.sel},
 			{`INSERT INTO users (email, handle) VALUES ('a', 'a') ON CONFLICT (lower(email)) DO UPDATE SET handle = 'b' RETURNING id, email`, q.sel},
 			{q.insert, `DELETE FROM users`},
+			// A NUL: SQLite would stop reading there, PostgreSQL refuses it.
+			{q.insert + "\x00; DELETE FROM users", q.sel},
+			{q.insert, q.sel + "\x00"},
 		} {
 			_, err := getorcreate.Do(context.Background(), db, getorcreate.Query{Insert: c.insert, Select: c.sel},
 				func(*sql.Row) error { t.Fatal("ran a query"); return nil })
