@@ -37,40 +37,11 @@ func TestDedupeSQL(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				script, err := uniquecheck.DedupeSQL(db.Engine(), rep, tc.keep, "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				conn, err := db.SQL().Conn(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
-				for _, stmt := range strings.SplitAfter(script, ";\n") {
-					if strings.TrimSpace(stmt) == "" {
-						continue
-					}
-					if _, err := conn.ExecContext(ctx, stmt); err != nil {
-						t.Fatalf("%s: %v", stmt, err)
-					}
-				}
+				runDedupe(t, db, rep, tc.keep)
 				if !engineBuilds(t, db.SQL(), spec) {
 					t.Fatal("the index still fails after the dedupe script")
 				}
-				var ids []int
-				rows, err := db.QueryContext(ctx, `SELECT id FROM users ORDER BY id`)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for rows.Next() {
-					var id int
-					if err := rows.Scan(&id); err != nil {
-						t.Fatal(err)
-					}
-					ids = append(ids, id)
-				}
-				rows.Close()
-				if got, want := ids, tc.want; !equalInts(got, want) {
+				if got, want := userIDs(t, db), tc.want; !equalInts(got, want) {
 					t.Fatalf("kept %v, want %v", got, want)
 				}
 				var archived int64
@@ -95,4 +66,57 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// runDedupe prints rep's dedupe script with DedupeSQL, keeping the row
+// that keep names in each group and archiving to the default table, and
+// runs it on db with runScript.
+func runDedupe(t *testing.T, db *racefree.DB, rep *uniquecheck.Report, keep uniquecheck.Keep) {
+	t.Helper()
+	script, err := uniquecheck.DedupeSQL(db.Engine(), rep, keep, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runScript(t, db, script)
+}
+
+// runScript runs a script that DedupeSQL printed on one connection of db,
+// a statement at a time, in its order, as a user's database shell would;
+// a statement that fails fails the test, naming the statement.
+func runScript(t *testing.T, db *racefree.DB, script string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.SQL().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, stmt := range strings.SplitAfter(script, ";\n") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+}
+
+// userIDs returns the ids of the rows of the table users, in order: the
+// rows a dedupe script left.
+func userIDs(t *testing.T, db *racefree.DB) []int {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), `SELECT id FROM users ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []int
+	for rows.Next() {
+		var id int
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }

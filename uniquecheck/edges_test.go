@@ -185,24 +185,6 @@ func TestEdgesDedupeArchiveNameAtItsLimit(t *testing.T) {
 	})
 }
 
-func runScript(t *testing.T, db *racefree.DB, script string) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := db.SQL().Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	for _, stmt := range strings.SplitAfter(script, ";\n") {
-		if strings.TrimSpace(stmt) == "" {
-			continue
-		}
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-}
-
 // TestEdgesDedupeSQLKeepsThePredicateWhole proves that DedupeSQL keeps a
 // partial index's predicate whole: with an OR in it, the rows with a NULL
 // key stay out of every group and are neither archived nor deleted.
@@ -220,25 +202,8 @@ func TestEdgesDedupeSQLKeepsThePredicateWhole(t *testing.T) {
 		if rep.DuplicateGroups != 1 || rep.SurplusRows != 1 {
 			t.Fatalf("%d groups, %d surplus; want 1, 1", rep.DuplicateGroups, rep.SurplusRows)
 		}
-		script, err := uniquecheck.DedupeSQL(db.Engine(), rep, uniquecheck.KeepMinID, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		runScript(t, db, script)
-		var ids []int
-		rows, err := db.QueryContext(ctx, `SELECT id FROM users ORDER BY id`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var id int
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if got, want := ids, []int{1, 3, 4, 5}; !equalInts(got, want) {
+		runDedupe(t, db, rep, uniquecheck.KeepMinID)
+		if got, want := userIDs(t, db), []int{1, 3, 4, 5}; !equalInts(got, want) {
 			t.Fatalf("left %v, want %v", got, want)
 		}
 		if !engineBuilds(t, db.SQL(), spec) {
@@ -388,11 +353,7 @@ func TestEdgesDedupeSQLQuotesThePrimaryKey(t *testing.T) {
 		if len(rep.PrimaryKey) != 1 || rep.PrimaryKey[0] != "Line No" || rep.SurplusRows != 2 {
 			t.Fatalf("primary key %q, %d surplus rows; want [Line No], 2", rep.PrimaryKey, rep.SurplusRows)
 		}
-		script, err := uniquecheck.DedupeSQL(db.Engine(), rep, uniquecheck.KeepMinID, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		runScript(t, db, script)
+		runDedupe(t, db, rep, uniquecheck.KeepMinID)
 		var archived, left int
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM lines_dedupe_archive`).Scan(&archived); err != nil {
 			t.Fatal(err)
@@ -427,25 +388,8 @@ func TestEdgesDedupeSQLNullsNotDistinct(t *testing.T) {
 		if rep.DuplicateGroups != 2 || rep.SurplusRows != 2 {
 			t.Fatalf("%d groups, %d surplus; want 2, 2", rep.DuplicateGroups, rep.SurplusRows)
 		}
-		script, err := uniquecheck.DedupeSQL(db.Engine(), rep, uniquecheck.KeepMinID, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		runScript(t, db, script)
-		var ids []int
-		rows, err := db.QueryContext(ctx, `SELECT id FROM users ORDER BY id`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var id int
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if got, want := ids, []int{1, 2, 5}; !equalInts(got, want) || !engineBuilds(t, db.SQL(), spec) {
+		runDedupe(t, db, rep, uniquecheck.KeepMinID)
+		if got, want := userIDs(t, db), []int{1, 2, 5}; !equalInts(got, want) || !engineBuilds(t, db.SQL(), spec) {
 			t.Fatalf("left %v, want %v and an index that builds", got, want)
 		}
 	})

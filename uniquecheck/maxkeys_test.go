@@ -1,9 +1,7 @@
 package uniquecheck_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -44,22 +42,7 @@ func TestMaxKeysListsTheLowestKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := ""
-			for i, g := range rep.Groups {
-				if i > 0 {
-					got += "; "
-				}
-				keys := make([]string, len(g.PrimaryKeys))
-				for j, k := range g.PrimaryKeys {
-					var b bytes.Buffer
-					if err := json.Compact(&b, k); err != nil {
-						t.Fatal(err)
-					}
-					keys[j] = b.String()
-				}
-				got += fmt.Sprintf("%s %d %v", *g.Values[0], g.Count, keys)
-			}
-			if got != c.want {
+			if got := groupsText(t, rep); got != c.want {
 				t.Errorf("%s, MaxKeys %d: %s, want %s", c.table, c.maxKeys, got, c.want)
 			}
 		}
