@@ -110,24 +110,7 @@ func TestKeysCreateListRevoke(t *testing.T) {
 func TestKeysBadInputIsOneLineAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, d string) {
-		db := testdb.Open(t, d, nil)
-		store, err := apikey.New(db, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := store.Create(context.Background(), "acme", apikey.Read, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		state := func() string {
-			var keys, tenants, revoked int
-			if err := db.QueryRowContext(context.Background(), `SELECT (SELECT count(*) FROM racefree_keys), (SELECT count(*) FROM racefree_tenants),
-				(SELECT count(*) FROM racefree_keys WHERE revoked_at IS NOT NULL)`).Scan(&keys, &tenants, &revoked); err != nil {
-				t.Fatal(err)
-			}
-			return fmt.Sprintf("%d keys, %d tenants, %d revoked", keys, tenants, revoked)
-		}
-		before := state()
+		f := newRefusalFixture(t, d)
 		for _, args := range [][]string{
 			{"keys", "create"},
 			{"keys", "create", "--tenant", ""},
@@ -141,10 +124,10 @@ func TestKeysBadInputIsOneLineAndChangesNothing(t *testing.T) {
 			{"keys", "list", "--tenant", "a/b"},
 			{"keys", "revoke", "--tenant", "acme"},
 			{"keys", "revoke", "--tenant", "acme", "nope"},
-			{"keys", "revoke", "--tenant", "acme", strings.ToUpper(c.ID)},
+			{"keys", "revoke", "--tenant", "acme", strings.ToUpper(f.key.ID)},
 			{"keys", "revoke", "--tenant", "acme", "0123456789abcdef"},
-			{"keys", "revoke", "--tenant", "globex", c.ID},
-			{"keys", "revoke", c.ID},
+			{"keys", "revoke", "--tenant", "globex", f.key.ID},
+			{"keys", "revoke", f.key.ID},
 			{"keys", "sideways"},
 			{"keys"},
 		} {
@@ -156,12 +139,7 @@ func TestKeysBadInputIsOneLineAndChangesNothing(t *testing.T) {
 				t.Errorf("%q: stdout %q, want nothing", args, r.stdout)
 			}
 		}
-		if after := state(); after != before {
-			t.Fatalf("refused commands changed keys, tenants or revocations: %s, was %s", after, before)
-		}
-		if _, err := store.Verify(context.Background(), c.Token); err != nil {
-			t.Fatalf("the key after refused commands: %v", err)
-		}
+		f.unchanged(t)
 	})
 	dir := t.TempDir()
 	for _, args := range [][]string{
@@ -176,6 +154,55 @@ func TestKeysBadInputIsOneLineAndChangesNothing(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("keys on a missing file created %d files", len(entries))
+	}
+}
+
+// refusalFixture is a database with one key, a read key of acme, on
+// which the keys tests run refused commands and then prove that they
+// changed nothing.
+type refusalFixture struct {
+	db     *racefree.DB
+	store  *apikey.Store
+	key    apikey.Created
+	before string
+}
+
+// newRefusalFixture opens dsn (migrated), creates the key with apikey and
+// notes the counts of keys, tenants and revoked keys.
+func newRefusalFixture(t *testing.T, dsn string) *refusalFixture {
+	t.Helper()
+	f := &refusalFixture{db: testdb.Open(t, dsn, nil)}
+	var err error
+	if f.store, err = apikey.New(f.db, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.key, err = f.store.Create(context.Background(), "acme", apikey.Read, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.before = f.state(t)
+	return f
+}
+
+// state is the counts of keys, tenants and revoked keys, as one line.
+func (f *refusalFixture) state(t *testing.T) string {
+	t.Helper()
+	var keys, tenants, revoked int
+	if err := f.db.QueryRowContext(context.Background(), `SELECT (SELECT count(*) FROM racefree_keys), (SELECT count(*) FROM racefree_tenants),
+		(SELECT count(*) FROM racefree_keys WHERE revoked_at IS NOT NULL)`).Scan(&keys, &tenants, &revoked); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%d keys, %d tenants, %d revoked", keys, tenants, revoked)
+}
+
+// unchanged fails the test unless the counts are those newRefusalFixture
+// noted and the key still verifies.
+func (f *refusalFixture) unchanged(t *testing.T) {
+	t.Helper()
+	if after := f.state(t); after != f.before {
+		t.Fatalf("refused commands changed keys, tenants or revocations: %s, was %s", after, f.before)
+	}
+	if _, err := f.store.Verify(context.Background(), f.key.Token); err != nil {
+		t.Fatalf("the key after refused commands: %v", err)
 	}
 }
 
@@ -259,18 +286,7 @@ func TestServeAsTheApplicationRole(t *testing.T) {
 		case <-time.After(50 * time.Millisecond): // poll the state
 		}
 	}
-	call := func(method, path, body, key string) int {
-		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	call := keyCaller(t, addr)
 	for _, key := range keys {
 		if code := call("POST", "/v1/claims/job", `{"holder":"w","ttl_ms":60000}`, key); code != 200 {
 			t.Fatalf("acquire as the application role: %d\n%s", code, stderr.String())
@@ -294,6 +310,25 @@ func TestServeAsTheApplicationRole(t *testing.T) {
 	exited <- nil
 	if strings.Contains(stderr.String(), "level=WARN") || strings.Contains(stderr.String(), "level=ERROR") {
 		t.Fatalf("serve as the application role logged failures (the reapers run at start):\n%s", stderr.String())
+	}
+}
+
+// keyCaller returns a func that sends a request to the serve at addr,
+// with key as its bearer token (none if key is empty), and returns the
+// response's status code; a request that gets no response fails the test.
+func keyCaller(t *testing.T, addr string) func(method, path, body, key string) int {
+	return func(method, path, body, key string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
 	}
 }
 
@@ -383,18 +418,7 @@ func TestServeDuringTheRollout(t *testing.T) {
 		if code := waitFor(t, "http://"+addr+"/readyz"); code != http.StatusOK {
 			t.Fatalf("readyz at 011 with --migrate=false: %d\n%s", code, stderr.String())
 		}
-		call := func(method, path, body, key string) int {
-			req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
-			if key != "" {
-				req.Header.Set("Authorization", "Bearer "+key)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			return resp.StatusCode
-		}
+		call := keyCaller(t, addr)
 		if code := call("POST", "/v1/claims/job", `{"holder":"w","ttl_ms":60000}`, ""); code != 200 {
 			t.Fatalf("acquire at 011: %d\n%s", code, stderr.String())
 		}
