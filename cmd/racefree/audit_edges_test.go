@@ -3,13 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/internal/testing/testdb"
 )
@@ -26,22 +24,12 @@ func TestAuditPruneWithAndWithoutCheckpointFile(t *testing.T) {
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		dir := t.TempDir()
-		var keyring bytes.Buffer
-		_ = audit.Keygen(&keyring, "m1", "s1")
-		keys := filepath.Join(dir, "audit.keys")
-		if err := os.WriteFile(keys, keyring.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		keys, ring := writeKeyring(t, dir)
 		db := testdb.Open(t, d, nil)
-		ring, _ := audit.ParseKeyring(keyring.String())
 		l, _ := audit.New(db, ring)
 		var cps []audit.Checkpoint
 		for _, s := range []string{"a", "b"} {
-			for range 5 {
-				if _, err := l.Append(ctx, db, s, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			appendLogins(t, l, db, s, s, s, s, s)
 			cp, err := l.Checkpoint(ctx, db, s)
 			if err != nil {
 				t.Fatal(err)
@@ -64,23 +52,7 @@ func TestAuditPruneWithAndWithoutCheckpointFile(t *testing.T) {
 
 		// Cut b's tail, entries 4 and 5, with its head row and its stored
 		// checkpoint.
-		rs, err := l.List(ctx, "b", 2, 1)
-		if err != nil || len(rs) != 1 {
-			t.Fatalf("entry 3: %v, %v", rs, err)
-		}
-		stmts := []string{`DROP TRIGGER racefree_audit_no_delete`, `DROP TRIGGER racefree_audit_checkpoints_no_delete`,
-			`DELETE FROM racefree_audit WHERE scope = 'b' AND seq > 3`, `DELETE FROM racefree_audit_checkpoints WHERE scope = 'b'`,
-			`UPDATE racefree_audit_heads SET last_seq = 3, last_mac = X'` + hex.EncodeToString(rs[0].MAC) + `' WHERE scope = 'b'`}
-		if db.Engine() == racefree.Postgres {
-			stmts[0], stmts[1] = `ALTER TABLE racefree_audit DISABLE TRIGGER USER`, `ALTER TABLE racefree_audit_checkpoints DISABLE TRIGGER USER`
-			stmts[4] = `UPDATE racefree_audit_heads SET last_seq = 3, last_mac = '\x` + hex.EncodeToString(rs[0].MAC) + `'::bytea WHERE scope = 'b'`
-			stmts = append(stmts, `ALTER TABLE racefree_audit ENABLE TRIGGER racefree_audit_chain`) // the head moves with each entry again
-		}
-		for _, s := range stmts {
-			if _, err := db.ExecContext(ctx, s); err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
-		}
+		cutAuditTail(t, db, l, "b", true)
 		r = runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "b", "--through", "2", "--actor", "ops", "--checkpoint", cpFile)
 		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "b: BROKEN at 4: truncated") {
 			t.Fatalf("prune --checkpoint of a chain cut short: %+v; want exit 1, truncated at 4", r)

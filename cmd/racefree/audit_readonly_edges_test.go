@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,16 +20,8 @@ func TestAuditVerifyOnAReadOnlyNodeWithEachOptionalFlag(t *testing.T) {
 	ctx := context.Background()
 	d := testdb.NewPostgresDatabase(t)
 	dir := t.TempDir()
-	keys := filepath.Join(dir, "audit.keys")
-	r := runCLI(t, "audit", "keygen", "--mac-id", "m1", "--sign-id", "s1")
-	if r.code != 0 || os.WriteFile(keys, []byte(r.stdout), 0o600) != nil {
-		t.Fatalf("keygen: %+v", r)
-	}
+	keys, ring := keygenKeyring(t, dir)
 	db := testdb.Open(t, d, nil)
-	ring, err := audit.LoadKeyring(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
 	l, _ := audit.New(db, ring)
 	tctx, err := tenant.With(ctx, "acme")
 	if err != nil {
@@ -45,12 +35,7 @@ func TestAuditVerifyOnAReadOnlyNodeWithEachOptionalFlag(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, stmt := range []string{`ALTER TABLE racefree_audit DISABLE TRIGGER USER`,
-		`UPDATE racefree_audit SET actor = 'mallory' WHERE scope = 'globex'`} {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	forgeActor(t, db, "scope = 'globex'")
 	_ = db.Close()
 	testdb.SetReadOnly(t, d, true)
 

@@ -23,25 +23,11 @@ import (
 func TestAuditVerify(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, d string) {
-		ctx := context.Background()
 		dir := t.TempDir()
-		keys := filepath.Join(dir, "audit.keys")
-		if r := runCLI(t, "audit", "keygen", "--mac-id", "m1", "--sign-id", "s1"); r.code != 0 || !strings.Contains(r.stdout, "mac m1 ") {
-			t.Fatalf("keygen: %+v", r)
-		} else if err := os.WriteFile(keys, []byte(r.stdout), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		keys, ring := keygenKeyring(t, dir)
 		db := testdb.Open(t, d, nil)
-		ring, err := audit.LoadKeyring(keys)
-		if err != nil {
-			t.Fatal(err)
-		}
 		l, _ := audit.New(db, ring)
-		for _, s := range []string{"acme", "globex", "acme"} {
-			if _, err := l.Append(ctx, db, s, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		appendLogins(t, l, db, "acme", "globex", "acme")
 		r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
 		if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "acme: intact, 2 entries, no stored checkpoints") || !strings.Contains(r.stdout, "\nglobex: intact, 1 entries") {
 			t.Fatalf("verify: %+v", r)
@@ -59,17 +45,7 @@ func TestAuditVerify(t *testing.T) {
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil || !res.Anchored || res.Rows != 2 || res.Scope != "acme" {
 			t.Fatalf("verify --checkpoint --format json: %+v (%+v)", r, res)
 		}
-		if db.Engine() == racefree.Postgres {
-			_, err = db.ExecContext(ctx, `ALTER TABLE racefree_audit DISABLE TRIGGER USER`)
-		} else {
-			_, err = db.ExecContext(ctx, `DROP TRIGGER racefree_audit_no_update`)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, `UPDATE racefree_audit SET actor = 'mallory' WHERE scope = 'globex'`); err != nil {
-			t.Fatal(err)
-		}
+		forgeActor(t, db, "scope = 'globex'")
 		r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
 		if r.code != 1 || !strings.Contains(r.stdout, "globex: BROKEN at 1: modified") || !strings.Contains(r.stdout, "acme: intact") {
 			t.Fatalf("verify of a modified chain: %+v", r)
@@ -96,14 +72,8 @@ func TestAuditPerTenant(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		dir := t.TempDir()
-		var keyring bytes.Buffer
-		_ = audit.Keygen(&keyring, "m1", "s1")
-		keys := filepath.Join(dir, "audit.keys")
-		if err := os.WriteFile(keys, keyring.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		keys, ring := writeKeyring(t, dir)
 		db := testdb.Open(t, d, nil)
-		ring, _ := audit.ParseKeyring(keyring.String())
 		l, _ := audit.New(db, ring)
 		acme, err := tenant.With(context.Background(), "acme")
 		if err != nil {
@@ -169,17 +139,7 @@ func TestAuditPerTenant(t *testing.T) {
 				}
 			}
 		}
-		if db.Engine() == racefree.Postgres {
-			_, err = db.ExecContext(context.Background(), `ALTER TABLE racefree_audit DISABLE TRIGGER USER`)
-		} else {
-			_, err = db.ExecContext(context.Background(), `DROP TRIGGER racefree_audit_no_update`)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.ExecContext(context.Background(), `UPDATE racefree_audit SET actor = 'mallory' WHERE tenant = 'acme' AND scope = 'orders' AND seq = 2`); err != nil {
-			t.Fatal(err)
-		}
+		forgeActor(t, db, "tenant = 'acme' AND scope = 'orders' AND seq = 2")
 		if r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--tenant", "acme"); r.code != 1 || !strings.Contains(r.stdout, "orders: BROKEN at 2: modified") {
 			t.Fatalf("verify --tenant acme of a modified chain: %+v", r)
 		}
@@ -207,13 +167,7 @@ func TestAuditVerifyProgress(t *testing.T) {
 	ctx := context.Background()
 	d := testdb.NewDSN(t, racefree.SQLite)
 	db := testdb.Open(t, d, nil)
-	var keyring bytes.Buffer
-	_ = audit.Keygen(&keyring, "m1", "s1")
-	keys := filepath.Join(t.TempDir(), "audit.keys")
-	if err := os.WriteFile(keys, keyring.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ring, _ := audit.ParseKeyring(keyring.String())
+	keys, ring := writeKeyring(t, t.TempDir())
 	l, _ := audit.New(db, ring)
 	for range 3 {
 		if _, err := l.Append(ctx, db, "s", audit.Entry{Actor: "a", Action: "b"}); err != nil {
@@ -243,25 +197,13 @@ func TestAuditPrune(t *testing.T) {
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		dir := t.TempDir()
-		keys := filepath.Join(dir, "audit.keys")
-		r := runCLI(t, "audit", "keygen", "--mac-id", "m1", "--sign-id", "s1")
-		if err := os.WriteFile(keys, []byte(r.stdout), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		keys, ring := keygenKeyring(t, dir)
 		db := testdb.Open(t, d, nil)
-		ring, err := audit.LoadKeyring(keys)
-		if err != nil {
-			t.Fatal(err)
-		}
 		l, _ := audit.New(db, ring)
 		for range 5 {
-			for _, s := range []string{"acme", "globex"} {
-				if _, err := l.Append(ctx, db, s, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			appendLogins(t, l, db, "acme", "globex")
 		}
-		r = runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "acme", "--through", "3", "--actor", "ops")
+		r := runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "acme", "--through", "3", "--actor", "ops")
 		cps, err := audit.ReadCheckpoints(strings.NewReader(r.stdout))
 		if r.code != 0 || err != nil || len(cps) != 1 || cps[0].Seq != 6 || !strings.Contains(r.stderr, "3 entries deleted") {
 			t.Fatalf("prune: %+v (%v)", r, err)
@@ -277,17 +219,7 @@ func TestAuditPrune(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "acme: intact, 3 entries, anchored") || !strings.Contains(r.stdout, "globex: intact, 5 entries") {
 			t.Fatalf("verify after pruning: %+v", r)
 		}
-		if db.Engine() == racefree.Postgres {
-			_, err = db.ExecContext(ctx, `ALTER TABLE racefree_audit DISABLE TRIGGER USER`)
-		} else {
-			_, err = db.ExecContext(ctx, `DROP TRIGGER racefree_audit_no_update`)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, `UPDATE racefree_audit SET actor = 'mallory' WHERE scope = 'globex' AND seq = 4`); err != nil {
-			t.Fatal(err)
-		}
+		forgeActor(t, db, "scope = 'globex' AND seq = 4")
 		r = runCLI(t, "audit", "prune", "--db", d, "--keys", keys, "--scope", "globex", "--through", "2", "--actor", "ops")
 		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "globex: BROKEN at 4: modified") {
 			t.Fatalf("prune of a broken chain: %+v", r)
@@ -325,20 +257,10 @@ func TestAuditVerifyUsesStoredCheckpoints(t *testing.T) {
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		dir := t.TempDir()
-		var keyring bytes.Buffer
-		_ = audit.Keygen(&keyring, "m1", "s1")
-		keys := filepath.Join(dir, "audit.keys")
-		if err := os.WriteFile(keys, keyring.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		keys, ring := writeKeyring(t, dir)
 		db := testdb.Open(t, d, nil)
-		ring, _ := audit.ParseKeyring(keyring.String())
 		l, _ := audit.New(db, ring)
-		for _, s := range []string{"acme", "acme", "acme", "acme", "acme", "globex"} {
-			if _, err := l.Append(ctx, db, s, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		appendLogins(t, l, db, "acme", "acme", "acme", "acme", "acme", "globex")
 		const none = "no stored checkpoints: a chain cut short cannot be detected"
 		r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
 		if r.code != 0 || r.stdout != "acme: intact, 5 entries, "+none+"\nglobex: intact, 1 entries, "+none+"\n" {
@@ -353,21 +275,7 @@ func TestAuditVerifyUsesStoredCheckpoints(t *testing.T) {
 		}
 
 		// Cut acme's tail, entries 4 and 5, and its head row to match.
-		rs, err := l.List(ctx, "acme", 2, 1)
-		if err != nil || len(rs) != 1 {
-			t.Fatalf("entry 3: %v, %v", rs, err)
-		}
-		stmts := []string{`DROP TRIGGER racefree_audit_no_delete`, `DELETE FROM racefree_audit WHERE scope = 'acme' AND seq > 3`,
-			`UPDATE racefree_audit_heads SET last_seq = 3, last_mac = X'` + hex.EncodeToString(rs[0].MAC) + `' WHERE scope = 'acme'`}
-		if db.Engine() == racefree.Postgres {
-			stmts[0] = `ALTER TABLE racefree_audit DISABLE TRIGGER USER`
-			stmts[2] = `UPDATE racefree_audit_heads SET last_seq = 3, last_mac = '\x` + hex.EncodeToString(rs[0].MAC) + `'::bytea WHERE scope = 'acme'`
-		}
-		for _, s := range stmts {
-			if _, err := db.ExecContext(ctx, s); err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
-		}
+		cutAuditTail(t, db, l, "acme", false)
 		r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
 		if r.code != 1 || !strings.HasPrefix(r.stdout, "acme: BROKEN at 4: truncated") || !strings.Contains(r.stdout, "\nglobex: intact, 1 entries, "+none+"\n") {
 			t.Fatalf("verify of a chain cut short: %+v; want exit 1, acme truncated at 4", r)
@@ -392,38 +300,18 @@ func TestAuditVerifyUsesStoredCheckpoints(t *testing.T) {
 // hot standby) it decides by the verdict, 0 intact and 1 broken, never 2.
 func TestAuditVerifyOnAReadOnlyNode(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	d := testdb.NewPostgresDatabase(t)
 	dir := t.TempDir()
-	keys := filepath.Join(dir, "audit.keys")
-	r := runCLI(t, "audit", "keygen", "--mac-id", "m1", "--sign-id", "s1")
-	if r.code != 0 {
-		t.Fatalf("keygen: %+v", r)
-	}
-	if err := os.WriteFile(keys, []byte(r.stdout), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keys, ring := keygenKeyring(t, dir)
 	db := testdb.Open(t, d, nil)
-	ring, err := audit.LoadKeyring(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
 	l, _ := audit.New(db, ring)
-	for _, s := range []string{"acme", "globex", "acme"} {
-		if _, err := l.Append(ctx, db, s, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r = runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys, "--scope", "acme")
+	appendLogins(t, l, db, "acme", "globex", "acme")
+	r := runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys, "--scope", "acme")
 	cpFile := filepath.Join(dir, "checkpoints.jsonl")
 	if r.code != 0 || os.WriteFile(cpFile, []byte(r.stdout), 0o600) != nil {
 		t.Fatalf("checkpoint: %+v", r)
 	}
-	for _, stmt := range []string{`ALTER TABLE racefree_audit DISABLE TRIGGER USER`, `UPDATE racefree_audit SET actor = 'mallory' WHERE scope = 'globex'`} {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	forgeActor(t, db, "scope = 'globex'")
 	_ = db.Close()
 	testdb.SetReadOnly(t, d, true)
 
@@ -446,14 +334,7 @@ func TestAuditVerifyOnAReadOnlyNode(t *testing.T) {
 // a missing field changes nothing and exits 2.
 func TestAuditAppendOnTheDatabase(t *testing.T) {
 	t.Parallel()
-	var ring bytes.Buffer
-	if err := audit.Keygen(&ring, "m1", "s1"); err != nil {
-		t.Fatal(err)
-	}
-	keys := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(keys, ring.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keys, _ := writeKeyring(t, t.TempDir())
 	testdb.EachDSN(t, func(t *testing.T, dsn string) {
 		testdb.Open(t, dsn, nil) // migrated
 		base := []string{"audit", "append", "--db", dsn, "--keys", keys, "--scope", "orders", "--actor", "alice", "--action", "refund"}
@@ -478,4 +359,114 @@ func TestAuditAppendOnTheDatabase(t *testing.T) {
 			t.Fatalf("the default tenant's chains after appends to acme's: %+v, want no orders scope", r)
 		}
 	})
+}
+
+// writeKeyring makes an audit keyring (MAC key m1, signing key s1) with
+// audit.Keygen, writes it to dir/audit.keys and returns the file's path
+// and the keyring.
+func writeKeyring(t *testing.T, dir string) (string, *audit.Keyring) {
+	t.Helper()
+	var text bytes.Buffer
+	if err := audit.Keygen(&text, "m1", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(dir, "audit.keys")
+	if err := os.WriteFile(keys, text.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := audit.ParseKeyring(text.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys, ring
+}
+
+// keygenKeyring makes the keyring of writeKeyring with the command, audit
+// keygen --mac-id m1 --sign-id s1, which must exit 0 and print the MAC
+// key m1; it writes what the command printed to dir/audit.keys and
+// returns the file's path and the keyring audit.LoadKeyring reads from it.
+func keygenKeyring(t *testing.T, dir string) (string, *audit.Keyring) {
+	t.Helper()
+	r := runCLI(t, "audit", "keygen", "--mac-id", "m1", "--sign-id", "s1")
+	if r.code != 0 || !strings.Contains(r.stdout, "mac m1 ") {
+		t.Fatalf("keygen: %+v", r)
+	}
+	keys := filepath.Join(dir, "audit.keys")
+	if err := os.WriteFile(keys, []byte(r.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := audit.LoadKeyring(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys, ring
+}
+
+// appendLogins appends one entry, alice's login, to each of scopes in
+// turn, in the default tenant.
+func appendLogins(t *testing.T, l *audit.Log, db *racefree.DB, scopes ...string) {
+	t.Helper()
+	for _, s := range scopes {
+		if _, err := l.Append(context.Background(), db, s, audit.Entry{Actor: "alice", Action: "login"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// forgeActor sets the actor of the audit rows that where selects to
+// mallory, as someone who can write to the table directly would: first
+// it disables the table's triggers (PostgreSQL) or drops the one that
+// refuses updates (SQLite).
+func forgeActor(t *testing.T, db *racefree.DB, where string) {
+	t.Helper()
+	ctx := context.Background()
+	stmt := `DROP TRIGGER racefree_audit_no_update`
+	if db.Engine() == racefree.Postgres {
+		stmt = `ALTER TABLE racefree_audit DISABLE TRIGGER USER`
+	}
+	if _, err := db.ExecContext(ctx, stmt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE racefree_audit SET actor = 'mallory' WHERE `+where); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cutAuditTail cuts scope's chain after its entry 3, as someone who can
+// write to the tables directly would: it deletes the later entries and
+// sets the head row to entry 3, so that what is left is a valid chain;
+// with checkpoints it also deletes scope's stored checkpoints. On
+// PostgreSQL it leaves the trigger that moves the head with each entry
+// enabled, so that entries appended after the cut chain on from entry 3.
+func cutAuditTail(t *testing.T, db *racefree.DB, l *audit.Log, scope string, checkpoints bool) {
+	t.Helper()
+	ctx := context.Background()
+	rs, err := l.List(ctx, scope, 2, 1)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("entry 3: %v, %v", rs, err)
+	}
+	pg := db.Engine() == racefree.Postgres
+	allowDelete := func(table string) string {
+		if pg {
+			return `ALTER TABLE ` + table + ` DISABLE TRIGGER USER`
+		}
+		return `DROP TRIGGER ` + table + `_no_delete`
+	}
+	mac := `X'` + hex.EncodeToString(rs[0].MAC) + `'`
+	if pg {
+		mac = `'\x` + hex.EncodeToString(rs[0].MAC) + `'::bytea`
+	}
+	stmts := []string{allowDelete("racefree_audit"), `DELETE FROM racefree_audit WHERE scope = '` + scope + `' AND seq > 3`}
+	if checkpoints {
+		stmts = append(stmts, allowDelete("racefree_audit_checkpoints"), `DELETE FROM racefree_audit_checkpoints WHERE scope = '`+scope+`'`)
+	}
+	stmts = append(stmts, `UPDATE racefree_audit_heads SET last_seq = 3, last_mac = `+mac+` WHERE scope = '`+scope+`'`)
+	if pg {
+		stmts = append(stmts, `ALTER TABLE racefree_audit ENABLE TRIGGER racefree_audit_chain`)
+	}
+	for _, s := range stmts {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,16 +23,7 @@ func TestAuditVerifyWarnsOfATimelineChange(t *testing.T) {
 	t.Parallel()
 	c := testdb.NewCluster(t)
 	ctx := context.Background()
-	keys := filepath.Join(t.TempDir(), "audit.keys")
-	if r := runCLI(t, "audit", "keygen", "--mac-id", "m1", "--sign-id", "s1"); r.code != 0 {
-		t.Fatalf("keygen: %+v", r)
-	} else if err := os.WriteFile(keys, []byte(r.stdout), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ring, err := audit.LoadKeyring(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys, ring := keygenKeyring(t, t.TempDir())
 	appendTo := func(scope string, n int) {
 		t.Helper()
 		db := c.Primary.Open(t, nil)

@@ -121,14 +121,7 @@ func TestVersion(t *testing.T) {
 // line saying so, and leaves no file behind.
 func TestCommandsCreateNoDatabase(t *testing.T) {
 	t.Parallel()
-	var ring bytes.Buffer
-	if err := audit.Keygen(&ring, "m1", "s1"); err != nil {
-		t.Fatal(err)
-	}
-	keys := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(keys, ring.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keys, _ := writeKeyring(t, t.TempDir())
 	dir := t.TempDir()
 	path := filepath.Join(dir, "racefree.db")
 	db := "sqlite:" + path
