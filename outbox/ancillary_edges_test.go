@@ -13,7 +13,7 @@ import (
 )
 
 // TestEdgesAncillaryStepDeadlineAndWarning: the step runs with nine tenths
-// of Options.AncillaryLease (so that it ends before its lease lapses and a
+// of Options.AncillaryLease (30s when 0) (so that it ends before its lease lapses and a
 // relay takes the message too), and its Warning carries the step's own
 // error, unchanged, when the failure was recorded; when recording the
 // failure fails as well (here: the pool is closed under the step), the
@@ -44,6 +44,16 @@ func TestEdgesAncillaryStepDeadlineAndWarning(t *testing.T) {
 		// read its deadline (well under a tenth of it).
 		if left > lease*9/10 || left < lease*8/10 {
 			t.Fatalf("the step had %s to run; want nine tenths of the %s lease", left, lease)
+		}
+
+		// Without AncillaryLease: the default, 30s.
+		w, err = newOutbox(t, db, nil).Ancillary(ctx, msg, main, func(ctx context.Context, _ *outbox.Delivery) error {
+			dl, _ := ctx.Deadline()
+			left = time.Until(dl)
+			return nil
+		})
+		if err != nil || w != nil || left > 27*time.Second || left < 24*time.Second {
+			t.Fatalf("the default lease: %v, %v, the step had %s; want nine tenths of 30s", w, err, left)
 		}
 
 		stepErr := errors.New("storage unavailable")

@@ -3,9 +3,12 @@ package outbox_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
@@ -81,4 +84,94 @@ func TestEdgesDeadLetterRepairsWakeTheRelays(t *testing.T) {
 		}
 		deliveredWithin(t, got, next, 20*time.Second, "the ordered message a discarded one blocked")
 	})
+}
+
+// notifications LISTENs on outbox.Channel on a connection of its own to
+// db's database. The func it returns sends a marker NOTIFY and counts the
+// notifications for tenant received before it: PostgreSQL delivers them
+// in commit order, so every NOTIFY committed before the marker's is
+// counted (other tests' tenants, which share the database, are not).
+func notifications(t *testing.T, db *racefree.DB) func(tenant string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.SQL().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := func(f func(ctx context.Context, pc *stdlib.Conn) error) {
+		t.Helper()
+		if err := conn.Raw(func(dc any) error { return f(ctx, dc.(*stdlib.Conn)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw(func(ctx context.Context, pc *stdlib.Conn) error {
+		_, err := pc.Conn().Exec(ctx, "LISTEN "+outbox.Channel)
+		return err
+	})
+	t.Cleanup(func() {
+		// The connection listens: never hand it back to the pool.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+	})
+	return func(tenant string) int {
+		t.Helper()
+		marker := fmt.Sprintf("marker-%d", time.Now().UnixNano())
+		if _, err := db.ExecContext(ctx, "SELECT pg_notify($1, $2)", outbox.Channel, marker); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		raw(func(ctx context.Context, pc *stdlib.Conn) error {
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			for {
+				got, err := pc.Conn().WaitForNotification(ctx)
+				switch {
+				case err != nil:
+					return err
+				case got.Payload == marker:
+					return nil
+				case got.Payload == tenant:
+					n++
+				}
+			}
+		})
+		return n
+	}
+}
+
+// TestEdgesNotifyIntervalSpacesAndDefaults: Options.NotifyInterval holds
+// for as long as it says (an hour: one NOTIFY for a tenant's enqueues
+// 50ms apart), defaults to DefaultNotifyInterval when 0 (enqueues further
+// apart than it both notify), and a negative one notifies every enqueue.
+func TestEdgesNotifyIntervalSpacesAndDefaults(t *testing.T) {
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	count := notifications(t, db)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		interval time.Duration
+		apart    time.Duration
+		want     int
+	}{
+		{"an hour", time.Hour, 50 * time.Millisecond, 1},
+		{"the default", 0, 2 * outbox.DefaultNotifyInterval, 2},
+		{"negative", -1, 0, 2},
+	} {
+		o := newOutbox(t, db, &outbox.Options{NotifyInterval: c.interval})
+		id := fmt.Sprintf("notify-%d", time.Now().UnixNano())
+		tctx, err := tenant.With(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := time.Now()
+		enqueue(t, tctx, o, db, outbox.Message{Topic: "t"})
+		// The promise is about real time: let the gap pass.
+		for time.Since(first) < c.apart {
+			time.Sleep(time.Millisecond)
+		}
+		enqueue(t, tctx, o, db, outbox.Message{Topic: "t"})
+		if got := count(id); got != c.want {
+			t.Errorf("NotifyInterval %s: %d NOTIFYs for two enqueues %s apart, want %d", c.name, got, c.apart, c.want)
+		}
+	}
 }
