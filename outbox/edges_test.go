@@ -66,6 +66,7 @@ func TestEdgesEnqueueBounds(t *testing.T) {
 			{Topic: "t", Headers: big},
 			{Topic: "t", MaxAttempts: outbox.MaxAttemptsLimit},
 			{Topic: "t", MaxAttempts: 1},
+			{Topic: "t", Headers: map[string]string{strings.Repeat("h", 256): "v"}},
 		}
 		var want []int64
 		for i, m := range atLimit {
@@ -94,6 +95,9 @@ func TestEdgesEnqueueBounds(t *testing.T) {
 		}
 		if d := ds[2]; len(d.Headers) != outbox.MaxHeaders || d.Headers["X-H63"] != "63" {
 			t.Errorf("MaxHeaders headers came back as %d", len(d.Headers))
+		}
+		if d := ds[6]; d.Headers[strings.Repeat("h", 256)] != "v" {
+			t.Errorf("a header name of 256 bytes came back as %v", d.Headers)
 		}
 		if d := ds[3]; d.Headers["X-Big"] != big["X-Big"] {
 			t.Errorf("headers of MaxHeaderBytes came back as %d bytes", len(d.Headers["X-Big"]))

@@ -182,3 +182,49 @@ func TestTheOutboxNeedsItsMigration(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesCompleteAndFailActForTheDeliverysTenant: Complete and Fail act
+// for the tenant the delivery belongs to, whatever tenant ctx names (none,
+// or another): acme's deliveries complete and fail in acme and globex's
+// message is left as it was, as the owner and, on PostgreSQL, as the
+// application role, whose transactions row-level security binds to the
+// tenant they set.
+func TestEdgesCompleteAndFailActForTheDeliverysTenant(t *testing.T) {
+	testdb.EachDSN(t, func(t *testing.T, dsn string) {
+		owner := testdb.Open(t, dsn, nil)
+		t.Run("owner", func(t *testing.T) { deliverysTenant(t, owner, "o") })
+		if owner.Engine() == racefree.Postgres {
+			app := testdb.App(t, owner, dsn)
+			t.Run("app-role", func(t *testing.T) { deliverysTenant(t, app, "a") })
+		}
+	})
+}
+
+func deliverysTenant(t *testing.T, db *racefree.DB, run string) {
+	o := newOutbox(t, db, &outbox.Options{Backoff: fixedBackoff})
+	acme, _ := tenant.With(context.Background(), "acme-"+run)
+	globex, _ := tenant.With(context.Background(), "globex-"+run)
+	a1 := enqueue(t, acme, o, db, outbox.Message{Topic: "t"})
+	a2 := enqueue(t, acme, o, db, outbox.Message{Topic: "t"})
+	g := enqueue(t, globex, o, db, outbox.Message{Topic: "t"})
+	ds := claim(t, acme, o, "w", 2, time.Minute)
+	gd := claim(t, globex, o, "w", 1, time.Minute)
+	if len(ds) != 2 || len(gd) != 1 {
+		t.Fatalf("claimed %v and %v", ids(ds), ids(gd))
+	}
+	if err := o.Complete(context.Background(), db, ds[0]); err != nil {
+		t.Fatalf("Complete on a context that names no tenant: %v", err)
+	}
+	if out, err := o.Fail(globex, ds[1], errors.New("no")); err != nil || out.Dead {
+		t.Fatalf("Fail on globex's context: %+v, %v", out, err)
+	}
+	if r := get(t, acme, o, a1); r.State != outbox.Delivered {
+		t.Errorf("acme's completed message: %s", r.State)
+	}
+	if r := get(t, acme, o, a2); r.State != outbox.Ready || r.LastError != "no" {
+		t.Errorf("acme's failed message: %s %q", r.State, r.LastError)
+	}
+	if r := get(t, globex, o, g); r.State != outbox.Leased || r.LastError != "" || len(r.History) != 0 {
+		t.Errorf("globex's message: %+v; want it as its claim left it", r)
+	}
+}
