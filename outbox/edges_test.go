@@ -265,6 +265,8 @@ func TestEdgesCallBounds(t *testing.T) {
 			"Concurrency of MaxClaim":  {Concurrency: outbox.MaxClaim},
 			"Batch of MaxClaim":        {Batch: outbox.MaxClaim},
 			"Batch 1":                  {Batch: 1},
+			"Concurrency 1":            {Concurrency: 1},
+			"PollInterval 1ms":         {PollInterval: time.Millisecond},
 			"Lease MinLease":           {Lease: outbox.MinLease},
 			"Lease MaxLease":           {Lease: outbox.MaxLease},
 			"Worker of MaxWorkerBytes": {Worker: strings.Repeat("w", outbox.MaxWorkerBytes)},
@@ -279,6 +281,7 @@ func TestEdgesCallBounds(t *testing.T) {
 			"Lease MinLease - 1ms":         {Lease: outbox.MinLease - time.Millisecond},
 			"Lease MaxLease + 1ms":         {Lease: outbox.MaxLease + time.Millisecond},
 			"Worker of MaxWorkerBytes + 1": {Worker: strings.Repeat("w", outbox.MaxWorkerBytes+1)},
+			"PollInterval 1ms - 1µs":       {PollInterval: time.Millisecond - time.Microsecond},
 		} {
 			_, err := o.NewRelay(handler, &opts)
 			refused(t, "NewRelay with "+name, err)

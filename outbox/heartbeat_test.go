@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,6 +117,50 @@ func TestRelayStopsGracefully(t *testing.T) {
 		rec := get(t, ctx, o, stuck)
 		if rec.State != outbox.Ready || rec.LeasedBy != "" || rec.AvailableAt.After(time.Now()) {
 			t.Fatalf("the cancelled handler's message: %+v, want ready now", rec)
+		}
+	})
+}
+
+// TestEdgesShutdownGraceDefaultsToFiveSeconds: without ShutdownGrace, a
+// handler still running when Run's context ends keeps its own context for
+// 5s: one that needs 2s more finishes uncancelled and its message is
+// delivered. (The wait is the promise itself: 2s of real time, well
+// inside the grace.)
+func TestEdgesShutdownGraceDefaultsToFiveSeconds(t *testing.T) {
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		o := newOutbox(t, db, nil)
+		id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+		started := make(chan struct{})
+		var cancelled atomic.Bool
+		r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
+			close(started)
+			timer := time.NewTimer(2 * time.Second)
+			defer timer.Stop()
+			select {
+			case <-ctx.Done():
+				cancelled.Store(true)
+				return ctx.Err()
+			case <-timer.C:
+				return nil
+			}
+		}, &outbox.RelayOptions{PollInterval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- r.Run(runCtx) }()
+		<-started
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if cancelled.Load() {
+			t.Fatal("the handler's context was cancelled within 2s of the shutdown; the default grace is 5s")
+		}
+		if r := get(t, ctx, o, id); r.State != outbox.Delivered {
+			t.Fatalf("the message of the handler that finished within the grace: %s", r.State)
 		}
 	})
 }
