@@ -416,17 +416,7 @@ func TestEdgesMismatchAfterALapsedLease(t *testing.T) {
 	t.Parallel()
 	each(t, &idempotency.Options{Lease: time.Minute}, func(t *testing.T, b bundle) {
 		ctx := context.Background()
-		started, release := make(chan struct{}), make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			_, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
-				close(started)
-				<-release
-				return nil, nil
-			})
-			done <- err
-		}()
-		<-started
+		finish := stalledDo(b, "s", "k", "fp", nil)
 		_, err := b.store.Do(ctx, "s", "k", "fp", nil)
 		var inProgress *idempotency.InProgressError
 		if !errors.As(err, &inProgress) || err.Error() != "a request with this idempotency key is in progress; retry after 1m0s" {
@@ -447,8 +437,7 @@ func TestEdgesMismatchAfterALapsedLease(t *testing.T) {
 		if err != nil || string(res.Response) != "retried" {
 			t.Fatalf("the original request's retry right after the mismatch: %+v, %v; want it to take over at once", res, err)
 		}
-		close(release)
-		if err := <-done; !errors.Is(err, racefree.ErrStaleFence) {
+		if err := finish(); !errors.Is(err, racefree.ErrStaleFence) {
 			t.Fatalf("the dead worker: %v, want ErrStaleFence", err)
 		}
 	})

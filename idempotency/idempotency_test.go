@@ -160,21 +160,33 @@ func TestFailureIsNotStoredAndTheRetryRuns(t *testing.T) {
 	})
 }
 
+// stalledDo runs b.store.Do(scope, key, fp) in the background with an fn
+// that stalls (a worker that died, or hung past its lease) until finish is
+// called; it returns once fn runs, that is once the call holds the key's
+// lease. finish lets fn return response and returns Do's error.
+func stalledDo(b bundle, scope, key, fp string, response []byte) (finish func() error) {
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.store.Do(context.Background(), scope, key, fp, func(context.Context, *idempotency.Call) ([]byte, error) {
+			close(started)
+			<-release
+			return response, nil
+		})
+		done <- err
+	}()
+	<-started
+	return func() error {
+		close(release)
+		return <-done
+	}
+}
+
 func TestStaleWorkerCannotComplete(t *testing.T) {
 	t.Parallel()
 	each(t, &idempotency.Options{Lease: time.Hour}, func(t *testing.T, b bundle) {
 		ctx := context.Background()
-		started, release := make(chan struct{}), make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			_, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
-				close(started)
-				<-release // stalls past its lease
-				return []byte("zombie"), nil
-			})
-			done <- err
-		}()
-		<-started
+		finish := stalledDo(b, "s", "k", "fp", []byte("zombie")) // stalls past its lease
 		b.clock.Advance(time.Hour)
 		res, err := b.store.Do(ctx, "s", "k", "fp", func(_ context.Context, call *idempotency.Call) ([]byte, error) {
 			if call.Fence() != 2 {
@@ -185,8 +197,7 @@ func TestStaleWorkerCannotComplete(t *testing.T) {
 		if err != nil || string(res.Response) != "successor" {
 			t.Fatalf("takeover: %+v, %v", res, err)
 		}
-		close(release)
-		if err := <-done; !errors.Is(err, racefree.ErrStaleFence) {
+		if err := finish(); !errors.Is(err, racefree.ErrStaleFence) {
 			t.Fatalf("stale completion: %v, want ErrStaleFence", err)
 		}
 		res, err = b.store.Do(ctx, "s", "k", "fp", nil)

@@ -304,17 +304,7 @@ func TestLapsedLeaseIsTakenOverWithAHigherFence(t *testing.T) {
 	t.Parallel()
 	each(t, &idempotency.Options{Lease: time.Minute}, func(t *testing.T, b bundle) {
 		ctx := context.Background()
-		started, release := make(chan struct{}), make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			_, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
-				close(started)
-				<-release
-				return nil, nil
-			})
-			done <- err
-		}()
-		<-started
+		finish := stalledDo(b, "s", "k", "fp", nil)
 		b.clock.Advance(time.Minute - time.Millisecond)
 		if _, err := b.store.Do(ctx, "s", "k", "fp", nil); !errors.Is(err, racefree.ErrInProgress) {
 			t.Fatalf("1 ms before the lease lapses: %v, want ErrInProgress", err)
@@ -329,8 +319,7 @@ func TestLapsedLeaseIsTakenOverWithAHigherFence(t *testing.T) {
 		if err != nil || string(res.Response) != "successor" {
 			t.Fatalf("takeover when the lease lapsed: %+v, %v", res, err)
 		}
-		close(release)
-		if err := <-done; !errors.Is(err, racefree.ErrStaleFence) {
+		if err := finish(); !errors.Is(err, racefree.ErrStaleFence) {
 			t.Fatalf("stale worker: %v, want ErrStaleFence", err)
 		}
 	})
