@@ -174,6 +174,36 @@ func TestSQLiteReadsAsSQLite(t *testing.T) {
 	})
 }
 
+// TestEdgesFormsAtTheirBounds tries each form where its reading turns:
+// a comment at the very start of the text and right after a newline, a
+// form closed at the last byte, an empty [] identifier, "" and $$$$, a
+// prefix at the first place of the non-conforming reading's list, a
+// continuation through a comment right after its newline, and each
+// character class at both of its ends ('0' and '9', 'a' and 'z', 'A' and
+// 'Z', the first non-ASCII byte 0x80), as a word, as a parameter, and in a
+// dollar quote's tag, where a leading digit makes it no tag.
+func TestEdgesFormsAtTheirBounds(t *testing.T) {
+	t.Parallel()
+	check(t, []lexCase{
+		{"--x\nb", all, "w:b"},
+		{"a\n--x\nb", all, "w:a | w:b"},
+		{`"a"`, all, `q:"a"`},
+		{`"" x`, all, `q:"" | w:x`},
+		{"'a'", all, "q:'a'"},
+		{"az AZ _09 \x80\xff", all, "w:az | w:AZ | w:_09 | w:\x80\xff"},
+		{"a`b", pg, "w:a | o:` | w:b"},
+		{"0$q$x$q$ 9$q$y$q$", pg, "w:0 | q:$q$x$q$ | w:9 | q:$q$y$q$"},
+		{"$0 $9", pg, "p:$0 | p:$9"},
+		{"$$$$ x $q$$q$ y", pg, "q:$$$$ | w:x | q:$q$$q$ | w:y"},
+		{"$a9$x$a9$ $z$x$z$ $A$x$A$ $Z$x$Z$ $_$x$_$ $\x80$x$\x80$", pg, "q:$a9$x$a9$ | q:$z$x$z$ | q:$A$x$A$ | q:$Z$x$Z$ | q:$_$x$_$ | q:$\x80$x$\x80$"},
+		{"$9$x", pg, "p:$9 | o:$ | w:x"},
+		{"'a'\n--c\n'b' d", pg, "q:'a'\n--c\n'b' | w:d"},
+		{`b'1\' x`, PostgresNonConforming.only(), `q:b'1\' | w:x`},
+		{"[] x", SQLite.only(), "q:[] | w:x"},
+		{"?0 ?9 $a0(x) x", SQLite.only(), "p:?0 | p:?9 | p:$a0(x) | w:x"},
+	})
+}
+
 // only is the one dialect d, for a case that reads differently in the
 // others.
 func (d Dialect) only() []Dialect { return []Dialect{d} }
