@@ -176,7 +176,8 @@ func TestSQLiteReadsAsSQLite(t *testing.T) {
 
 // TestEdgesFormsAtTheirBounds tries each form where its reading turns:
 // a comment at the very start of the text and right after a newline, a
-// form closed at the last byte, an empty [] identifier, "" and $$$$, a
+// form closed at the last byte, a form's first byte as the last byte of
+// the text, an empty [] identifier, "" and $$$$, a
 // prefix at the first place of the non-conforming reading's list, a
 // continuation through a comment right after its newline, and each
 // character class at both of its ends ('0' and '9', 'a' and 'z', 'A' and
@@ -186,6 +187,8 @@ func TestEdgesFormsAtTheirBounds(t *testing.T) {
 	t.Parallel()
 	check(t, []lexCase{
 		{"--x\nb", all, "w:b"},
+		{"a -", all, "w:a | o:-"},
+		{"a /", all, "w:a | o:/"},
 		{"a\n--x\nb", all, "w:a | w:b"},
 		{`"a"`, all, `q:"a"`},
 		{`"" x`, all, `q:"" | w:x`},
@@ -200,6 +203,8 @@ func TestEdgesFormsAtTheirBounds(t *testing.T) {
 		{"'a'\n--c\n'b' d", pg, "q:'a'\n--c\n'b' | w:d"},
 		{`b'1\' x`, PostgresNonConforming.only(), `q:b'1\' | w:x`},
 		{"[] x", SQLite.only(), "q:[] | w:x"},
+		{"$a:", SQLite.only(), "p:$a | o::"},
+		{"'a'\n-", pg, "q:'a' | o:-"},
 		{"?0 ?9 $a0(x) x", SQLite.only(), "p:?0 | p:?9 | p:$a0(x) | w:x"},
 	})
 }
