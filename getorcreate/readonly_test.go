@@ -28,6 +28,8 @@ func TestChangesDataReadsOnlyBareWords(t *testing.T) {
 		{"WITH x AS (SELECT 1) MERGE INTO t USING x ON true WHEN MATCHED THEN DELETE", "MERGE", "MERGE", "MERGE"},
 		{"WITH x AS (SELECT 1) replace  into t SELECT * FROM x", "REPLACE INTO", "REPLACE INTO", "REPLACE INTO"},
 		{"SELECT replace(a, 'b', 'c') FROM t", "", "", ""},
+		{"SELECT a AS replace", "", "", ""},
+		{"SELECT a AS replace, 1 AS into_x", "", "", ""},
 		{"SELECT 1; SELECT 2", ";", ";", ";"},
 		{"SELECT 1;;", ";", ";", ";"},
 		{"SELECT 1; 'x'", ";", ";", ";"},
