@@ -90,7 +90,7 @@ type pending struct {
 	arrival  uint64 // the order of the call among Combine's, under combiner.mu
 	wake     chan struct{}
 	batch    []*pending // the batch it leads, from the moment it leads
-	followed bool       // its batch runs another op of its key right after it: its IfFollowed statements run
+	followed bool       // its batch runs another op of its key right after it: its IfMissed statements may run
 	leads    bool       // handed the lead: it takes its batch when it wakes
 	ran      bool
 	err      error
@@ -413,23 +413,32 @@ func (db *DB) prepareOps(ctx context.Context, ops []*pending) {
 	}
 }
 
-// stmts returns the statements of p's operation that its batch runs: an
-// IfFollowed statement only when p is followed.
+// stmts returns the statements of p's operation that its batch may run:
+// an IfMissed statement only when p is followed (runOp runs it only after
+// a miss; a pipeline never).
 func (p *pending) stmts() []*wire.Statement {
-	late := func(st *wire.Statement) bool { return st.IfFollowed }
-	if p.followed || !slices.ContainsFunc(p.op.Stmts, late) {
+	if p.followed || !slices.ContainsFunc(p.op.Stmts, missed) {
 		return p.op.Stmts
 	}
-	return slices.DeleteFunc(slices.Clone(p.op.Stmts), late)
+	return slices.DeleteFunc(slices.Clone(p.op.Stmts), missed)
 }
 
+// missed reports whether st is an IfMissed statement.
+func missed(st *wire.Statement) bool { return st.IfMissed }
+
 // runOp runs p's statements (pending.stmts) on exec (tx, when not nil, is
-// exec) and sets p.err to ErrNotFound when a Dest statement found no row.
-// Any other error is returned: the batch fails.
+// exec), an IfMissed one only when the statement before it found no row,
+// and sets p.err to ErrNotFound when a Dest statement found no row. Any
+// other error is returned: the batch fails.
 func (db *DB) runOp(ctx context.Context, exec Executor, tx *sql.Tx, p *pending) error {
 	p.err = nil
+	found := true // the statement before: a miss runs the IfMissed one after it
 	for _, st := range p.stmts() {
-		found, err := runStatement(ctx, db, exec, tx, st)
+		if st.IfMissed && found {
+			continue
+		}
+		var err error
+		found, err = runStatement(ctx, db, exec, tx, st)
 		if err != nil {
 			return err
 		}
@@ -483,6 +492,9 @@ func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire
 	for _, o := range ops {
 		o.err = nil
 		for _, st := range o.stmts() {
+			if st.IfMissed {
+				continue // a pipeline's statements go before any result comes back
+			}
 			s := &sent{op: o, st: st, found: true}
 			all = append(all, s)
 			stmts = append(stmts, &wire.Statement{Query: st.Query, Args: st.Args, Rows: func(r wire.Rows) error {

@@ -715,10 +715,11 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 // they share one batch of 40, more than a sort that keeps equal keys in
 // place by luck (insertion sort, up to 12) orders; on PostgreSQL (which
 // pipelines) a batch holds each key once: eight batches of five. Each
-// operation's second statement is IfFollowed: it runs only where the
-// operation's batch runs another of its key right after it (on SQLite, the
-// first seven of each key), never for an operation alone or last of its
-// key. Then operations whose statements have Many forms keep their keys
+// operation's second statement reads a row, which every other operation
+// misses, and its third is IfMissed: it runs only after that miss, and
+// only where the operation's batch runs another of its key right after it
+// (on SQLite, the first seven of each key), never for an operation alone
+// or last of its key, nor in a pipeline. Then operations whose statements have Many forms keep their keys
 // apart on every engine, and an operation passed over (here for its form)
 // holds back the later ones of its key: none joins a batch ahead of it.
 func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
@@ -764,7 +765,10 @@ func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
 			done := make(chan error, len(ops)+1)
 			combine := func(op *wire.Op) {
 				ran, err := wire.Of(db).Combine(ctx, op)
-				if err == nil && !ran {
+				switch {
+				case errors.Is(err, racefree.ErrNotFound):
+					err = nil // a Dest that found no row: the op's outcome
+				case err == nil && !ran:
 					err = fmt.Errorf("op %s: its batch failed: reported not run", op.Key)
 				}
 				done <- err
@@ -807,12 +811,25 @@ func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
 			return got
 		}
 
+		// withMiss adds to op a read that finds its row, or, with miss, none,
+		// then an IfMissed statement that logs i.
+		withMiss := func(op *wire.Op, i int, miss bool) *wire.Op {
+			read := `SELECT 1`
+			if miss {
+				read = `SELECT 1 WHERE 1 = 0`
+			}
+			op.Stmts = append(op.Stmts, &wire.Statement{Query: read, Dest: []any{new(int64)}},
+				&wire.Statement{Query: fmt.Sprintf(`INSERT INTO combine_f (i) VALUES (%d)`, i), IfMissed: true})
+			return op
+		}
 		const keys, each = 5, 8
 		var ops []*wire.Op
+		missedFollowed := 0 // on SQLite: the IfMissed statements that run
 		for i := range keys * each {
-			op := logged(fmt.Sprint("k", i%keys), i, false)
-			op.Stmts = append(op.Stmts, &wire.Statement{Query: fmt.Sprintf(`INSERT INTO combine_f (i) VALUES (%d)`, i), IfFollowed: true})
-			ops = append(ops, op)
+			ops = append(ops, withMiss(logged(fmt.Sprint("k", i%keys), i, false), i, i%2 == 1))
+			if i%2 == 1 && i+keys < keys*each {
+				missedFollowed++
+			}
 		}
 		before := db.CombineStats()
 		behind(ops...)
@@ -826,23 +843,22 @@ func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
 		s := db.CombineStats()
 		batches, largest, followed := int64(1+each), keys, 0
 		if db.Engine() == racefree.SQLite {
-			batches, largest, followed = 2, keys*each, keys*(each-1)
+			batches, largest, followed = 2, keys*each, missedFollowed
 		}
 		if got := s.Batches - before.Batches; got != batches || s.MaxBatch != largest {
 			t.Errorf("%d batches, the largest of %d; want %d (the held one and the queued), the largest of %d (%+v)", got, s.MaxBatch, batches, largest, s)
 		}
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM combine_f`).Scan(&n); err != nil || n != followed {
-			t.Errorf("IfFollowed statements: %d ran (%v), want %d: one for each operation its batch ran another of its key right after", n, err, followed)
+			t.Errorf("IfMissed statements: %d ran (%v), want %d: one for each operation that missed and that its batch ran another of its key right after", n, err, followed)
 		}
-		// An op alone: its IfFollowed statement does not run.
-		alone := logged("alone", 0, false)
-		alone.Stmts = append(alone.Stmts, &wire.Statement{Query: `INSERT INTO combine_f (i) VALUES (-1)`, IfFollowed: true})
-		if ran, err := wire.Of(db).Combine(ctx, alone); !ran || err != nil {
-			t.Fatalf("an op alone: ran %v, %v", ran, err)
+		// An op alone that missed: its IfMissed statement does not run.
+		alone := withMiss(logged("alone", 0, false), -1, true)
+		if ran, err := wire.Of(db).Combine(ctx, alone); !ran || !errors.Is(err, racefree.ErrNotFound) {
+			t.Fatalf("an op alone: ran %v, %v; want true, ErrNotFound", ran, err)
 		}
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM combine_f WHERE i = -1`).Scan(&n); err != nil || n != 0 {
-			t.Errorf("an op alone ran its IfFollowed statement (%d rows, %v)", n, err)
+			t.Errorf("an op alone ran its IfMissed statement (%d rows, %v)", n, err)
 		}
 
 		// x leads its batch; m1 and m2 (Many forms) never share one, on

@@ -315,7 +315,7 @@ func TestChargesOfAHotKeyShareBatchesOnSQLite(t *testing.T) {
 // on another key. On SQLite they share one batch, each charge deciding on
 // the counter the one before it left, and a refusal that a later charge
 // of the key follows reads the counter it was refused on in the batch
-// (state_refused), before the later charges move it; on PostgreSQL they
+// (state.sql, right after the charge), before the later charges move it; on PostgreSQL they
 // run in that order, one batch each.
 func TestChargesOfOneKeyDecideInTurn(t *testing.T) {
 	t.Parallel()

@@ -309,8 +309,8 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // charges one after the other, charges of one key too, each in the order
 // they came and deciding on the counter the one before it left, so that
 // a hot key commits many charges at once; a refusal reads the counter it
-// was refused on in the batch when a later charge of its key follows it
-// there (state_refused.sql), and after the batch otherwise. On PostgreSQL
+// was refused on in the batch, right after it, when a later charge of its
+// key follows it there, and after the batch otherwise. On PostgreSQL
 // a batch holds each key once, and a batch of two or more charges of one
 // kind runs as one statement over arrays (consume_gcra_many.sql,
 // consume_window_many.sql) that locks the counters in the batch's order
@@ -437,7 +437,7 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 			st.Many = l.q.Get(name + "_many")
 		} else {
 			// At the charge's clock: the counter as the refusal saw it.
-			stmts = append(stmts, read.statement(l.q.Get("state_refused"), []any{id, l.scope, key, string(p.Kind), clock}, 3))
+			stmts = append(stmts, read.statement(l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), clock}, 3))
 		}
 		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: stmts})
 		switch {
@@ -472,11 +472,11 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 }
 
 // refusalRead is the read of the counter a combined charge was refused
-// on, in its batch (SQLite: state_refused, state_sliding_refused), when a
-// later charge of the same key follows it there
-// ([wire.Statement].IfFollowed): a read after the batch would see that
-// charge too, and tell the refused caller to wait longer than it must. It
-// returns a row only after a refused charge; found says it did.
+// on, in its batch, right after the charge (SQLite: state, state_sliding),
+// when a later charge of the same key follows it there
+// ([wire.Statement].IfMissed: only after a refusal, and only then): a read
+// after the batch would see that charge too, and tell the refused caller
+// to wait longer than it must. found says it ran.
 type refusalRead struct {
 	found                bool
 	now, tat, used, prev int64 // a missing counter reads zero: a full bucket
@@ -485,7 +485,7 @@ type refusalRead struct {
 // statement returns the read; cols is how many columns it returns (now,
 // tat, used, and for a sliding window prev).
 func (r *refusalRead) statement(query string, args []any, cols int) *wire.Statement {
-	return &wire.Statement{Query: query, Args: args, IfFollowed: true, Rows: func(rows wire.Rows) error {
+	return &wire.Statement{Query: query, Args: args, IfMissed: true, Rows: func(rows wire.Rows) error {
 		*r = refusalRead{}
 		if !rows.Next() {
 			return nil

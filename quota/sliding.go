@@ -90,7 +90,7 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 		var read refusalRead
 		if !wire.Of(l.db).CanPipeline() {
 			// At the charge's clock: the counter as the refusal saw it.
-			stmts = append(stmts, read.statement(l.q.Get("state_sliding_refused"), []any{id, l.scope, key, clock}, 4))
+			stmts = append(stmts, read.statement(l.q.Get("state_sliding"), []any{id, l.scope, key, clock}, 4))
 		}
 		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: stmts})
 		switch {

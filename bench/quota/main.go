@@ -2,8 +2,9 @@
 // ([racefree.Config.Combine]), beside the bare statement it runs and beside
 // github.com/go-redis/redis_rate on a local Redis, on SQLite and
 // PostgreSQL, at 1 and 16 clients, on distinct keys and on one hot key, and
-// prints a Markdown table of the figures and their ratios, and draws them
-// as a PNG chart (-chart, quota.png). The racefree
+// prints a Markdown table of the figures and their ratios, and one of the
+// CPU time each charge cost (run.Result), and draws them as a PNG chart
+// (-chart, quota.png). The racefree
 // sides of a cell run alternately, slice by slice, so that a shared
 // machine's load falls on all alike; read the ratios, not the absolute
 // figures.
@@ -97,8 +98,9 @@ func bench() error {
 	fmt.Println("| engine | clients | keys | racefree | racefree NoWait | racefree, combiner | combiner / off | bare statement | racefree / bare (default / NoWait) | redis_rate | racefree / redis_rate (default / NoWait / combiner) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	var (
-		redisRate = map[string]float64{}
+		redisRate = map[string]run.Result{}
 		allPanels []chart.Panel
+		cpuRows   []string // CPU time per charge of each cell, printed after the table
 	)
 	for _, engine := range []string{racefree.SQLite, racefree.Postgres} {
 		db := dbs[engine]
@@ -188,7 +190,7 @@ func bench() error {
 				if hot {
 					keys = "one hot key"
 				}
-				redisCell, ratio, rr := "—", "—", math.NaN()
+				redisCell, ratio, rr, redisCPU := "—", "—", math.NaN(), "—"
 				if limiter != nil {
 					cell := fmt.Sprintf("%d-%t", clients, hot)
 					if _, done := redisRate[cell]; !done {
@@ -200,11 +202,14 @@ func bench() error {
 								err = fmt.Errorf("redis_rate denied")
 							}
 							return err
-						}).Rate
+						})
 					}
-					redisCell, rr = fmt.Sprintf("%.0f", redisRate[cell]), redisRate[cell]
-					ratio = fmt.Sprintf("%.2f× / %.2f× / %.2f×", lib/redisRate[cell], libNoWait/redisRate[cell], libOn/redisRate[cell])
+					rr = redisRate[cell].Rate
+					redisCell, redisCPU = fmt.Sprintf("%.0f", rr), cpu(redisRate[cell])
+					ratio = fmt.Sprintf("%.2f× / %.2f× / %.2f×", lib/rr, libNoWait/rr, libOn/rr)
 				}
+				cpuRows = append(cpuRows, fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s | %s |", engine, clients, keys,
+					cpu(ops[0]), cpu(ops[1]), cpu(ops[3]), cpu(ops[2]), redisCPU))
 				fmt.Printf("| %s | %d | %s | %.0f | %.0f | %.0f | %.2f× | %.0f | %.2f / %.2f | %s | %s |\n", engine, clients, keys, lib, libNoWait, libOn, libOn/lib,
 					bareOps, lib/bareOps, libNoWait/bareOps, redisCell, ratio)
 				p := panels[hot]
@@ -219,6 +224,14 @@ func bench() error {
 			notes = append(notes, fmt.Sprintf("%s combiner: %d batches of %.1f charges on average (largest %d), mean queue wait %s, %d failed batches.",
 				engine, s.Batches, float64(s.Ops)/float64(s.Batches), s.MaxBatch, (s.QueueWait/time.Duration(max(s.Ops, 1))).Round(time.Microsecond), s.Failed))
 		}
+	}
+	fmt.Println()
+	fmt.Println("CPU time per charge, this process (the clients, racefree, and SQLite, which runs inside it) + the servers (PostgreSQL's backends of this benchmark and its writers, Redis): steadier than a rate on a shared machine.")
+	fmt.Println()
+	fmt.Println("| engine | clients | keys | racefree | racefree NoWait | racefree, combiner | bare statement | redis_rate |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, r := range cpuRows {
+		fmt.Println(r)
 	}
 	fmt.Println()
 	fmt.Printf("Denied charges per second, 1 client, one exhausted key: the library's one statement (the refusing upsert and, in a CTE, the read of the counter it refused on) beside two statements (the upsert, then the read).\n\n")
@@ -266,6 +279,11 @@ func bench() error {
 		fmt.Printf("\nChart: %s\n", *chartPath)
 	}
 	return nil
+}
+
+// cpu formats a result's CPU time per call: this process + the servers.
+func cpu(r run.Result) string {
+	return fmt.Sprintf("%s + %s", r.CPU.Round(100*time.Nanosecond), r.ServerCPU.Round(100*time.Nanosecond))
 }
 
 // twoStatements is the alternative to the library's one-statement denial

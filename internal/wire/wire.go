@@ -103,15 +103,17 @@ type Statement struct {
 	// when it does), and racefree.ErrNotFound when the statement has a Dest, as
 	// Query alone would report. Rows is not used with Many.
 	Many string
-	// IfFollowed, on a statement of an Op after its first, makes
-	// DB.Combine run it only when the op's batch runs a later operation
-	// of the same key right after it (SQLite, whose batch holds several
-	// operations of one key): a read of what the op's earlier statements
-	// decided on, which that later operation may change before the caller
-	// could read it after the batch. Otherwise it does not run: its Rows
-	// is not called, and the caller reads after the batch, as alone. Such
-	// a statement has no Many form and no Dest.
-	IfFollowed   bool
+	// IfMissed, on a statement of an Op after its first, makes
+	// DB.Combine run it only when the statement just before it, a Dest
+	// statement, found no row (a refusal, such as a quota charge's), and
+	// the op's batch runs another operation of the same key right after
+	// it (SQLite, whose batch holds several operations of one key): a
+	// read of what the refused statement saw, which that later operation
+	// may change before the caller could read it after the batch.
+	// Otherwise it does not run: its Rows is not called, and the caller
+	// reads after the batch, as alone. Such a statement has no Many form
+	// and no Dest; a batch that pipelines never runs it.
+	IfMissed     bool
 	RowsAffected int64
 }
 
