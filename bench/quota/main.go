@@ -4,10 +4,10 @@
 // PostgreSQL, at 1 and 16 clients, on distinct keys and on one hot key, and
 // prints a Markdown table of the figures and their ratios, and one of the
 // CPU time each charge cost (run.Result), and draws them as a PNG chart
-// (-chart, quota.png). The racefree
-// sides of a cell run alternately, slice by slice, so that a shared
-// machine's load falls on all alike; read the ratios, not the absolute
-// figures.
+// (-chart, quota.png). The sides of a cell (racefree's and redis_rate's)
+// run alternately, slice by slice, so that a shared machine's load falls
+// on all alike; read the ratios and the CPU time per charge, not the
+// absolute rates.
 //
 //	go run ./quota            # 3 s a cell
 //	go run ./quota -short -chart ''   # 200 ms a cell, no chart: checks that it runs
@@ -98,7 +98,6 @@ func bench() error {
 	fmt.Println("| engine | clients | keys | racefree | racefree NoWait | racefree, combiner | combiner / off | bare statement | racefree / bare (default / NoWait) | redis_rate | racefree / redis_rate (default / NoWait / combiner) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	var (
-		redisRate = map[string]run.Result{}
 		allPanels []chart.Panel
 		cpuRows   []string // CPU time per charge of each cell, printed after the table
 	)
@@ -156,7 +155,7 @@ func bench() error {
 				keyOn := keyFunc(cellRun+"-combiner", hot)
 				noWait := policy
 				noWait.Wait = quota.NoWait
-				ops := run.Alternately(ctx, clients, *cellTime, func(ctx context.Context, c, i int) error {
+				sides := []run.Op{func(ctx context.Context, c, i int) error {
 					d, err := l.Consume(ctx, db, key(c, i), 1, policy)
 					if err == nil && !d.Allowed {
 						err = fmt.Errorf("denied")
@@ -184,7 +183,21 @@ func bench() error {
 						err = fmt.Errorf("denied")
 					}
 					return err
-				})
+				}}
+				if limiter != nil {
+					// redis_rate alternates with racefree's sides, slice by
+					// slice, so that the ratios face the same load.
+					keyRedis := keyFunc(cellRun+"-redis", hot)
+					lim := redis_rate.Limit{Rate: int(policy.Rate), Period: policy.Per, Burst: int(policy.Burst)}
+					sides = append(sides, func(ctx context.Context, c, i int) error {
+						res, err := limiter.Allow(ctx, keyRedis(c, i), lim)
+						if err == nil && res.Allowed == 0 {
+							err = fmt.Errorf("redis_rate denied")
+						}
+						return err
+					})
+				}
+				ops := run.Alternately(ctx, clients, *cellTime, sides...)
 				lib, libNoWait, bareOps, libOn := ops[0].Rate, ops[1].Rate, ops[2].Rate, ops[3].Rate
 				keys := "distinct"
 				if hot {
@@ -192,20 +205,8 @@ func bench() error {
 				}
 				redisCell, ratio, rr, redisCPU := "—", "—", math.NaN(), "—"
 				if limiter != nil {
-					cell := fmt.Sprintf("%d-%t", clients, hot)
-					if _, done := redisRate[cell]; !done {
-						keyRedis := keyFunc("rr-"+cellRun, hot)
-						lim := redis_rate.Limit{Rate: int(policy.Rate), Period: policy.Per, Burst: int(policy.Burst)}
-						redisRate[cell] = run.For(ctx, clients, *cellTime, func(ctx context.Context, c, i int) error {
-							res, err := limiter.Allow(ctx, keyRedis(c, i), lim)
-							if err == nil && res.Allowed == 0 {
-								err = fmt.Errorf("redis_rate denied")
-							}
-							return err
-						})
-					}
-					rr = redisRate[cell].Rate
-					redisCell, redisCPU = fmt.Sprintf("%.0f", rr), cpu(redisRate[cell])
+					rr = ops[4].Rate
+					redisCell, redisCPU = fmt.Sprintf("%.0f", rr), cpu(ops[4])
 					ratio = fmt.Sprintf("%.2f× / %.2f× / %.2f×", lib/rr, libNoWait/rr, libOn/rr)
 				}
 				cpuRows = append(cpuRows, fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s | %s |", engine, clients, keys,
