@@ -1,10 +1,12 @@
 package racefree
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +38,24 @@ func sameForm(a, b *wire.Op) bool {
 	return slices.EqualFunc(a.Stmts, b.Stmts, func(x, y *wire.Statement) bool { return x.Many == y.Many })
 }
 
+// keysApart reports whether a batch led by op holds at most one
+// operation of each Key. It does on an engine that pipelines
+// (PostgreSQL), whose batch sends every statement before any result comes
+// back, locks rows in the order of the batch's keys, and runs the
+// statements of two or more operations as one statement over arrays,
+// which cannot update one row twice; and wherever op's statements have
+// Many forms (sameForm gives every operation of the batch the same),
+// whatever the engine, since one statement over arrays sees none of the
+// rows its other elements write. Elsewhere (SQLite) a batch runs each
+// operation's statements one after the other in one transaction, each
+// seeing the writes of those before it, exactly as if they had run alone
+// in that order: operations of one key share a batch, in the order they
+// came (runBatch), and a hot key commits many operations at once.
+func (db *DB) keysApart(op *wire.Op) bool {
+	_, pipelines := db.engine.(wire.Pipeliner)
+	return pipelines || many(op)
+}
+
 // CombineStats are the combiner's figures since the DB opened.
 type CombineStats struct {
 	Batches   int64         // batches committed: one commit each
@@ -56,22 +76,25 @@ const combineTimeout = time.Minute
 // goroutine of its own: the caller that finds no batch in flight leads,
 // runs a batch, and hands the lead to the first caller still waiting.
 type combiner struct {
-	mu    sync.Mutex
-	leads int // batches in flight, each run by a leading caller
-	queue []*pending
-	stats CombineStats
+	mu      sync.Mutex
+	leads   int // batches in flight, each run by a leading caller
+	queue   []*pending
+	arrived uint64 // Combine calls so far: the next one's pending.arrival
+	stats   CombineStats
 }
 
 // pending is one Combine call. Its wake receives exactly one signal: the
 // lead (batch set), or the result (ran, err).
 type pending struct {
-	op    *wire.Op
-	since time.Time
-	wake  chan struct{}
-	batch []*pending // the batch it leads, from the moment it leads
-	leads bool       // handed the lead: it takes its batch when it wakes
-	ran   bool
-	err   error
+	op       *wire.Op
+	since    time.Time
+	arrival  uint64 // the order of the call among Combine's, under combiner.mu
+	wake     chan struct{}
+	batch    []*pending // the batch it leads, from the moment it leads
+	followed bool       // its batch runs another op of its key right after it: its IfMissed statements may run
+	leads    bool       // handed the lead: it takes its batch when it wakes
+	ran      bool
+	err      error
 }
 
 // combine runs op in a batch with the operations of concurrent Combine
@@ -80,14 +103,22 @@ type pending struct {
 // PostgreSQL one pipelined batch (one round trip, one commit), in which
 // two or more operations whose statements have Many forms run as one
 // statement per form over arrays, whatever their number. A call that
-// finds no batch in flight starts one at once (never a timer, so an idle
-// DB adds no wait); otherwise the next batch leaves as soon as one in
+// finds no batch in flight starts one at once, once the goroutines ready
+// to run have had their turn to join it (runtime.Gosched: never a timer,
+// so an idle DB adds no wait); otherwise the next batch leaves as soon as one in
 // flight is done, and another starts beside it only when a quarter of
 // Config.CombineMax operations wait and fewer than
 // Config.CombineBatches run.
-// A batch holds at most Config.CombineMax operations of one
-// Group, never two of one Key, and runs them in the order of their keys,
-// so that two processes' batches take row locks in the same order.
+// A batch holds at most Config.CombineMax operations of one Group, and
+// runs them in the order of their keys, so that two processes' batches
+// take row locks in the same order, and the operations of one key in the
+// order they came. On PostgreSQL, and wherever the operations' statements
+// have Many forms, it never holds two of one Key (DB.keysApart): the
+// later waits for the next batch. On SQLite, whose batch runs each
+// operation's statements one after the other, each seeing the writes of
+// those before it, operations of one key share a batch, each deciding on
+// the state the one before it left, as if it had run alone just after
+// it: a hot key commits many operations at once.
 //
 // It reports whether op ran. False, with a nil error, when Config.Combine
 // is off, or when op's batch failed as a whole and the database is known
@@ -121,6 +152,8 @@ func (db *DB) combine(ctx context.Context, op *wire.Op) (bool, error) {
 	c := &db.comb
 	p := &pending{op: op, since: time.Now(), wake: make(chan struct{}, 1)}
 	c.mu.Lock()
+	p.arrival = c.arrived
+	c.arrived++
 	// A batch starts at once when none is in flight: an idle DB adds no
 	// wait. While one is, the call queues for the next, unless a quarter
 	// of CombineMax is waiting and fewer than CombineBatches are in
@@ -131,7 +164,6 @@ func (db *DB) combine(ctx context.Context, op *wire.Op) (bool, error) {
 	lead := c.leads == 0 || c.leads < db.cfg.CombineBatches && len(c.queue)+1 >= max(2, db.cfg.CombineMax/4)
 	if lead {
 		c.leads++
-		p.batch = c.take(p, db.cfg.CombineMax)
 	} else {
 		c.queue = append(c.queue, p)
 	}
@@ -150,12 +182,18 @@ func (db *DB) combine(ctx context.Context, op *wire.Op) (bool, error) {
 			<-p.wake // op is in a batch, or leads the next one
 		}
 	}
-	if p.leads {
-		// Handed the lead: take the batch now, not when the lead was
-		// handed, so that the callers the last batch answered, which ran
-		// while this one woke, are in it.
+	if lead || p.leads {
+		// Leading, or handed the lead: yield the processor once, then
+		// take the batch, so that the callers ready to run now (those the
+		// last batch answered, calling again) queue first and are in it.
+		// Taken at once, a batch that found none in flight held its
+		// leader alone, the callers that came a moment later queued for
+		// the next, and batches of a hot key averaged two operations
+		// where they now hold eight or more. Yielding waits for no timer:
+		// with nothing else ready to run (an idle DB) it returns at once.
+		runtime.Gosched()
 		c.mu.Lock()
-		p.batch = c.take(p, db.cfg.CombineMax)
+		p.batch = c.take(p, db.cfg.CombineMax, db.keysApart(op))
 		c.mu.Unlock()
 	}
 	if p.batch != nil {
@@ -226,23 +264,31 @@ func (db *DB) lead(ctx context.Context, batch []*pending) {
 
 // take makes the batch that lead leads: lead's operation (not queued),
 // then, in order, the queued operations of the same group and form
-// (sameForm) whose keys are not yet in the batch, up to n, which it
-// removes from the queue. An operation passed over keeps its place, so
-// operations on one key run in the order they came. c.mu is held.
-func (c *combiner) take(lead *pending, n int) []*pending {
+// (sameForm), up to n, which it removes from the queue. With apart
+// (DB.keysApart), an operation whose key is already in the batch is passed
+// over; without, operations of one key share it. An operation passed over
+// keeps its place, and so does every later one of its key, which never
+// joins a batch ahead of it: operations on one key run in the order they
+// came. c.mu is held.
+func (c *combiner) take(lead *pending, n int, apart bool) []*pending {
 	first := lead.op
 	group := first.Group
-	keys := map[string]bool{first.Key: true}
+	keys := map[string]bool{first.Key: true} // in the batch
+	passed := map[string]bool{}              // passed over: later ones of the key wait too
 	batch := []*pending{lead}
 	now := time.Now()
 	c.stats.QueueWait += now.Sub(lead.since)
 	rest := c.queue[:0]
 	for _, p := range c.queue {
-		if len(batch) < n && p.op.Group == group && !keys[p.op.Key] && sameForm(first, p.op) {
-			keys[p.op.Key] = true
+		k := p.op.Key
+		if len(batch) < n && p.op.Group == group && !passed[k] && !(apart && keys[k]) && sameForm(first, p.op) {
+			keys[k] = true
 			batch = append(batch, p)
 			c.stats.QueueWait += now.Sub(p.since)
 			continue
+		}
+		if p.op.Group == group {
+			passed[k] = true
 		}
 		rest = append(rest, p)
 	}
@@ -253,7 +299,10 @@ func (c *combiner) take(lead *pending, n int) []*pending {
 }
 
 // runBatch runs the operations of batch in one transaction, in the order
-// of their keys (batch[0] stays the leader's in batch), and sets each
+// of their keys, and the operations of one key in the order they came
+// (pending.arrival: the leader's may be later than those it took), so
+// that each sees the state the one before it left (batch[0] stays the
+// leader's in batch), and sets each
 // one's err to its own outcome. Its error matches ErrNotCommitted when
 // the batch is known to have committed nothing; any other error leaves
 // the outcome unknown, and is never retried. The earliest
@@ -265,7 +314,12 @@ func (c *combiner) take(lead *pending, n int) []*pending {
 func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 	ops := make([]*pending, len(batch))
 	copy(ops, batch)
-	slices.SortFunc(ops, func(a, b *pending) int { return strings.Compare(a.op.Key, b.op.Key) })
+	slices.SortFunc(ops, func(a, b *pending) int {
+		return cmp.Or(strings.Compare(a.op.Key, b.op.Key), cmp.Compare(a.arrival, b.arrival))
+	})
+	for i, p := range ops {
+		p.followed = i+1 < len(ops) && ops[i+1].op.Key == p.op.Key
+	}
 	var deadline time.Time
 	for _, p := range ops {
 		if d := p.op.Deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
@@ -293,7 +347,7 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 	// No timeout on SQLite, whose busy timeout bounds every wait: the
 	// driver watches a context that can end with a goroutine per
 	// statement, which cost a fifth of a claim at one client.
-	if len(ops) == 1 && len(ops[0].op.Stmts) == 1 && len(ops[0].op.Begin) == 0 {
+	if len(ops) == 1 && len(ops[0].stmts()) == 1 && len(ops[0].op.Begin) == 0 {
 		// One statement alone commits by itself: no BEGIN and COMMIT.
 		return db.retryBatch(ctx, func() error { return db.judgeCommit(db.runOp(ctx, db.sql, nil, ops[0])) })
 	}
@@ -366,13 +420,32 @@ func (db *DB) prepareOps(ctx context.Context, ops []*pending) {
 	}
 }
 
-// runOp runs p's statements on exec (tx, when not nil, is exec) and sets
-// p.err to ErrNotFound when a Dest statement found no row. Any other
-// error is returned: the batch fails.
+// stmts returns the statements of p's operation that its batch may run:
+// an IfMissed statement only when p is followed (runOp runs it only after
+// a miss; a pipeline never).
+func (p *pending) stmts() []*wire.Statement {
+	if p.followed || !slices.ContainsFunc(p.op.Stmts, missed) {
+		return p.op.Stmts
+	}
+	return slices.DeleteFunc(slices.Clone(p.op.Stmts), missed)
+}
+
+// missed reports whether st is an IfMissed statement.
+func missed(st *wire.Statement) bool { return st.IfMissed }
+
+// runOp runs p's statements (pending.stmts) on exec (tx, when not nil, is
+// exec), an IfMissed one only when the statement before it found no row,
+// and sets p.err to ErrNotFound when a Dest statement found no row. Any
+// other error is returned: the batch fails.
 func (db *DB) runOp(ctx context.Context, exec Executor, tx *sql.Tx, p *pending) error {
 	p.err = nil
-	for _, st := range p.op.Stmts {
-		found, err := runStatement(ctx, db, exec, tx, st)
+	found := true // the statement before: a miss runs the IfMissed one after it
+	for _, st := range p.stmts() {
+		if st.IfMissed && found {
+			continue
+		}
+		var err error
+		found, err = runStatement(ctx, db, exec, tx, st)
 		if err != nil {
 			return err
 		}
@@ -425,7 +498,10 @@ func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire
 	var all []*sent
 	for _, o := range ops {
 		o.err = nil
-		for _, st := range o.op.Stmts {
+		for _, st := range o.stmts() {
+			if st.IfMissed {
+				continue // a pipeline's statements go before any result comes back
+			}
 			s := &sent{op: o, st: st, found: true}
 			all = append(all, s)
 			stmts = append(stmts, &wire.Statement{Query: st.Query, Args: st.Args, Rows: func(r wire.Rows) error {

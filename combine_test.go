@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -117,9 +118,10 @@ func TestCombinerBatches(t *testing.T) {
 			return v
 		}
 
-		// Two operations on one key, and operations of two groups, never
-		// share a batch; the later operation on a key runs after the
-		// earlier one committed.
+		// Operations of two groups never share a batch. Two operations on
+		// one key run in the order they came: on PostgreSQL (which
+		// pipelines) never in one batch, the later after the earlier
+		// committed; on SQLite in one, one after the other.
 		before := db.CombineStats()
 		for i, err := range behind(
 			op("g", "k1", `INSERT INTO combine_t (k, v) VALUES ('k1', 1)`),
@@ -132,11 +134,15 @@ func TestCombinerBatches(t *testing.T) {
 			}
 		}
 		s := db.CombineStats()
-		if got, want := s.Batches-before.Batches, int64(4); got != want {
-			t.Errorf("batches: got %d, want 4: the held one, {k1, k2}, {k1}, {k3} (%+v)", got, s)
+		batches, largest, shape := int64(4), 2, "the held one, {k1, k2}, {k1}, {k3}"
+		if db.Engine() == racefree.SQLite {
+			batches, largest, shape = 3, 3, "the held one, {k1, k1, k2}, {k3}"
 		}
-		if got, want := s.MaxBatch, 2; got != want {
-			t.Errorf("largest batch: got %d, want %d", got, want)
+		if got := s.Batches - before.Batches; got != batches {
+			t.Errorf("batches: got %d, want %d: %s (%+v)", got, batches, shape, s)
+		}
+		if got := s.MaxBatch; got != largest {
+			t.Errorf("largest batch: got %d, want %d: %s", got, largest, shape)
 		}
 		if got, want := value("k1"), int64(10); got != want {
 			t.Errorf("k1: got %d, want %d: the update ran before the insert", got, want)
@@ -699,4 +705,172 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 			t.Errorf("read %d: RowsAffected %d, want %d", i, got, want)
 		}
 	}
+}
+
+// TestCombinerRunsTheOperationsOfOneKeyInTheirOrder queues operations on
+// five keys, eight on each, behind a batch held in flight by a row lock
+// (Config.CombineBatches 1), and sees in a log the order they ran in:
+// the operations of each key run in the order they came, on either
+// engine. On SQLite (which runs a batch's statements one after the other)
+// they share one batch of 40, more than a sort that keeps equal keys in
+// place by luck (insertion sort, up to 12) orders; on PostgreSQL (which
+// pipelines) a batch holds each key once: eight batches of five. Each
+// operation's second statement reads a row, which every other operation
+// misses, and its third is IfMissed: it runs only after that miss, and
+// only where the operation's batch runs another of its key right after it
+// (on SQLite, the first seven of each key), never for an operation alone
+// or last of its key, nor in a pipeline. Then operations whose statements have Many forms keep their keys
+// apart on every engine, and an operation passed over (here for its form)
+// holds back the later ones of its key: none joins a batch ahead of it.
+func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
+	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		id := `id INTEGER PRIMARY KEY` // SQLite: the rowid, which grows with each insert
+		if db.Engine() == racefree.Postgres {
+			id = `id BIGSERIAL PRIMARY KEY`
+		}
+		for _, q := range []string{
+			`CREATE TABLE combine_o (` + id + `, k TEXT NOT NULL, i BIGINT NOT NULL)`,
+			`CREATE TABLE combine_f (i BIGINT NOT NULL)`,
+			`CREATE TABLE combine_oz (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
+			`INSERT INTO combine_oz (k, v) VALUES ('z', 0)`,
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// logged is an op on key k that logs i in the order it runs; with
+		// many, its statement has a Many form (PostgreSQL's, which no batch
+		// here runs: none holds two such ops; run, it would fail the batch
+		// for want of its arrays, and the test with it).
+		logged := func(k string, i int, many bool) *wire.Op {
+			st := &wire.Statement{Query: fmt.Sprintf(`INSERT INTO combine_o (k, i) VALUES ('%s', %d)`, k, i)}
+			if many {
+				st.Many = `INSERT INTO combine_o (k, i) SELECT k, i FROM unnest($1::text[], $2::bigint[]) AS a(k, i)`
+			}
+			return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{st}}
+		}
+		// behind queues ops, in this order, behind a batch held in flight,
+		// releases it and waits for them.
+		behind := func(ops ...*wire.Op) {
+			t.Helper()
+			lock, err := db.SQL().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Rollback()
+			if _, err := lock.ExecContext(ctx, `UPDATE combine_oz SET v = v WHERE k = 'z'`); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, len(ops)+1)
+			combine := func(op *wire.Op) {
+				ran, err := wire.Of(db).Combine(ctx, op)
+				switch {
+				case errors.Is(err, racefree.ErrNotFound):
+					err = nil // a Dest that found no row: the op's outcome
+				case err == nil && !ran:
+					err = fmt.Errorf("op %s: its batch failed: reported not run", op.Key)
+				}
+				done <- err
+			}
+			go combine(&wire.Op{Group: "g", Key: "z", Stmts: []*wire.Statement{{Query: `UPDATE combine_oz SET v = v + 1 WHERE k = 'z'`}}})
+			testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+			for i, op := range ops {
+				go combine(op)
+				testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+			}
+			if err := lock.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			for range len(ops) + 1 {
+				if err := await(t, done, "the operations"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// ran returns the i logged for each key, in the order they ran.
+		ran := func() map[string][]int {
+			t.Helper()
+			rows, err := db.QueryContext(ctx, `SELECT k, i FROM combine_o ORDER BY id`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			got := map[string][]int{}
+			for rows.Next() {
+				var k string
+				var i int
+				if err := rows.Scan(&k, &i); err != nil {
+					t.Fatal(err)
+				}
+				got[k] = append(got[k], i)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+
+		// withMiss adds to op a read that finds its row, or, with miss, none,
+		// then an IfMissed statement that logs i.
+		withMiss := func(op *wire.Op, i int, miss bool) *wire.Op {
+			read := `SELECT 1`
+			if miss {
+				read = `SELECT 1 WHERE 1 = 0`
+			}
+			op.Stmts = append(op.Stmts, &wire.Statement{Query: read, Dest: []any{new(int64)}},
+				&wire.Statement{Query: fmt.Sprintf(`INSERT INTO combine_f (i) VALUES (%d)`, i), IfMissed: true})
+			return op
+		}
+		const keys, each = 5, 8
+		var ops []*wire.Op
+		missedFollowed := 0 // on SQLite: the IfMissed statements that run
+		for i := range keys * each {
+			ops = append(ops, withMiss(logged(fmt.Sprint("k", i%keys), i, false), i, i%2 == 1))
+			if i%2 == 1 && i+keys < keys*each {
+				missedFollowed++
+			}
+		}
+		before := db.CombineStats()
+		behind(ops...)
+		for k, got := range ran() {
+			for j := 1; j < len(got); j++ {
+				if got[j] < got[j-1] {
+					t.Fatalf("key %s ran its operations in the order %v, not in the order they came", k, got)
+				}
+			}
+		}
+		s := db.CombineStats()
+		batches, largest, followed := int64(1+each), keys, 0
+		if db.Engine() == racefree.SQLite {
+			batches, largest, followed = 2, keys*each, missedFollowed
+		}
+		if got := s.Batches - before.Batches; got != batches || s.MaxBatch != largest {
+			t.Errorf("%d batches, the largest of %d; want %d (the held one and the queued), the largest of %d (%+v)", got, s.MaxBatch, batches, largest, s)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM combine_f`).Scan(&n); err != nil || n != followed {
+			t.Errorf("IfMissed statements: %d ran (%v), want %d: one for each operation that missed and that its batch ran another of its key right after", n, err, followed)
+		}
+		// An op alone that missed: its IfMissed statement does not run.
+		alone := withMiss(logged("alone", 0, false), -1, true)
+		if ran, err := wire.Of(db).Combine(ctx, alone); !ran || !errors.Is(err, racefree.ErrNotFound) {
+			t.Fatalf("an op alone: ran %v, %v; want true, ErrNotFound", ran, err)
+		}
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM combine_f WHERE i = -1`).Scan(&n); err != nil || n != 0 {
+			t.Errorf("an op alone ran its IfMissed statement (%d rows, %v)", n, err)
+		}
+
+		// x leads its batch; m1 and m2 (Many forms) never share one, on
+		// either engine; m3 (no Many form, like x) waits for them although
+		// its form would join x's batch.
+		before = db.CombineStats()
+		behind(logged("x", 100, false), logged("m", 101, true), logged("m", 102, true), logged("m", 103, false))
+		if got, want := ran()["m"], []int{101, 102, 103}; !slices.Equal(got, want) {
+			t.Errorf("key m ran %v, want %v: in the order its operations came", got, want)
+		}
+		if got := db.CombineStats().Batches - before.Batches; got != 5 {
+			t.Errorf("%d batches, want 5: the held one, {x}, {m 101}, {m 102}, {m 103}", got)
+		}
+	})
 }

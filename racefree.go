@@ -80,8 +80,11 @@ type Config struct {
 	// Release, dedup Observe, inbox Receive without a processing
 	// function and quota Consume make on the pool
 	// (not in a caller's transaction) into batches, each one transaction
-	// and one commit (docs/performance.md, "Combining concurrent calls into one commit"). Defaults to false: each call commits
-	// alone.
+	// and one commit (docs/performance.md, "Combining concurrent calls into one commit"). Each call gets the outcome it gets
+	// alone. On SQLite calls on one key (a hot quota key, a contended
+	// claim) share a batch, each in its turn deciding on what the one
+	// before it left; on PostgreSQL a batch holds each key once. Defaults
+	// to false: each call commits alone.
 	Combine bool
 	// CombineMax bounds the operations of one batch. Defaults to 64.
 	CombineMax int

@@ -116,8 +116,10 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 //
 // With [racefree.Config.Combine] on, Acquire, Renew and Release on the pool
 // send their statements in a batch with the concurrent calls of the same
-// tenant on other keys ([send.Do]): one transaction and one commit
-// for the batch, and the same outcome as alone. On PostgreSQL a batch of
+// tenant ([send.Do]): one transaction and one commit for the batch, and
+// the same outcome as alone. Calls on one key run in the order they came,
+// each on the state the one before it left: on SQLite one after the other
+// in one batch, on PostgreSQL one batch each. On PostgreSQL a batch of
 // two or more acquires (or renewals, or releases) runs as one statement
 // over arrays of the calls' arguments, plus, for acquires, one more that
 // raises new fences above the floor (acquire_many.sql, raise_new_many.sql).
@@ -174,7 +176,7 @@ func (s *Store) Acquire(ctx context.Context, exec racefree.Executor, key, holder
 type Acquisition struct {
 	// Key is the claim's key for the combiner (send.Op.Key): the one Acquire, Renew
 	// and Release of the same key pass, so that an operation that carries
-	// these statements never shares a batch with them.
+	// these statements runs in turn with them, in the order they came.
 	Key string
 	// Stmts are acquire, then, on PostgreSQL, raise_new (each with its
 	// Many form), which must run in one transaction, in this order,

@@ -89,3 +89,106 @@ func TestCombinedCallsKeepTheirOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// TestCallsOnOneClaimTakeTurns queues acquires, renewals and releases of
+// one key, by two holders, in a known order behind a batch held in flight
+// (Config.CombineBatches 1), and gives each caller the outcome it gets
+// alone, one after the other: of two acquires one wins and the other sees
+// the winner, a release frees the key for the next acquire, which starts
+// the next fence, and a release of the old tenure after it is stale. On
+// SQLite all share one batch, one after the other; on PostgreSQL (which
+// pipelines, and runs acquires as one statement over arrays) a batch holds
+// the key once: one batch each.
+func TestCallsOnOneClaimTakeTurns(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		claims := claim.New(db)
+		gate, err := claims.Acquire(ctx, db, "gate", "g", time.Hour) // registers the tenant
+		if err != nil {
+			t.Fatal(err)
+		}
+		type outcome struct {
+			c   *claim.Claim
+			err error
+		}
+		got := make([]outcome, 7)
+		acquire := func(i int, holder string) func() {
+			return func() { got[i].c, got[i].err = claims.Acquire(ctx, db, "k", holder, time.Minute) }
+		}
+		calls := []func(){
+			acquire(0, "h1"),
+			acquire(1, "h2"),
+			func() { got[2].c, got[2].err = claims.Renew(ctx, db, "k", "h1", 1, time.Minute) },
+			func() { got[3].err = claims.Release(ctx, db, "k", "h1", 1) },
+			acquire(4, "h2"),
+			func() { got[5].err = claims.Release(ctx, db, "k", "h1", 1) },
+			acquire(6, "h1"),
+		}
+		// The gate: a batch in flight, waiting for the gate's row, which a
+		// transaction holds (on SQLite, the write lock).
+		lock, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback()
+		if _, err := claims.Renew(ctx, lock, "gate", "g", gate.Fence, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		before := db.CombineStats()
+		held := make(chan error, 1)
+		go func() {
+			_, err := claims.Acquire(ctx, db, "gate", "g", time.Hour)
+			held <- err
+		}()
+		testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+		var wg sync.WaitGroup
+		for i, call := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				call()
+			}()
+			testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+		}
+		if err := lock.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-held; err != nil {
+			t.Fatalf("held batch: %v", err)
+		}
+		wg.Wait()
+
+		if c := got[0].c; got[0].err != nil || c.Holder != "h1" || c.Fence != 1 || c.Count != 1 {
+			t.Errorf("h1's acquire: %+v, %v; want won at fence 1, count 1", c, got[0].err)
+		}
+		var held1 *claim.HeldError
+		if !errors.As(got[1].err, &held1) || held1.Claim.Holder != "h1" || held1.Claim.Fence != 1 || held1.Claim.Count != 2 {
+			t.Errorf("h2's acquire: %+v, %v; want ErrHeld by h1 at fence 1, count 2", got[1].c, got[1].err)
+		}
+		if c := got[2].c; got[2].err != nil || c.Holder != "h1" || c.Fence != 1 {
+			t.Errorf("h1's renewal: %+v, %v; want renewed at fence 1", c, got[2].err)
+		}
+		if got[3].err != nil {
+			t.Errorf("h1's release: %v", got[3].err)
+		}
+		if c := got[4].c; got[4].err != nil || c.Holder != "h2" || c.Fence != 2 || c.Count != 3 {
+			t.Errorf("h2's acquire after the release: %+v, %v; want won at fence 2, count 3", c, got[4].err)
+		}
+		if !errors.Is(got[5].err, racefree.ErrStaleFence) {
+			t.Errorf("h1's release of its old tenure: %v, want ErrStaleFence", got[5].err)
+		}
+		var held2 *claim.HeldError
+		if !errors.As(got[6].err, &held2) || held2.Claim.Holder != "h2" || held2.Claim.Fence != 2 || held2.Claim.Count != 4 {
+			t.Errorf("h1's acquire after h2's: %+v, %v; want ErrHeld by h2 at fence 2, count 4", got[6].c, got[6].err)
+		}
+		s := db.CombineStats()
+		batches := int64(1 + len(calls)) // the held one, then one each
+		if db.Engine() == racefree.SQLite {
+			batches = 2 // the held one, then one of all
+		}
+		if got := s.Batches - before.Batches; got != batches || s.Failed != before.Failed {
+			t.Errorf("%d batches (%+v), want %d, none failed", got, s, batches)
+		}
+	})
+}

@@ -175,43 +175,58 @@ func TestABatchOfObservesGivesEachCallerItsOwnObservation(t *testing.T) {
 	})
 }
 
-// TestObserveSharesNoBatchWithACallOnItsClaim queues an observe, a claim
-// acquire of the same fingerprint in dedup's namespace, and an observe of
-// another fingerprint: the two calls on one claim never share a batch, so
-// the acquire runs after the observe committed and finds its claim held,
-// while the observe of the other fingerprint joins the first batch.
-func TestObserveSharesNoBatchWithACallOnItsClaim(t *testing.T) {
+// TestObserveAndCallsOnItsClaimTakeTurns queues an observe, a claim
+// acquire of the same fingerprint in dedup's namespace, an observe of
+// another fingerprint and a second observe of the first, in that order:
+// the calls on one claim run in the order they came, each on the state the
+// one before it left, so the acquire finds the claim held by the first
+// observer and the second observe is a duplicate (count 3, not to
+// process), while the observe of the other fingerprint processes. On
+// SQLite all four share one batch, one after the other; on PostgreSQL a
+// batch holds each claim once (and an acquire's forms differ from an
+// observe's): {observe shared, observe x}, {acquire shared}, {observe
+// shared}.
+func TestObserveAndCallsOnItsClaimTakeTurns(t *testing.T) {
 	t.Parallel()
 	combined(t, func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB) {
 		ctx := context.Background()
 		claims := claim.NewNamespace(db, dedup.Namespace)
 		var (
-			first, other *dedup.Observation
-			acquired     *claim.Claim
-			errs         [3]error
+			first, other, again *dedup.Observation
+			acquired            *claim.Claim
+			errs                [4]error
 		)
+		observe := func(fp string, o **dedup.Observation, err *error) func() {
+			return func() {
+				*o, *err = log.Observe(ctx, db, dedup.Event{Source: "s", Level: "l", Message: "m", Fingerprint: fp}, time.Minute)
+			}
+		}
 		before := behind(t, db,
-			func() {
-				first, errs[0] = log.Observe(ctx, db, dedup.Event{Source: "s", Level: "l", Message: "m", Fingerprint: "shared"}, time.Minute)
-			},
+			observe("shared", &first, &errs[0]),
 			func() { acquired, errs[1] = claims.Acquire(ctx, db, "shared", "app", time.Minute) },
-			func() {
-				other, errs[2] = log.Observe(ctx, db, dedup.Event{Source: "s", Level: "l", Message: "m", Fingerprint: "x"}, time.Minute)
-			},
+			observe("x", &other, &errs[2]),
+			observe("shared", &again, &errs[3]),
 		)
 		s := db.CombineStats()
-		if got, want := s.Batches-before.Batches, int64(3); got != want {
-			t.Errorf("batches: got %d, want %d: the held one, {observe shared, observe x}, {acquire shared} (%+v)", got, want, s)
+		batches, shape := int64(4), "the held one, {observe shared, observe x}, {acquire shared}, {observe shared}"
+		if db.Engine() == racefree.SQLite {
+			batches, shape = 2, "the held one, then one of all four"
 		}
-		if errs[0] != nil || !first.Process || first.Count != 1 {
-			t.Errorf("observe of shared: %+v, %v; want the first count, to process", first, errs[0])
+		if got := s.Batches - before.Batches; got != batches {
+			t.Errorf("batches: got %d, want %d: %s (%+v)", got, batches, shape, s)
+		}
+		if errs[0] != nil || !first.Process || first.Count != 1 || first.Fence != 1 {
+			t.Errorf("observe of shared: %+v, %v; want the first count, fence 1, to process", first, errs[0])
 		}
 		var heldErr *claim.HeldError
-		if !errors.As(errs[1], &heldErr) || heldErr.Claim.Count != 2 {
+		if !errors.As(errs[1], &heldErr) || heldErr.Claim.Count != 2 || heldErr.Claim.Fence != 1 {
 			t.Errorf("acquire of shared after the observe: %+v, %v; want ErrHeld by the observer, count 2", acquired, errs[1])
 		}
 		if errs[2] != nil || !other.Process || other.Count != 1 {
 			t.Errorf("observe of x: %+v, %v", other, errs[2])
+		}
+		if errs[3] != nil || again.Process || again.Count != 3 || again.Fence != 1 {
+			t.Errorf("second observe of shared: %+v, %v; want a duplicate, count 3, fence 1", again, errs[3])
 		}
 	})
 }

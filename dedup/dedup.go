@@ -99,13 +99,15 @@ func New(db *racefree.DB) *Log {
 // With [racefree.Config.Combine] on and exec the pool, Observe sends its
 // statements (the claim's acquire, on PostgreSQL its raise_new, then the
 // event's insert) as one operation in a batch with the concurrent pool
-// calls of the same tenant on other keys ([racefree.Config.Combine]; on PostgreSQL,
+// calls of the same tenant ([racefree.Config.Combine]; on PostgreSQL,
 // other observes): one transaction and one commit for the batch, and the
 // outcome Observe has alone. On PostgreSQL a batch of two or more observes
 // runs as one statement per form over arrays (acquire_many,
 // raise_new_many, insert_event_many). The operation's key is the claim's,
-// so an Observe never shares a batch with a claim call on its
-// fingerprint, nor with another Observe of it. Observe returns after its
+// so an Observe, the claim calls on its fingerprint and its other
+// Observes run in the order they came, each on the state the one before
+// it left: on SQLite one after the other, in one batch or several, on
+// PostgreSQL never in one batch. Observe returns after its
 // batch committed; a call whose context ends while it waits for a batch
 // returns the context's error and never ran, and one whose batch failed as
 // a whole, known to have committed nothing, runs alone, as with the

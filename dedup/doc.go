@@ -20,8 +20,9 @@
 // executor: pass the caller's *sql.Tx to commit an observation or a result
 // with the caller's own writes, or the *racefree.DB. With
 // racefree.Config.Combine on, Observe on the pool commits in batches with
-// concurrent observes of other fingerprints (on SQLite also claim calls on
-// other keys), each with the outcome it has alone (Log.Observe). Reap
+// concurrent observes of other fingerprints (on SQLite also of the same
+// fingerprint, one after the other, and claim calls), each with the
+// outcome it has alone (Log.Observe). Reap
 // forgets a fingerprint (its counts, its event row and its result) once its
 // window lapsed at least a grace period ago; one observed again later
 // starts a new window with a fence above every fence it had.

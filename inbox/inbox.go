@@ -133,9 +133,9 @@ type Result struct {
 // ([wire.DB].Combine): one transaction and one commit for the batch,
 // and the outcome the delivery gets alone. A new event gets its source's
 // next arrival number, the batch's events of one source numbered in the
-// order of their IDs; a recorded one is a duplicate. Two deliveries of
-// one event never share a batch: the later runs after the earlier
-// committed, as its duplicate. A delivery whose context ends while it
+// order of their IDs; a recorded one is a duplicate. Of two deliveries of
+// one event the later runs after the earlier, as its duplicate: on SQLite
+// right after it in the same batch, on PostgreSQL in a later batch. A delivery whose context ends while it
 // waits for a batch returns the context's error and recorded nothing;
 // once its batch began, it returns the batch's outcome. A batch that
 // failed as a whole, known to have committed nothing, runs each delivery
@@ -204,10 +204,10 @@ func (in *Inbox) Receive(ctx context.Context, source, eventID string, payload []
 // answers "duplicate" commits only once the synchronous standby has the
 // event (see Receive).
 //
-// The key names the event, not only its source: deliveries of one event
-// never share a batch, the later one runs after the earlier committed and
-// is its duplicate, while events of one source (most users have one) are
-// numbered in one batch.
+// The key names the event, not only its source: of two deliveries of one
+// event the later runs after the earlier and is its duplicate (on
+// PostgreSQL in a later batch: a batch holds each key once), while events
+// of one source (most users have one) are numbered in one batch.
 func (in *Inbox) record(ctx context.Context, source, eventID string, payload []byte) (Result, bool, error) {
 	id := tenant.From(ctx)
 	var seq int64

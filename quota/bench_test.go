@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -93,4 +94,51 @@ func cpuTime() int64 {
 		return 0
 	}
 	return u.Utime.Nano() + u.Stime.Nano()
+}
+
+// BenchmarkConsumeHotKeyCombinedSQLite measures 16 clients charging one
+// hot key on SQLite through the combiner (Config.Combine), the default
+// Wait and NoWait: the cell of bench/quota that issue 27 asks to bring to
+// redis_rate's rate. Its batches hold many charges of the key, one after
+// the other. Profile it with
+//
+//	go test -run '^$' -bench ConsumeHotKeyCombinedSQLite -cpuprofile cpu.out ./quota
+func BenchmarkConsumeHotKeyCombinedSQLite(b *testing.B) {
+	ctx := context.Background()
+	db, err := dsn.Open(ctx, "sqlite:"+filepath.Join(b.TempDir(), "bench.db"), &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16, Combine: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	l, err := quota.New(db, &quota.Options{Scope: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, wait := range []time.Duration{0, quota.NoWait} {
+		p := quota.Policy{Kind: quota.GCRA, Rate: 1000, Per: time.Second, Burst: quota.MaxUnits, Wait: wait}
+		name := "gcra"
+		if wait == quota.NoWait {
+			name = "gcra-NoWait"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(16 / max(1, runtime.GOMAXPROCS(0)))
+			before := db.CombineStats()
+			cpu := cpuTime()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					d, err := l.Consume(ctx, db, "hot-"+name, 1, p)
+					if err != nil || !d.Allowed {
+						b.Error(d, err)
+						return
+					}
+				}
+			})
+			s := db.CombineStats()
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			if n := s.Batches - before.Batches; n > 0 {
+				b.ReportMetric(float64(s.Ops-before.Ops)/float64(n), "ops/batch")
+			}
+		})
+	}
 }

@@ -241,6 +241,147 @@ func TestCombinedChargesOfOneKeyAdmitExactlyTheLimit(t *testing.T) {
 	})
 }
 
+// TestChargesOfAHotKeyShareBatchesOnSQLite queues 200 concurrent charges
+// of one key (limit 50) behind a batch held in flight, for each kind
+// (GCRA, fixed and sliding window): exactly the limit is admitted, and
+// every refusal says when to retry. On SQLite, whose batch runs its
+// charges one after the other, they share batches (fewer batches than
+// charges, the largest of CombineMax); on PostgreSQL (which pipelines,
+// and runs a batch's charges as one statement over arrays) a batch never
+// holds two charges of one key: one batch each.
+func TestChargesOfAHotKeyShareBatchesOnSQLite(t *testing.T) {
+	t.Parallel()
+	_, cfg := manual(t0)
+	cfg.Combine, cfg.CombineBatches = true, 1
+	limits := []quota.Policy{
+		{Kind: quota.GCRA, Rate: 1, Per: time.Hour, Burst: 50, Wait: 2 * time.Minute},
+		{Kind: quota.FixedWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
+		{Kind: quota.SlidingWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
+	}
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := setup(t, db)
+		consume(t, l, db, "warm", 1, limits[0]) // registers the tenant
+		for _, p := range limits {
+			const charges = 200
+			var (
+				mu      sync.Mutex
+				allowed int
+			)
+			calls := make([]func(), charges)
+			for i := range calls {
+				calls[i] = func() {
+					d, err := l.Consume(ctx, db, "hot", 1, p)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err != nil:
+						t.Errorf("%s: %v", p.Kind, err)
+					case d.Allowed:
+						allowed++
+					case d.RetryAfter <= 0:
+						t.Errorf("%s: denied with RetryAfter %s", p.Kind, d.RetryAfter)
+					}
+				}
+			}
+			before := db.CombineStats()
+			together(t, ctx, l, db, calls...)()
+			s := db.CombineStats()
+			if allowed != 50 {
+				t.Fatalf("%s: %d of %d charges of the hot key allowed; want 50", p.Kind, allowed, charges)
+			}
+			batches, ops := s.Batches-before.Batches, s.Ops-before.Ops
+			if ops != charges+1 || s.Failed != before.Failed {
+				t.Fatalf("%s: combiner %+v after %+v: want the gate's charge and the %d in batches, none failed", p.Kind, s, before, charges)
+			}
+			switch db.Engine() {
+			case racefree.SQLite:
+				if batches >= ops || s.MaxBatch != 64 {
+					t.Errorf("%s: %d charges in %d batches, the largest of %d; want them to share batches of up to CombineMax (64)", p.Kind, ops, batches, s.MaxBatch)
+				}
+			default:
+				if batches != ops || s.MaxBatch != 1 {
+					t.Errorf("%s: %d charges in %d batches, the largest of %d; want one batch each: no batch holds two of one key", p.Kind, ops, batches, s.MaxBatch)
+				}
+			}
+		}
+	})
+}
+
+// TestChargesOfOneKeyDecideInTurn queues charges of one key, of several
+// sizes, in a known order behind a batch held in flight, for each kind,
+// and gives each caller the decision it gets alone, to the millisecond:
+// the same charges, one after the other, each in a transaction of its own,
+// on another key. On SQLite they share one batch, each charge deciding on
+// the counter the one before it left, and a refusal that a later charge
+// of the key follows reads the counter it was refused on in the batch
+// (state.sql, right after the charge), before the later charges move it; on PostgreSQL they
+// run in that order, one batch each.
+func TestChargesOfOneKeyDecideInTurn(t *testing.T) {
+	t.Parallel()
+	_, cfg := manual(t0)
+	cfg.Combine, cfg.CombineBatches = true, 1
+	limits := []quota.Policy{
+		{Kind: quota.GCRA, Rate: 10, Per: time.Second, Burst: 10, Wait: time.Minute},
+		{Kind: quota.FixedWindow, Rate: 10, Per: time.Second, Wait: time.Minute},
+		{Kind: quota.SlidingWindow, Rate: 10, Per: time.Second, Wait: time.Minute},
+	}
+	// 16 charges, more than a sort that keeps equal keys in place by luck
+	// orders; refusals before allowed charges (5 at 7 used, then 2 and 1).
+	sizes := []int64{3, 4, 5, 2, 1, 1, 2, 3, 1, 4, 2, 1, 5, 1, 3, 1}
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := setup(t, db)
+		consume(t, l, db, "warm", 1, limits[0]) // registers the tenant
+		for _, p := range limits {
+			alone := make([]quota.Decision, len(sizes))
+			for i, n := range sizes {
+				tx, err := db.SQL().BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				alone[i] = consume(t, l, tx, string(p.Kind)+"-alone", n, p)
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := make([]quota.Decision, len(sizes))
+			calls := make([]func(), len(sizes))
+			for i, n := range sizes {
+				calls[i] = func() {
+					d, err := l.Consume(ctx, db, string(p.Kind)+"-hot", n, p)
+					if err != nil {
+						t.Errorf("%s, charge %d: %v", p.Kind, i, err)
+					}
+					got[i] = d
+				}
+			}
+			before := db.CombineStats()
+			inTurn(t, ctx, l, db, calls...)()
+			refused := 0
+			for i := range sizes {
+				if got[i] != alone[i] {
+					t.Errorf("%s, charge %d of %d units: %+v, want %+v as alone", p.Kind, i, sizes[i], got[i], alone[i])
+				}
+				if !alone[i].Allowed {
+					refused++
+				}
+			}
+			if refused == 0 || refused == len(sizes) || alone[2].Allowed || !alone[3].Allowed {
+				t.Fatalf("%s: %d of %d refused, the third %v, the fourth %v: want a refusal followed by an allowed charge", p.Kind, refused, len(sizes), alone[2].Allowed, alone[3].Allowed)
+			}
+			s := db.CombineStats()
+			batches := int64(1 + len(sizes)) // the gate's, then one each
+			if db.Engine() == racefree.SQLite {
+				batches = 2 // the gate's, then one of all
+			}
+			if got := s.Batches - before.Batches; got != batches || s.Failed != before.Failed {
+				t.Errorf("%s: %d batches (%+v), want %d, none failed", p.Kind, got, s, batches)
+			}
+		}
+	})
+}
+
 // TestACombinedChargeGivesUpAtItsWait holds the write lock (SQLite) or the
 // counter's row lock (PostgreSQL) in an open transaction with the combiner
 // on: a charge whose batch cannot be answered within Policy.Wait (or, with
@@ -333,6 +474,19 @@ func gated(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB,
 // tenant ctx names.
 func together(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB, calls ...func()) (wait func()) {
 	t.Helper()
+	return behindGate(t, ctx, l, db, false, calls)
+}
+
+// inTurn is together with the calls queued in the order given: each
+// starts once the one before it queued.
+func inTurn(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB, calls ...func()) (wait func()) {
+	t.Helper()
+	return behindGate(t, ctx, l, db, true, calls)
+}
+
+// behindGate is together, or, with ordered, inTurn.
+func behindGate(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB, ordered bool, calls []func()) (wait func()) {
+	t.Helper()
 	gate := quota.Policy{Kind: quota.GCRA, Rate: 1, Per: time.Second, Burst: 1000, Wait: time.Minute}
 	tx, err := db.SQL().BeginTx(ctx, nil)
 	if err != nil {
@@ -351,12 +505,15 @@ func together(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.
 	}()
 	testdb.WaitCombiner(t, db, "the gate's batch in flight", func(s racefree.CombineStats) bool { return s.Running == running+1 })
 	var wg sync.WaitGroup
-	for _, call := range calls {
+	for i, call := range calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			call()
 		}()
+		if ordered {
+			testdb.WaitCombiner(t, db, fmt.Sprintf("call %d queued", i), func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+		}
 	}
 	testdb.WaitCombiner(t, db, fmt.Sprintf("%d calls queued", len(calls)), func(s racefree.CombineStats) bool { return s.Queued == len(calls) })
 	if err := tx.Rollback(); err != nil {

@@ -303,14 +303,19 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // PostgreSQL a timeout also aborts the caller's transaction).
 //
 // With [racefree.Config.Combine] on, a GCRA or FixedWindow charge on the
-// pool goes in a batch with the concurrent charges of the same tenant on
-// other keys ([racefree.Config.Combine]): one transaction and one commit for
-// the batch, and the same decision as alone. On PostgreSQL a batch of two
-// or more charges of one kind runs as one statement over arrays
-// (consume_gcra_many.sql, consume_window_many.sql) that locks the
-// counters in the batch's order and hands each caller the row of its own
-// place; on SQLite a refusal reads its counter after the batch. Each call
-// returns after its batch committed. p.Wait (or, with NoWait, ctx's
+// pool goes in a batch with the concurrent charges of the same tenant
+// ([racefree.Config.Combine]): one transaction and one commit for the
+// batch, and the same decision as alone. On SQLite the batch runs its
+// charges one after the other, charges of one key too, each in the order
+// they came and deciding on the counter the one before it left, so that
+// a hot key commits many charges at once; a refusal reads the counter it
+// was refused on in the batch, right after it, when a later charge of its
+// key follows it there, and after the batch otherwise. On PostgreSQL
+// a batch holds each key once, and a batch of two or more charges of one
+// kind runs as one statement over arrays (consume_gcra_many.sql,
+// consume_window_many.sql) that locks the counters in the batch's order
+// and hands each caller the row of its own place. Each call returns after
+// its batch committed. p.Wait (or, with NoWait, ctx's
 // deadline) bounds the call as it does alone: a call whose context ends
 // while it waits for a batch charges nothing, and a batch that has not
 // committed by the earliest deadline of its charges gives up, commits
@@ -397,16 +402,18 @@ func charge(p Policy) (string, int64) {
 func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope + "\x00" + key }
 
 // consumeCombined charges as consume does, through the combiner
-// ([send.Do], Bounded: a batch of the tenant's concurrent charges on
-// other keys, one transaction and one commit, bounded by ctx's deadline,
-// the policy's Wait). On PostgreSQL a batch of two or more charges of one
-// kind runs as one statement over arrays (consume_gcra_many,
-// consume_window_many). A refusal that returns no row (SQLite, or a
-// counter inserted after the statement's snapshot) reads the counter in a
-// statement of its own, after the batch. It reports false, having charged
-// nothing, for a SlidingWindow policy, when exec is not the pool, when
-// the combiner is off, and when the batch failed as a whole and committed
-// nothing: the caller then charges alone.
+// ([send.Do], Bounded: a batch of the tenant's concurrent charges, one
+// transaction and one commit, bounded by ctx's deadline, the policy's
+// Wait); a SlidingWindow charge goes through consumeSlidingCombined. On
+// PostgreSQL a batch of two or more charges of one kind runs as one
+// statement over arrays (consume_gcra_many, consume_window_many). A
+// refusal that returns no row (SQLite, or a counter inserted after the
+// statement's snapshot) reads the counter it was refused on: on SQLite in
+// the batch, right after the charge, when a later charge of the key
+// follows it there (refusalRead), and otherwise in a statement of its
+// own, after the batch. It reports false, having charged nothing, when
+// exec is not the pool, when the combiner is off, and when the batch
+// failed as a whole and committed nothing: the caller then charges alone.
 func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, bool, error) {
 	if !wire.Of(l.db).Combining() {
 		return Decision{}, false, nil
@@ -421,12 +428,18 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 			allowed        bool
 			tat, used, now int64
 		)
-		st := &wire.Statement{Query: l.q.Get(name), Args: []any{id, l.scope, key, n, arg, p.limit(), wire.Of(l.db).ClockArg()},
+		clock := wire.Of(l.db).ClockArg()
+		st := &wire.Statement{Query: l.q.Get(name), Args: []any{id, l.scope, key, n, arg, p.limit(), clock},
 			Dest: []any{&allowed, &tat, &used, &now}}
+		stmts := []*wire.Statement{st}
+		var read refusalRead
 		if wire.Of(l.db).CanPipeline() {
 			st.Many = l.q.Get(name + "_many")
+		} else {
+			// At the charge's clock: the counter as the refusal saw it.
+			stmts = append(stmts, read.statement(l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), clock}, 3))
 		}
-		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: []*wire.Statement{st}})
+		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: stmts})
 		switch {
 		case way == send.NotSent:
 			return Decision{}, false, nil
@@ -434,6 +447,10 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 			return decide(p, n, now, tat, used, true), true, nil
 		case err == nil:
 			// Refused; the statement read the counter it refused on.
+		case errors.Is(err, racefree.ErrNotFound) && read.found:
+			// Refused, and the batch read the counter it refused on
+			// before a later charge of the key moved it.
+			now, tat, used = read.now, read.tat, read.used
 		case errors.Is(err, racefree.ErrNotFound):
 			// Refused, and the counter is still to be read.
 			var t, u sql.NullInt64
@@ -452,6 +469,34 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 			return Decision{}, true, fmt.Errorf("counter keeps moving: %w", racefree.ErrRetryable)
 		}
 	}
+}
+
+// refusalRead is the read of the counter a combined charge was refused
+// on, in its batch, right after the charge (SQLite: state, state_sliding),
+// when a later charge of the same key follows it there
+// ([wire.Statement].IfMissed: only after a refusal, and only then): a read
+// after the batch would see that charge too, and tell the refused caller
+// to wait longer than it must. found says it ran.
+type refusalRead struct {
+	found                bool
+	now, tat, used, prev int64 // a missing counter reads zero: a full bucket
+}
+
+// statement returns the read; cols is how many columns it returns (now,
+// tat, used, and for a sliding window prev).
+func (r *refusalRead) statement(query string, args []any, cols int) *wire.Statement {
+	return &wire.Statement{Query: query, Args: args, IfMissed: true, Rows: func(rows wire.Rows) error {
+		*r = refusalRead{}
+		if !rows.Next() {
+			return nil
+		}
+		var tat, used, prev sql.NullInt64
+		if err := rows.Scan([]any{&r.now, &tat, &used, &prev}[:cols]...); err != nil {
+			return err
+		}
+		r.found, r.tat, r.used, r.prev = true, tat.Int64, used.Int64, prev.Int64
+		return nil
+	}}
 }
 
 // consume runs the charge statement. On a denial, the counter it refused

@@ -70,8 +70,9 @@ func (l *Limiter) consumeSliding(ctx context.Context, exec racefree.Executor, ke
 // combiner (consumeCombined): on SQLite in the batch's transaction, on
 // PostgreSQL as its own statement in the batch's pipeline, which shares
 // the batch's round trip and commit. A refusal that returns no row reads
-// the counter after the batch, in a statement of its own for ctx's
-// tenant.
+// the counter it was refused on as consumeCombined's does: in the batch
+// when a later charge of the key follows it there (SQLite), else after
+// the batch, in a statement of its own for ctx's tenant.
 func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Executor, key string, n int64, p Policy) (Decision, bool, error) {
 	if err := l.needSliding(ctx, exec); err != nil {
 		return Decision{}, true, err
@@ -82,9 +83,16 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 			allowed              bool
 			tat, used, prev, now int64
 		)
-		st := &wire.Statement{Query: l.q.Get("consume_sliding"), Args: []any{id, l.scope, key, n, p.Per.Milliseconds(), p.Rate, wire.Of(l.db).ClockArg()},
+		clock := wire.Of(l.db).ClockArg()
+		st := &wire.Statement{Query: l.q.Get("consume_sliding"), Args: []any{id, l.scope, key, n, p.Per.Milliseconds(), p.Rate, clock},
 			Dest: []any{&allowed, &tat, &used, &prev, &now}}
-		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: []*wire.Statement{st}})
+		stmts := []*wire.Statement{st}
+		var read refusalRead
+		if !wire.Of(l.db).CanPipeline() {
+			// At the charge's clock: the counter as the refusal saw it.
+			stmts = append(stmts, read.statement(l.q.Get("state_sliding"), []any{id, l.scope, key, clock}, 4))
+		}
+		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: stmts})
 		switch {
 		case way == send.NotSent:
 			return Decision{}, false, nil
@@ -92,6 +100,10 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 			return decideSliding(p, n, now, tat, used, prev, true), true, nil
 		case err == nil:
 			// Refused; the statement read the counter it refused on.
+		case errors.Is(err, racefree.ErrNotFound) && read.found:
+			// Refused, and the batch read the counter it refused on
+			// before a later charge of the key moved it.
+			now, tat, used, prev = read.now, read.tat, read.used, read.prev
 		case errors.Is(err, racefree.ErrNotFound):
 			// Refused, and the counter is still to be read.
 			var t, u, pr sql.NullInt64

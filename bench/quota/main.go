@@ -2,11 +2,12 @@
 // ([racefree.Config.Combine]), beside the bare statement it runs and beside
 // github.com/go-redis/redis_rate on a local Redis, on SQLite and
 // PostgreSQL, at 1 and 16 clients, on distinct keys and on one hot key, and
-// prints a Markdown table of the figures and their ratios, and draws them
-// as a PNG chart (-chart, quota.png). The racefree
-// sides of a cell run alternately, slice by slice, so that a shared
-// machine's load falls on all alike; read the ratios, not the absolute
-// figures.
+// prints a Markdown table of the figures and their ratios, and one of the
+// CPU time each charge cost (run.Result), and draws them as a PNG chart
+// (-chart, quota.png). The sides of a cell (racefree's and redis_rate's)
+// run alternately, slice by slice, so that a shared machine's load falls
+// on all alike; read the ratios and the CPU time per charge, not the
+// absolute rates.
 //
 //	go run ./quota            # 3 s a cell
 //	go run ./quota -short -chart ''   # 200 ms a cell, no chart: checks that it runs
@@ -97,8 +98,8 @@ func bench() error {
 	fmt.Println("| engine | clients | keys | racefree | racefree NoWait | racefree, combiner | combiner / off | bare statement | racefree / bare (default / NoWait) | redis_rate | racefree / redis_rate (default / NoWait / combiner) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	var (
-		redisRate = map[string]float64{}
 		allPanels []chart.Panel
+		cpuRows   []string // CPU time per charge of each cell, printed after the table
 	)
 	for _, engine := range []string{racefree.SQLite, racefree.Postgres} {
 		db := dbs[engine]
@@ -154,7 +155,7 @@ func bench() error {
 				keyOn := keyFunc(cellRun+"-combiner", hot)
 				noWait := policy
 				noWait.Wait = quota.NoWait
-				ops := run.Alternately(ctx, clients, *cellTime, func(ctx context.Context, c, i int) error {
+				sides := []run.Op{func(ctx context.Context, c, i int) error {
 					d, err := l.Consume(ctx, db, key(c, i), 1, policy)
 					if err == nil && !d.Allowed {
 						err = fmt.Errorf("denied")
@@ -182,29 +183,34 @@ func bench() error {
 						err = fmt.Errorf("denied")
 					}
 					return err
-				})
+				}}
+				if limiter != nil {
+					// redis_rate alternates with racefree's sides, slice by
+					// slice, so that the ratios face the same load.
+					keyRedis := keyFunc(cellRun+"-redis", hot)
+					lim := redis_rate.Limit{Rate: int(policy.Rate), Period: policy.Per, Burst: int(policy.Burst)}
+					sides = append(sides, func(ctx context.Context, c, i int) error {
+						res, err := limiter.Allow(ctx, keyRedis(c, i), lim)
+						if err == nil && res.Allowed == 0 {
+							err = fmt.Errorf("redis_rate denied")
+						}
+						return err
+					})
+				}
+				ops := run.Alternately(ctx, clients, *cellTime, sides...)
 				lib, libNoWait, bareOps, libOn := ops[0].Rate, ops[1].Rate, ops[2].Rate, ops[3].Rate
 				keys := "distinct"
 				if hot {
 					keys = "one hot key"
 				}
-				redisCell, ratio, rr := "—", "—", math.NaN()
+				redisCell, ratio, rr, redisCPU := "—", "—", math.NaN(), "—"
 				if limiter != nil {
-					cell := fmt.Sprintf("%d-%t", clients, hot)
-					if _, done := redisRate[cell]; !done {
-						keyRedis := keyFunc("rr-"+cellRun, hot)
-						lim := redis_rate.Limit{Rate: int(policy.Rate), Period: policy.Per, Burst: int(policy.Burst)}
-						redisRate[cell] = run.For(ctx, clients, *cellTime, func(ctx context.Context, c, i int) error {
-							res, err := limiter.Allow(ctx, keyRedis(c, i), lim)
-							if err == nil && res.Allowed == 0 {
-								err = fmt.Errorf("redis_rate denied")
-							}
-							return err
-						}).Rate
-					}
-					redisCell, rr = fmt.Sprintf("%.0f", redisRate[cell]), redisRate[cell]
-					ratio = fmt.Sprintf("%.2f× / %.2f× / %.2f×", lib/redisRate[cell], libNoWait/redisRate[cell], libOn/redisRate[cell])
+					rr = ops[4].Rate
+					redisCell, redisCPU = fmt.Sprintf("%.0f", rr), cpu(ops[4])
+					ratio = fmt.Sprintf("%.2f× / %.2f× / %.2f×", lib/rr, libNoWait/rr, libOn/rr)
 				}
+				cpuRows = append(cpuRows, fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s | %s |", engine, clients, keys,
+					cpu(ops[0]), cpu(ops[1]), cpu(ops[3]), cpu(ops[2]), redisCPU))
 				fmt.Printf("| %s | %d | %s | %.0f | %.0f | %.0f | %.2f× | %.0f | %.2f / %.2f | %s | %s |\n", engine, clients, keys, lib, libNoWait, libOn, libOn/lib,
 					bareOps, lib/bareOps, libNoWait/bareOps, redisCell, ratio)
 				p := panels[hot]
@@ -219,6 +225,14 @@ func bench() error {
 			notes = append(notes, fmt.Sprintf("%s combiner: %d batches of %.1f charges on average (largest %d), mean queue wait %s, %d failed batches.",
 				engine, s.Batches, float64(s.Ops)/float64(s.Batches), s.MaxBatch, (s.QueueWait/time.Duration(max(s.Ops, 1))).Round(time.Microsecond), s.Failed))
 		}
+	}
+	fmt.Println()
+	fmt.Println("CPU time per charge, this process (the clients, racefree, and SQLite, which runs inside it) + the servers (PostgreSQL's backends of this benchmark and its writers, Redis): steadier than a rate on a shared machine.")
+	fmt.Println()
+	fmt.Println("| engine | clients | keys | racefree | racefree NoWait | racefree, combiner | bare statement | redis_rate |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, r := range cpuRows {
+		fmt.Println(r)
 	}
 	fmt.Println()
 	fmt.Printf("Denied charges per second, 1 client, one exhausted key: the library's one statement (the refusing upsert and, in a CTE, the read of the counter it refused on) beside two statements (the upsert, then the read).\n\n")
@@ -266,6 +280,11 @@ func bench() error {
 		fmt.Printf("\nChart: %s\n", *chartPath)
 	}
 	return nil
+}
+
+// cpu formats a result's CPU time per call: this process + the servers.
+func cpu(r run.Result) string {
+	return fmt.Sprintf("%s + %s", r.CPU.Round(100*time.Nanosecond), r.ServerCPU.Round(100*time.Nanosecond))
 }
 
 // twoStatements is the alternative to the library's one-statement denial

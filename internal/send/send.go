@@ -21,8 +21,9 @@ type Op struct {
 	// combiner (wire.DB.Combine) with concurrent operations of the
 	// same tenant, when exec is the pool, racefree.Config.Combine is on
 	// and the tenant is registered. It must name everything the operation
-	// writes, prefixed by the primitive, so that two operations on one row
-	// never share a batch.
+	// writes, prefixed by the primitive, so that operations on one row run
+	// in the order they came, each on the state the one before it left,
+	// and on PostgreSQL never in one batch ([wire.Op].Key).
 	Key string
 	// Bounded makes ctx's deadline bound the batch (wire.Op.Deadline):
 	// a batch that outlives it commits nothing, and the operation is not

@@ -280,7 +280,9 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 // the batch, which on PostgreSQL begins with set_config(…, true) with the
 // tenant, unless the role is one that row-level security does not bind.
 // key must name everything the operation writes, prefixed by the
-// primitive, so that two operations on one row never share a batch. A Dest
+// primitive, so that operations on one row run in the order they came,
+// each on the state the one before it left, and on PostgreSQL never in one
+// batch ([wire.Op].Key). A Dest
 // statement that finds no row makes the error match [racefree.ErrNotFound].
 //
 // It reports false, and runs nothing, unless exec is the pool,

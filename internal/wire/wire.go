@@ -102,7 +102,18 @@ type Statement struct {
 	// An operation whose row does not come back gets RowsAffected 0 (1
 	// when it does), and racefree.ErrNotFound when the statement has a Dest, as
 	// Query alone would report. Rows is not used with Many.
-	Many         string
+	Many string
+	// IfMissed, on a statement of an Op after its first, makes
+	// DB.Combine run it only when the statement just before it, a Dest
+	// statement, found no row (a refusal, such as a quota charge's), and
+	// the op's batch runs another operation of the same key right after
+	// it (SQLite, whose batch holds several operations of one key): a
+	// read of what the refused statement saw, which that later operation
+	// may change before the caller could read it after the batch.
+	// Otherwise it does not run: its Rows is not called, and the caller
+	// reads after the batch, as alone. Such a statement has no Many form
+	// and no Dest; a batch that pipelines never runs it.
+	IfMissed     bool
 	RowsAffected int64
 }
 
@@ -168,9 +179,15 @@ type Op struct {
 	// group only. Primitives pass the tenant, so that a PostgreSQL
 	// transaction under row-level security sees one tenant setting.
 	Group string
-	// Key names what the operation writes. Two operations of one group
-	// with the same key never share a batch: the later one waits for the
-	// next, so each runs on the state the earlier one left.
+	// Key names what the operation writes. Operations of one group with
+	// the same key run in the order they came, each on the state the
+	// earlier one left. On an engine that pipelines (PostgreSQL), and
+	// whenever their statements have Many forms, they never share a
+	// batch: the later one waits for the next (a pipeline's statements
+	// are all sent before any result comes back, and one statement over
+	// arrays sees none of the rows its other elements write). On SQLite,
+	// whose batch runs each operation's statements one after the other in
+	// one transaction, they share one, in that order.
 	Key string
 	// Begin runs once at the start of a batch, before every operation's
 	// statements: the first operation's Begin (PostgreSQL: the tenant's
