@@ -69,6 +69,9 @@ func TestABatchOfAcquiresGivesEachCallerItsOwnRow(t *testing.T) {
 				}
 				return
 			}
+			if acquired[i] == nil {
+				return // the acquire failed, and said so
+			}
 			if err != nil || c.Key != key(i) || c.Holder != fmt.Sprintf("c-%d", i) || c.Fence != int64(i+1) || !c.Live ||
 				!c.ExpiresAt.After(acquired[i].ExpiresAt) || c.ClaimedAt != acquired[i].ClaimedAt {
 				t.Errorf("renew %s: %+v, %v; want c-%d's claim at fence %d, claimed at %v, expiring after %v",
