@@ -170,8 +170,11 @@ func bench() error {
 			cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
 			if *combinerOnly {
 				// The combiner's side alone, so that a profile (-cpuprofile) is its own.
+				before := on.CombineStats()
 				r := run.Alternately(ctx, n, *cellTime, pair(on, "on-"+cell))
-				fmt.Printf("| %s | %d | — | %s | — | — | — | — | — |\n", e.Name, n, r[0])
+				s := on.CombineStats()
+				fmt.Printf("| %s | %d | — | %s, batches of %.1f, %.0f%% of the operations by Many forms | — | — | — | — | — |\n", e.Name, n, r[0],
+					float64(s.Ops-before.Ops)/float64(max(s.Batches-before.Batches, 1)), 100*float64(s.Many-before.Many)/float64(max(s.Ops-before.Ops, 1)))
 				continue
 			}
 			b, _ := bare(ctx, off, "bare-"+cell)
