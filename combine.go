@@ -26,8 +26,11 @@ func many(op *wire.Op) bool {
 	return len(op.Stmts) > 0
 }
 
-// sameForm reports whether a and b may share a batch: both run their
-// statements one by one, or both run the same Many forms.
+// sameForm reports whether a and b run as one form: both run their
+// statements one by one, or both run the same Many forms. On an engine
+// that pipelines, only operations of one form share a batch (manyBatch
+// runs the first operation's forms for all of them); on the others, a
+// batch runs each form's operations together (runTx).
 func sameForm(a, b *wire.Op) bool {
 	if many(a) != many(b) {
 		return false
@@ -61,6 +64,7 @@ type CombineStats struct {
 	Batches   int64         // batches committed: one commit each
 	Ops       int64         // operations in those batches
 	MaxBatch  int           // the largest batch
+	Many      int64         // operations in those batches whose statements ran as Many forms: one statement per form for many operations ([wire.ManyBinder])
 	QueueWait time.Duration // summed over the operations: from Combine to their batch's start
 	Failed    int64         // batches that failed whole, committed nothing, and whose operations ran alone
 	Unknown   int64         // batches whose outcome is unknown (the commit got no answer): each operation was answered the batch's error, none ran alone
@@ -93,32 +97,38 @@ type pending struct {
 	batch    []*pending // the batch it leads, from the moment it leads
 	followed bool       // its batch runs another op of its key right after it: its IfMissed statements may run
 	leads    bool       // handed the lead: it takes its batch when it wakes
+	many     bool       // its statements ran as Many forms (settleMany)
 	ran      bool
 	err      error
 }
 
 // combine runs op in a batch with the operations of concurrent Combine
 // calls, as one transaction, and returns once that transaction committed:
-// on SQLite one IMMEDIATE transaction whose statements run prepared, on
-// PostgreSQL one pipelined batch (one round trip, one commit), in which
-// two or more operations whose statements have Many forms run as one
-// statement per form over arrays, whatever their number. A call that
-// finds no batch in flight starts one at once, once the goroutines ready
-// to run have had their turn to join it (runtime.Gosched: never a timer,
-// so an idle DB adds no wait); otherwise the next batch leaves as soon as one in
-// flight is done, and another starts beside it only when a quarter of
-// Config.CombineMax operations wait and fewer than
+// on SQLite one IMMEDIATE transaction whose statements run prepared, in
+// which eight or more operations whose statements have the same Many
+// forms run as one statement per form over a JSON array, and the others
+// one by one; on PostgreSQL one pipelined batch (one round trip, one
+// commit), in which two or more operations whose statements have Many
+// forms run as one statement per form over arrays, whatever their number
+// ([wire.ManyBinder]: the fewest operations a Many form runs for). A call
+// that finds no batch in flight starts one at once, once the goroutines
+// ready to run have had their turn to join it (runtime.Gosched: never a
+// timer, so an idle DB adds no wait); otherwise the next batch leaves as
+// soon as one in flight is done, and another starts beside it only when a
+// quarter of Config.CombineMax operations wait and fewer than
 // Config.CombineBatches run.
 // A batch holds at most Config.CombineMax operations of one Group, and
 // runs them in the order of their keys, so that two processes' batches
 // take row locks in the same order, and the operations of one key in the
-// order they came. On PostgreSQL, and wherever the operations' statements
-// have Many forms, it never holds two of one Key (DB.keysApart): the
-// later waits for the next batch. On SQLite, whose batch runs each
-// operation's statements one after the other, each seeing the writes of
-// those before it, operations of one key share a batch, each deciding on
-// the state the one before it left, as if it had run alone just after
-// it: a hot key commits many operations at once.
+// order they came (on SQLite, whose write lock excludes every other
+// writer, form by form, each form's operations in that order). On
+// PostgreSQL, and for every operation whose statements have Many forms,
+// it never holds two of one Key (DB.keysApart): the later waits for the
+// next batch. On SQLite, whose batch runs each operation's statements one
+// after the other, each seeing the writes of those before it, operations
+// of one key share a batch, each deciding on the state the one before it
+// left, as if it had run alone just after it: a hot key commits many
+// operations at once.
 //
 // It reports whether op ran. False, with a nil error, when Config.Combine
 // is off, or when op's batch failed as a whole and the database is known
@@ -193,7 +203,7 @@ func (db *DB) combine(ctx context.Context, op *wire.Op) (bool, error) {
 		// with nothing else ready to run (an idle DB) it returns at once.
 		runtime.Gosched()
 		c.mu.Lock()
-		p.batch = c.take(p, db.cfg.CombineMax, db.keysApart(op))
+		p.batch = c.take(p, db.cfg.CombineMax, !db.canPipeline(), db.keysApart)
 		c.mu.Unlock()
 	}
 	if p.batch != nil {
@@ -232,6 +242,11 @@ func (db *DB) lead(ctx context.Context, batch []*pending) {
 		c.stats.Batches++
 		c.stats.Ops += int64(len(batch))
 		c.stats.MaxBatch = max(c.stats.MaxBatch, len(batch))
+		for _, p := range batch {
+			if p.many {
+				c.stats.Many++
+			}
+		}
 	case alone:
 		c.stats.Failed++
 	default:
@@ -263,17 +278,18 @@ func (db *DB) lead(ctx context.Context, batch []*pending) {
 }
 
 // take makes the batch that lead leads: lead's operation (not queued),
-// then, in order, the queued operations of the same group and form
-// (sameForm), up to n, which it removes from the queue. With apart
-// (DB.keysApart), an operation whose key is already in the batch is passed
-// over; without, operations of one key share it. An operation passed over
-// keeps its place, and so does every later one of its key, which never
-// joins a batch ahead of it: operations on one key run in the order they
-// came. c.mu is held.
-func (c *combiner) take(lead *pending, n int, apart bool) []*pending {
+// then, in order, the queued operations of the same group, and of the
+// same form (sameForm) unless mixed, up to n, which it removes from the
+// queue. An operation whose key is already in the batch is passed over
+// when apart (DB.keysApart) holds for it or for the one of its key in the
+// batch; otherwise operations of one key share it. An operation passed
+// over keeps its place, and so does every later one of its key, which
+// never joins a batch ahead of it: operations on one key run in the order
+// they came. c.mu is held.
+func (c *combiner) take(lead *pending, n int, mixed bool, apart func(*wire.Op) bool) []*pending {
 	first := lead.op
 	group := first.Group
-	keys := map[string]bool{first.Key: true} // in the batch
+	keys := map[string]bool{first.Key: apart(first)} // in the batch: whether its op keeps the key apart
 	passed := map[string]bool{}              // passed over: later ones of the key wait too
 	batch := []*pending{lead}
 	now := time.Now()
@@ -281,8 +297,9 @@ func (c *combiner) take(lead *pending, n int, apart bool) []*pending {
 	rest := c.queue[:0]
 	for _, p := range c.queue {
 		k := p.op.Key
-		if len(batch) < n && p.op.Group == group && !passed[k] && !(apart && keys[k]) && sameForm(first, p.op) {
-			keys[k] = true
+		apartIn, in := keys[k]
+		if len(batch) < n && p.op.Group == group && !passed[k] && !(in && (apartIn || apart(p.op))) && (mixed || sameForm(first, p.op)) {
+			keys[k] = apartIn || apart(p.op)
 			batch = append(batch, p)
 			c.stats.QueueWait += now.Sub(p.since)
 			continue
@@ -369,19 +386,61 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 }
 
 // runTx runs the first operation's Begin, then every operation of ops, in
-// tx.
+// tx. On an engine that binds Many forms ([wire.ManyBinder]) it runs ops
+// form by form (forms), the forms in the order of their first operation:
+// the operations of a form that has Many forms, when they are at least
+// the engine's ManyFrom, each form once for all of them (runMany); the
+// others one by one, in order.
 func (db *DB) runTx(ctx context.Context, tx *sql.Tx, ops []*pending) error {
 	for _, st := range ops[0].op.Begin {
 		if _, err := runStatement(ctx, db, tx, tx, st); err != nil {
 			return err
 		}
 	}
+	b, binds := db.engine.(wire.ManyBinder)
+	if !binds {
+		return db.runOps(ctx, tx, ops)
+	}
+	for _, form := range forms(ops) {
+		var err error
+		if many(form[0].op) && len(form) >= max(2, b.ManyFrom()) {
+			err = db.runMany(ctx, tx, b, form)
+		} else {
+			// Too few for their Many forms, which over an array of one
+			// element (on SQLite, of fewer than eight) cost more than the
+			// statements they stand for.
+			err = db.runOps(ctx, tx, form)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runOps runs every operation of ops in tx, one by one, in order.
+func (db *DB) runOps(ctx context.Context, tx *sql.Tx, ops []*pending) error {
 	for _, p := range ops {
 		if err := db.runOp(ctx, tx, tx, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// forms splits ops by form (sameForm), in the order of each form's first
+// operation; each form keeps its operations in the order of ops.
+func forms(ops []*pending) [][]*pending {
+	var out [][]*pending
+	for _, p := range ops {
+		i := slices.IndexFunc(out, func(f []*pending) bool { return sameForm(f[0].op, p.op) })
+		if i < 0 {
+			out = append(out, []*pending{p})
+		} else {
+			out[i] = append(out[i], p)
+		}
+	}
+	return out
 }
 
 // judgeCommit marks err, returned by a COMMIT or by a statement that
@@ -408,15 +467,28 @@ func (db *DB) retryBatch(ctx context.Context, op func() error) error {
 }
 
 // prepareOps prepares on the pool (DB.prepared) the statements of ops
-// that a batch's transaction ran unprepared, once the transaction no
-// longer holds its connection, so that the next batches run them prepared.
+// that a batch's transaction ran unprepared (Many forms, for the
+// operations that ran them), once the transaction no longer holds its
+// connection, so that the next batches run them prepared.
 func (db *DB) prepareOps(ctx context.Context, ops []*pending) {
 	for _, p := range ops {
-		for _, st := range slices.Concat(p.op.Begin, p.op.Stmts) {
-			if db.preparedAlready(st.Query) == nil {
-				db.prepared(ctx, st.Query)
+		for _, st := range p.op.Begin {
+			db.prepareOnce(ctx, st.Query)
+		}
+		for _, st := range p.op.Stmts {
+			if p.many {
+				db.prepareOnce(ctx, st.Many)
+			} else {
+				db.prepareOnce(ctx, st.Query)
 			}
 		}
+	}
+}
+
+// prepareOnce prepares query on the pool unless it is already.
+func (db *DB) prepareOnce(ctx context.Context, query string) {
+	if db.preparedAlready(query) == nil {
+		db.prepared(ctx, query)
 	}
 }
 
@@ -438,7 +510,7 @@ func missed(st *wire.Statement) bool { return st.IfMissed }
 // and sets p.err to ErrNotFound when a Dest statement found no row. Any
 // other error is returned: the batch fails.
 func (db *DB) runOp(ctx context.Context, exec Executor, tx *sql.Tx, p *pending) error {
-	p.err = nil
+	p.err, p.many = nil, false
 	found := true // the statement before: a miss runs the IfMissed one after it
 	for _, st := range p.stmts() {
 		if st.IfMissed && found {
@@ -483,10 +555,10 @@ func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *wi
 // statement that finds no row is an outcome of its operation, not an error
 // of the batch.
 func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire.Statement, ops []*pending) error {
-	if len(ops) > 1 && many(ops[0].op) {
+	if b, ok := db.engine.(wire.ManyBinder); ok && len(ops) >= max(2, b.ManyFrom()) && many(ops[0].op) {
 		// One operation alone runs its own statements: a statement over
 		// arrays of one element costs more than the statement it stands for.
-		return db.manyBatch(ctx, p, bound, ops)
+		return db.manyBatch(ctx, p, b, bound, ops)
 	}
 	stmts := append(append([]*wire.Statement(nil), ops[0].op.Begin...), bound...)
 	off := len(stmts)
@@ -497,7 +569,7 @@ func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire
 	}
 	var all []*sent
 	for _, o := range ops {
-		o.err = nil
+		o.err, o.many = nil, false
 		for _, st := range o.stmts() {
 			if st.IfMissed {
 				continue // a pipeline's statements go before any result comes back
@@ -531,52 +603,117 @@ func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire
 
 // manyBatch sends ops, which share their Many forms (sameForm), as one
 // pipelined transaction: the first operation's Begin, then each form once,
-// over arrays of every operation's arguments in the order of ops (the
-// order of their keys). It hands each returned row to the operation whose
-// place in the arrays leads the row, so that every caller reads its own
-// row whatever order the rows come back in. bound, sent after Begin, is
-// runBatch's server-side bound ([wire.ServerBound]), if any.
-func (db *DB) manyBatch(ctx context.Context, p wire.Pipeliner, bound []*wire.Statement, ops []*pending) error {
+// over the arguments of every operation in the order of ops (the order of
+// their keys), bound by b. It hands each returned row to the operation
+// whose place leads the row (manyRows), so that every caller reads its
+// own row whatever order the rows come back in. bound, sent after Begin,
+// is runBatch's server-side bound ([wire.ServerBound]), if any.
+func (db *DB) manyBatch(ctx context.Context, p wire.Pipeliner, b wire.ManyBinder, bound []*wire.Statement, ops []*pending) error {
 	stmts := append(append([]*wire.Statement(nil), ops[0].op.Begin...), bound...)
 	forms := ops[0].op.Stmts
 	found := make([][]bool, len(forms))
 	for j, form := range forms {
-		args := make([]any, len(form.Args))
-		for k := range args {
-			a := make([]any, len(ops))
-			for i, o := range ops {
-				a[i] = o.op.Stmts[j].Args[k]
-			}
-			args[k] = a
+		args, err := manyArgs(b, ops, j)
+		if err != nil {
+			return NotCommitted(err) // nothing sent
 		}
 		found[j] = make([]bool, len(ops))
 		stmts = append(stmts, &wire.Statement{Query: form.Many, Args: args, Rows: func(r wire.Rows) error {
-			clear(found[j])
-			place := make([]any, 1+len(form.Dest)) // the place, the rest skipped
-			for r.Next() {
-				var i int64
-				place[0] = &i
-				if err := r.Scan(place...); err != nil {
-					return err
-				}
-				if i < 1 || i > int64(len(ops)) || found[j][i-1] {
-					return fmt.Errorf("racefree: combined statement returned place %d of %d operations", i, len(ops))
-				}
-				found[j][i-1] = true
-				if dest := ops[i-1].op.Stmts[j].Dest; len(dest) > 0 {
-					if err := r.Scan(append([]any{nil}, dest...)...); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
+			return manyRows(r, ops, j, found[j], nil)
 		}})
 	}
 	if err := db.pipelineFresh(ctx, p, stmts); err != nil {
 		return err
 	}
+	settleMany(ops, found)
+	return nil
+}
+
+// runMany runs in tx the Many forms that ops share (sameForm), each once
+// over the arguments of every operation in the order of ops, bound by b,
+// and hands each returned row to the operation whose place leads it
+// (manyRows), as manyBatch does in a pipeline.
+func (db *DB) runMany(ctx context.Context, tx *sql.Tx, b wire.ManyBinder, ops []*pending) error {
+	forms := ops[0].op.Stmts
+	found := make([][]bool, len(forms))
+	for j, form := range forms {
+		args, err := manyArgs(b, ops, j)
+		if err != nil {
+			return err
+		}
+		found[j] = make([]bool, len(ops))
+		// *sql.Rows scans into no nil destination: the columns after the
+		// place go to sinks until the place names their operation.
+		sinks := make([]any, len(form.Dest))
+		for k := range sinks {
+			sinks[k] = new(any)
+		}
+		st := &wire.Statement{Query: form.Many, Args: args, Rows: func(r wire.Rows) error {
+			return manyRows(r, ops, j, found[j], sinks)
+		}}
+		if _, err := runStatement(ctx, db, tx, tx, st); err != nil {
+			return err
+		}
+	}
+	settleMany(ops, found)
+	return nil
+}
+
+// manyArgs binds the arguments of ops' Many form j ([wire.ManyBinder]):
+// every operation's Args of its statement j, and its Key, in the order of
+// ops.
+func manyArgs(b wire.ManyBinder, ops []*pending, j int) ([]any, error) {
+	keys := make([]string, len(ops))
+	args := make([][]any, len(ops))
 	for i, o := range ops {
-		o.err = nil
+		keys[i], args[i] = o.op.Key, o.op.Stmts[j].Args
+	}
+	bound, err := b.BindMany(keys, args)
+	if err != nil {
+		return nil, fmt.Errorf("racefree: combined statement: %w", err)
+	}
+	return bound, nil
+}
+
+// manyRows reads the rows of ops' Many form j: each begins with the place
+// of its operation in ops (from 1), which found[place-1] records, then
+// the columns the operation's Dest receives. skip receives the columns
+// after the place while the place is read (nil: r skips a nil
+// destination, as a pipeline's rows do); r must let a row be scanned
+// again. A place out of range, or one that comes back twice, is an error
+// that fails the batch: a row handed to the wrong caller would be another
+// caller's outcome.
+func manyRows(r wire.Rows, ops []*pending, j int, found []bool, skip []any) error {
+	clear(found)
+	var i int64
+	if skip == nil {
+		skip = make([]any, len(ops[0].op.Stmts[j].Dest))
+	}
+	place := append([]any{&i}, skip...)
+	for r.Next() {
+		if err := r.Scan(place...); err != nil {
+			return err
+		}
+		if i < 1 || i > int64(len(ops)) || found[i-1] {
+			return fmt.Errorf("racefree: combined statement returned place %d of %d operations", i, len(ops))
+		}
+		found[i-1] = true
+		if dest := ops[i-1].op.Stmts[j].Dest; len(dest) > 0 {
+			if err := r.Scan(append([]any{new(int64)}, dest...)...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// settleMany sets each operation's outcome once its Many forms ran, and
+// marks it many: RowsAffected 1 for a statement whose row came back
+// (found), 0 otherwise, and ErrNotFound for an operation whose Dest
+// statement got no row, as its Query alone would report.
+func settleMany(ops []*pending, found [][]bool) {
+	for i, o := range ops {
+		o.err, o.many = nil, true
 		for j, st := range o.op.Stmts {
 			st.RowsAffected = 0
 			if found[j][i] {
@@ -586,5 +723,4 @@ func (db *DB) manyBatch(ctx context.Context, p wire.Pipeliner, bound []*wire.Sta
 			}
 		}
 	}
-	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -873,4 +874,203 @@ func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
 			t.Errorf("%d batches, want 5: the held one, {x}, {m 101}, {m 102}, {m 103}", got)
 		}
 	})
+}
+
+// TestCombinerManyFormsOnSQLite: on SQLite, which does not pipeline, the
+// operations of a batch that share their Many forms, when they are eight
+// or more (the engine's ManyFrom), run each form once in the batch's
+// transaction, over one JSON array of their Args (?1), and each returned
+// row, whatever its order, goes to the operation at its place, which a
+// RETURNING clause finds through ?2 (hex of the operation's Key to its
+// place): each caller reads its own value, RowsAffected 1, or
+// ErrNotFound when its row did not come back. Fewer than eight, or one
+// alone, run their own Query. Operations of other forms, or with no Many
+// form, share the batch (SQLite batches mix forms, as they did before
+// there were Many forms on SQLite) and run their own statements in it. A
+// Many form that names a place twice, or one out of range, fails the
+// batch, and its operations run alone.
+func TestCombinerManyFormsOnSQLite(t *testing.T) {
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{Combine: true, CombineBatches: 1})
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE combine_m (k TEXT PRIMARY KEY, v BIGINT NOT NULL, many BOOLEAN NOT NULL DEFAULT false)`,
+		`INSERT INTO combine_m (k, v) VALUES ('z', 0)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const manyFrom = 8 // the SQLite engine's ManyFrom
+	// insert writes its row, and says whether the Many form wrote it.
+	insert := func(k string, v int64) *wire.Op {
+		return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
+			Query: `INSERT INTO combine_m (k, v) VALUES (?1, ?2)`,
+			Many: `INSERT INTO combine_m (k, v, many) SELECT j.value ->> 0, j.value ->> 1, true FROM json_each(?1) AS j
+				RETURNING ?2 ->> ('$."' || hex(k) || '"')`,
+			Args: []any{k, v},
+		}}}
+	}
+	// read reads its row, the Many form's rows in reverse order.
+	read := func(k string, dest *int64) *wire.Op {
+		return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
+			Query: `SELECT v FROM combine_m WHERE k = ?1`,
+			Many: `SELECT j.key + 1, m.v FROM json_each(?1) AS j JOIN combine_m AS m ON m.k = j.value ->> 0
+				ORDER BY j.key DESC`,
+			Args: []any{k},
+			Dest: []any{dest},
+		}}}
+	}
+	// bump has no Many form.
+	bump := func(k string) *wire.Op {
+		return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{Query: `UPDATE combine_m SET v = v + 1 WHERE k = 'z'`}}}
+	}
+	combine := func(op *wire.Op) error {
+		ran, err := wire.Of(db).Combine(ctx, op)
+		if !ran {
+			return fmt.Errorf("op %s: its batch failed (%v)", op.Key, err)
+		}
+		return err
+	}
+	// behind runs ops in one batch, queued behind one held in flight by
+	// SQLite's write lock, and returns their errors.
+	behind := func(ops ...*wire.Op) []error {
+		t.Helper()
+		lock, err := db.SQL().BeginTx(ctx, nil) // IMMEDIATE: the write lock
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback()
+		if _, err := lock.ExecContext(ctx, `UPDATE combine_m SET v = v WHERE k = 'z'`); err != nil {
+			t.Fatal(err)
+		}
+		held := make(chan error, 1)
+		go func() { held <- combine(bump("held")) }()
+		testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+		errs := make([]error, len(ops))
+		done := make(chan int, len(ops))
+		for i, op := range ops {
+			go func() { errs[i] = combine(op); done <- i }()
+			testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+		}
+		if err := lock.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := await(t, held, "the held batch"); err != nil {
+			t.Fatal(err)
+		}
+		for range ops {
+			await(t, done, "the batch")
+		}
+		return errs
+	}
+	row := func(k string) (v int64, many bool) {
+		t.Helper()
+		if err := db.QueryRowContext(ctx, `SELECT v, many FROM combine_m WHERE k = ?1`, k).Scan(&v, &many); err != nil {
+			t.Fatalf("row %s: %v", k, err)
+		}
+		return v, many
+	}
+	keys := func(prefix string, n int) []string {
+		ks := make([]string, n)
+		for i := range ks {
+			ks[i] = fmt.Sprintf("%s%02d", prefix, i)
+		}
+		return ks
+	}
+
+	solo := insert("solo", 1)
+	if err := combine(solo); err != nil {
+		t.Fatal(err)
+	}
+	if v, many := row("solo"); v != 1 || many || solo.Stmts[0].RowsAffected != 1 {
+		t.Fatalf("an op alone: v %d, by the Many form %v, RowsAffected %d; want 1, false (its own Query), 1", v, many, solo.Stmts[0].RowsAffected)
+	}
+
+	// Fewer than ManyFrom: each its own Query, in one batch.
+	var few []*wire.Op
+	for i, k := range keys("f", manyFrom-1) {
+		few = append(few, insert(k, int64(i)))
+	}
+	before := db.CombineStats()
+	for i, err := range behind(few...) {
+		if err != nil || few[i].Stmts[0].RowsAffected != 1 {
+			t.Fatalf("insert %d of %d: %v, RowsAffected %d", i, len(few), err, few[i].Stmts[0].RowsAffected)
+		}
+	}
+	for i, k := range keys("f", manyFrom-1) {
+		if v, many := row(k); v != int64(i) || many {
+			t.Errorf("%s in a batch of %d: v %d, by the Many form %v; want %d, false", k, manyFrom-1, v, many, i)
+		}
+	}
+	if s := db.CombineStats(); s.MaxBatch != manyFrom-1 || s.Many != before.Many {
+		t.Fatalf("combiner %+v: want a batch of %d, none by Many forms", s, manyFrom-1)
+	}
+
+	// ManyFrom inserts, a key holding a quote and a backslash among them,
+	// and two ops with no Many form: one batch, the inserts by their Many
+	// form, once.
+	ks := append(keys("m", manyFrom-1), `q"\`)
+	var ops []*wire.Op
+	for i, k := range ks {
+		ops = append(ops, insert(k, int64(10*(i+1))))
+	}
+	ops = append(ops, bump("b1"), bump("b2"))
+	before = db.CombineStats()
+	for i, err := range behind(ops...) {
+		if err != nil {
+			t.Fatalf("op %d: %v", i, err)
+		}
+		if ops[i].Stmts[0].RowsAffected != 1 {
+			t.Errorf("op %d: RowsAffected %d, want 1", i, ops[i].Stmts[0].RowsAffected)
+		}
+	}
+	for i, k := range ks {
+		if v, many := row(k); v != int64(10*(i+1)) || !many {
+			t.Errorf("%s: v %d, by the Many form %v; want %d, true", k, v, many, 10*(i+1))
+		}
+	}
+	if v, _ := row("z"); v != 4 {
+		t.Errorf("z: %d, want 4 (two held batches, two ops with no Many form)", v)
+	}
+	if s := db.CombineStats(); s.MaxBatch != len(ops) || s.Many != before.Many+int64(len(ks)) {
+		t.Fatalf("combiner %+v after %+v: want one batch of %d, %d of them by Many forms", s, before, len(ops), len(ks))
+	}
+
+	// Reads: each row to its own caller, a missing row ErrNotFound.
+	got := make([]int64, len(ks))
+	var reads []*wire.Op
+	for i, k := range ks {
+		got[i] = -1
+		if i == 3 {
+			k = "nobody"
+		}
+		reads = append(reads, read(k, &got[i]))
+	}
+	errs := behind(reads...)
+	for i := range ks {
+		want, wantErr, affected := int64(10*(i+1)), error(nil), int64(1)
+		if i == 3 {
+			want, wantErr, affected = -1, racefree.ErrNotFound, 0
+		}
+		if got[i] != want || !errors.Is(errs[i], wantErr) || errs[i] != nil && wantErr == nil || reads[i].Stmts[0].RowsAffected != affected {
+			t.Errorf("read %d: %d, %v, RowsAffected %d; want %d, %v, %d: each row to its own caller", i, got[i], errs[i], reads[i].Stmts[0].RowsAffected, want, wantErr, affected)
+		}
+	}
+
+	// A Many form that names one place twice fails its batch: every op
+	// runs alone (Combine reports false), none got another's row.
+	var twice []*wire.Op
+	for _, k := range keys("t", manyFrom) {
+		twice = append(twice, &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
+			Query: `SELECT 1`,
+			Many:  `SELECT 1, 1 FROM json_each(?1)`,
+			Args:  []any{k},
+			Dest:  []any{new(int64)},
+		}}})
+	}
+	for i, err := range behind(twice...) {
+		if err == nil || !strings.Contains(err.Error(), "its batch failed") {
+			t.Errorf("op %d of a Many form that names place 1 twice: %v, want its batch failed", i, err)
+		}
+	}
 }

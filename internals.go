@@ -26,6 +26,7 @@ func (in *internals) Pipeline(ctx context.Context, stmts ...*wire.Statement) err
 	return in.db().pipeline(ctx, stmts...)
 }
 func (in *internals) CanPipeline() bool { return in.db().canPipeline() }
+func (in *internals) CanMany() bool     { return in.db().canMany() }
 func (in *internals) Prepared(ctx context.Context, query string) *sql.Stmt {
 	return in.db().prepared(ctx, query)
 }

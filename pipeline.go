@@ -61,6 +61,13 @@ func (db *DB) canPipeline() bool {
 	return ok
 }
 
+// canMany reports whether the engine implements ManyBinder: the combiner
+// runs Many forms.
+func (db *DB) canMany() bool {
+	_, ok := db.engine.(wire.ManyBinder)
+	return ok
+}
+
 // pipeline runs stmts on one connection of the pool in one round trip, as
 // one transaction ([wire.Pipeliner]), and costs what a single autocommit
 // statement costs. A transient conflict (ErrRetryable) runs them again, as

@@ -122,7 +122,10 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // in one batch, on PostgreSQL one batch each. On PostgreSQL a batch of
 // two or more acquires (or renewals, or releases) runs as one statement
 // over arrays of the calls' arguments, plus, for acquires, one more that
-// raises new fences above the floor (acquire_many.sql, raise_new_many.sql).
+// raises new fences above the floor (acquire_many.sql, raise_new_many.sql);
+// on SQLite eight or more acquires (renewals, releases) of a batch run as
+// one statement over a JSON array of their arguments (acquire_many.sql,
+// renew_many.sql, release_many.sql), and fewer one by one.
 // Each call returns after its batch committed. A call whose context ends while it waits for a
 // batch returns the context's error and never ran; once its batch began,
 // it returns the batch's outcome. A call whose batch's commit got no
@@ -200,8 +203,10 @@ func (s *Store) Acquisition(ctx context.Context, key, holder string, ttl time.Du
 	acquire := &wire.Statement{Query: s.q.Get("acquire"),
 		Args: []any{a.id, s.ns, key, holder, ttl.Milliseconds(), wire.Of(s.db).ClockArg()}, Dest: a.r.dest(&a.inserted)}
 	a.Stmts = []*wire.Statement{acquire}
-	if wire.Of(s.db).CanPipeline() {
+	if wire.Of(s.db).CanMany() {
 		acquire.Many = s.q.Get("acquire_many")
+	}
+	if wire.Of(s.db).CanPipeline() {
 		a.Stmts = append(a.Stmts, &wire.Statement{Query: s.q.Get("raise_new"), Many: s.q.Get("raise_new_many"),
 			Args: []any{a.id, s.ns, key, holder}, Dest: []any{&a.raised}})
 	}
@@ -250,7 +255,7 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 	var r row
 	renew := &wire.Statement{Query: s.q.Get("renew"),
 		Args: []any{id, s.ns, key, holder, fence, ttl.Milliseconds(), wire.Of(s.db).ClockArg()}, Dest: r.dest()}
-	if wire.Of(s.db).CanPipeline() {
+	if wire.Of(s.db).CanMany() {
 		renew.Many = s.q.Get("renew_many")
 	}
 	_, err := send.Do(ctx, s.db, exec, &send.Op{Key: s.combineKey(key), Stmts: []*wire.Statement{renew}, Alone: renew})
@@ -278,7 +283,7 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 	}
 	id := tenant.From(ctx)
 	release := &wire.Statement{Query: s.q.Get("release"), Args: []any{id, s.ns, key, holder, fence, wire.Of(s.db).ClockArg()}}
-	if wire.Of(s.db).CanPipeline() {
+	if wire.Of(s.db).CanMany() {
 		release.Many = s.q.Get("release_many")
 	}
 	_, err := send.Do(ctx, s.db, exec, &send.Op{Key: s.combineKey(key), Stmts: []*wire.Statement{release}, Alone: release})
@@ -335,7 +340,9 @@ func (s *Store) Get(ctx context.Context, exec racefree.Executor, key string) (*C
 }
 
 // combineKey names key's row to the combiner ([send.Do]): the
-// tenant is its group, so the namespace and the key.
+// tenant is its group, so the namespace and the key. SQLite's Many forms
+// (sql/sqlite/*_many.sql) name a row's call by the same text, 'claim',
+// NUL, ns, NUL, key: change them together.
 func (s *Store) combineKey(key string) string { return "claim\x00" + s.ns + "\x00" + key }
 
 // get reads key's claim for tenant id ([send.ReadRow]: it writes nothing).

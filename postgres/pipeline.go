@@ -27,6 +27,26 @@ func (e *Engine) Bound(d time.Duration) *wire.Statement {
 		Args: []any{strconv.FormatInt(max(d.Milliseconds(), 1), 10)}}
 }
 
+// ManyFrom returns 2 ([wire.ManyBinder]): in a pipeline, a statement over
+// arrays of two operations costs less than their two statements.
+func (e *Engine) ManyFrom() int { return 2 }
+
+// BindMany binds a Many form's parameters ([wire.ManyBinder]): $k is the
+// array of every operation's Args[k-1], in the batch's order, which pgx
+// sends as a PostgreSQL array that the form unnests WITH ORDINALITY (a
+// row's ordinality is its place: keys are not needed).
+func (e *Engine) BindMany(keys []string, args [][]any) ([]any, error) {
+	cols := make([]any, len(args[0]))
+	for k := range cols {
+		col := make([]any, len(args))
+		for i, a := range args {
+			col[i] = a[k]
+		}
+		cols[k] = col
+	}
+	return cols, nil
+}
+
 // Pipeline sends stmts as one pgx batch: the statements, then a single
 // Sync. Without a BEGIN, PostgreSQL runs everything up to a Sync as one
 // implicit transaction, which commits at the Sync and which an error

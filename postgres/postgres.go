@@ -26,6 +26,7 @@ var migrations embed.FS
 // /readyz look for: a missing method would silently turn each off.
 var (
 	_ wire.Pipeliner       = (*Engine)(nil)
+	_ wire.ManyBinder      = (*Engine)(nil)
 	_ wire.ServerBound     = (*Engine)(nil)
 	_ wire.CommitJudge     = (*Engine)(nil)
 	_ wire.WritableChecker = (*Engine)(nil)

@@ -27,8 +27,12 @@ var migrations embed.FS
 const BusyTimeout = 10 * time.Second
 
 // The combiner looks for [wire.CommitJudge]: a missing method would take
-// every failed commit for an unknown outcome.
-var _ wire.CommitJudge = (*Engine)(nil)
+// every failed commit for an unknown outcome; and for [wire.ManyBinder]:
+// a missing method would run every batch one statement per operation.
+var (
+	_ wire.CommitJudge = (*Engine)(nil)
+	_ wire.ManyBinder  = (*Engine)(nil)
+)
 
 // Engine represents a SQLite database file. It implements [racefree.Engine].
 type Engine struct {

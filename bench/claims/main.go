@@ -9,6 +9,10 @@
 //
 //	go run ./claims                        # 3 s a cell
 //	go run ./claims -short -chart ''       # 200 ms a cell, no chart: checks that it runs
+//	go run ./claims -engines sqlite -clients 16,64 -http=false -redis '' -chart ''
+//	                                       # chosen cells only
+//	go run ./claims -engines sqlite -clients 16 -http=false -redis '' -chart '' -combiner-only -cpuprofile cpu.out
+//	                                       # the combiner's side alone, with a CPU profile of the run (warm-up included)
 //
 // PostgreSQL comes from TEST_DATABASE_URL (a schema of its own, dropped at
 // the end), Redis from -redis (127.0.0.1:6379); a missing one is left out
@@ -22,6 +26,11 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -34,18 +43,45 @@ import (
 )
 
 var (
-	short     = flag.Bool("short", false, "run each cell for 200 ms")
-	cellTime  = flag.Duration("time", 3*time.Second, "how long each cell runs")
-	redisAddr = flag.String("redis", "127.0.0.1:6379", "Redis address for redislock")
-	chartPath = flag.String("chart", "claims.png", "write the figures as a PNG chart to this file (empty: none)")
+	short        = flag.Bool("short", false, "run each cell for 200 ms")
+	cellTime     = flag.Duration("time", 3*time.Second, "how long each cell runs")
+	redisAddr    = flag.String("redis", "127.0.0.1:6379", "Redis address for redislock")
+	chartPath    = flag.String("chart", "claims.png", "write the figures as a PNG chart to this file (empty: none)")
+	engineSet    = flag.String("engines", "sqlite,postgres", "the engines to run on, comma-separated")
+	clientSet    = flag.String("clients", "1,16,64", "the cells' numbers of concurrent callers, comma-separated")
+	overHTTPs    = flag.Bool("http", true, "measure through the HTTP API too (rows \"…, HTTP\")")
+	combinerOnly = flag.Bool("combiner-only", false, "run only the combiner's side of each Go API cell (no ratios; for a profile of it)")
+	profile      = flag.String("cpuprofile", "", "write a CPU profile of the cells to this file (empty: none)")
 )
 
 const ttl = time.Minute
 
-// clients are the cells' numbers of concurrent callers.
-var clients = []int{1, 16, 64}
+// clients are the cells' numbers of concurrent callers (-clients).
+var clients []int
 
-func main() { run.Main(short, cellTime, bench) }
+func main() {
+	run.Main(short, cellTime, func() error {
+		for _, f := range strings.Split(*clientSet, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("-clients: %q is not a number of clients", f)
+			}
+			clients = append(clients, n)
+		}
+		if *profile != "" {
+			f, err := os.Create(*profile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+		return bench()
+	})
+}
 
 // pair is one client's Acquire then Release of a fresh key on db.
 func pair(db *racefree.DB, prefix string) run.Op {
@@ -74,10 +110,13 @@ func bench() error {
 	if note != "" {
 		notes = append(notes, note)
 	}
+	engines = slices.DeleteFunc(engines, func(e run.Engine) bool { return !slices.Contains(strings.Split(*engineSet, ","), e.Name) })
 	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: 64})
 	defer rdb.Close()
 	redisCells := map[int]run.Result{}
-	if err := rdb.Ping(ctx).Err(); err == nil {
+	if *redisAddr == "" {
+		notes = append(notes, "redislock left out: -redis is empty.")
+	} else if err := rdb.Ping(ctx).Err(); err == nil {
 		locker := redislock.New(rdb)
 		for _, n := range clients {
 			prefix := fmt.Sprintf("rl-%d-%d", n, time.Now().UnixNano())
@@ -129,18 +168,29 @@ func bench() error {
 		goAPI := panel(e.Name + ", Go API")
 		for _, n := range clients {
 			cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
+			if *combinerOnly {
+				// The combiner's side alone, so that a profile (-cpuprofile) is its own.
+				before := on.CombineStats()
+				r := run.Alternately(ctx, n, *cellTime, pair(on, "on-"+cell))
+				s := on.CombineStats()
+				fmt.Printf("| %s | %d | — | %s, batches of %.1f, %.0f%% of the operations by Many forms | — | — | — | — | — |\n", e.Name, n, r[0],
+					float64(s.Ops-before.Ops)/float64(max(s.Batches-before.Batches, 1)), 100*float64(s.Many-before.Many)/float64(max(s.Ops-before.Ops, 1)))
+				continue
+			}
 			b, _ := bare(ctx, off, "bare-"+cell)
 			r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell), b)
 			row(e.Name, n, r, redisCells, &goAPI)
 		}
 		panels = append(panels, goAPI)
-		http, err := overHTTP(ctx, e.Name, off, on, redisCells)
-		if err != nil {
-			off.Close()
-			on.Close()
-			return err
+		if *overHTTPs {
+			http, err := overHTTP(ctx, e.Name, off, on, redisCells)
+			if err != nil {
+				off.Close()
+				on.Close()
+				return err
+			}
+			panels = append(panels, http)
 		}
-		panels = append(panels, http)
 		s := on.CombineStats()
 		if s.Batches > 0 {
 			notes = append(notes, fmt.Sprintf("%s combiner: %d batches of %.1f operations on average (largest %d), mean queue wait %s, %d failed batches.",

@@ -2,7 +2,7 @@
 // racefree.DB and of its engines, and applications do not: the
 // statements of an operation (Statement), the combiner's operations (Op),
 // the interfaces an engine implements beyond racefree.Engine (Pipeliner,
-// ServerBound, CommitJudge, WritableChecker), and the DB's internal
+// ManyBinder, ServerBound, CommitJudge, WritableChecker), and the DB's internal
 // methods (DB, reached with Of). The root package keeps what
 // applications use; it registers the way to its internals here when it
 // loads, and imports this package, never the other way round.
@@ -47,6 +47,9 @@ type DB interface {
 	Pipeline(ctx context.Context, stmts ...*Statement) error
 	// CanPipeline reports whether the engine implements Pipeliner.
 	CanPipeline() bool
+	// CanMany reports whether the engine implements ManyBinder: whether
+	// Combine runs a Statement's Many form, so that a primitive sets one.
+	CanMany() bool
 	// Prepared returns query prepared on the pool on SQLite, kept for the
 	// life of the DB, or nil (PostgreSQL, or a failed preparation: run
 	// the query unprepared).
@@ -94,11 +97,16 @@ type Statement struct {
 	// transaction commits unless one of them fails on the server.
 	Rows func(Rows) error
 	// Many, when not empty, is the statement's form for many operations
-	// at once, which DB.Combine runs on an engine that pipelines instead
-	// of one Query per operation, for a batch of two or more. Its
-	// parameter $k is the array of the batch's operations' Args[k-1], one
-	// element per operation in the batch's order, and each row it returns begins with the place of its
-	// operation in those arrays (from 1), then the columns Dest receives.
+	// at once, which DB.Combine runs, on an engine that implements
+	// ManyBinder, instead of one Query per operation, for the operations
+	// of a batch that share it, when they are at least the engine's
+	// ManyFrom. Its parameters are the operations' Args as the engine
+	// binds them (ManyBinder: on PostgreSQL $k is the array of the
+	// operations' Args[k-1]; on SQLite ?1 is one JSON array of the
+	// operations' Args arrays, and ?2 maps their Keys to their places),
+	// one element per operation in the batch's order, and each row it
+	// returns begins with the place of its operation in that order (from
+	// 1), then the columns Dest receives.
 	// An operation whose row does not come back gets RowsAffected 0 (1
 	// when it does), and racefree.ErrNotFound when the statement has a Dest, as
 	// Query alone would report. Rows is not used with Many.
@@ -144,6 +152,36 @@ type Pipeliner interface {
 	// Statement's Rows skip a nil destination in Scan, and may be scanned
 	// again (DB.Combine reads the place of a Many form's row first).
 	Pipeline(ctx context.Context, conn *sql.Conn, stmts []*Statement) error
+}
+
+// ManyBinder is an Engine that can run a Statement's Many form: DB.Combine
+// runs it once for the operations of a batch that share their Many forms,
+// when they are at least ManyFrom, in its pipeline on an engine that is a
+// Pipeliner, otherwise in the batch's transaction.
+type ManyBinder interface {
+	// BindMany returns the arguments of a Many form for the operations
+	// whose Keys (Op.Key, distinct: a batch never holds two operations
+	// of one key) are keys and whose statement passes args, in the
+	// batch's order: keys[i] and args[i] are those of the operation at
+	// place i+1, and every args[i] has the same length. PostgreSQL
+	// returns one array per parameter ($k: every operation's
+	// Args[k-1]), which the form unnests WITH ORDINALITY. SQLite returns
+	// ?1, one JSON array of every operation's Args array, which the form
+	// reads with json_each (or jsonb_each), and ?2, a JSON object from
+	// the hex of each operation's Key (upper case, as SQLite's hex()
+	// writes it) to its place, by which a form finds the place of a row
+	// its RETURNING clause writes: RETURNING sees the written row only,
+	// never the array. An argument it cannot carry faithfully is an
+	// error: the batch then commits nothing, and its operations run
+	// alone.
+	BindMany(keys []string, args [][]any) ([]any, error)
+	// ManyFrom returns the fewest operations that DB.Combine runs a Many
+	// form for, below which the operations' own statements cost less: 2
+	// on PostgreSQL, where each statement of a pipeline costs its share
+	// of the round trip; 8 on SQLite, where a statement over a JSON
+	// array of two to four operations costs more than their prepared
+	// statements one by one (docs/performance.md).
+	ManyFrom() int
 }
 
 // CommitJudge is an Engine that can tell whether a transaction whose
@@ -198,9 +236,10 @@ type Op struct {
 	// operation's error match racefree.ErrNotFound, and the operation's later
 	// statements still run. When every statement has a Many form, the
 	// operation shares a batch only with operations whose statements have
-	// the same Many forms, and on an engine that pipelines the batch runs
-	// each form once for all of them (one statement over arrays, not one
-	// per operation).
+	// the same Many forms on an engine that pipelines (on the others,
+	// a batch runs its operations form by form), and on an engine that
+	// binds them (ManyBinder) the batch runs each form once for all of
+	// them (one statement over arrays, not one per operation).
 	Stmts []*Statement
 	// Deadline, when not zero, bounds the batch that holds op: a batch
 	// gives up at the earliest Deadline of its operations, commits
