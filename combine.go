@@ -290,7 +290,7 @@ func (c *combiner) take(lead *pending, n int, mixed bool, apart func(*wire.Op) b
 	first := lead.op
 	group := first.Group
 	keys := map[string]bool{first.Key: apart(first)} // in the batch: whether its op keeps the key apart
-	passed := map[string]bool{}              // passed over: later ones of the key wait too
+	passed := map[string]bool{}                      // passed over: later ones of the key wait too
 	batch := []*pending{lead}
 	now := time.Now()
 	c.stats.QueueWait += now.Sub(lead.since)

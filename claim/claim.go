@@ -118,8 +118,9 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // send their statements in a batch with the concurrent calls of the same
 // tenant ([send.Do]): one transaction and one commit for the batch, and
 // the same outcome as alone. Calls on one key run in the order they came,
-// each on the state the one before it left: on SQLite one after the other
-// in one batch, on PostgreSQL one batch each. On PostgreSQL a batch of
+// each on the state the one before it left, one batch each: their
+// statements have forms over arrays on both engines, which see the key
+// once. On PostgreSQL a batch of
 // two or more acquires (or renewals, or releases) runs as one statement
 // over arrays of the calls' arguments, plus, for acquires, one more that
 // raises new fences above the floor (acquire_many.sql, raise_new_many.sql);
