@@ -737,3 +737,66 @@ ALTER TABLE other_owned OWNER TO `+f.admin)
 		t.Errorf("problem %q names other_owned, which another role owns", p)
 	}
 }
+
+// TestEdgesOpen: Open on a postgres:// URL returns a Checker that checks
+// (the fixture passes) and that Close closes; a URL that does not parse is
+// an error and no Checker.
+func TestEdgesOpen(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	c, err := rlscheck.Open(f.dsn)
+	if err != nil || c == nil {
+		t.Fatalf("Open: %v, %v; want a Checker", c, err)
+	}
+	rep, err := c.Check(context.Background(), rlscheck.Options{Role: f.app})
+	if err != nil || len(rep.Findings) != 0 {
+		t.Fatalf("a check through Open: %+v, %v; want no findings", rep, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := rlscheck.Open("postgres://%zz"); err == nil || c != nil {
+		t.Fatalf("Open of a URL that does not parse: %v, %v; want an error", c, err)
+	}
+}
+
+// failAfter is a writer that fails once it has taken n writes.
+type failAfter struct {
+	n int
+	strings.Builder
+}
+
+func (w *failAfter) Write(p []byte) (int, error) {
+	if w.n == 0 {
+		return 0, errors.New("disk full")
+	}
+	w.n--
+	return w.Builder.Write(p)
+}
+
+// TestEdgesWriteTextWarnings: WriteText writes a report's warnings, each on
+// a line of its own, then the summary line, whatever the number of
+// warnings; a writer that fails on a warning's line is WriteText's error.
+func TestEdgesWriteTextWarnings(t *testing.T) {
+	t.Parallel()
+	rep := &rlscheck.Report{Schemas: []string{"public"}, TenantColumn: "tenant_id", Setting: "racefree.tenant_id", Tables: []string{`"public"."orders"`}}
+	const summary = "no findings: 1 tenant tables (column tenant_id) in public, setting racefree.tenant_id\n"
+	for n := range 3 {
+		rep.Warnings = nil
+		want := ""
+		for i := range n {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("note %d", i))
+			want += fmt.Sprintf("warning: note %d\n", i)
+		}
+		var b strings.Builder
+		if err := rlscheck.WriteText(&b, rep); err != nil || b.String() != want+summary {
+			t.Fatalf("%d warnings: %q, %v; want %q", n, b.String(), err, want+summary)
+		}
+		for fail := range n + 1 {
+			w := &failAfter{n: fail}
+			if err := rlscheck.WriteText(w, rep); err == nil || err.Error() != "disk full" {
+				t.Fatalf("%d warnings, the writer failing after %d writes: %v, want its error", n, fail, err)
+			}
+		}
+	}
+}
