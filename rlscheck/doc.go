@@ -37,9 +37,11 @@
 // What a policy must prove: every row it admits has
 // tenant_column = NULLIF(current_setting('<setting>', true), <empty string>), which
 // with the setting unset or empty matches nothing. The expression
-// (parsed, casts on booleans and parentheses looked through) is read in
-// disjunctive form: every OR arm must have that equality as a conjunct
-// (an AND may hold anything else beside it: it only narrows). The
+// (parsed, casts to PostgreSQL's own boolean and parentheses looked
+// through; a cast to a type of the user's, even one named bool or
+// "boolean", is not) is read in disjunctive form: every OR arm must have
+// that equality as a conjunct (an AND may hold anything else beside it:
+// it only narrows). The
 // equality is the operator = exactly, either way round, between the
 // column (bare, or cast to text or varchar, or, for an integer column, to
 // another integer type or numeric: casts that never make two ids equal)

@@ -414,3 +414,389 @@ CREATE FUNCTION api_c() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER SET 
 		t.Fatalf("after the fix: %+v", fds)
 	}
 }
+
+// TestEdgesDefinerCallsIntoASchemaOfFunctionsOnly: a SECURITY DEFINER
+// function without SET search_path calls a helper by its bare name, and the
+// helper lives in a schema that holds functions and no table (the caller's
+// search path, say ALTER ROLE … SET search_path = public, api_fns, finds
+// it there). The unqualified call may resolve to that schema, so the
+// helper is followed to the tenant table it reads; a helper of that schema
+// that reads no tenant table is no finding.
+func TestEdgesDefinerCallsIntoASchemaOfFunctionsOnly(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `CREATE SCHEMA api_fns;
+CREATE FUNCTION api_fns.tally() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM public.orders';
+CREATE FUNCTION api_fns.codes() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM public.countries';
+BEGIN;
+SET LOCAL search_path = public, api_fns;
+CREATE FUNCTION public.api_tally() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT tally()';
+CREATE FUNCTION public.api_codes() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT codes()';
+COMMIT`)
+	fds := definerFindings(t, f)
+	const path = `"public"."api_tally"() → "api_fns"."tally"() → "public"."orders"`
+	if len(fds) != 1 || fds[0].Kind != rlscheck.DefinerReadsTenantTable || fds[0].Object != `"public"."api_tally"()` || !strings.Contains(fds[0].Problem, path) {
+		t.Fatalf("%+v, want one %s on api_tally naming %s", fds, rlscheck.DefinerReadsTenantTable, path)
+	}
+	f.exec(t, fds[0].Fix)
+	if fds := definerFindings(t, f); len(fds) != 0 {
+		t.Fatalf("after the fix: %+v", fds)
+	}
+}
+
+// findingsOf returns the findings of kind k.
+func findingsOf(rep *rlscheck.Report, k rlscheck.Kind) []rlscheck.Finding {
+	var fds []rlscheck.Finding
+	for _, fd := range rep.Findings {
+		if fd.Kind == k {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
+}
+
+// TestEdgesFindingsWithAndWithoutRole: the findings that name the role
+// name it with --role and only then. A missing policy is one "that applies
+// to" the role with it, and plainly missing without; a materialized view's
+// fix revokes from PUBLIC and the role with it (after the fix the role,
+// granted SELECT directly and through PUBLIC, can no longer read it), and
+// from PUBLIC alone without (a fix that runs).
+func TestEdgesFindingsWithAndWithoutRole(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `DROP POLICY notes_delete ON notes`)
+	for _, c := range []struct {
+		opts rlscheck.Options
+		want string
+	}{
+		{rlscheck.Options{Role: f.app}, `no permissive policy for DELETE that applies to "` + f.app + `": `},
+		{rlscheck.Options{}, `no permissive policy for DELETE: `},
+	} {
+		fds := findingsOf(f.check(t, c.opts), rlscheck.PolicyMissing)
+		if len(fds) != 1 || !strings.HasPrefix(fds[0].Problem, c.want) {
+			t.Fatalf("role %q: %+v, want one %s saying %q", c.opts.Role, fds, rlscheck.PolicyMissing, c.want)
+		}
+	}
+
+	canRead := func(who string) bool {
+		t.Helper()
+		var ok bool
+		if err := f.db.QueryRowContext(context.Background(), `SELECT has_table_privilege($1, 'order_snapshot', 'SELECT')`, who).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	publicCanRead := func() bool {
+		t.Helper()
+		var n int
+		if err := f.db.QueryRowContext(context.Background(), `SELECT count(*) FROM aclexplode((SELECT relacl FROM pg_class WHERE oid = 'order_snapshot'::regclass)) WHERE grantee = 0`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	f.exec(t, `CREATE MATERIALIZED VIEW order_snapshot AS SELECT * FROM orders;
+GRANT USAGE ON SCHEMA public TO `+f.app+`;
+GRANT SELECT ON order_snapshot TO PUBLIC;
+GRANT SELECT ON order_snapshot TO `+f.app)
+	if !canRead(f.app) || !publicCanRead() {
+		t.Fatal("the grants did not take")
+	}
+	fds := findingsOf(f.check(t, rlscheck.Options{Role: f.app}), rlscheck.MaterializedView)
+	if len(fds) != 1 || !strings.Contains(fds[0].Fix, `FROM PUBLIC, "`+f.app+`";`) {
+		t.Fatalf("with the role: %+v, want one %s whose fix revokes from PUBLIC and %s", fds, rlscheck.MaterializedView, f.app)
+	}
+	f.exec(t, fds[0].Fix)
+	if canRead(f.app) || publicCanRead() {
+		t.Fatalf("after the fix %q, %s or PUBLIC can still read the materialized view", fds[0].Fix, f.app)
+	}
+
+	f.exec(t, `GRANT SELECT ON order_snapshot TO PUBLIC`)
+	fds = findingsOf(f.check(t, rlscheck.Options{}), rlscheck.MaterializedView)
+	if len(fds) != 1 || !strings.HasPrefix(fds[0].Fix, `REVOKE ALL ON "public"."order_snapshot" FROM PUBLIC;`) {
+		t.Fatalf("without a role: %+v, want one %s whose fix revokes from PUBLIC", fds, rlscheck.MaterializedView)
+	}
+	f.exec(t, fds[0].Fix)
+	if publicCanRead() {
+		t.Fatalf("after the fix %q, PUBLIC can still read the materialized view", fds[0].Fix)
+	}
+}
+
+// TestEdgesNotProvenQuotesTheOpenClause: a policy with a USING and a WITH
+// CHECK, one of them left open, is policy_not_proven quoting the open
+// clause's own text, whichever of the two it is.
+func TestEdgesNotProvenQuotesTheOpenClause(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	opts := rlscheck.Options{Role: f.app}
+	for _, c := range []struct {
+		alter, clause, want, notWant string
+	}{
+		{`ALTER POLICY notes_update ON notes USING (` + guardText + ` OR id > 0)`, "USING", "(id > 0)", "body = "},
+		{`ALTER POLICY notes_update ON notes USING (` + guardText + `) WITH CHECK (` + guardText + ` OR body = 'x')`, "WITH CHECK", "(body = 'x'::text)", "id > 0"},
+	} {
+		f.exec(t, c.alter)
+		rep := f.check(t, opts)
+		only(t, c.clause, rep, []rlscheck.Kind{rlscheck.PolicyNotProven}, 1, `"notes_update"`)
+		p := rep.Findings[0].Problem
+		if !strings.Contains(p, "policy's "+c.clause+" (") || !strings.Contains(p, c.want) || strings.Contains(p, c.notWant) {
+			t.Fatalf("%s open: problem %q, want it to quote %s with %s", c.clause, p, c.clause, c.want)
+		}
+	}
+}
+
+// TestEdgesPolicyNameAtTheLimit: the policies a missing-policy fix creates
+// are named <table>_tenant_<command>, the table part cut only when the
+// whole would pass PostgreSQL's 63 bytes: a table name of 49 bytes gives
+// names of exactly 63, kept whole; one of 50 is cut by one byte; one of 50
+// ending in a two-byte character loses the whole character. Each fix runs
+// and creates the policy under the name it says.
+func TestEdgesPolicyNameAtTheLimit(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	opts := rlscheck.Options{Role: f.app}
+	for _, c := range []struct{ table, part string }{
+		{"t" + strings.Repeat("a", 48), "t" + strings.Repeat("a", 48)},
+		{"u" + strings.Repeat("b", 49), "u" + strings.Repeat("b", 48)},
+		{"v" + strings.Repeat("c", 47) + "é", "v" + strings.Repeat("c", 47)},
+	} {
+		if len(c.table) < 49 || len(c.table) > 50 {
+			t.Fatalf("%q is %d bytes", c.table, len(c.table))
+		}
+		f.exec(t, `CREATE TABLE `+c.table+` (id bigint PRIMARY KEY, tenant_id text NOT NULL);
+ALTER TABLE `+c.table+` ENABLE ROW LEVEL SECURITY;
+ALTER TABLE `+c.table+` FORCE ROW LEVEL SECURITY;
+ALTER TABLE `+c.table+` OWNER TO `+f.owner)
+		rep := f.check(t, opts)
+		only(t, c.table, rep, []rlscheck.Kind{rlscheck.PolicyMissing}, 4, `."`+c.table+`"`)
+		for _, fd := range rep.Findings {
+			f.exec(t, fd.Fix)
+		}
+		var want []string
+		for _, cmd := range []string{"delete", "insert", "select", "update"} {
+			want = append(want, c.part+"_tenant_"+cmd)
+		}
+		if got := policyNames(t, f, c.table); !slices.Equal(got, want) {
+			t.Fatalf("%s (%d bytes): the fixes made policies %q, want %q", c.table, len(c.table), got, want)
+		}
+		if rep := f.check(t, opts); len(rep.Findings) != 0 {
+			t.Fatalf("%s: after the fixes: %+v", c.table, rep.Findings)
+		}
+	}
+}
+
+// policyNames returns the names of table's policies, sorted.
+func policyNames(t *testing.T, f *fixture, table string) []string {
+	t.Helper()
+	rows, err := f.db.QueryContext(context.Background(), `SELECT polname FROM pg_policy WHERE polrelid = $1::regclass ORDER BY polname`, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// TestEdgesCastsAroundTheGuard: a policy whose guard is cast to a type of
+// the user's, and from there to boolean (by a cast written out, or by the
+// assignment cast PostgreSQL applies to a policy's expression), admits
+// whatever that type's cast to boolean says: here every row. It is
+// policy_not_proven, and it leaks; so is a type of the user's named like
+// PostgreSQL's own, "boolean" or bool in another schema (pg_get_expr
+// prints PostgreSQL's as boolean). A guard cast through text and back is
+// reported too (rls-check does not follow casts), though it leaks nothing;
+// a cast to PostgreSQL's boolean itself passes.
+func TestEdgesCastsAroundTheGuard(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `
+CREATE TABLE docs (id bigint PRIMARY KEY, tenant_id text, author text, archived boolean NOT NULL DEFAULT false);
+ALTER TABLE docs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE docs FORCE ROW LEVEL SECURITY;
+ALTER TABLE docs OWNER TO `+f.owner+`;
+GRANT ALL ON docs TO `+f.app+`;
+INSERT INTO docs VALUES (1, 'acme', 'acme', false), (2, 'acme-corp', 'acme', true), (3, NULL, NULL, false);
+CREATE TYPE verdict AS ENUM ('yes');
+CREATE FUNCTION to_verdict(boolean) RETURNS verdict LANGUAGE sql IMMUTABLE AS $$SELECT 'yes'::verdict$$;
+CREATE FUNCTION from_verdict(verdict) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$SELECT true$$;
+CREATE CAST (boolean AS verdict) WITH FUNCTION to_verdict(boolean);
+CREATE CAST (verdict AS boolean) WITH FUNCTION from_verdict(verdict) AS ASSIGNMENT;
+CREATE TYPE "boolean" AS ENUM ('yes');
+CREATE FUNCTION to_b(pg_catalog.bool) RETURNS "boolean" LANGUAGE sql IMMUTABLE AS $$SELECT 'yes'::"boolean"$$;
+CREATE FUNCTION from_b("boolean") RETURNS pg_catalog.bool LANGUAGE sql IMMUTABLE AS $$SELECT true$$;
+CREATE CAST (pg_catalog.bool AS "boolean") WITH FUNCTION to_b(pg_catalog.bool);
+CREATE CAST ("boolean" AS pg_catalog.bool) WITH FUNCTION from_b("boolean") AS ASSIGNMENT;
+CREATE TYPE public.bool AS ENUM ('yes');
+CREATE FUNCTION to_pb(pg_catalog.bool) RETURNS public.bool LANGUAGE sql IMMUTABLE AS $$SELECT 'yes'::public.bool$$;
+CREATE FUNCTION from_pb(public.bool) RETURNS pg_catalog.bool LANGUAGE sql IMMUTABLE AS $$SELECT true$$;
+CREATE CAST (pg_catalog.bool AS public.bool) WITH FUNCTION to_pb(pg_catalog.bool);
+CREATE CAST (public.bool AS pg_catalog.bool) WITH FUNCTION from_pb(public.bool) AS ASSIGNMENT`)
+	g := "(" + guardText + ")"
+	for _, c := range []struct {
+		name, using string
+		want        rlscheck.Kind // "" for a pass
+		leaks       bool
+	}{
+		{"a cast to a type of the user's, then to boolean", `(` + g + `::verdict)::boolean`, rlscheck.PolicyNotProven, true},
+		{"a cast to a type of the user's, PostgreSQL's to boolean", g + `::verdict`, rlscheck.PolicyNotProven, true},
+		{`a type of the user's named "boolean"`, g + `::"boolean"`, rlscheck.PolicyNotProven, true},
+		{"a type of the user's named bool in another schema", g + `::public.bool`, rlscheck.PolicyNotProven, true},
+		{"through text and back", `(` + g + `::text)::boolean`, rlscheck.PolicyNotProven, false},
+		{"through integer and back", `(` + g + `::integer)::boolean`, rlscheck.PolicyNotProven, false},
+		{"a cast to boolean", g + `::boolean`, "", false},
+	} {
+		f.exec(t, `DROP POLICY IF EXISTS p ON docs; CREATE POLICY p ON docs USING (`+c.using+`)`)
+		for _, role := range []string{f.app, ""} {
+			var got []rlscheck.Kind
+			for _, fd := range f.check(t, rlscheck.Options{Role: role}).Findings {
+				if strings.Contains(fd.Object, `."docs"`) && !slices.Contains(got, fd.Kind) {
+					got = append(got, fd.Kind)
+				}
+			}
+			if want := []rlscheck.Kind{c.want}; c.want == "" && len(got) != 0 || c.want != "" && !slices.Equal(got, want) {
+				t.Errorf("%s, role %q: kinds %v, want %q", c.name, role, got, c.want)
+			}
+		}
+		if leak, how := leaks(t, f.db, f.app, "acme", "acme-corp"); leak != c.leaks {
+			t.Errorf("%s: leaks %v (%s), want %v", c.name, leak, how, c.leaks)
+		}
+	}
+}
+
+// TestEdgesSettingName: a custom setting is prefix.name, as PostgreSQL
+// requires of one (set_config refuses anything else): the dot as the
+// first byte, as the last, or alone is an InputError, and the shortest
+// setting that has a byte either side of it, a.b, is checked (the
+// fixture's policies read another setting, so they never read it).
+func TestEdgesSettingName(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, s := range []string{".tenant_id", "racefree.", ".", "tenant_id"} {
+		if _, err := rlscheck.New(f.db).Check(context.Background(), rlscheck.Options{Setting: s, Role: f.app}); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("setting %q: %v, want an InputError", s, err)
+		}
+	}
+	rep := f.check(t, rlscheck.Options{Setting: "a.b", Role: f.app})
+	if rep.Setting != "a.b" || len(findingsOf(rep, rlscheck.PolicyNoSetting)) == 0 {
+		t.Fatalf("setting a.b: %+v, want policies that never read it", rep)
+	}
+}
+
+// TestEdgesNamesWithAControlCharacter: PostgreSQL holds a name with a tab
+// in it, which rls-check cannot quote in a finding or a fix; a tenant
+// column or a schema named so is an InputError before the catalogue is
+// read, even where the schema exists and a table has the column, and a
+// bad schema after a good one is refused too.
+func TestEdgesNamesWithAControlCharacter(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const col, schema = "tenant\tid", "tab\tschema"
+	f.exec(t, `CREATE SCHEMA "`+schema+`"; CREATE TABLE "`+schema+`".t (id int, "`+col+`" text)`)
+	for _, o := range []rlscheck.Options{
+		{TenantColumn: col, Role: f.app},
+		{Schemas: []string{schema}, Role: f.app},
+		{Schemas: []string{"public", schema}},
+		{TenantColumn: col, Schemas: []string{schema}},
+	} {
+		if _, err := rlscheck.New(f.db).Check(context.Background(), o); !errors.Is(err, racefree.ErrInvalidInput) || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("%+v: %v, want an InputError naming the control character", o, err)
+		}
+	}
+}
+
+// TestEdgesRoleCanBecomeOwnerNamesItsTables: a role that can SET ROLE to
+// the owner of some tenant tables is role_can_become_owner naming exactly
+// that owner's tables, not a tenant table another role owns.
+func TestEdgesRoleCanBecomeOwnerNamesItsTables(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `ALTER ROLE `+f.app+` NOINHERIT; GRANT `+f.owner+` TO `+f.app+`;
+CREATE TABLE other_owned (id bigint PRIMARY KEY, tenant_id text NOT NULL);
+ALTER TABLE other_owned ENABLE ROW LEVEL SECURITY;
+ALTER TABLE other_owned FORCE ROW LEVEL SECURITY;
+CREATE POLICY other_owned_tenant ON other_owned USING (`+guardText+`) WITH CHECK (`+guardText+`);
+ALTER TABLE other_owned OWNER TO `+f.admin)
+	rep := f.check(t, rlscheck.Options{Role: f.app})
+	only(t, "owner of three of four", rep, []rlscheck.Kind{rlscheck.RoleCanBecomeOwner}, 1, f.app)
+	p := rep.Findings[0].Problem
+	for _, tbl := range []string{`."orders"`, `."notes"`, `."events"`} {
+		if !strings.Contains(p, tbl) {
+			t.Errorf("problem %q does not name %s, which the owner owns", p, tbl)
+		}
+	}
+	if strings.Contains(p, "other_owned") {
+		t.Errorf("problem %q names other_owned, which another role owns", p)
+	}
+}
+
+// TestEdgesOpen: Open on a postgres:// URL returns a Checker that checks
+// (the fixture passes) and that Close closes; a URL that does not parse is
+// an error and no Checker.
+func TestEdgesOpen(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	c, err := rlscheck.Open(f.dsn)
+	if err != nil || c == nil {
+		t.Fatalf("Open: %v, %v; want a Checker", c, err)
+	}
+	rep, err := c.Check(context.Background(), rlscheck.Options{Role: f.app})
+	if err != nil || len(rep.Findings) != 0 {
+		t.Fatalf("a check through Open: %+v, %v; want no findings", rep, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := rlscheck.Open("postgres://%zz"); err == nil || c != nil {
+		t.Fatalf("Open of a URL that does not parse: %v, %v; want an error", c, err)
+	}
+}
+
+// failAfter is a writer that fails once it has taken n writes.
+type failAfter struct {
+	n int
+	strings.Builder
+}
+
+func (w *failAfter) Write(p []byte) (int, error) {
+	if w.n == 0 {
+		return 0, errors.New("disk full")
+	}
+	w.n--
+	return w.Builder.Write(p)
+}
+
+// TestEdgesWriteTextWarnings: WriteText writes a report's warnings, each on
+// a line of its own, then the summary line, whatever the number of
+// warnings; a writer that fails on a warning's line is WriteText's error.
+func TestEdgesWriteTextWarnings(t *testing.T) {
+	t.Parallel()
+	rep := &rlscheck.Report{Schemas: []string{"public"}, TenantColumn: "tenant_id", Setting: "racefree.tenant_id", Tables: []string{`"public"."orders"`}}
+	const summary = "no findings: 1 tenant tables (column tenant_id) in public, setting racefree.tenant_id\n"
+	for n := range 3 {
+		rep.Warnings = nil
+		want := ""
+		for i := range n {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("note %d", i))
+			want += fmt.Sprintf("warning: note %d\n", i)
+		}
+		var b strings.Builder
+		if err := rlscheck.WriteText(&b, rep); err != nil || b.String() != want+summary {
+			t.Fatalf("%d warnings: %q, %v; want %q", n, b.String(), err, want+summary)
+		}
+		for fail := range n + 1 {
+			w := &failAfter{n: fail}
+			if err := rlscheck.WriteText(w, rep); err == nil || err.Error() != "disk full" {
+				t.Fatalf("%d warnings, the writer failing after %d writes: %v, want its error", n, fail, err)
+			}
+		}
+	}
+}

@@ -237,7 +237,7 @@ func emptyString(v any) bool {
 }
 
 // trueConst reports whether v is the constant true: true, 't'::boolean,
-// 'on'::bool and the other spellings PostgreSQL's boolean input accepts.
+// 'on'::boolean and the other spellings PostgreSQL's boolean input accepts.
 func trueConst(v any) bool {
 	typ, fields, ok := node(unwrapCasts(v))
 	if !ok || typ != "A_Const" {
@@ -257,14 +257,20 @@ func trueConst(v any) bool {
 	return false
 }
 
+// isBoolCast reports whether a TypeCast is to PostgreSQL's own boolean,
+// which the parser reads as pg_catalog.bool (from boolean, as pg_get_expr
+// prints the type, or pg_catalog.bool). A cast printed any other way is to
+// a type of the user's, even one named bool in another schema or
+// "boolean": its cast to boolean may be anything, true for every row.
 func isBoolCast(cast map[string]any) bool {
 	tn, _ := cast["typeName"].(map[string]any)
 	names, _ := tn["names"].([]any)
-	if len(names) == 0 {
+	if len(names) != 2 {
 		return false
 	}
-	n, _ := stringConst(names[len(names)-1])
-	return n == "bool" || n == "boolean"
+	s, _ := stringConst(names[0])
+	n, _ := stringConst(names[1])
+	return s == "pg_catalog" && n == "bool"
 }
 
 func withoutLocation(m map[string]any) map[string]any {
@@ -305,7 +311,7 @@ var intTypes = map[string]bool{"smallint": true, "integer": true, "bigint": true
 // DISTINCT FROM (NULL matches NULL), <>, LIKE, IN, a function around the
 // column, a sub-select other than the guarded setting's own, a boolean
 // column or constant. Parentheses are gone in the parse tree; casts to
-// boolean are looked through.
+// boolean are looked through, PostgreSQL's own boolean only (isBoolCast).
 func (p prover) proves(v any) bool {
 	for {
 		typ, fields, ok := node(v)

@@ -34,6 +34,9 @@ func TestAnalyze(t *testing.T) {
 		{`(tenant_id = COALESCE(current_setting('racefree.tenant_id', true), ''))`, exprFacts{settingRefs: 1, noNullIf: true, coalesced: true}},
 		{`true`, exprFacts{alwaysTrue: true}},
 		{`'t'::boolean`, exprFacts{alwaysTrue: true}},
+		{`'t'::"boolean"`, exprFacts{}},
+		{`'t'::public.bool`, exprFacts{}},
+		{`(tenant_id = NULLIF(current_setting('racefree.tenant_id', 'on'::"boolean"), ''))`, exprFacts{settingRefs: 1, noMissingOK: true}},
 		{`false`, exprFacts{}},
 		{`(1 = 1)`, exprFacts{alwaysTrue: true}},
 		{`(1 = 2)`, exprFacts{}},
@@ -100,6 +103,7 @@ func TestProves(t *testing.T) {
 		{expr: `tenant_id OPERATOR(pg_catalog.=) ` + g + `::uuid`, want: true},
 		{expr: `(tenant_id)::bigint = ` + g + `::bigint`, colType: "integer", want: true},
 		{expr: `(tenant_id = ` + g + `::uuid)::boolean`, want: true},
+		{expr: `(tenant_id = ` + g + `::uuid)::pg_catalog.bool`, want: true},
 		{expr: `tenant_id = NULLIF(current_setting('racefree.tenant_id', true)::text, '')::uuid`, want: true},
 		// not proven
 		{expr: `tenant_id <> ` + g + `::uuid`},
@@ -141,6 +145,15 @@ func TestProves(t *testing.T) {
 		{expr: `tenant_id = app.tenant()`},
 		{expr: `tenant_id = ` + g + `::uuid COLLATE "C"`},
 		{expr: `(tenant_id = ` + g + `::uuid) IS TRUE`},
+		// casts to a type of the user's, whose cast to boolean may be
+		// anything (pg_get_expr prints PostgreSQL's own as boolean)
+		{expr: `(((tenant_id = ` + g + `::uuid))::verdict)::boolean`},
+		{expr: `((tenant_id = ` + g + `::uuid))::verdict`},
+		{expr: `((tenant_id = ` + g + `::uuid))::"boolean"`},
+		{expr: `((tenant_id = ` + g + `::uuid))::public.bool`},
+		{expr: `((tenant_id = ` + g + `::uuid))::bool`},
+		{expr: `(((tenant_id = ` + g + `::uuid))::text)::boolean`},
+		{expr: `(((tenant_id = ` + g + `::uuid))::integer)::boolean`},
 		{expr: `tenant_id = ` + g + `::uuid OR (tenant_id = ` + g + `::uuid AND false) OR archived`},
 		{expr: `true`},
 		{expr: `false`}, // admits nothing, but proves nothing either: reported, as USING (false) is a policy left half written
