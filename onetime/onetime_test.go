@@ -773,6 +773,55 @@ func TestReapForgetsOnlyWhatCanNoLongerBeUsed(t *testing.T) {
 	})
 }
 
+// TestEdgesReapFamiliesPastABatchAndOnTheEnginesClock: Reap goes on
+// round after round while a round fills its batch, so a batch of exactly
+// n families is followed by another (five families in batches of two: 2,
+// 2, then 1), and without a Config.Clock it reads the engine's own clock,
+// on SQLite with a statement of its own, and reaps a family whose head
+// expired an hour ago (moved there by hand: the test waits for no clock).
+func TestEdgesReapFamiliesPastABatchAndOnTheEnginesClock(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(t0)
+	t.Run("rounds", func(t *testing.T) {
+		testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+			ctx := context.Background()
+			clock.Set(t0)
+			s := newStore(t, db, nil)
+			for range 5 {
+				if _, err := s.IssueRefresh(ctx, db, "u", time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Set(t0.Add(2 * time.Second))
+			if c, f, err := s.Reap(ctx, 0, 2); err != nil || c != 0 || f != 5 {
+				t.Fatalf("reaped %d codes, %d families (%v); want 0 and 5, in rounds of 2, 2 and 1", c, f, err)
+			}
+		})
+	})
+	t.Run("engine clock", func(t *testing.T) {
+		testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+			ctx := context.Background()
+			s := newStore(t, db, nil)
+			if _, err := s.IssueRefresh(ctx, db, "u", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.Reap(ctx, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM racefree_refresh_families`).Scan(&n); err != nil || n != 1 {
+				t.Fatalf("%d families after a reap of none expired (%v), want 1", n, err)
+			}
+			if _, err := db.ExecContext(ctx, `UPDATE racefree_refresh_families SET head_expires_at = head_expires_at - 7200000`); err != nil {
+				t.Fatal(err)
+			}
+			if c, f, err := s.Reap(ctx, 0, 0); err != nil || c != 0 || f != 1 {
+				t.Fatalf("reaped %d codes, %d families (%v) on the engine's clock; want 0 and 1", c, f, err)
+			}
+		})
+	})
+}
+
 // TestNeedsTheTenantsMigration: before migration 011 every operation is
 // ErrSchemaOutdated and writes nothing; at 011 the same Store works for
 // the default tenant, while another tenant needs 012.
