@@ -21,7 +21,7 @@ import (
 // its own outcome, as alone.
 func TestABatchOfAcquiresGivesEachCallerItsOwnRow(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), &racefree.Config{Combine: true, CombineBatches: 1})
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	claims := claim.New(db)
 	ctx := context.Background()
 	const n = 12

@@ -681,7 +681,7 @@ func TestEdgesALockWaitDecidesAtTheLimit(t *testing.T) {
 	ctx := context.Background()
 	for _, combine := range []bool{false, true} {
 		_, cfg := manual(t0)
-		cfg.Combine, cfg.CombineBatches = combine, 1
+		cfg.Combine, cfg.CombineBatches = policyOf(combine), 1
 		db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), cfg)
 		l := setup(t, db)
 		for _, p := range lockWaitPolicies {

@@ -332,7 +332,7 @@ func TestEdgesACounterThatKeepsMovingIsRetryable(t *testing.T) {
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		for _, combine := range []bool{false, true} {
 			clock := &seesaw{at: t0}
-			db := testdb.Open(t, d, &racefree.Config{Clock: clock, Combine: combine})
+			db := testdb.Open(t, d, &racefree.Config{Clock: clock, Combine: policyOf(combine)})
 			l := setup(t, db)
 			ctx := context.Background()
 			for _, p := range one {
