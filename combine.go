@@ -212,8 +212,9 @@ func (db *DB) combine(ctx context.Context, op *wire.Op) (bool, error) {
 	return p.ran, p.err
 }
 
-// combining reports whether Config.Combine is on.
-func (db *DB) combining() bool { return db.cfg.Combine }
+// combining reports whether Config.Combine is on: CombineDefault and
+// CombineOn combine, CombineOff does not.
+func (db *DB) combining() bool { return db.cfg.Combine != CombineOff }
 
 // CombineStats returns the combiner's figures.
 func (db *DB) CombineStats() CombineStats {

@@ -33,7 +33,7 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 // batches form from known queues, and checks each promise of Combine on
 // them.
 func TestCombinerBatches(t *testing.T) {
-	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		for _, q := range []string{
 			`CREATE TABLE combine_t (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
@@ -233,7 +233,7 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
 	proxy, cut := testdb.NewCutReply(t, dsn)
-	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
+	db := testdb.Open(t, cut, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	ctx := context.Background()
 	keys := []string{"k1", "k2", "k3", "k4"}
 	if _, err := direct.ExecContext(ctx, `CREATE TABLE combine_u (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`); err != nil {
@@ -382,8 +382,8 @@ func TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax(t *testing.T) {
 		name string
 		cfg  racefree.Config
 	}{
-		{"CombineBatches 2", racefree.Config{Combine: true, CombineMax: 12, CombineBatches: 2}},
-		{"CombineBatches unset, MaxOpenConns 4", racefree.Config{Combine: true, CombineMax: 12, MaxOpenConns: 4}},
+		{"CombineBatches 2", racefree.Config{Combine: racefree.CombineOn, CombineMax: 12, CombineBatches: 2}},
+		{"CombineBatches unset, MaxOpenConns 4", racefree.Config{Combine: racefree.CombineOn, CombineMax: 12, MaxOpenConns: 4}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			testdb.Each(t, &c.cfg, func(t *testing.T, db *racefree.DB) {
@@ -412,7 +412,7 @@ func TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax(t *testing.T) {
 // a batch in flight, with CombineMax 2: the next batch takes two of
 // them, the one after the third; no batch holds more than CombineMax.
 func TestCombinerBatchHoldsAtMostCombineMax(t *testing.T) {
-	testdb.Each(t, &racefree.Config{Combine: true, CombineMax: 2, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineMax: 2, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		call, release := heldCombiner(t, db)
 		for q := range 4 {
 			call(q, 1)
@@ -432,7 +432,7 @@ func TestCombinerBatchHoldsAtMostCombineMax(t *testing.T) {
 // operation's Begin runs before its statements, once per batch, however
 // many operations of the batch carry it.
 func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
-	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		for _, q := range []string{
 			`CREATE TABLE combine_s (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
@@ -590,7 +590,7 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 // did not come back. An operation alone runs its own Query, not the Many
 // form.
 func TestCombinerManyFormsOnPostgres(t *testing.T) {
-	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), &racefree.Config{Combine: true, CombineBatches: 1})
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	ctx := context.Background()
 	for _, q := range []string{
 		`CREATE TABLE combine_m (k TEXT PRIMARY KEY, v BIGINT NOT NULL, many BOOLEAN NOT NULL DEFAULT false)`,
@@ -724,7 +724,7 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 // apart on every engine, and an operation passed over (here for its form)
 // holds back the later ones of its key: none joins a batch ahead of it.
 func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
-	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		id := `id INTEGER PRIMARY KEY` // SQLite: the rowid, which grows with each insert
 		if db.Engine() == racefree.Postgres {
@@ -896,7 +896,7 @@ func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
 // Many form that names a place twice, or one out of range, fails the
 // batch, and its operations run alone.
 func TestCombinerManyFormsOnSQLite(t *testing.T) {
-	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{Combine: true, CombineBatches: 1})
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	ctx := context.Background()
 	for _, q := range []string{
 		`CREATE TABLE combine_m (k TEXT PRIMARY KEY, v BIGINT NOT NULL, many BOOLEAN NOT NULL DEFAULT false)`,

@@ -90,7 +90,7 @@ func processCPU() time.Duration {
 func BenchmarkCombinedAcquireRelease(b *testing.B) {
 	for _, engine := range testdb.Engines {
 		b.Run(engine, func(b *testing.B) {
-			db := testdb.Open(b, testdb.NewDSN(b, engine), &racefree.Config{Combine: true, MaxOpenConns: 16})
+			db := testdb.Open(b, testdb.NewDSN(b, engine), &racefree.Config{Combine: racefree.CombineOn, MaxOpenConns: 16})
 			ctx := context.Background()
 			claims := claim.New(db)
 			// Warm up, then ANALYZE: without statistics PostgreSQL may

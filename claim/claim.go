@@ -114,7 +114,7 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // without its fence. A tenant's first call in a process, which registers
 // the tenant, and calls on SQLite run the two one after the other.
 //
-// With [racefree.Config.Combine] on, Acquire, Renew and Release on the pool
+// With [racefree.Config.Combine] on (the default), Acquire, Renew and Release on the pool
 // send their statements in a batch with the concurrent calls of the same
 // tenant ([send.Do]): one transaction and one commit for the batch, and
 // the same outcome as alone. Calls on one key run in the order they came,

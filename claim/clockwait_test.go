@@ -28,7 +28,7 @@ func TestADecisionReadsTheClockAfterItsLockWait(t *testing.T) {
 	t.Parallel()
 	d := testdb.NewDSN(t, racefree.Postgres)
 	plain := testdb.Open(t, d, nil) // the database's clock
-	combining := testdb.Open(t, d, &racefree.Config{Combine: true, CombineBatches: 1})
+	combining := testdb.Open(t, d, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	ctx := context.Background()
 	for _, op := range []string{"acquire", "renew", "combined acquire", "combined renew"} {
 		t.Run(op, func(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 // hot key, and in two tenants, with renewals, releases and stale fences.
 // Every call gets the outcome it would get alone.
 func TestCombinedCallsKeepTheirOutcomes(t *testing.T) {
-	testdb.Each(t, &racefree.Config{Combine: true}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn}, func(t *testing.T, db *racefree.DB) {
 		claims := claim.New(db)
 		base := context.Background()
 		other, err := tenant.With(base, "other")
@@ -101,7 +101,7 @@ func TestCombinedCallsKeepTheirOutcomes(t *testing.T) {
 // one batch each, in the order they came.
 func TestCallsOnOneClaimTakeTurns(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		claims := claim.New(db)
 		gate, err := claims.Acquire(ctx, db, "gate", "g", time.Hour) // registers the tenant

@@ -21,7 +21,7 @@ func TestCombinedCallsWhoseCommitWasCutAreUnavailable(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
 	proxy, cut := testdb.NewCutReply(t, dsn)
-	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
+	db := testdb.Open(t, cut, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	claims, reader := claim.New(db), claim.New(direct)
 	ctx := context.Background()
 	if _, err := claims.Acquire(ctx, db, "warm", "w", time.Minute); err != nil {

@@ -258,7 +258,7 @@ func TestEdgesCancelledCaller(t *testing.T) {
 		if c, err := b.claims.Get(ctx, b.db, "k"); err != nil || !c.Live || !c.ExpiresAt.Equal(a.ExpiresAt) || c.Count != 1 {
 			t.Fatalf("after a cancelled renewal and release: %+v, %v; want a's claim as it was", c, err)
 		}
-		// With the combiner on (RACEFREE_COMBINE=1), a takeover waits for
+		// With the combiner on (the default), a takeover waits for
 		// the lock inside its batch, which its caller's cancellation does
 		// not end (wire.DB.Combine): the test would wait for itself.
 		if b.db.Engine() != racefree.Postgres || wire.Of(b.db).Combining() {

@@ -131,7 +131,7 @@ func TestFencesJumpPastAFailoverThatLostCommits(t *testing.T) {
 
 	// The batch path (acquire_many), on the keys the lost tenures left live on
 	// the old primary and free on the new one.
-	cdb := open(&racefree.Config{Combine: true, CombineBatches: 1})
+	cdb := open(&racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	cclaims := claim.New(cdb)
 	if _, err := cclaims.Acquire(ctx, cdb, "warm", "w", time.Minute); err != nil { // registers the tenant in this process, alone
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 // Many form.
 func TestABatchOfAcquiresGivesEachCallerItsOwnRow(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		claims := claim.New(db)
 		ctx := context.Background()
 		const n = 12
@@ -185,7 +185,7 @@ func together(t *testing.T, db *racefree.DB, claims *claim.Store, calls ...func(
 func TestEdgesABatchDecidesEachKeyAsAlone(t *testing.T) {
 	t.Parallel()
 	clock := racefree.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1, Clock: clock}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1, Clock: clock}, func(t *testing.T, db *racefree.DB) {
 		claims := claim.New(db)
 		ctx := context.Background()
 		must := func(c *claim.Claim, err error) *claim.Claim {

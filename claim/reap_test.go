@@ -367,7 +367,7 @@ func TestAReapDuringAnAcquireDoesNotRepeatAFence(t *testing.T) {
 		clock := racefree.NewManualClock(t0)
 		b := bundle{db: testdb.Open(t, d, &racefree.Config{Clock: clock}), clock: clock}
 		b.claims = claim.New(b.db)
-		combining := testdb.Open(t, d, &racefree.Config{Clock: clock, Combine: true, CombineBatches: 1})
+		combining := testdb.Open(t, d, &racefree.Config{Clock: clock, Combine: racefree.CombineOn, CombineBatches: 1})
 		// The tenant's first call on a DB registers it, alone.
 		if _, err := claim.New(combining).Acquire(context.Background(), combining, "warm", "w", time.Second); err != nil {
 			t.Fatal(err)

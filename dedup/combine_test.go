@@ -25,7 +25,7 @@ import (
 func combined(t *testing.T, body func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB)) {
 	t.Helper()
 	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock, Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Clock: clock, Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		clock.Set(t0)
 		body(t, dedup.New(db), clock, db)
 	})
@@ -275,7 +275,7 @@ func TestObservesOfAFailedBatchRunAlone(t *testing.T) {
 func TestCombinedObservesOfOneFingerprint(t *testing.T) {
 	t.Parallel()
 	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock, Combine: true}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Clock: clock, Combine: racefree.CombineOn}, func(t *testing.T, db *racefree.DB) {
 		clock.Set(t0)
 		log := dedup.New(db)
 		ctx := context.Background()

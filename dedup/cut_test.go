@@ -21,7 +21,7 @@ func TestObserveWhoseCommitWasCutIsUnavailable(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
 	proxy, cut := testdb.NewCutReply(t, dsn)
-	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
+	db := testdb.Open(t, cut, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	log, reader := dedup.New(db), dedup.New(direct)
 	ctx := context.Background()
 	ev := func(i int) dedup.Event {

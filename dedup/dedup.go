@@ -96,7 +96,7 @@ func New(db *racefree.DB) *Log {
 // matching [racefree.ErrUnavailable], and the occurrence may have been
 // counted (once).
 //
-// With [racefree.Config.Combine] on and exec the pool, Observe sends its
+// With [racefree.Config.Combine] on (the default) and exec the pool, Observe sends its
 // statements (the claim's acquire, on PostgreSQL its raise_new, then the
 // event's insert) as one operation in a batch with the concurrent pool
 // calls of the same tenant ([racefree.Config.Combine]; on PostgreSQL,

@@ -19,7 +19,7 @@
 // election are one atomic upsert. Observe, Record and Get take an
 // executor: pass the caller's *sql.Tx to commit an observation or a result
 // with the caller's own writes, or the *racefree.DB. With
-// racefree.Config.Combine on, Observe on the pool commits in batches with
+// racefree.Config.Combine on (the default), Observe on the pool commits in batches with
 // concurrent observes of other fingerprints (on SQLite also of the same
 // fingerprint, one after the other, and claim calls), each with the
 // outcome it has alone (Log.Observe). Reap

@@ -493,7 +493,7 @@ func TestEdgesCancelledCaller(t *testing.T) {
 			t.Fatalf("observe after the cancelled transaction: %+v, %v; want count 2", o, err)
 		}
 
-		// With the combiner on (RACEFREE_COMBINE=1), an Observe on the
+		// With the combiner on (the default), an Observe on the
 		// pool waits for the lock inside its batch, which then runs to
 		// its end on a context of its own (wire.DB.Combine).
 		if db.Engine() != racefree.Postgres || wire.Of(db).Combining() {

@@ -30,7 +30,7 @@ import (
 // statements one after the other.
 func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		in, err := inbox.New(db, nil)
 		if err != nil {
@@ -135,7 +135,7 @@ func TestABatchOfDeliveriesNumbersEachCallersEvent(t *testing.T) {
 // "after" meanwhile never skips one.
 func TestCombinedDeliveriesOfOneSource(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, &racefree.Config{Combine: true}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		b := setup(t, db, nil)
 		const committed, events, workers = 5, 60, 16
@@ -235,7 +235,7 @@ func TestCombinedDeliveriesOfOneSource(t *testing.T) {
 // statement for the pool) would wait for itself for ever.
 func TestACombinedDeliveryOnAPoolOfOneConnection(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, &racefree.Config{Combine: true, MaxOpenConns: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, MaxOpenConns: 1}, func(t *testing.T, db *racefree.DB) {
 		in, err := inbox.New(db, nil)
 		if err != nil {
 			t.Fatal(err)

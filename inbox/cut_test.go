@@ -20,7 +20,7 @@ func TestReceiveWhoseCommitWasCutIsUnavailable(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
 	proxy, cut := testdb.NewCutReply(t, dsn)
-	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
+	db := testdb.Open(t, cut, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	in, err := inbox.New(db, nil)
 	if err != nil {
 		t.Fatal(err)

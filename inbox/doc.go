@@ -34,7 +34,7 @@
 // pages by, at most MaxListBytes of payload a page. Numbers are assigned
 // at the end of the receiving transaction under the source's counter row,
 // so they become visible in order and a reader paging with "after" never
-// skips one. With racefree.Config.Combine on, Receive without a
+// skips one. With racefree.Config.Combine on (the default), Receive without a
 // processing function commits in a batch with concurrent deliveries of the
 // tenant, numbered the same way (Inbox.Receive).
 //

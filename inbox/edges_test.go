@@ -264,7 +264,7 @@ func TestEdgesSignatureCoversEachFieldAlone(t *testing.T) {
 // SQLite statement by statement).
 func TestEdgesOneEventIDFromTwoSources(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		b := setup(t, db, nil)
 		receive := func(source, id string, fn func(*sql.Tx) error) inbox.Result {
@@ -607,7 +607,7 @@ func TestEdgesCancelledDelivery(t *testing.T) {
 // number.
 func TestEdgesCancelledCombinedDelivery(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, &racefree.Config{Combine: true, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		in, err := inbox.New(db, nil)

@@ -128,7 +128,7 @@ type Result struct {
 // conflict. fn may be nil, to only record the event. payload is stored as
 // it is (it may be nil) for List.
 //
-// With [racefree.Config.Combine] on, a delivery with a nil fn records its
+// With [racefree.Config.Combine] on (the default), a delivery with a nil fn records its
 // event in a batch with the concurrent deliveries of the same tenant
 // ([wire.DB].Combine): one transaction and one commit for the batch,
 // and the outcome the delivery gets alone. A new event gets its source's

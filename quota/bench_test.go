@@ -105,7 +105,7 @@ func cpuTime() int64 {
 //	go test -run '^$' -bench ConsumeHotKeyCombinedSQLite -cpuprofile cpu.out ./quota
 func BenchmarkConsumeHotKeyCombinedSQLite(b *testing.B) {
 	ctx := context.Background()
-	db, err := dsn.Open(ctx, "sqlite:"+filepath.Join(b.TempDir(), "bench.db"), &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16, Combine: true})
+	db, err := dsn.Open(ctx, "sqlite:"+filepath.Join(b.TempDir(), "bench.db"), &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16, Combine: racefree.CombineOn})
 	if err != nil {
 		b.Fatal(err)
 	}

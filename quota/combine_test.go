@@ -45,14 +45,14 @@ func expect(p quota.Policy, u, n int64) quota.Decision {
 func TestABatchOfConsumesGivesEachCallerItsOwnDecision(t *testing.T) {
 	t.Parallel()
 	clock, cfg := manual(t0)
-	cfg.Combine, cfg.CombineBatches = true, 1
+	cfg.Combine, cfg.CombineBatches = racefree.CombineOn, 1
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		db := testdb.Open(t, d, cfg)
 		batchOfConsumes(t, db, context.Background())
 		if db.Engine() != racefree.Postgres {
 			return
 		}
-		app, err := dsn.Open(context.Background(), testdb.AppDSN(t, db, d), &racefree.Config{Clock: clock, Combine: true, CombineBatches: 1})
+		app, err := dsn.Open(context.Background(), testdb.AppDSN(t, db, d), &racefree.Config{Clock: clock, Combine: racefree.CombineOn, CombineBatches: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func batchOfConsumes(t *testing.T, db *racefree.DB, ctx context.Context) {
 func TestABatchDecidesOnTheCountersItLocked(t *testing.T) {
 	t.Parallel()
 	_, cfg := manual(t0)
-	cfg.Combine, cfg.CombineBatches = true, 1
+	cfg.Combine, cfg.CombineBatches = racefree.CombineOn, 1
 	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), cfg)
 	l := setup(t, db)
 	ctx := context.Background()
@@ -185,7 +185,7 @@ func TestABatchDecidesOnTheCountersItLocked(t *testing.T) {
 func TestCombinedChargesOfOneKeyAdmitExactlyTheLimit(t *testing.T) {
 	t.Parallel()
 	_, cfg := manual(t0)
-	cfg.Combine = true
+	cfg.Combine = racefree.CombineOn
 	limits := []quota.Policy{
 		{Kind: quota.GCRA, Rate: 1, Per: time.Hour, Burst: 50, Wait: 2 * time.Minute},
 		{Kind: quota.FixedWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
@@ -252,7 +252,7 @@ func TestCombinedChargesOfOneKeyAdmitExactlyTheLimit(t *testing.T) {
 func TestChargesOfAHotKeyShareBatchesOnSQLite(t *testing.T) {
 	t.Parallel()
 	_, cfg := manual(t0)
-	cfg.Combine, cfg.CombineBatches = true, 1
+	cfg.Combine, cfg.CombineBatches = racefree.CombineOn, 1
 	limits := []quota.Policy{
 		{Kind: quota.GCRA, Rate: 1, Per: time.Hour, Burst: 50, Wait: 2 * time.Minute},
 		{Kind: quota.FixedWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
@@ -320,7 +320,7 @@ func TestChargesOfAHotKeyShareBatchesOnSQLite(t *testing.T) {
 func TestChargesOfOneKeyDecideInTurn(t *testing.T) {
 	t.Parallel()
 	_, cfg := manual(t0)
-	cfg.Combine, cfg.CombineBatches = true, 1
+	cfg.Combine, cfg.CombineBatches = racefree.CombineOn, 1
 	limits := []quota.Policy{
 		{Kind: quota.GCRA, Rate: 10, Per: time.Second, Burst: 10, Wait: time.Minute},
 		{Kind: quota.FixedWindow, Rate: 10, Per: time.Second, Wait: time.Minute},
@@ -392,7 +392,7 @@ func TestChargesOfOneKeyDecideInTurn(t *testing.T) {
 // is left waiting for the lock, to commit the charge once it is free.
 func TestACombinedChargeGivesUpAtItsWait(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, &racefree.Config{Combine: true}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		l := setup(t, db)
 		consume(t, l, db, "k", 1, gcra)
@@ -524,4 +524,13 @@ func behindGate(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefre
 		t.Fatal(gateErr)
 	}
 	return wg.Wait
+}
+
+// policyOf is the Config.Combine that turns the combiner on or, explicitly,
+// off (the default is on).
+func policyOf(on bool) racefree.CombinePolicy {
+	if on {
+		return racefree.CombineOn
+	}
+	return racefree.CombineOff
 }

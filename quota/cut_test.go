@@ -22,7 +22,7 @@ func TestConsumeWhoseCommitWasCutIsUnavailable(t *testing.T) {
 	dsn := testdb.NewDSN(t, racefree.Postgres)
 	direct := testdb.Open(t, dsn, nil)
 	proxy, cut := testdb.NewCutReply(t, dsn)
-	db := testdb.Open(t, cut, &racefree.Config{Combine: true, CombineBatches: 1})
+	db := testdb.Open(t, cut, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	l, reader := setup(t, db), setup(t, direct)
 	ctx := context.Background()
 	for _, p := range []quota.Policy{

@@ -67,7 +67,7 @@
 // headers of draft-ietf-httpapi-ratelimit-headers; Policy.RateLimitPolicy
 // and Policy.RateLimit format those fields for a handler of your own.
 //
-// With racefree.Config.Combine on, Consume on the pool shares a
+// With racefree.Config.Combine on (the default), Consume on the pool shares a
 // transaction and a commit with the tenant's concurrent charges on other
 // keys, with the decisions it has alone.
 //

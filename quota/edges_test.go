@@ -228,7 +228,7 @@ func TestEdgesCancelledCaller(t *testing.T) {
 			t.Fatalf("after the cancelled transaction: %+v, want the whole bucket", d)
 		}
 
-		// With the combiner on (RACEFREE_COMBINE=1), a charge waits for
+		// With the combiner on (the default), a charge waits for
 		// the row lock inside its batch, which ends at the charge's
 		// Policy.Wait: TestACombinedChargeGivesUpAtItsWait tries that.
 		if db.Engine() != racefree.Postgres || wire.Of(db).Combining() {
@@ -681,7 +681,7 @@ func TestEdgesALockWaitDecidesAtTheLimit(t *testing.T) {
 	ctx := context.Background()
 	for _, combine := range []bool{false, true} {
 		_, cfg := manual(t0)
-		cfg.Combine, cfg.CombineBatches = combine, 1
+		cfg.Combine, cfg.CombineBatches = policyOf(combine), 1
 		db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), cfg)
 		l := setup(t, db)
 		for _, p := range lockWaitPolicies {

@@ -302,7 +302,7 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // is unavailable, the decision is p.OnUnavailable's, marked Degraded (on
 // PostgreSQL a timeout also aborts the caller's transaction).
 //
-// With [racefree.Config.Combine] on, a GCRA or FixedWindow charge on the
+// With [racefree.Config.Combine] on (the default), a GCRA or FixedWindow charge on the
 // pool goes in a batch with the concurrent charges of the same tenant
 // ([racefree.Config.Combine]): one transaction and one commit for the
 // batch, and the same decision as alone. On SQLite the batch runs its

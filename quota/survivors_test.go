@@ -182,7 +182,7 @@ func TestEdgesCancelledOnTheRowLockByExecutor(t *testing.T) {
 	t.Parallel()
 	_, cfg := manual(t0)
 	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		// With the combiner on (RACEFREE_COMBINE=1) a charge waits inside
+		// With the combiner on (the default) a charge waits inside
 		// its batch: TestACombinedChargeGivesUpAtItsWait tries that.
 		if db.Engine() != racefree.Postgres || wire.Of(db).Combining() {
 			t.Skip("PostgreSQL without the combiner: a statement on the pool that may commit after its caller gave up")
@@ -332,7 +332,7 @@ func TestEdgesACounterThatKeepsMovingIsRetryable(t *testing.T) {
 	testdb.EachDSN(t, func(t *testing.T, d string) {
 		for _, combine := range []bool{false, true} {
 			clock := &seesaw{at: t0}
-			db := testdb.Open(t, d, &racefree.Config{Clock: clock, Combine: combine})
+			db := testdb.Open(t, d, &racefree.Config{Clock: clock, Combine: policyOf(combine)})
 			l := setup(t, db)
 			ctx := context.Background()
 			for _, p := range one {

@@ -25,7 +25,7 @@ import (
 // batch.
 func TestCombinedHTTPClaimsAreLinearizable(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, &racefree.Config{Combine: true}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn}, func(t *testing.T, db *racefree.DB) {
 		h := server.New(db, server.Options{}).Handler()
 		clients, rounds := 16, testdb.Scale(8, 60)
 		var (

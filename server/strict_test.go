@@ -287,7 +287,11 @@ func TestStrictModeRefusesEveryWriteWithoutASynchronousStandby(t *testing.T) {
 // replication.
 func openStrict(t *testing.T, url string, combine bool) *racefree.DB {
 	t.Helper()
-	db, err := postgres.Open(context.Background(), url, &racefree.Config{RequireSynchronousReplication: true, Combine: combine})
+	policy := racefree.CombineOff
+	if combine {
+		policy = racefree.CombineOn
+	}
+	db, err := postgres.Open(context.Background(), url, &racefree.Config{RequireSynchronousReplication: true, Combine: policy})
 	if err != nil {
 		t.Fatal(err)
 	}

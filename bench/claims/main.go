@@ -136,11 +136,11 @@ func bench() error {
 	fmt.Println("| engine | clients | racefree | racefree, combiner | combiner / off | two bare statements | combiner / bare | redislock | racefree / redislock (off / combiner) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, e := range engines {
-		off, err := dsn.Open(ctx, e.DSN, &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16})
+		off, err := dsn.Open(ctx, e.DSN, &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16, Combine: racefree.CombineOff})
 		if err != nil {
 			return err
 		}
-		on, err := dsn.Open(ctx, e.DSN, &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16, Combine: true})
+		on, err := dsn.Open(ctx, e.DSN, &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16, Combine: racefree.CombineOn})
 		if err != nil {
 			off.Close()
 			return err

@@ -67,13 +67,13 @@ func bench() error {
 	}
 	defer cleanup()
 	for _, e := range engines {
-		db, err := dsn.Open(ctx, e.DSN, &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16})
+		db, err := dsn.Open(ctx, e.DSN, &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16, Combine: racefree.CombineOff})
 		if err != nil {
 			return err
 		}
 		defer db.Close()
 		dbs[e.Name] = db
-		on, err := dsn.Open(ctx, e.DSN, &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16, Combine: true})
+		on, err := dsn.Open(ctx, e.DSN, &racefree.Config{Schema: racefree.SchemaMigrate, MaxOpenConns: 16, Combine: racefree.CombineOn})
 		if err != nil {
 			return err
 		}

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	for _, k := range []string{"RACEFREE_DB", "RACEFREE_ADDR", "RACEFREE_TOKEN", "RACEFREE_INBOX_SECRETS",
-		"RACEFREE_METRICS_TOKEN", "RACEFREE_REFRESH_SECRET", "RACEFREE_REQUIRE_KEY"} {
+		"RACEFREE_METRICS_TOKEN", "RACEFREE_REFRESH_SECRET", "RACEFREE_REQUIRE_KEY", "RACEFREE_COMBINE"} {
 		os.Unsetenv(k)
 	}
 	os.Exit(m.Run())
@@ -625,11 +625,78 @@ func TestServeDefaults(t *testing.T) {
 		"addr": "127.0.0.1:8080", "migrate": "true", "shutdown-timeout": "30s",
 		"read-header-timeout": "10s", "read-timeout": "15s", "request-timeout": "20s", "write-timeout": "30s", "idle-timeout": "1m0s",
 		"metrics-timeout": "5s", "claim-grace": "1h0m0s", "dedup-retention": "24h0m0s", "inbox-max-body": "1048576",
-		"relay": "false", "relay-timeout": "30s", "relay-lease": "1m0s", "relay-concurrency": "16", "relay-poll": "1s", "relay-listen": "true",
+		"relay": "false", "relay-timeout": "30s", "combine": "true", "relay-lease": "1m0s", "relay-concurrency": "16", "relay-poll": "1s", "relay-listen": "true",
 	} {
 		if got := f.Lookup(name).DefValue; got != want {
 			t.Errorf("--%s defaults to %s, want %s", name, got, want)
 		}
+	}
+}
+
+// TestServeCombinesByDefault starts serve with the combiner at its
+// default, off with --combine=false and off with RACEFREE_COMBINE=false,
+// acquires a claim over HTTP in each and reads on /metrics whether a batch
+// of the combiner committed it.
+func TestServeCombinesByDefault(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		args    []string
+		env     string
+		batches bool
+	}{
+		{"default", nil, "", true},
+		{"--combine=false", []string{"--combine=false"}, "", false},
+		{"RACEFREE_COMBINE=false", nil, "RACEFREE_COMBINE=false", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			addr := freeAddr(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := cli(ctx, append([]string{"serve", "--db", "sqlite:" + filepath.Join(t.TempDir(), "r.db"), "--addr", addr}, c.args...)...)
+			if c.env != "" {
+				cmd.Env = append(cmd.Env, c.env)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				_ = cmd.Wait()
+			}()
+			if code := waitFor(t, "http://"+addr+"/readyz"); code != http.StatusOK {
+				t.Fatalf("readyz: %d\n%s", code, stderr.String())
+			}
+			resp, err := http.Post("http://"+addr+"/v1/claims/job-1", "application/json", strings.NewReader(`{"holder":"w1","ttl_ms":30000}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("acquire: %d, want 200\n%s", resp.StatusCode, stderr.String())
+			}
+			resp, err = http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var batches string
+			for line := range strings.Lines(string(b)) {
+				if v, ok := strings.CutPrefix(line, "racefree_combine_batches_total "); ok {
+					batches = strings.TrimSpace(v)
+				}
+			}
+			if got := batches != "0" && batches != ""; got != c.batches || batches == "" {
+				t.Fatalf("racefree_combine_batches_total %q, want batches: %v", batches, c.batches)
+			}
+		})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -99,7 +100,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&token, "token", envOr("RACEFREE_TOKEN", ""), "single-tenant credential: a bearer token of the default tenant with every scope; when set, /v1/ needs it or an API key (env RACEFREE_TOKEN)")
 	f.BoolVar(&requireKey, "require-key", envOr("RACEFREE_REQUIRE_KEY", "") == "1", "refuse /v1/ requests without an API key (racefree keys create) even without --token (env RACEFREE_REQUIRE_KEY=1)")
 	f.BoolVar(&migrate, "migrate", true, "apply pending schema migrations at start; false: refuse an outdated schema, except the expand step of a rollout (migration 011 on), served for the default tenant")
-	f.BoolVar(&combine, "combine", envOr("RACEFREE_COMBINE", "") == "1", "gather concurrent claim acquires, renewals and releases (the requests without an Idempotency-Key) into batches of one commit each (racefree.Config.Combine; env RACEFREE_COMBINE=1)")
+	f.BoolVar(&combine, "combine", !slices.Contains([]string{"0", "false"}, envOr("RACEFREE_COMBINE", "1")), "gather concurrent claim acquires, renewals and releases, dedup observes, webhook deliveries and quota charges (the requests without an Idempotency-Key) into batches of one commit each; on by default, --combine=false commits each alone (racefree.Config.Combine; env RACEFREE_COMBINE=0 or false turns it off)")
 	f.BoolVar(&strict, "require-synchronous-replication", envOr("RACEFREE_REQUIRE_SYNCHRONOUS_REPLICATION", "") == "1", "PostgreSQL: refuse every write, 503 not-durable with nothing committed, unless a synchronous standby will wait for its commit, checked in the write's own first statement (racefree.Config.RequireSynchronousReplication; the role needs pg_read_all_stats; refused on SQLite; env RACEFREE_REQUIRE_SYNCHRONOUS_REPLICATION=1)")
 	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "[tenant/]source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret, for the default tenant or the one named; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,acme/src=whsec_b)")
 	f.StringVar(&auditKeys, "audit-keys", "", "keyring file of the audit log served at /v1/audit (default: the keyring in "+audit.EnvKeys+"; neither: no audit routes)")
@@ -356,7 +357,7 @@ func openWaiting(ctx context.Context, log *slog.Logger, wait time.Duration, open
 func openForServe(ctx context.Context, dsnStr string, migrate, combine, strict bool, opts *server.Options, log *slog.Logger) (*racefree.DB, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	db, err := dsn.Open(openCtx, dsnStr, &racefree.Config{Schema: racefree.SchemaAllowOutdated, Combine: combine, RequireSynchronousReplication: strict})
+	db, err := dsn.Open(openCtx, dsnStr, &racefree.Config{Schema: racefree.SchemaAllowOutdated, Combine: combinePolicy(combine), RequireSynchronousReplication: strict})
 	if err == nil {
 		err = db.CheckSchema(openCtx)
 		switch {
@@ -531,4 +532,13 @@ func checkRefresh(grace time.Duration, secret []byte) error {
 		return racefree.Invalid("refresh-secret", "must be at least %d bytes", onetime.MinSecretBytes)
 	}
 	return nil
+}
+
+// combinePolicy is the Config.Combine of serve's --combine: the library's
+// default (on) when true, CombineOff when false.
+func combinePolicy(on bool) racefree.CombinePolicy {
+	if on {
+		return racefree.CombineDefault
+	}
+	return racefree.CombineOff
 }

@@ -30,7 +30,7 @@ func TestEdgesADuplicateCancelledWhileItWaitsForTheStandby(t *testing.T) {
 		in   *inbox.Inbox
 		fn   func(*sql.Tx) error
 	}{
-		{"combined", newInbox(t, c.Primary.Open(t, &racefree.Config{Combine: true})), nil},
+		{"combined", newInbox(t, c.Primary.Open(t, &racefree.Config{Combine: racefree.CombineOn})), nil},
 		{"alone", newInbox(t, c.Primary.Open(t, nil)), func(*sql.Tx) error { return nil }},
 	}
 	for _, path := range paths {
@@ -108,7 +108,7 @@ func TestEdgesADuplicateCancelledWhileItWaitsForTheStandby(t *testing.T) {
 // after a failover to that standby the events are there.
 func TestEdgesTwoDuplicatesInABatchCancelledWhileTheyWait(t *testing.T) {
 	c, p := syncCluster(t)
-	db := c.Primary.Open(t, &racefree.Config{Combine: true})
+	db := c.Primary.Open(t, &racefree.Config{Combine: racefree.CombineOn})
 	in := newInbox(t, db)
 	if _, err := in.Receive(context.Background(), "s", "warm", nil, nil); err != nil {
 		t.Fatal(err)

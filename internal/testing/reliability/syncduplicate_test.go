@@ -44,7 +44,7 @@ func TestDuplicateWaitsForTheSynchronousStandby(t *testing.T) {
 		fn   func(*sql.Tx) error
 	}{
 		{"alone", newInbox(t, c.Primary.Open(t, nil)), func(*sql.Tx) error { return nil }},
-		{"combined", newInbox(t, c.Primary.Open(t, &racefree.Config{Combine: true})), nil},
+		{"combined", newInbox(t, c.Primary.Open(t, &racefree.Config{Combine: racefree.CombineOn})), nil},
 	}
 	// Record the tenant, so that no registration writes in the transactions
 	// below.
@@ -134,7 +134,7 @@ func newInbox(t testing.TB, db *racefree.DB) *inbox.Inbox {
 // batch answers duplicate at once.
 func TestDuplicatesInABatchWaitForTheSynchronousStandby(t *testing.T) {
 	c, p := syncCluster(t)
-	db := c.Primary.Open(t, &racefree.Config{Combine: true})
+	db := c.Primary.Open(t, &racefree.Config{Combine: racefree.CombineOn})
 	in := newInbox(t, db)
 	// Record the tenant and the source's counter, so that no registration
 	// writes in the batches below.

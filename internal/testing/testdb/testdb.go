@@ -106,9 +106,12 @@ func PostgresURL(t testing.TB) string {
 // Open opens dsn with cfg and closes it when the test ends. Unless cfg asks
 // for another schema policy, it migrates the database first: a SQLite file
 // that does not exist yet starts as a copy of one this process migrated
-// once, which migrating then finds current. With RACEFREE_COMBINE=1 in the
-// environment it turns the combiner on ([racefree.Config.Combine]), so that a
-// package's suites run through it.
+// once, which migrating then finds current. The combiner is on by default
+// ([racefree.Config.Combine]); with RACEFREE_COMBINE=0 in the environment
+// Open turns it off (CombineOff) wherever cfg left it at CombineDefault, so
+// that a package's suites run without it too. RACEFREE_COMBINE=1 turns it
+// on (CombineOn) there. A cfg that asks for CombineOn or CombineOff keeps
+// what it asked for.
 func Open(t testing.TB, dsnStr string, cfg *racefree.Config) *racefree.DB {
 	t.Helper()
 	c := racefree.Config{}
@@ -118,8 +121,13 @@ func Open(t testing.TB, dsnStr string, cfg *racefree.Config) *racefree.DB {
 	if c.Schema == racefree.SchemaRequireCurrent {
 		c.Schema = racefree.SchemaMigrate
 	}
-	if os.Getenv("RACEFREE_COMBINE") == "1" {
-		c.Combine = true
+	if c.Combine == racefree.CombineDefault {
+		switch os.Getenv("RACEFREE_COMBINE") {
+		case "0":
+			c.Combine = racefree.CombineOff
+		case "1":
+			c.Combine = racefree.CombineOn
+		}
 	}
 	if path, ok := strings.CutPrefix(dsnStr, "sqlite:"); ok && c.Schema == racefree.SchemaMigrate {
 		startMigrated(t, path)
