@@ -9,6 +9,19 @@
 //
 //	go run ./claims                        # 3 s a cell
 //	go run ./claims -short -chart ''       # 200 ms a cell, no chart: checks that it runs
+//	go run ./claims -engines sqlite -clients 64 -http-only -chart ''   # one engine's HTTP row at 64 clients
+//	go run ./claims -engines sqlite -clients 64 -http-only -chart '' -cpuprofile http.pprof
+//	go tool pprof -tagfocus cell=sqlite-on-server claims/… http.pprof   # the server's side of the combiner's HTTP cell
+//
+// -engines and -clients choose the cells (comma-separated; defaults: both
+// engines, 1, 16 and 64 clients), -http-only runs only the "…, HTTP" rows
+// (no Go API cells, bare statements or redislock), and -cpuprofile writes
+// a CPU profile of the HTTP cells, whose samples carry the label cell:
+// ENGINE-SIDE-ROLE, SIDE off or on (the combiner), ROLE server (the
+// HTTP server's connection goroutines and what they start) or client.
+// After the table, a note compares each HTTP cell with the Go API's cell
+// of the same engine and clients (when both ran): its rate and its CPU
+// time per pair.
 //
 // PostgreSQL comes from TEST_DATABASE_URL (a schema of its own, dropped at
 // the end), Redis from -redis (127.0.0.1:6379); a missing one is left out
@@ -22,6 +35,10 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -38,12 +55,16 @@ var (
 	cellTime  = flag.Duration("time", 3*time.Second, "how long each cell runs")
 	redisAddr = flag.String("redis", "127.0.0.1:6379", "Redis address for redislock")
 	chartPath = flag.String("chart", "claims.png", "write the figures as a PNG chart to this file (empty: none)")
+	engineSet = flag.String("engines", "sqlite,postgres", "the engines to run on, comma-separated")
+	clientSet = flag.String("clients", "1,16,64", "the cells' numbers of concurrent clients, comma-separated")
+	httpOnly  = flag.Bool("http-only", false, "run only the HTTP rows: no Go API cells, bare statements or redislock")
+	cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of the HTTP cells to this file (samples labelled cell=ENGINE-SIDE-ROLE)")
 )
 
 const ttl = time.Minute
 
-// clients are the cells' numbers of concurrent callers.
-var clients = []int{1, 16, 64}
+// clients are the cells' numbers of concurrent callers (-clients).
+var clients []int
 
 func main() { run.Main(short, cellTime, bench) }
 
@@ -60,24 +81,67 @@ func pair(db *racefree.DB, prefix string) run.Op {
 	}
 }
 
+// parseSets reads -engines and -clients.
+func parseSets() (map[string]bool, error) {
+	engines := map[string]bool{}
+	for _, e := range strings.Split(*engineSet, ",") {
+		if e = strings.TrimSpace(e); e != racefree.SQLite && e != racefree.Postgres {
+			return nil, fmt.Errorf("-engines: %q is not sqlite or postgres", e)
+		}
+		engines[e] = true
+	}
+	clients = nil
+	for _, c := range strings.Split(*clientSet, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-clients: %q is not a positive number", c)
+		}
+		clients = append(clients, n)
+	}
+	return engines, nil
+}
+
 func bench() error {
 	ctx := context.Background()
 	var (
 		notes  []string
 		panels []chart.Panel
 	)
-	engines, note, cleanup, err := run.Engines(ctx)
+	want, err := parseSets()
+	if err != nil {
+		return err
+	}
+	all, note, cleanup, err := run.Engines(ctx)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	if note != "" {
+	var engines []run.Engine
+	for _, e := range all {
+		if want[e.Name] {
+			engines = append(engines, e)
+		}
+	}
+	if note != "" && want[racefree.Postgres] {
 		notes = append(notes, note)
+	}
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: 64})
 	defer rdb.Close()
 	redisCells := map[int]run.Result{}
-	if err := rdb.Ping(ctx).Err(); err == nil {
+	if *httpOnly {
+		// No redislock cells: its columns stay empty.
+	} else if err := rdb.Ping(ctx).Err(); err == nil {
 		locker := redislock.New(rdb)
 		for _, n := range clients {
 			prefix := fmt.Sprintf("rl-%d-%d", n, time.Now().UnixNano())
@@ -126,21 +190,33 @@ func bench() error {
 			return err
 		}
 		run.Alternately(ctx, 16, 500*time.Millisecond, pair(off, "warm-off"), pair(on, "warm-on"), warmBare)
-		goAPI := panel(e.Name + ", Go API")
-		for _, n := range clients {
-			cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
-			b, _ := bare(ctx, off, "bare-"+cell)
-			r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell), b)
-			row(e.Name, n, r, redisCells, &goAPI)
+		goCells := map[int][]run.Result{}
+		if !*httpOnly {
+			goAPI := panel(e.Name + ", Go API")
+			for _, n := range clients {
+				cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
+				b, _ := bare(ctx, off, "bare-"+cell)
+				r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell), b)
+				row(e.Name, n, r, redisCells, &goAPI)
+				goCells[n] = r
+			}
+			panels = append(panels, goAPI)
 		}
-		panels = append(panels, goAPI)
-		http, err := overHTTP(ctx, e.Name, off, on, redisCells)
+		http, httpCells, err := overHTTP(ctx, e.Name, off, on, redisCells)
 		if err != nil {
 			off.Close()
 			on.Close()
 			return err
 		}
 		panels = append(panels, http)
+		for _, n := range clients {
+			if g, ok := goCells[n]; ok {
+				h := httpCells[n]
+				notes = append(notes, fmt.Sprintf("%s, %d clients, HTTP / Go API: rate %.2f× off, %.2f× combiner; CPU per pair %s vs %s off, %s vs %s combiner.",
+					e.Name, n, h[0].Rate/g[0].Rate, h[1].Rate/g[1].Rate,
+					cpuOf(h[0]), cpuOf(g[0]), cpuOf(h[1]), cpuOf(g[1])))
+			}
+		}
 		s := on.CombineStats()
 		if s.Batches > 0 {
 			notes = append(notes, fmt.Sprintf("%s combiner: %d batches of %.1f operations on average (largest %d), mean queue wait %s, %d failed batches.",
@@ -158,6 +234,10 @@ func bench() error {
 	}
 	return nil
 }
+
+// cpuOf is the CPU time of one call of r, this process's and the
+// servers' together.
+func cpuOf(r run.Result) time.Duration { return (r.CPU + r.ServerCPU).Round(100 * time.Nanosecond) }
 
 // panel starts a chart panel for a group of rows.
 func panel(title string) chart.Panel {
