@@ -111,10 +111,12 @@ func (s *Server) serveOperation(op operation, pooled bool) http.Handler {
 			return
 		}
 		raw, present := r.Header[idempotency.Header]
-		key, err := idempotency.ParseKey(raw)
-		if present && err != nil {
-			writeProblem(w, problem.IdempotencyMalformed.New(err.Error()))
-			return
+		var key string
+		if present {
+			if key, err = idempotency.ParseKey(raw); err != nil {
+				writeProblem(w, problem.IdempotencyMalformed.New(err.Error()))
+				return
+			}
 		}
 		ctx := r.Context()
 		if !present && pooled {

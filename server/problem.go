@@ -169,8 +169,8 @@ func (e *mediaTypeError) Error() string {
 // JSON.
 func jsonBody(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil
+	if ct == "" || ct == "application/json" {
+		return nil // what clients send: nothing to parse
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {

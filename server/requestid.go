@@ -25,9 +25,11 @@ func requestID(r *http.Request) string {
 	if v := r.Header.Values(RequestIDHeader); len(v) == 1 && validRequestID(v[0]) {
 		return v[0]
 	}
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	var b [12]byte
+	var id [24]byte
+	_, _ = rand.Read(b[:])
+	hex.Encode(id[:], b[:])
+	return string(id[:])
 }
 
 func validRequestID(v string) bool {
