@@ -187,8 +187,18 @@ func isMediaType(err error) bool {
 
 // decode reads one JSON object from body into v, refusing unknown fields
 // and trailing data. Its errors are *racefree.InputError naming the field
-// and what was expected, never a Go type.
+// and what was expected, never a Go type. A flat body of a flat request
+// type takes decodeFlat's short path; every other body, and every body it
+// refuses, decodeStrict's.
 func decode(body []byte, v any) error {
+	if decodeFlat(body, v) {
+		return nil
+	}
+	return decodeStrict(body, v)
+}
+
+// decodeStrict is decode through encoding/json, with exactMembers.
+func decodeStrict(body []byte, v any) error {
 	if string(bytes.TrimSpace(body)) == "null" {
 		return racefree.Invalid("request body", "must be a JSON object, got null")
 	}
