@@ -51,7 +51,7 @@ func (e *headerError) Unwrap() error { return e.error }
 
 // headerOf returns the headers of an operation's answer v or error err.
 func headerOf(v any, err error) http.Header {
-	if he := (*headerError)(nil); errors.As(err, &he) {
+	if he := (*headerError)(nil); err != nil && errors.As(err, &he) { // no errors.As (and its allocation) on success
 		return he.header
 	}
 	if a, ok := v.(answer); ok && err == nil {

@@ -278,7 +278,7 @@ func positiveFence(fence *int64) error {
 // characters escaped, a newline after it); an answer that writes itself
 // (jsonAppender) does so in one write, without reflection.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	if a, ok := v.(jsonAppender); ok {
 		_, _ = w.Write(append(a.appendJSON(make([]byte, 0, 320)), '\n'))
@@ -286,6 +286,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// jsonContentType is the Content-Type of every JSON answer, one slice for
+// all: net/http copies a response's headers when it writes them, and no
+// handler changes a value in place.
+var jsonContentType = []string{"application/json"}
 
 // jsonAppender is an answer that appends its JSON to a buffer, byte for
 // byte as encoding/json would write it.
