@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
@@ -21,16 +23,34 @@ import (
 // (POST /v1/claims/{key}, then DELETE it at fence 1, on a fresh key), as
 // bench/claims' "sqlite, HTTP" rows do: a server on a loopback listener,
 // keep-alive clients, no Idempotency-Key, the access log discarded, on
-// SQLite, with the combiner off and on, from 1 and 64 client goroutines.
-// Its time and allocations per pair are the client's and the server's
-// together (both run in this process), and so is cpu-ns/op, the CPU time
-// (user and system) the process spent per pair, which a shared machine's
-// load inflates far less than the time; compare them with benchstat, run
-// before and after back to back.
+// SQLite, with the combiner off and on, from 1 and 64 client goroutines;
+// and, as served/…, the combiner's cell with what racefree serve adds by
+// default: its connection timeouts, a RequestTimeout of 20 s and the access
+// log at Info, as text (to os.DevNull). Its time and allocations per pair
+// are the client's and the server's together (both run in this process),
+// and so is cpu-ns/op, the CPU time (user and system) the process spent
+// per pair, which a shared machine's load inflates far less than the time;
+// compare them with benchstat, run before and after back to back.
 func BenchmarkClaimOverHTTP(b *testing.B) {
-	for _, combine := range []bool{false, true} {
-		db := testdb.Open(b, testdb.NewDSN(b, racefree.SQLite), &racefree.Config{MaxOpenConns: 16, Combine: combine})
-		srv := httptest.NewServer(server.New(db, server.Options{Logger: slog.New(slog.DiscardHandler)}).Handler())
+	for _, c := range []struct {
+		combine, served bool
+		clients         []int
+	}{{false, false, []int{1, 64}}, {true, false, []int{64}}, {true, true, []int{64}}} {
+		db := testdb.Open(b, testdb.NewDSN(b, racefree.SQLite), &racefree.Config{MaxOpenConns: 16, Combine: c.combine})
+		opts, name := server.Options{Logger: slog.New(slog.DiscardHandler)}, fmt.Sprintf("combine=%v", c.combine)
+		if c.served {
+			null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { null.Close() })
+			opts, name = server.Options{Logger: slog.New(slog.NewTextHandler(null, nil)), RequestTimeout: 20 * time.Second}, "served/"+name
+		}
+		srv := httptest.NewUnstartedServer(server.New(db, opts).Handler())
+		if c.served { // serve's defaults
+			srv.Config.ReadHeaderTimeout, srv.Config.ReadTimeout, srv.Config.WriteTimeout, srv.Config.IdleTimeout = 10*time.Second, 15*time.Second, 30*time.Second, 60*time.Second
+		}
+		srv.Start()
 		b.Cleanup(srv.Close)
 		hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 128, MaxIdleConnsPerHost: 128}}
 		b.Cleanup(hc.CloseIdleConnections)
@@ -49,11 +69,8 @@ func BenchmarkClaimOverHTTP(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		for _, clients := range []int{1, 64} {
-			if clients == 1 && combine {
-				continue // one client never batches: the same as off
-			}
-			b.Run(fmt.Sprintf("combine=%v/clients=%d", combine, clients), func(b *testing.B) {
+		for _, clients := range c.clients {
+			b.Run(fmt.Sprintf("%s/clients=%d", name, clients), func(b *testing.B) {
 				b.ReportAllocs()
 				cpu := cpuTime()
 				defer func() { b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op") }()
