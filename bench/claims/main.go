@@ -11,7 +11,7 @@
 //	go run ./claims -short -chart ''       # 200 ms a cell, no chart: checks that it runs
 //	go run ./claims -engines sqlite -clients 64 -http-only -chart ''   # one engine's HTTP row at 64 clients
 //	go run ./claims -engines sqlite -clients 64 -http-only -chart '' -cpuprofile http.pprof
-//	go tool pprof -tagfocus cell=sqlite-on-server claims/… http.pprof   # the server's side of the combiner's HTTP cell
+//	go tool pprof -tagfocus cell=sqlite-on-server -top http.pprof   # the server's side of the combiner's HTTP cell
 //
 // -engines and -clients choose the cells (comma-separated; defaults: both
 // engines, 1, 16 and 64 clients), -http-only runs only the "…, HTTP" rows
