@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/http"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -23,7 +22,7 @@ import (
 //   - lengths and ranges are the libraries' own constants
 //     (claim.MaxKeyBytes, seq.MaxN, …), which the libraries check;
 //   - a path parameter's pattern is the one the handler matches it with
-//     (pathValue, sourceName).
+//     (pathValuePattern, by validPathValue; sourceName).
 //
 // TestOpenAPIAgreesWithTheServer then sends, for every operation, requests
 // the document allows and requests it refuses, and fails on any
@@ -43,10 +42,26 @@ const noNULPattern = `^[^\x00]*$`
 // (a claim's, an event's, a counter's, a quota's): text without a NUL
 // byte that may hold "/" (sent as %2F) between segments, none of which is
 // empty, "." or "..", since such a path is refused before any route
-// (cleanPath). The handlers match the parameter against it (pathParam).
+// (cleanPath). The handlers match the parameter against it (pathParam, by
+// validPathValue).
 const pathValuePattern = `^(?:[^/.\x00][^/\x00]*|\.[^/.\x00][^/\x00]*|\.\.[^/\x00]+)(?:/(?:[^/.\x00][^/\x00]*|\.[^/.\x00][^/\x00]*|\.\.[^/\x00]+))*$`
 
-var pathValue = regexp.MustCompile(pathValuePattern)
+// validPathValue reports whether v matches pathValuePattern, without a
+// regular expression: its segments between "/" are none of them empty,
+// "." or "..", and hold no NUL byte. TestPathValueMatchesItsPattern holds
+// it to the pattern.
+func validPathValue(v string) bool {
+	for {
+		seg, rest, more := strings.Cut(v, "/")
+		if seg == "" || seg == "." || seg == ".." || strings.IndexByte(seg, 0) >= 0 {
+			return false
+		}
+		if !more {
+			return true
+		}
+		v = rest
+	}
+}
 
 // pathParam returns the path parameter name of r, refused unless it is 1
 // to maxBytes bytes of UTF-8 matching pathValuePattern.
@@ -55,7 +70,7 @@ func pathParam(r *http.Request, name string, maxBytes int) (string, error) {
 	if err := racefree.CheckText(name, v, maxBytes); err != nil {
 		return v, err
 	}
-	if !pathValue.MatchString(v) {
+	if !validPathValue(v) {
 		return v, racefree.Invalid(name, "must not have an empty, . or .. segment between its / characters")
 	}
 	return v, nil

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -160,6 +161,28 @@ func TestRetriedAcquireWithIdempotencyKeyGetsItsOwnClaim(t *testing.T) {
 		}
 		if code, body, _ := do(t, h, "POST", "/v1/claims/job", `{"holder":"w2","ttl_ms":60000}`, "Idempotency-Key", `"try-1"`); code != 422 {
 			t.Fatalf("same key, other holder: %d %v; want 422", code, body)
+		}
+	})
+}
+
+// TestEdgesKeyWithDotSegments checks the escaped form of a path's dot
+// segments: a key whose segments between %2F are empty, "." or ".." is
+// 400 invalid-input and acquires nothing, one of "..." is a key like any
+// other.
+func TestEdgesKeyWithDotSegments(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		h := server.New(db, server.Options{Logger: slog.New(slog.DiscardHandler)}).Handler()
+		body := `{"holder":"w","ttl_ms":60000}`
+		for _, key := range []string{"a%2F..%2Fb", "..%2Fb", "a%2F..", "a%2F.%2Fb", "a%2F%2Fb", "%2Fa", "a%2F"} {
+			if code, resp, _ := do(t, h, "POST", "/v1/claims/"+key, body); code != 400 || resp["type"] != "urn:racefree:problem:invalid-input" {
+				t.Errorf("POST /v1/claims/%s: %d %v, want 400 invalid-input", key, code, resp)
+			}
+		}
+		for _, key := range []string{"a%2F...%2Fb", "...", "a%2F.b", "a%2F..b"} {
+			if code, resp, _ := do(t, h, "POST", "/v1/claims/"+key, body); code != 200 {
+				t.Errorf("POST /v1/claims/%s: %d %v, want 200", key, code, resp)
+			}
 		}
 	})
 }

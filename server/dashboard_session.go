@@ -139,7 +139,7 @@ func (s *Server) dashAuth(w http.ResponseWriter, r *http.Request) (dashCaller, e
 			return s.sessionCaller(w, r, ck.Value, sess)
 		}
 	}
-	c, err := s.authenticate(r)
+	c, err := s.authenticate(r.Context(), r)
 	return dashCaller{caller: c}, err
 }
 

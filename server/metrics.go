@@ -2,6 +2,11 @@ package server
 
 import (
 	"errors"
+	"maps"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/racefree/racefree"
@@ -11,7 +16,7 @@ import (
 // metrics are the domain counters an operator watches, counted where the
 // server calls the primitives.
 type metrics struct {
-	claims *prometheus.CounterVec // op, outcome
+	claims *labelled              // op, outcome
 	events *prometheus.CounterVec // outcome
 	idem   *prometheus.CounterVec // outcome
 	inbox  *prometheus.CounterVec // source, outcome
@@ -25,10 +30,10 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+		claims: &labelled{vec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "racefree_claim_operations_total",
 			Help: "Claim operations by op (acquire, renew, release, record) and outcome (ok, held, not_held, stale, not_found, invalid, error).",
-		}, []string{"op", "outcome"}),
+		}, []string{"op", "outcome"})},
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "racefree_event_observations_total",
 			Help: "Observed events by outcome: process (this observer won the window) or duplicate.",
@@ -60,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "racefree_outbox_enqueued_total",
 		Help: "Messages enqueued to the outbox over HTTP (POST /v1/outbox), replays of an Idempotency-Key excluded.",
 	})
-	reg.MustRegister(m.claims, m.events, m.idem, m.inbox, m.reaped, m.audits, m.quotas, m.enqueued)
+	reg.MustRegister(m.claims.vec, m.events, m.idem, m.inbox, m.reaped, m.audits, m.quotas, m.enqueued)
 	return m
 }
 
@@ -107,7 +112,7 @@ func (m *metrics) claim(op string, err error) {
 	case errors.Is(err, racefree.ErrInvalidInput):
 		outcome = "invalid"
 	}
-	m.claims.WithLabelValues(op, outcome).Inc()
+	m.claims.with(op, outcome).Inc()
 }
 
 func (m *metrics) observation(process bool) {
@@ -146,4 +151,86 @@ func (m *metrics) quota(kind string, admitted bool) {
 		decision = "admitted"
 	}
 	m.quotas.WithLabelValues(kind, decision).Inc()
+}
+
+// labelled caches the children of a counter with two labels, so that a
+// hot path resolves each pair of label values once: WithLabelValues hashes
+// and checks them at every call. As with WithLabelValues, a child is made
+// at its first use, so that a series appears once counted.
+type labelled struct {
+	vec      *prometheus.CounterVec
+	mu       sync.Mutex                                       // held to add a child
+	children atomic.Pointer[map[[2]string]prometheus.Counter] // copied on write
+}
+
+// with returns the child of the label values a, b.
+func (l *labelled) with(a, b string) prometheus.Counter {
+	key := [2]string{a, b}
+	if m := l.children.Load(); m != nil {
+		if c, ok := (*m)[key]; ok {
+			return c
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := map[[2]string]prometheus.Counter{}
+	if m := l.children.Load(); m != nil {
+		if c, ok := (*m)[key]; ok {
+			return c
+		}
+		next = maps.Clone(*m)
+	}
+	c := l.vec.WithLabelValues(a, b)
+	next[key] = c
+	l.children.Store(&next)
+	return c
+}
+
+// routeMetrics are the request metrics of one route label (a route
+// pattern, or unclean, unauthorized, forbidden, unmatched): its children of
+// racefree_http_requests_total, by status code, and of
+// racefree_http_request_duration_seconds, each made at its first use.
+type routeMetrics struct {
+	label   string
+	reqs    *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+
+	observeOnce sync.Once
+	observer    prometheus.Observer
+	mu          sync.Mutex                                 // held to add a code
+	codes       atomic.Pointer[map[int]prometheus.Counter] // copied on write
+}
+
+// requestMetrics returns the request metrics of a route label.
+func (s *Server) requestMetrics(label string) *routeMetrics {
+	return &routeMetrics{label: label, reqs: s.reqs, latency: s.latency}
+}
+
+// count counts one request answered with code after took.
+func (m *routeMetrics) count(code int, took time.Duration) {
+	m.code(code).Inc()
+	m.observeOnce.Do(func() { m.observer = m.latency.WithLabelValues(m.label) })
+	m.observer.Observe(took.Seconds())
+}
+
+// code returns the child of racefree_http_requests_total for code.
+func (m *routeMetrics) code(code int) prometheus.Counter {
+	if codes := m.codes.Load(); codes != nil {
+		if c, ok := (*codes)[code]; ok {
+			return c
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := map[int]prometheus.Counter{}
+	if codes := m.codes.Load(); codes != nil {
+		if c, ok := (*codes)[code]; ok {
+			return c
+		}
+		next = maps.Clone(*codes)
+	}
+	c := m.reqs.WithLabelValues(m.label, strconv.Itoa(code))
+	next[code] = c
+	m.codes.Store(&next)
+	return c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"sort"
@@ -369,4 +370,62 @@ func BenchmarkDatabaseGauges(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestEdgesRequestMetricsKeepRouteAndCodeApart checks that the request
+// metrics count each request under its own route label and status code,
+// told apart where they differ in one alone: one route answered with two
+// codes, one code on two routes, and the labels that are no route
+// (unmatched, unauthorized, unclean); that the latency histogram counts by
+// route; and that a route never called has no series.
+func TestEdgesRequestMetricsKeepRouteAndCodeApart(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		h := server.New(db, server.Options{Token: "tok", Logger: slog.New(slog.DiscardHandler)}).Handler()
+		auth := []string{"Authorization", "Bearer tok"}
+		for _, c := range []struct {
+			method, path, body string
+			header             []string
+			want               int
+		}{
+			{"GET", "/v1/claims/a", "", auth, 404},
+			{"GET", "/v1/claims/a", "", auth, 404},
+			{"POST", "/v1/claims/a", `{"holder":"w1","ttl_ms":60000}`, auth, 200},
+			{"POST", "/v1/claims/a", `{"holder":"w2","ttl_ms":60000}`, auth, 409},
+			{"GET", "/v1/claims/a", "", auth, 200},
+			{"GET", "/v1/nowhere", "", auth, 404},
+			{"DELETE", "/healthz", "", nil, 405},
+			{"GET", "/v1/claims/a", "", nil, 401},
+			{"GET", "/v1/claims/./a", "", auth, 400},
+		} {
+			if code, body, _ := do(t, h, c.method, c.path, c.body, c.header...); code != c.want {
+				t.Fatalf("%s %s: %d %v, want %d", c.method, c.path, code, body, c.want)
+			}
+		}
+		m := parseMetrics(t, scrape(t, h))
+		const reqs, took = "racefree_http_requests_total", "racefree_http_request_duration_seconds_count"
+		for _, w := range []struct {
+			route, code string
+			n           float64
+		}{
+			{"GET /v1/claims/{key}", "404", 2},
+			{"GET /v1/claims/{key}", "200", 1},
+			{"POST /v1/claims/{key}", "200", 1},
+			{"POST /v1/claims/{key}", "409", 1},
+			{"unmatched", "404", 1},
+			{"unmatched", "405", 1},
+			{"unauthorized", "401", 1},
+			{"unclean", "400", 1},
+		} {
+			m.want(t, "requests", reqs, w.n, "code", w.code, "route", w.route)
+		}
+		for route, n := range map[string]float64{"GET /v1/claims/{key}": 3, "POST /v1/claims/{key}": 2, "unmatched": 2, "unauthorized": 1, "unclean": 1} {
+			m.want(t, "latency", took, n, "route", route)
+		}
+		for series := range m {
+			if strings.Contains(series, `route="DELETE /v1/claims/{key}"`) {
+				t.Errorf("a route never called has a series: %s", series)
+			}
+		}
+	})
 }

@@ -51,7 +51,7 @@ func (e *headerError) Unwrap() error { return e.error }
 
 // headerOf returns the headers of an operation's answer v or error err.
 func headerOf(v any, err error) http.Header {
-	if he := (*headerError)(nil); errors.As(err, &he) {
+	if he := (*headerError)(nil); err != nil && errors.As(err, &he) { // no errors.As (and its allocation) on success
 		return he.header
 	}
 	if a, ok := v.(answer); ok && err == nil {
@@ -111,10 +111,12 @@ func (s *Server) serveOperation(op operation, pooled bool) http.Handler {
 			return
 		}
 		raw, present := r.Header[idempotency.Header]
-		key, err := idempotency.ParseKey(raw)
-		if present && err != nil {
-			writeProblem(w, problem.IdempotencyMalformed.New(err.Error()))
-			return
+		var key string
+		if present {
+			if key, err = idempotency.ParseKey(raw); err != nil {
+				writeProblem(w, problem.IdempotencyMalformed.New(err.Error()))
+				return
+			}
 		}
 		ctx := r.Context()
 		if !present && pooled {

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/audit"
@@ -169,8 +170,8 @@ func (e *mediaTypeError) Error() string {
 // JSON.
 func jsonBody(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil
+	if ct == "" || ct == "application/json" {
+		return nil // what clients send: nothing to parse
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -187,8 +188,18 @@ func isMediaType(err error) bool {
 
 // decode reads one JSON object from body into v, refusing unknown fields
 // and trailing data. Its errors are *racefree.InputError naming the field
-// and what was expected, never a Go type.
+// and what was expected, never a Go type. A flat body of a flat request
+// type takes decodeFlat's short path; every other body, and every body it
+// refuses, decodeStrict's.
 func decode(body []byte, v any) error {
+	if decodeFlat(body, v) {
+		return nil
+	}
+	return decodeStrict(body, v)
+}
+
+// decodeStrict is decode through encoding/json, with exactMembers.
+func decodeStrict(body []byte, v any) error {
 	if string(bytes.TrimSpace(body)) == "null" {
 		return racefree.Invalid("request body", "must be a JSON object, got null")
 	}
@@ -263,10 +274,61 @@ func positiveFence(fence *int64) error {
 	return claim.ValidateFence(*fence)
 }
 
+// writeJSON answers v as JSON, as a json.Encoder writes it (HTML
+// characters escaped, a newline after it); an answer that writes itself
+// (jsonAppender) does so in one write, without reflection.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
+	if a, ok := v.(jsonAppender); ok {
+		_, _ = w.Write(append(a.appendJSON(make([]byte, 0, 320)), '\n'))
+		return
+	}
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// jsonContentType is the Content-Type of every JSON answer, one slice for
+// all: net/http copies a response's headers when it writes them, and no
+// handler changes a value in place.
+var jsonContentType = []string{"application/json"}
+
+// jsonAppender is an answer that appends its JSON to a buffer, byte for
+// byte as encoding/json would write it.
+type jsonAppender interface{ appendJSON(b []byte) []byte }
+
+// appendJSONString appends s as encoding/json writes a string: as it is
+// when every byte is printable ASCII other than ", \\, <, > and &; through
+// encoding/json otherwise.
+func appendJSONString(b []byte, s string) []byte {
+	if plainJSON(s) {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+// plainJSON reports whether encoding/json writes s as it is, between
+// quotes: every byte printable ASCII, none escaped (", \\ and, as HTML,
+// <, > and &).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendJSONTime appends t as formatTime's string: in timeFormat, or ""
+// for the zero time. Either is plain ASCII.
+func appendJSONTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	if !t.IsZero() {
+		b = t.UTC().AppendFormat(b, timeFormat)
+	}
+	return append(b, '"')
 }
 
 // rawMessage is the type of a field that takes any JSON value, null too.

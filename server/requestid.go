@@ -25,9 +25,11 @@ func requestID(r *http.Request) string {
 	if v := r.Header.Values(RequestIDHeader); len(v) == 1 && validRequestID(v[0]) {
 		return v[0]
 	}
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	var b [12]byte
+	var id [24]byte
+	_, _ = rand.Read(b[:])
+	hex.Encode(id[:], b[:])
+	return string(id[:])
 }
 
 func validRequestID(v string) bool {
@@ -68,9 +70,12 @@ func (h withRequestID) WithGroup(name string) slog.Handler {
 }
 
 // accessLog logs one line per request at Info: method, path, route
-// pattern, status, bytes written, duration and request id.
-func (s *Server) accessLog(r *http.Request, route string, rec *statusRecorder, took time.Duration) {
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+// pattern, status, bytes written, duration and request id (ctx's).
+func (s *Server) accessLog(ctx context.Context, r *http.Request, route string, rec *statusRecorder, took time.Duration) {
+	if !s.log.Enabled(ctx, slog.LevelInfo) {
+		return // nothing to format
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
 		slog.Int("status", rec.status), slog.Int64("bytes", rec.bytes), slog.Duration("took", took))
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -112,9 +111,11 @@ type Server struct {
 	reg     *prometheus.Registry
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
-	inbox   *inboxRoutes
-	tokens  *tokenRoutes
-	metrics *metrics
+	// The request metrics of the route labels that are no route pattern.
+	uncleanMetrics, unauthorizedMetrics, forbiddenMetrics, unmatchedMetrics *routeMetrics
+	inbox                                                                   *inboxRoutes
+	tokens                                                                  *tokenRoutes
+	metrics                                                                 *metrics
 	// relayMetrics exports the counters of the relay WatchRelay names.
 	relayMetrics *relayMetrics
 	keys         *apikey.Store
@@ -161,6 +162,8 @@ func New(db *racefree.DB, opts Options) *Server {
 		Help:    "HTTP request latency by route pattern.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"route"})
+	s.uncleanMetrics, s.unauthorizedMetrics = s.requestMetrics("unclean"), s.requestMetrics("unauthorized")
+	s.forbiddenMetrics, s.unmatchedMetrics = s.requestMetrics("forbidden"), s.requestMetrics("unmatched")
 	s.metrics = newMetrics(s.reg)
 	s.role = newRoleState(s.reg)
 	s.doctor = newDoctorState(s.reg)
@@ -178,9 +181,12 @@ func New(db *racefree.DB, opts Options) *Server {
 // adminRoutes are the operator routes: they need the admin scope.
 var adminRoutes = []string{"POST /v1/audit/checkpoints"}
 
+// handle registers h at pattern, behind what every request of a route
+// needs (route.ServeHTTP), resolved here once rather than per request.
 func (s *Server) handle(pattern string, h http.Handler) {
 	s.patterns = append(s.patterns, pattern)
-	s.mux.Handle(pattern, h)
+	s.mux.Handle(pattern, &route{s: s, h: h, pattern: pattern, signed: signedRoute(pattern),
+		scope: s.scopeOf(pattern), counted: s.requestMetrics(pattern)})
 }
 
 func (s *Server) routes() {
@@ -217,76 +223,164 @@ func (s *Server) Handler() http.Handler {
 			ctx, cancel = context.WithTimeout(ctx, s.opts.RequestTimeout)
 			defer cancel()
 		}
-		r = r.WithContext(ctx)
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		route, t := s.serve(rec, r)
+		x := &exchange{statusRecorder: statusRecorder{ResponseWriter: w, status: http.StatusOK}, ctx: ctx}
+		s.serve(x, r)
 		took := time.Since(start)
-		s.reqs.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
-		if t != "" {
-			s.rates.count(t, rec.status, start)
+		x.counted.count(x.status, took)
+		if x.tenant != "" {
+			s.rates.count(x.tenant, x.status, start)
 		}
-		s.latency.WithLabelValues(route).Observe(took.Seconds())
-		s.accessLog(r, route, rec, took)
-		switch h := rec.Header(); {
+		s.accessLog(ctx, r, x.counted.label, &x.statusRecorder, took)
+		switch h := x.Header(); {
 		case h.Get("Idempotent-Replayed") == "true":
 			s.metrics.idem.WithLabelValues("replayed").Inc()
 		case r.Header.Get(idempotency.Header) == "":
-		case rec.status == http.StatusConflict && h.Get("Retry-After") != "":
+		case x.status == http.StatusConflict && h.Get("Retry-After") != "":
 			s.metrics.idem.WithLabelValues("in_progress").Inc()
-		case rec.status == http.StatusUnprocessableEntity:
+		case x.status == http.StatusUnprocessableEntity:
 			s.metrics.idem.WithLabelValues("mismatch").Inc()
 		}
 	})
 }
 
-// serve routes r and returns the route pattern for the metrics, and the
-// tenant of an authenticated /v1/ request for the dashboard's charts.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) (route, tenantID string) {
+// exchange is the response writer of one request in Handler: it records
+// the status and the bytes written, and carries what serve learns for the
+// metrics, the dashboard's charts and the access log. Until a route takes
+// the request (route.ServeHTTP), it is a probe: what the mux answers by
+// itself when no route matches (404; 405 with Allow; a redirect) is kept,
+// not sent, and serve answers a problem document instead.
+type exchange struct {
+	statusRecorder
+	ctx     context.Context // the request's: its id and deadline
+	counted *routeMetrics   // the route label its request metrics count under
+	tenant  string          // the tenant of an authenticated /v1/ request
+
+	probing     bool
+	probeHeader http.Header
+	probeCode   int
+}
+
+func (x *exchange) Header() http.Header {
+	if x.probing {
+		if x.probeHeader == nil {
+			x.probeHeader = http.Header{}
+		}
+		return x.probeHeader
+	}
+	return x.statusRecorder.Header()
+}
+
+func (x *exchange) WriteHeader(code int) {
+	if x.probing {
+		x.probeCode = code
+		return
+	}
+	x.statusRecorder.WriteHeader(code)
+}
+
+func (x *exchange) Write(b []byte) (int, error) {
+	if x.probing {
+		return len(b), nil
+	}
+	return x.statusRecorder.Write(b)
+}
+
+// serve routes r, once: the route that matches (route.ServeHTTP) admits
+// and serves it; when none does, serve answers a problem document, after
+// the same authentication as a /v1/ route's.
+func (s *Server) serve(x *exchange, r *http.Request) {
 	if p := r.URL.Path; !cleanPath(p) {
 		// The mux would answer a redirect to the cleaned path; a key of
 		// "." or ".." is no key at all.
-		writeProblem(w, problem.InvalidInput.New("the path must not contain empty, . or .. segments"))
-		return "unclean", ""
+		x.counted = s.uncleanMetrics
+		writeProblem(x, problem.InvalidInput.New("the path must not contain empty, . or .. segments"))
+		return
 	}
-	h, pattern := s.mux.Handler(r)
-	if pattern == "GET /metrics" && s.opts.MetricsToken != "" && !bearer(r, s.opts.MetricsToken) {
-		unauthorized(w)
-		return "unauthorized", ""
+	x.probing = true
+	s.mux.ServeHTTP(x, r)
+	if !x.probing {
+		return // a route took it
 	}
-	if strings.HasPrefix(r.URL.Path, "/v1/") && !signedRoute(pattern) {
-		c, err := s.authenticate(r)
-		if err != nil {
-			s.refuse(w, r, err)
-			return "unauthorized", ""
+	// No route: the mux decided between 404 and 405 (and set Allow);
+	// answer with a problem document instead of its plain text.
+	x.probing = false
+	r = r.WithContext(x.ctx)
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		if _, ok := s.admitCaller(x, r, nil); !ok {
+			return
 		}
-		if need := s.scopeOf(pattern); pattern != "" && !c.scopes.Has(need) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="racefree", error="insufficient_scope", scope="`+need.String()+`"`)
-			writeProblem(w, problem.InsufficientScope.New("this route needs the "+need.String()+" scope, which this key does not have"))
-			return "forbidden", c.tenant
-		}
-		ctx, err := tenant.With(r.Context(), c.tenant)
-		if err != nil {
-			s.writeError(w, r, err) // apikey and Token name valid tenants only
-			return "unauthorized", ""
-		}
-		r = r.WithContext(ctx)
-		tenantID = c.tenant
 	}
-	if pattern == "" {
-		// No route: let the mux decide between 404 and 405 (it sets Allow),
-		// then answer with a problem document instead of its plain text.
-		probe := &probeWriter{header: http.Header{}}
-		h.ServeHTTP(probe, r)
-		kind := problem.NoRoute
-		if allow := probe.header.Get("Allow"); allow != "" && probe.code == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", allow)
-			kind = problem.MethodNotAllowed
-		}
-		writeProblem(w, kind.New(r.Method+" "+r.URL.Path+" is not a route of this server"))
-		return "unmatched", tenantID
+	kind := problem.NoRoute
+	if allow := x.probeHeader.Get("Allow"); allow != "" && x.probeCode == http.StatusMethodNotAllowed {
+		x.Header().Set("Allow", allow)
+		kind = problem.MethodNotAllowed
 	}
-	s.mux.ServeHTTP(w, r)
-	return pattern, tenantID
+	x.counted = s.unmatchedMetrics
+	writeProblem(x, kind.New(r.Method+" "+r.URL.Path+" is not a route of this server"))
+}
+
+// route is one registered route with what its requests need, resolved once
+// at registration: whether it is signed (no caller), the scope a caller
+// needs, and the children of its request metrics.
+type route struct {
+	s       *Server
+	h       http.Handler
+	pattern string
+	signed  bool         // the webhook inbox: authenticated by signature, not caller
+	scope   apikey.Scope // what a /v1/ caller needs
+	counted *routeMetrics
+}
+
+// ServeHTTP admits r (MetricsToken on /metrics; on /v1/, the caller, its
+// scope and its tenant) and serves it with the route's handler.
+func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x, ok := w.(*exchange)
+	if !ok { // not through Handler: the mux serves nothing else
+		rt.h.ServeHTTP(w, r)
+		return
+	}
+	s := rt.s
+	x.probing, x.counted = false, rt.counted
+	ctx := x.ctx
+	if rt.pattern == "GET /metrics" && s.opts.MetricsToken != "" && !bearer(r, s.opts.MetricsToken) {
+		x.counted = s.unauthorizedMetrics
+		unauthorized(x)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/") && !rt.signed {
+		if ctx, ok = s.admitCaller(x, r, rt); !ok {
+			return
+		}
+	}
+	rt.h.ServeHTTP(x, r.WithContext(ctx)) // the one copy of the request
+}
+
+// admitCaller authenticates the caller of r, a /v1/ request, checks that
+// it has the scope of rt (none for no route), and returns the request's
+// context bound to the caller's tenant. Otherwise it answers the refusal
+// and reports false.
+func (s *Server) admitCaller(x *exchange, r *http.Request, rt *route) (context.Context, bool) {
+	c, err := s.authenticate(x.ctx, r)
+	if err != nil {
+		x.counted = s.unauthorizedMetrics
+		s.refuse(x, r.WithContext(x.ctx), err)
+		return nil, false
+	}
+	if rt != nil && !c.scopes.Has(rt.scope) {
+		need := rt.scope
+		x.counted, x.tenant = s.forbiddenMetrics, c.tenant
+		x.Header().Set("WWW-Authenticate", `Bearer realm="racefree", error="insufficient_scope", scope="`+need.String()+`"`)
+		writeProblem(x, problem.InsufficientScope.New("this route needs the "+need.String()+" scope, which this key does not have"))
+		return nil, false
+	}
+	ctx, err := tenant.With(x.ctx, c.tenant)
+	if err != nil {
+		x.counted = s.unauthorizedMetrics
+		s.writeError(x, r.WithContext(x.ctx), err) // apikey and Token name valid tenants only
+		return nil, false
+	}
+	x.tenant = c.tenant
+	return ctx, true
 }
 
 // cleanPath reports whether p is already clean: no empty, "." or ".."
@@ -321,8 +415,9 @@ var (
 // key, or the default tenant with every scope for Options.Token, or, when
 // neither Token nor RequireKey is set and r carries no Authorization, the
 // default tenant with every scope. Nothing else of the request (body,
-// path, query, other headers) names the tenant.
-func (s *Server) authenticate(r *http.Request) (caller, error) {
+// path, query, other headers) names the tenant. ctx governs the reading
+// of an API key.
+func (s *Server) authenticate(ctx context.Context, r *http.Request) (caller, error) {
 	values := r.Header.Values("Authorization")
 	if len(values) == 0 {
 		if s.opts.Token == "" && !s.opts.RequireKey {
@@ -334,7 +429,7 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 	if len(values) > 1 || !ok {
 		return caller{}, errBadCredential
 	}
-	return s.credential(r.Context(), got)
+	return s.credential(ctx, got)
 }
 
 // credential returns the caller whose credential is got: the default
@@ -499,14 +594,3 @@ func (r *statusRecorder) WriteHeader(code int) {
 }
 
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// probeWriter keeps only the status and headers of the mux's own 404 and 405
-// answers.
-type probeWriter struct {
-	header http.Header
-	code   int
-}
-
-func (p *probeWriter) Header() http.Header         { return p.header }
-func (p *probeWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (p *probeWriter) WriteHeader(code int)        { p.code = code }

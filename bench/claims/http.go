@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -20,16 +21,22 @@ import (
 // ([server.New], as racefree serve runs it) on loopback for each database,
 // and keep-alive clients that POST /v1/claims/{key} then DELETE it, with
 // no Idempotency-Key, so that the claim calls run on the pool and the
-// combiner can batch them.
-func overHTTP(ctx context.Context, name string, off, on *racefree.DB, redisCells map[int]run.Result) (chart.Panel, error) {
+// combiner can batch them. It returns the chart's panel and each number
+// of clients' results (off, then the combiner).
+func overHTTP(ctx context.Context, name string, off, on *racefree.DB, redisCells map[int]run.Result) (chart.Panel, map[int][]run.Result, error) {
 	p := panel(name + ", HTTP")
+	cells := map[int][]run.Result{}
 	urls := make([]string, 2)
 	for i, db := range []*racefree.DB{off, on} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return p, err
+			return p, nil, err
 		}
-		srv := &http.Server{Handler: server.New(db, server.Options{Logger: slog.New(slog.DiscardHandler)}).Handler(), ReadHeaderTimeout: 10 * time.Second}
+		h := server.New(db, server.Options{Logger: slog.New(slog.DiscardHandler)}).Handler()
+		if *cpuProf != "" {
+			h = labelled(h, pprof.Labels("cell", name+"-"+[]string{"off", "on"}[i]+"-server"))
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 		urls[i] = "http://" + ln.Addr().String()
@@ -63,8 +70,33 @@ func overHTTP(ctx context.Context, name string, off, on *racefree.DB, redisCells
 			}
 		}
 		cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
-		r := run.Alternately(ctx, n, *cellTime, pair(urls[0], "hoff-"+cell), pair(urls[1], "hon-"+cell))
+		offOp, onOp := pair(urls[0], "hoff-"+cell), pair(urls[1], "hon-"+cell)
+		if *cpuProf != "" {
+			offOp, onOp = labelledOp(offOp, name+"-off-client"), labelledOp(onOp, name+"-on-client")
+		}
+		r := run.Alternately(ctx, n, *cellTime, offOp, onOp)
 		row(name+", HTTP", n, r, redisCells, &p)
+		cells[n] = r
 	}
-	return p, nil
+	return p, cells, nil
+}
+
+// labelled labels the goroutine that serves each request with labels, for
+// -cpuprofile: a connection's goroutine keeps them, so its reading and
+// parsing of the next request count as well.
+func labelled(h http.Handler, labels pprof.LabelSet) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pprof.SetGoroutineLabels(pprof.WithLabels(r.Context(), labels))
+		h.ServeHTTP(w, r)
+	})
+}
+
+// labelledOp labels the client goroutine that runs op with cell=value,
+// for -cpuprofile.
+func labelledOp(op run.Op, value string) run.Op {
+	labels := pprof.Labels("cell", value)
+	return func(ctx context.Context, c, i int) error {
+		pprof.SetGoroutineLabels(pprof.WithLabels(ctx, labels))
+		return op(ctx, c, i)
+	}
 }

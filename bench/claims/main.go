@@ -9,10 +9,19 @@
 //
 //	go run ./claims                        # 3 s a cell
 //	go run ./claims -short -chart ''       # 200 ms a cell, no chart: checks that it runs
-//	go run ./claims -engines sqlite -clients 16,64 -http=false -redis '' -chart ''
-//	                                       # chosen cells only
-//	go run ./claims -engines sqlite -clients 16 -http=false -redis '' -chart '' -combiner-only -cpuprofile cpu.out
-//	                                       # the combiner's side alone, with a CPU profile of the run (warm-up included)
+//	go run ./claims -engines sqlite -clients 64 -http-only -chart ''   # one engine's HTTP row at 64 clients
+//	go run ./claims -engines sqlite -clients 64 -http-only -chart '' -cpuprofile http.pprof
+//	go tool pprof -tagfocus cell=sqlite-on-server -top http.pprof   # the server's side of the combiner's HTTP cell
+//
+// -engines and -clients choose the cells (comma-separated; defaults: both
+// engines, 1, 16 and 64 clients), -http-only runs only the "…, HTTP" rows
+// (no Go API cells, bare statements or redislock), and -cpuprofile writes
+// a CPU profile of the HTTP cells, whose samples carry the label cell:
+// ENGINE-SIDE-ROLE, SIDE off or on (the combiner), ROLE server (the
+// HTTP server's connection goroutines and what they start) or client.
+// After the table, a note compares each HTTP cell with the Go API's cell
+// of the same engine and clients (when both ran): its rate and its CPU
+// time per pair.
 //
 // PostgreSQL comes from TEST_DATABASE_URL (a schema of its own, dropped at
 // the end), Redis from -redis (127.0.0.1:6379); a missing one is left out
@@ -28,7 +37,6 @@ import (
 	"math"
 	"os"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,15 +51,14 @@ import (
 )
 
 var (
-	short        = flag.Bool("short", false, "run each cell for 200 ms")
-	cellTime     = flag.Duration("time", 3*time.Second, "how long each cell runs")
-	redisAddr    = flag.String("redis", "127.0.0.1:6379", "Redis address for redislock")
-	chartPath    = flag.String("chart", "claims.png", "write the figures as a PNG chart to this file (empty: none)")
-	engineSet    = flag.String("engines", "sqlite,postgres", "the engines to run on, comma-separated")
-	clientSet    = flag.String("clients", "1,16,64", "the cells' numbers of concurrent callers, comma-separated")
-	overHTTPs    = flag.Bool("http", true, "measure through the HTTP API too (rows \"…, HTTP\")")
-	combinerOnly = flag.Bool("combiner-only", false, "run only the combiner's side of each Go API cell (no ratios; for a profile of it)")
-	profile      = flag.String("cpuprofile", "", "write a CPU profile of the cells to this file (empty: none)")
+	short     = flag.Bool("short", false, "run each cell for 200 ms")
+	cellTime  = flag.Duration("time", 3*time.Second, "how long each cell runs")
+	redisAddr = flag.String("redis", "127.0.0.1:6379", "Redis address for redislock")
+	chartPath = flag.String("chart", "claims.png", "write the figures as a PNG chart to this file (empty: none)")
+	engineSet = flag.String("engines", "sqlite,postgres", "the engines to run on, comma-separated")
+	clientSet = flag.String("clients", "1,16,64", "the cells' numbers of concurrent clients, comma-separated")
+	httpOnly  = flag.Bool("http-only", false, "run only the HTTP rows: no Go API cells, bare statements or redislock")
+	cpuProf   = flag.String("cpuprofile", "", "write a CPU profile of the HTTP cells to this file (samples labelled cell=ENGINE-SIDE-ROLE)")
 )
 
 const ttl = time.Minute
@@ -59,29 +66,7 @@ const ttl = time.Minute
 // clients are the cells' numbers of concurrent callers (-clients).
 var clients []int
 
-func main() {
-	run.Main(short, cellTime, func() error {
-		for _, f := range strings.Split(*clientSet, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				return fmt.Errorf("-clients: %q is not a number of clients", f)
-			}
-			clients = append(clients, n)
-		}
-		if *profile != "" {
-			f, err := os.Create(*profile)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			defer pprof.StopCPUProfile()
-		}
-		return bench()
-	})
-}
+func main() { run.Main(short, cellTime, bench) }
 
 // pair is one client's Acquire then Release of a fresh key on db.
 func pair(db *racefree.DB, prefix string) run.Op {
@@ -96,26 +81,66 @@ func pair(db *racefree.DB, prefix string) run.Op {
 	}
 }
 
+// parseSets reads -engines and -clients.
+func parseSets() (map[string]bool, error) {
+	engines := map[string]bool{}
+	for _, e := range strings.Split(*engineSet, ",") {
+		if e = strings.TrimSpace(e); e != racefree.SQLite && e != racefree.Postgres {
+			return nil, fmt.Errorf("-engines: %q is not sqlite or postgres", e)
+		}
+		engines[e] = true
+	}
+	clients = nil
+	for _, c := range strings.Split(*clientSet, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-clients: %q is not a positive number", c)
+		}
+		clients = append(clients, n)
+	}
+	return engines, nil
+}
+
 func bench() error {
 	ctx := context.Background()
 	var (
 		notes  []string
 		panels []chart.Panel
 	)
-	engines, note, cleanup, err := run.Engines(ctx)
+	want, err := parseSets()
+	if err != nil {
+		return err
+	}
+	all, note, cleanup, err := run.Engines(ctx)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	if note != "" {
+	var engines []run.Engine
+	for _, e := range all {
+		if want[e.Name] {
+			engines = append(engines, e)
+		}
+	}
+	if note != "" && want[racefree.Postgres] {
 		notes = append(notes, note)
 	}
-	engines = slices.DeleteFunc(engines, func(e run.Engine) bool { return !slices.Contains(strings.Split(*engineSet, ","), e.Name) })
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, PoolSize: 64})
 	defer rdb.Close()
 	redisCells := map[int]run.Result{}
-	if *redisAddr == "" {
-		notes = append(notes, "redislock left out: -redis is empty.")
+	if *httpOnly {
+		// No redislock cells: its columns stay empty.
 	} else if err := rdb.Ping(ctx).Err(); err == nil {
 		locker := redislock.New(rdb)
 		for _, n := range clients {
@@ -165,31 +190,32 @@ func bench() error {
 			return err
 		}
 		run.Alternately(ctx, 16, 500*time.Millisecond, pair(off, "warm-off"), pair(on, "warm-on"), warmBare)
-		goAPI := panel(e.Name + ", Go API")
-		for _, n := range clients {
-			cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
-			if *combinerOnly {
-				// The combiner's side alone, so that a profile (-cpuprofile) is its own.
-				before := on.CombineStats()
-				r := run.Alternately(ctx, n, *cellTime, pair(on, "on-"+cell))
-				s := on.CombineStats()
-				fmt.Printf("| %s | %d | — | %s, batches of %.1f, %.0f%% of the operations by Many forms | — | — | — | — | — |\n", e.Name, n, r[0],
-					float64(s.Ops-before.Ops)/float64(max(s.Batches-before.Batches, 1)), 100*float64(s.Many-before.Many)/float64(max(s.Ops-before.Ops, 1)))
-				continue
+		goCells := map[int][]run.Result{}
+		if !*httpOnly {
+			goAPI := panel(e.Name + ", Go API")
+			for _, n := range clients {
+				cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
+				b, _ := bare(ctx, off, "bare-"+cell)
+				r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell), b)
+				row(e.Name, n, r, redisCells, &goAPI)
+				goCells[n] = r
 			}
-			b, _ := bare(ctx, off, "bare-"+cell)
-			r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell), b)
-			row(e.Name, n, r, redisCells, &goAPI)
+			panels = append(panels, goAPI)
 		}
-		panels = append(panels, goAPI)
-		if *overHTTPs {
-			http, err := overHTTP(ctx, e.Name, off, on, redisCells)
-			if err != nil {
-				off.Close()
-				on.Close()
-				return err
+		http, httpCells, err := overHTTP(ctx, e.Name, off, on, redisCells)
+		if err != nil {
+			off.Close()
+			on.Close()
+			return err
+		}
+		panels = append(panels, http)
+		for _, n := range clients {
+			if g, ok := goCells[n]; ok {
+				h := httpCells[n]
+				notes = append(notes, fmt.Sprintf("%s, %d clients, HTTP / Go API: rate %.2f× off, %.2f× combiner; CPU per pair %s vs %s off, %s vs %s combiner.",
+					e.Name, n, h[0].Rate/g[0].Rate, h[1].Rate/g[1].Rate,
+					cpuOf(h[0]), cpuOf(g[0]), cpuOf(h[1]), cpuOf(g[1])))
 			}
-			panels = append(panels, http)
 		}
 		s := on.CombineStats()
 		if s.Batches > 0 {
@@ -208,6 +234,10 @@ func bench() error {
 	}
 	return nil
 }
+
+// cpuOf is the CPU time of one call of r, this process's and the
+// servers' together.
+func cpuOf(r run.Result) time.Duration { return (r.CPU + r.ServerCPU).Round(100 * time.Nanosecond) }
 
 // panel starts a chart panel for a group of rows.
 func panel(title string) chart.Panel {
