@@ -36,7 +36,11 @@ func BenchmarkClaimOverHTTP(b *testing.B) {
 		combine, served bool
 		clients         []int
 	}{{false, false, []int{1, 64}}, {true, false, []int{64}}, {true, true, []int{64}}} {
-		db := testdb.Open(b, testdb.NewDSN(b, racefree.SQLite), &racefree.Config{MaxOpenConns: 16, Combine: c.combine})
+		policy := racefree.CombineOff
+		if c.combine {
+			policy = racefree.CombineOn
+		}
+		db := testdb.Open(b, testdb.NewDSN(b, racefree.SQLite), &racefree.Config{MaxOpenConns: 16, Combine: policy})
 		opts, name := server.Options{Logger: slog.New(slog.DiscardHandler)}, fmt.Sprintf("combine=%v", c.combine)
 		if c.served {
 			null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
