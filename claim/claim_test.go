@@ -27,8 +27,15 @@ type bundle struct {
 // each runs body on both engines with a manual clock at t0.
 func each(t *testing.T, body func(t *testing.T, b bundle)) {
 	t.Helper()
+	eachWith(t, racefree.CombineDefault, body)
+}
+
+// eachWith is each with the combiner's policy set: CombineOff for a test
+// of a call alone on the pool.
+func eachWith(t *testing.T, combine racefree.CombinePolicy, body func(t *testing.T, b bundle)) {
+	t.Helper()
 	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Clock: clock, Combine: combine}, func(t *testing.T, db *racefree.DB) {
 		clock.Set(t0)
 		body(t, bundle{db: db, clock: clock, claims: claim.New(db)})
 	})

@@ -12,7 +12,6 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/internal/testing/testdb"
-	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -234,7 +233,7 @@ func TestEdgesCallsInTheCallersTransaction(t *testing.T) {
 // combiner on, a done context is refused before it could join a batch.
 func TestEdgesCancelledCaller(t *testing.T) {
 	t.Parallel()
-	each(t, func(t *testing.T, b bundle) {
+	eachWith(t, racefree.CombineOff, func(t *testing.T, b bundle) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		gone, stop := context.WithCancel(ctx)
@@ -258,10 +257,10 @@ func TestEdgesCancelledCaller(t *testing.T) {
 		if c, err := b.claims.Get(ctx, b.db, "k"); err != nil || !c.Live || !c.ExpiresAt.Equal(a.ExpiresAt) || c.Count != 1 {
 			t.Fatalf("after a cancelled renewal and release: %+v, %v; want a's claim as it was", c, err)
 		}
-		// With the combiner on (the default), a takeover waits for
-		// the lock inside its batch, which its caller's cancellation does
-		// not end (wire.DB.Combine): the test would wait for itself.
-		if b.db.Engine() != racefree.Postgres || wire.Of(b.db).Combining() {
+		// The combiner is off here: with it, a takeover waits for the
+		// lock inside its batch, which its caller's cancellation does not
+		// end (wire.DB.Combine), and the test would wait for itself.
+		if b.db.Engine() != racefree.Postgres {
 			return
 		}
 		guarded, err := b.db.SQL().BeginTx(ctx, nil)

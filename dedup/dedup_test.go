@@ -20,8 +20,15 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func each(t *testing.T, body func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB)) {
 	t.Helper()
+	eachWith(t, racefree.CombineDefault, body)
+}
+
+// eachWith is each with the combiner's policy set: CombineOff for a test
+// of a call alone on the pool.
+func eachWith(t *testing.T, combine racefree.CombinePolicy, body func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB)) {
+	t.Helper()
 	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Clock: clock, Combine: combine}, func(t *testing.T, db *racefree.DB) {
 		clock.Set(t0)
 		body(t, dedup.New(db), clock, db)
 	})

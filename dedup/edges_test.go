@@ -12,7 +12,6 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/internal/testing/testdb"
-	"github.com/racefree/racefree/internal/wire"
 )
 
 // The tests of this file try the dedup promises at their edges (the
@@ -439,7 +438,7 @@ func TestEdgesCallsInTheCallersTransaction(t *testing.T) {
 // recording again at the same fence settles it.
 func TestEdgesCancelledCaller(t *testing.T) {
 	t.Parallel()
-	each(t, func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB) {
+	eachWith(t, racefree.CombineOff, func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		ev := dedup.Event{Source: "s", Level: "l", Message: "m", Fingerprint: "fp"}
@@ -493,10 +492,10 @@ func TestEdgesCancelledCaller(t *testing.T) {
 			t.Fatalf("observe after the cancelled transaction: %+v, %v; want count 2", o, err)
 		}
 
-		// With the combiner on (the default), an Observe on the
-		// pool waits for the lock inside its batch, which then runs to
-		// its end on a context of its own (wire.DB.Combine).
-		if db.Engine() != racefree.Postgres || wire.Of(db).Combining() {
+		// The combiner is off here: with it, an Observe on the pool
+		// waits for the lock inside its batch, which then runs to its end
+		// on a context of its own (wire.DB.Combine).
+		if db.Engine() != racefree.Postgres {
 			return
 		}
 		holder, err := db.SQL().BeginTx(ctx, nil)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
-	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 )
 
@@ -188,6 +187,7 @@ func TestEdgesConsumeInTheCallersTransaction(t *testing.T) {
 func TestEdgesCancelledCaller(t *testing.T) {
 	t.Parallel()
 	clock, cfg := manual(t0)
+	cfg.Combine = racefree.CombineOff // a charge alone on the pool
 	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
 		clock.Set(t0)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -228,10 +228,10 @@ func TestEdgesCancelledCaller(t *testing.T) {
 			t.Fatalf("after the cancelled transaction: %+v, want the whole bucket", d)
 		}
 
-		// With the combiner on (the default), a charge waits for
-		// the row lock inside its batch, which ends at the charge's
-		// Policy.Wait: TestACombinedChargeGivesUpAtItsWait tries that.
-		if db.Engine() != racefree.Postgres || wire.Of(db).Combining() {
+		// The combiner is off here: with it, a charge waits for the row
+		// lock inside its batch, which ends at the charge's Policy.Wait
+		// (TestACombinedChargeGivesUpAtItsWait tries that).
+		if db.Engine() != racefree.Postgres {
 			return
 		}
 		// Waiting on the row lock, behind a transaction that refunded the

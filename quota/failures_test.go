@@ -11,7 +11,6 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/problem"
 	"github.com/racefree/racefree/internal/testing/testdb"
-	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 )
 
@@ -70,7 +69,7 @@ func wantProblem(t *testing.T, what string, w *httptest.ResponseRecorder, status
 // RateLimit fields again.
 func TestMiddlewareAnswersAnUnansweredDatabaseByItsPolicy(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOff}, func(t *testing.T, db *racefree.DB) {
 		l := setup(t, db)
 		consume(t, l, db, "k", 1, gcra) // the row the holder locks
 		key := func(*http.Request) (string, error) { return "k", nil }
@@ -111,7 +110,7 @@ func TestMiddlewareAnswersAnUnansweredDatabaseByItsPolicy(t *testing.T) {
 		// server may commit it once the lock is free): no Degraded
 		// decision, but ErrUnavailable, and the answer is the same 503,
 		// never a 500. (With the combiner the charge waits in its batch.)
-		if db.Engine() == racefree.Postgres && !wire.Of(db).Combining() {
+		if db.Engine() == racefree.Postgres {
 			var pid int
 			if err := holder.QueryRowContext(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 				t.Fatal(err)
