@@ -86,7 +86,7 @@ func TestConcurrentConsumeAdmitsExactlyTheLimit(t *testing.T) {
 		{Kind: quota.FixedWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
 		{Kind: quota.SlidingWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
 	}
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+	eachPath(t, cfg, func(t *testing.T, db *racefree.DB) {
 		l := setup(t, db)
 		for _, p := range limits {
 			var (
