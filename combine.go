@@ -47,9 +47,11 @@ func sameForm(a, b *wire.Op) bool {
 // back, locks rows in the order of the batch's keys, and runs the
 // statements of two or more operations as one statement over arrays,
 // which cannot update one row twice; and wherever op's statements have
-// Many forms (sameForm gives every operation of the batch the same),
-// whatever the engine, since one statement over arrays sees none of the
-// rows its other elements write. Elsewhere (SQLite) a batch runs each
+// Many forms, whatever the engine, since one statement over arrays sees
+// none of the rows its other elements write. (On an engine that
+// pipelines every operation of a batch has the leader's forms, sameForm;
+// on the others a batch mixes forms, so take asks this of each operation
+// it adds and of the one of its key already in the batch.) Elsewhere (SQLite) a batch runs each
 // operation's statements one after the other in one transaction, each
 // seeing the writes of those before it, exactly as if they had run alone
 // in that order: operations of one key share a batch, in the order they
@@ -68,6 +70,7 @@ type CombineStats struct {
 	QueueWait time.Duration // summed over the operations: from Combine to their batch's start
 	Failed    int64         // batches that failed whole, committed nothing, and whose operations ran alone
 	Unknown   int64         // batches whose outcome is unknown (the commit got no answer): each operation was answered the batch's error, none ran alone
+	Yields    int64         // times a caller about to take a batch first yielded the processor (runtime.Gosched), so that callers ready to run could join it
 	Queued    int           // operations waiting now
 	Running   int           // operations of the batch in flight now
 }
@@ -84,7 +87,11 @@ type combiner struct {
 	leads   int // batches in flight, each run by a leading caller
 	queue   []*pending
 	arrived uint64 // Combine calls so far: the next one's pending.arrival
-	stats   CombineStats
+	// answered is how many callers the batch that ended last answered:
+	// when more than one, the others may be about to call again, and a
+	// caller that leads yields the processor before taking its batch.
+	answered int
+	stats    CombineStats
 }
 
 // pending is one Combine call. Its wake receives exactly one signal: the
@@ -172,8 +179,10 @@ func (db *DB) combine(ctx context.Context, op *wire.Op) (bool, error) {
 	// paying a commit, where keeping the place for a pile-up makes them
 	// several times larger.
 	lead := c.leads == 0 || c.leads < db.cfg.CombineBatches && len(c.queue)+1 >= max(2, db.cfg.CombineMax/4)
+	yield := false
 	if lead {
 		c.leads++
+		yield = c.answered > 1 || len(c.queue) > 0
 	} else {
 		c.queue = append(c.queue, p)
 	}
@@ -199,9 +208,19 @@ func (db *DB) combine(ctx context.Context, op *wire.Op) (bool, error) {
 		// Taken at once, a batch that found none in flight held its
 		// leader alone, the callers that came a moment later queued for
 		// the next, and batches of a hot key averaged two operations
-		// where they now hold eight or more. Yielding waits for no timer:
-		// with nothing else ready to run (an idle DB) it returns at once.
-		runtime.Gosched()
+		// where they now hold eight or more. Yielding waits for no timer,
+		// but it is not free: it wakes another thread to look for work,
+		// about a tenth of a claim's CPU at one client. So a caller yields
+		// only when others may be about to join: it was handed the lead
+		// (others were queued), or the last batch answered more callers
+		// than its leader. A lone caller, one batch of one after another,
+		// never yields.
+		if yield || p.leads {
+			c.mu.Lock()
+			c.stats.Yields++
+			c.mu.Unlock()
+			runtime.Gosched()
+		}
 		c.mu.Lock()
 		p.batch = c.take(p, db.cfg.CombineMax, !db.canPipeline(), db.keysApart)
 		c.mu.Unlock()
@@ -267,6 +286,7 @@ func (db *DB) lead(ctx context.Context, batch []*pending) {
 			p.wake <- struct{}{}
 		}
 	}
+	c.answered = len(batch)
 	if len(c.queue) == 0 {
 		c.leads--
 	} else {

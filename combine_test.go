@@ -424,6 +424,55 @@ func TestCombinerBatchHoldsAtMostCombineMax(t *testing.T) {
 	})
 }
 
+// TestCombinerYieldsOnlyWhenOthersMayJoin checks when a caller about to
+// take a batch yields the processor first (CombineStats.Yields), which
+// costs a wake-up of another thread: only when other callers may be about
+// to join it, because it was handed the lead (others were queued) or the
+// last batch answered more callers than its leader. A lone caller, one
+// batch of one after another, never yields.
+func TestCombinerYieldsOnlyWhenOthersMayJoin(t *testing.T) {
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		for _, q := range []string{
+			`CREATE TABLE combine_y (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
+			`INSERT INTO combine_y (k, v) VALUES ('a', 0)`,
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lone := func() {
+			t.Helper()
+			op := &wire.Op{Group: "g", Key: "lone", Stmts: []*wire.Statement{{Query: `UPDATE combine_y SET v = v + 1 WHERE k = 'a'`}}}
+			if ran, err := wire.Of(db).Combine(ctx, op); !ran || err != nil {
+				t.Fatalf("a lone call: ran %v, %v", ran, err)
+			}
+		}
+		for range 20 {
+			lone()
+		}
+		if s := db.CombineStats(); s.Yields != 0 || s.Batches != 20 {
+			t.Fatalf("20 calls one after another: %d yields in %d batches, want none in 20", s.Yields, s.Batches)
+		}
+		call, release := heldCombiner(t, db)
+		call(0, 1)
+		call(1, 1)
+		call(2, 1)
+		call(3, 1)
+		// The held batch's leader followed batches of one: it did not
+		// yield. The first queued call was handed the lead: it yielded,
+		// then took the other two.
+		if s := release(); s.Yields != 1 || s.Batches != 22 || s.MaxBatch != 3 {
+			t.Fatalf("a held batch and three queued calls: %d yields, %d batches (the largest %d), want 1 yield, 22 batches (the largest 3)", s.Yields, s.Batches, s.MaxBatch)
+		}
+		lone() // the last batch answered three callers: it yields
+		lone() // the last batch answered one: it does not
+		if s := db.CombineStats(); s.Yields != 2 {
+			t.Fatalf("two lone calls after a batch of three: %d yields in all, want 2", s.Yields)
+		}
+	})
+}
+
 // TestCombinerRunsEveryStatementOfAnOp runs operations through
 // wire.DB.Combine alone and in a batch, on both engines: every statement of an
 // operation runs, in order, with its own RowsAffected; a Dest statement

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testing/cputime"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/tenant"
@@ -153,7 +153,7 @@ func BenchmarkVerify(b *testing.B) {
 					streams int
 				}{{"single", 1}, {"parallel", 0}} {
 					b.Run(mode.name, func(b *testing.B) {
-						cpu := cpuTime()
+						cpu := cputime.Process()
 						for range b.N {
 							res, err := l.Verify(ctx, "s", &VerifyOptions{Streams: mode.streams})
 							if err != nil || res.Break != nil || res.Rows != int64(rows) {
@@ -168,19 +168,12 @@ func BenchmarkVerify(b *testing.B) {
 	}
 }
 
-// cpuTime returns the CPU time the process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // reportRows reports rows per second of wall time and per second of the
 // process's CPU time since cpu (which a loaded machine changes less, though
 // it counts the database server's work only on SQLite).
 func reportRows(b *testing.B, rows int, cpu time.Duration) {
 	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-	b.ReportMetric(float64(rows)*float64(b.N)/(cpuTime()-cpu).Seconds(), "rows/cpu-s")
+	b.ReportMetric(float64(rows)*float64(b.N)/(cputime.Process()-cpu).Seconds(), "rows/cpu-s")
 }
 
 // bulkChain writes a valid chain of n entries to scope, 50 to an INSERT.

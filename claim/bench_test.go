@@ -6,12 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/internal/testing/cputime"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/tenant"
 )
@@ -71,15 +71,6 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	})
 }
 
-// processCPU returns the CPU time this process has used, user and
-// system: on a shared machine it is steadier than a rate, and on SQLite
-// it counts the database's work too.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkCombinedAcquireRelease runs Acquire then Release on distinct
 // keys from 16 goroutines (GOMAXPROCS × 8) with the combiner on, so that
 // the calls share batches: on PostgreSQL a batch's acquires (releases) run
@@ -110,7 +101,7 @@ func BenchmarkCombinedAcquireRelease(b *testing.B) {
 			}
 			var worker atomic.Int64
 			before := db.CombineStats()
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			b.ResetTimer()
 			b.SetParallelism(8)
 			b.RunParallel(func(pb *testing.PB) {
@@ -126,7 +117,7 @@ func BenchmarkCombinedAcquireRelease(b *testing.B) {
 					}
 				}
 			})
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			cputime.PerOp(b, cpu0, b.N)
 			s := db.CombineStats()
 			b.ReportMetric(float64(s.Ops-before.Ops)/float64(max(s.Batches-before.Batches, 1)), "ops/batch")
 			b.ReportMetric(100*float64(s.Many-before.Many)/float64(max(s.Ops-before.Ops, 1)), "%many")

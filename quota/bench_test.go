@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/internal/testing/cputime"
 	"github.com/racefree/racefree/internal/wire"
 	"github.com/racefree/racefree/quota"
 )
@@ -49,7 +49,7 @@ func BenchmarkConsumeSQLite(b *testing.B) {
 		}
 		b.ReportAllocs()
 		i := 0
-		cpu := cpuTime()
+		cpu := cputime.Process()
 		for b.Loop() {
 			var (
 				allowed        bool
@@ -60,7 +60,7 @@ func BenchmarkConsumeSQLite(b *testing.B) {
 			}
 			i++
 		}
-		b.ReportMetric(float64(cpuTime()-cpu)/float64(i), "cpu-ns/op")
+		cputime.PerOp(b, cpu, i)
 	})
 	for _, c := range []struct {
 		name string
@@ -72,7 +72,7 @@ func BenchmarkConsumeSQLite(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
-			cpu := cpuTime()
+			cpu := cputime.Process()
 			for b.Loop() {
 				d, err := l.Consume(c.ctx, db, c.name+strconv.Itoa(i), 1, p)
 				if err != nil || !d.Allowed {
@@ -80,20 +80,9 @@ func BenchmarkConsumeSQLite(b *testing.B) {
 				}
 				i++
 			}
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(i), "cpu-ns/op")
+			cputime.PerOp(b, cpu, i)
 		})
 	}
-}
-
-// cpuTime returns the CPU time the process used, user and system, in ns:
-// on a shared machine, a charge's cost that the load does not inflate as
-// much as its wall-clock time.
-func cpuTime() int64 {
-	var u syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
-		return 0
-	}
-	return u.Utime.Nano() + u.Stime.Nano()
 }
 
 // BenchmarkConsumeHotKeyCombinedSQLite measures 16 clients charging one
@@ -124,7 +113,7 @@ func BenchmarkConsumeHotKeyCombinedSQLite(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(16 / max(1, runtime.GOMAXPROCS(0)))
 			before := db.CombineStats()
-			cpu := cpuTime()
+			cpu := cputime.Process()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					d, err := l.Consume(ctx, db, "hot-"+name, 1, p)
@@ -135,7 +124,7 @@ func BenchmarkConsumeHotKeyCombinedSQLite(b *testing.B) {
 				}
 			})
 			s := db.CombineStats()
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			cputime.PerOp(b, cpu, b.N)
 			if n := s.Batches - before.Batches; n > 0 {
 				b.ReportMetric(float64(s.Ops-before.Ops)/float64(n), "ops/batch")
 			}

@@ -32,21 +32,6 @@ func setup(t *testing.T, db *racefree.DB) *quota.Limiter {
 	return l
 }
 
-// eachPath runs body on each engine (testdb.Each) twice: through the
-// combiner, the default, and alone (CombineOff), the two paths a charge
-// on the pool takes.
-func eachPath(t *testing.T, cfg *racefree.Config, body func(t *testing.T, db *racefree.DB)) {
-	t.Helper()
-	for _, p := range []struct {
-		name   string
-		policy racefree.CombinePolicy
-	}{{"combined", racefree.CombineDefault}, {"alone", racefree.CombineOff}} {
-		c := *cfg
-		c.Combine = p.policy
-		t.Run(p.name, func(t *testing.T) { testdb.Each(t, &c, body) })
-	}
-}
-
 func manual(at time.Time) (*racefree.ManualClock, *racefree.Config) {
 	c := racefree.NewManualClock(at)
 	return c, &racefree.Config{Clock: c}
@@ -86,7 +71,7 @@ func TestConcurrentConsumeAdmitsExactlyTheLimit(t *testing.T) {
 		{Kind: quota.FixedWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
 		{Kind: quota.SlidingWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute},
 	}
-	eachPath(t, cfg, func(t *testing.T, db *racefree.DB) {
+	testdb.EachPath(t, cfg, func(t *testing.T, db *racefree.DB) {
 		l := setup(t, db)
 		for _, p := range limits {
 			var (
@@ -122,7 +107,7 @@ func TestConcurrentConsumeAdmitsExactlyTheLimit(t *testing.T) {
 func TestGCRADenialWritesNothingAndSaysExactlyWhen(t *testing.T) {
 	t.Parallel()
 	clock, cfg := manual(t0)
-	eachPath(t, cfg, func(t *testing.T, db *racefree.DB) {
+	testdb.EachPath(t, cfg, func(t *testing.T, db *racefree.DB) {
 		clock.Set(t0)
 		l := setup(t, db)
 		for i := range 5 {
@@ -157,7 +142,7 @@ func TestGCRADenialWritesNothingAndSaysExactlyWhen(t *testing.T) {
 func TestFixedWindowDenialWritesNothingAndSaysExactlyWhen(t *testing.T) {
 	t.Parallel()
 	clock, cfg := manual(t0.Add(250 * time.Millisecond))
-	eachPath(t, cfg, func(t *testing.T, db *racefree.DB) {
+	testdb.EachPath(t, cfg, func(t *testing.T, db *racefree.DB) {
 		clock.Set(t0.Add(250 * time.Millisecond))
 		l := setup(t, db)
 		if d := consume(t, l, db, "w", 4, window); !d.Allowed || d.Remaining != 1 || !d.ResetAt.Equal(t0.Add(time.Second)) {

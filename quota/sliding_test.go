@@ -178,7 +178,7 @@ func TestSlidingWindowConcurrentAdmitsWhatTheModelSays(t *testing.T) {
 	t.Parallel()
 	clock, cfg := manual(t0)
 	p := quota.Policy{Kind: quota.SlidingWindow, Rate: 50, Per: time.Hour, Wait: 2 * time.Minute}
-	eachPath(t, cfg, func(t *testing.T, db *racefree.DB) {
+	testdb.EachPath(t, cfg, func(t *testing.T, db *racefree.DB) {
 		clock.Set(t0.Add(10 * time.Minute))
 		l := setup(t, db)
 		m := slidingModel{w: p.Per.Milliseconds(), limit: p.Rate}

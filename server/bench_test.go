@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testing/cputime"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/server"
 )
@@ -76,8 +77,8 @@ func BenchmarkClaimOverHTTP(b *testing.B) {
 		for _, clients := range c.clients {
 			b.Run(fmt.Sprintf("%s/clients=%d", name, clients), func(b *testing.B) {
 				b.ReportAllocs()
-				cpu := cpuTime()
-				defer func() { b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op") }()
+				cpu := cputime.Process()
+				defer func() { cputime.PerOp(b, cpu, b.N) }()
 				if clients == 1 {
 					for b.Loop() {
 						if err := pair(b.Context()); err != nil {

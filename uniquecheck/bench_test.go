@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testing/cputime"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/uniquecheck"
 )
@@ -73,7 +74,7 @@ func BenchmarkCheck(b *testing.B) {
 					`SELECT email, count(*) FROM users WHERE email IS NOT NULL GROUP BY email HAVING count(*) > 1`},
 			} {
 				b.Run(shape.name+"/check", func(b *testing.B) {
-					cpu := cpuTime()
+					cpu := cputime.Process()
 					for b.Loop() {
 						rep, err := uniquecheck.Check(ctx, db, shape.spec)
 						if err != nil {
@@ -87,7 +88,7 @@ func BenchmarkCheck(b *testing.B) {
 					reportCPU(b, cpu)
 				})
 				b.Run(shape.name+"/bare-group-by", func(b *testing.B) {
-					cpu := cpuTime()
+					cpu := cputime.Process()
 					for b.Loop() {
 						rows, err := db.QueryContext(ctx, shape.bare)
 						if err != nil {
@@ -111,7 +112,7 @@ func BenchmarkCheck(b *testing.B) {
 
 // reportCPU reports the CPU time per operation since start, if measured.
 func reportCPU(b *testing.B, start time.Duration) {
-	if d := cpuTime() - start; start > 0 && d > 0 {
+	if d := cputime.Process() - start; start > 0 && d > 0 {
 		b.ReportMetric(float64(d.Milliseconds())/float64(b.N), "cpu-ms/op")
 	}
 }

@@ -43,6 +43,7 @@ import (
 
 	"github.com/bsm/redislock"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/bench/internal/bare"
 	"github.com/racefree/racefree/bench/internal/chart"
 	"github.com/racefree/racefree/bench/internal/run"
 	"github.com/racefree/racefree/claim"
@@ -183,7 +184,7 @@ func bench() error {
 			on.Close()
 			return err
 		}
-		warmBare, err := bare(ctx, off, "warm-bare")
+		warmBare, err := bare.Pair(ctx, off, "warm-bare", ttl)
 		if err != nil {
 			off.Close()
 			on.Close()
@@ -195,7 +196,7 @@ func bench() error {
 			goAPI := panel(e.Name + ", Go API")
 			for _, n := range clients {
 				cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
-				b, _ := bare(ctx, off, "bare-"+cell)
+				b, _ := bare.Pair(ctx, off, "bare-"+cell, ttl)
 				r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell), b)
 				row(e.Name, n, r, redisCells, &goAPI)
 				goCells[n] = r

@@ -8,8 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/racefree/racefree/internal/testing/cputime"
 )
 
 // The CPU time of a cell's calls is read from the kernel: this process's
@@ -55,11 +56,7 @@ var (
 
 // cpuNow reads the CPU time used so far.
 func cpuNow() cpuTime {
-	c := cpuTime{servers: map[int]time.Duration{}}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		c.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	c := cpuTime{self: cputime.Process(), servers: map[int]time.Duration{}}
 	want := map[int]bool{}
 	pgMu.Lock()
 	admin := pgAdmin

@@ -42,6 +42,28 @@ func Each(t *testing.T, cfg *racefree.Config, body func(t *testing.T, db *racefr
 	}
 }
 
+// EachPath runs body on each engine (Each) twice, as the subtests
+// "combined" (CombineOn: through the combiner) and "alone" (CombineOff:
+// one call per transaction). A call on the pool takes either path, and
+// each must give the outcome the other does; a test of a promise both
+// keep runs here, so that it proves both whatever RACEFREE_COMBINE says
+// and whatever the mutation runner sets. cfg is nil for defaults; its
+// Combine is overwritten.
+func EachPath(t *testing.T, cfg *racefree.Config, body func(t *testing.T, db *racefree.DB)) {
+	t.Helper()
+	for _, p := range []struct {
+		name   string
+		policy racefree.CombinePolicy
+	}{{"combined", racefree.CombineOn}, {"alone", racefree.CombineOff}} {
+		var c racefree.Config
+		if cfg != nil {
+			c = *cfg
+		}
+		c.Combine = p.policy
+		t.Run(p.name, func(t *testing.T) { Each(t, &c, body) })
+	}
+}
+
 // EachDSN runs body once per engine with the DSN of a fresh, empty database,
 // for tests that open it themselves or hand it to other processes.
 func EachDSN(t *testing.T, body func(t *testing.T, dsn string)) {

@@ -1,4 +1,6 @@
-package main
+// Package bare holds the floor the claim benchmarks compare racefree
+// with: the two bare statements of an acquire and a release.
+package bare
 
 import (
 	"context"
@@ -25,14 +27,24 @@ WHERE c.expires_at <= CAST($3 AS BIGINT) RETURNING fence`
 	bareRelease = `UPDATE bench_bare_claims SET expires_at = CAST($3 AS BIGINT) WHERE key = $1 AND holder = $2 AND fence = CAST($4 AS BIGINT)`
 )
 
-// bare returns one client's pair of bare statements on db's pool.
-func bare(ctx context.Context, db *racefree.DB, prefix string) (run.Op, error) {
-	if _, err := db.ExecContext(ctx, bareTable); err != nil {
-		return nil, err
+// Statements returns, in engine's placeholders, the statement that
+// creates the minimal table (if it does not exist) and the acquire and
+// release on it. The acquire's arguments are the key, the holder, now and
+// the TTL in milliseconds, and it returns the fence (no row: the key is
+// held); the release's are the key, the holder, now and the fence.
+func Statements(engine string) (table, acquire, release string) {
+	if engine == racefree.SQLite {
+		return bareTable, strings.ReplaceAll(bareAcquire, "$", "?"), strings.ReplaceAll(bareRelease, "$", "?")
 	}
-	acquire, release := bareAcquire, bareRelease
-	if db.Engine() == racefree.SQLite {
-		acquire, release = strings.ReplaceAll(acquire, "$", "?"), strings.ReplaceAll(release, "$", "?")
+	return bareTable, bareAcquire, bareRelease
+}
+
+// Pair returns one client's pair of bare statements on db's pool, each
+// call on a fresh key (prefix, the client, the call) taken for ttl.
+func Pair(ctx context.Context, db *racefree.DB, prefix string, ttl time.Duration) (run.Op, error) {
+	table, acquire, release := Statements(db.Engine())
+	if _, err := db.ExecContext(ctx, table); err != nil {
+		return nil, err
 	}
 	stmt := func(q string) func(ctx context.Context, args ...any) *sql.Row {
 		if st := wire.Of(db).Prepared(ctx, q); st != nil {

@@ -1,14 +1,15 @@
 //go:build unix
 
-package server_test
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the CPU time this process has used, user and system.
-func cpuTime() time.Duration {
+// Process returns the CPU time this process has used so far, user and
+// system; 0 if the kernel does not answer.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

@@ -1,0 +1,276 @@
+// Command claimfloor measures what each part of SQLite's claims table
+// costs one Acquire then Release at one client: racefree's own
+// statements (claim/sql/sqlite/acquire.sql and release.sql, read from
+// the repository) on the table as racefree migrates it, then on that
+// table without one part at a time, beside the library's calls and the
+// two bare statements of the claims bench on a minimal table. Each row
+// is a fresh SQLite file, one client, distinct keys; it prints pairs per
+// second and the CPU time a pair cost the process (SQLite runs inside
+// it), and each row's CPU against the bare statements'. The rows run
+// alternately, slice by slice, so that a shared machine's load falls on
+// all of them alike.
+//
+//	go run ./claimfloor              # 3 s a row
+//	go run ./claimfloor -short       # 200 ms a row: checks that it runs
+//	go run ./claimfloor -batch 16    # 16 acquires in one transaction, then their 16 releases
+//
+// -batch N (N > 1) runs the statements as the combiner's batches run them
+// on SQLite at their best: N acquires of N keys in one transaction, then
+// their N releases in another, each statement on its own, and prints
+// figures per pair. SQLite has one writer, so a batch's statements and
+// its commit run on one core at a time whatever the number of clients:
+// one second divided by a pair's CPU at -batch 16 is about the most
+// pairs per second any number of clients could get on that table, and
+// the library's row, which has no batch of its own, is left out.
+//
+// The rows without a part are not racefree: the reaper's expiry index
+// is what keeps a reap in proportion to what it deletes (docs/performance.md,
+// "What a claim reap costs"), the rowid is what the previous release's
+// reaper deletes by, and the engine's clock is DESIGN.md's referee. They
+// show where the distance to the bare statements is.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/bench/internal/bare"
+	"github.com/racefree/racefree/bench/internal/run"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/dsn"
+	"github.com/racefree/racefree/tenant"
+)
+
+var (
+	short    = flag.Bool("short", false, "run each row for 200 ms")
+	cellTime = flag.Duration("time", 3*time.Second, "how long each row runs")
+	sqlDir   = flag.String("sql", "../claim/sql/sqlite", "the directory of racefree's SQLite claim statements")
+	batch    = flag.Int("batch", 1, "pairs per transaction: N acquires in one, then their N releases in another (1: each statement commits alone)")
+)
+
+const ttl = time.Minute
+
+func main() { run.Main(short, cellTime, bench) }
+
+// A row is a schema change after migration and how the pair runs.
+type row struct {
+	name    string
+	ddl     []string // run after migration
+	goClock bool     // bind the clock parameter from the process (?6) instead of the engine's
+	pair    func(ctx context.Context, db *racefree.DB) (run.Op, error)
+}
+
+const (
+	dropExpiry  = `DROP INDEX racefree_claims_expiry`
+	withoutRows = `CREATE TABLE racefree_claims_new (tenant TEXT NOT NULL, ns TEXT NOT NULL, key TEXT NOT NULL,
+  holder TEXT NOT NULL, count BIGINT NOT NULL, first_seen BIGINT NOT NULL, last_seen BIGINT NOT NULL,
+  fence BIGINT, claimed_at BIGINT, expires_at BIGINT, PRIMARY KEY (tenant, ns, key)) WITHOUT ROWID`
+)
+
+// rowidless rebuilds the table WITHOUT ROWID (its rows in the primary
+// key's b-tree, not in a rowid b-tree beside the key's index); expiry
+// is the reaper's index it then creates again.
+var (
+	rowidless = []string{withoutRows, `DROP TABLE racefree_claims`, `ALTER TABLE racefree_claims_new RENAME TO racefree_claims`}
+	expiry    = `CREATE INDEX racefree_claims_expiry ON racefree_claims (tenant, ns, expires_at)`
+)
+
+func bench() error {
+	ctx := context.Background()
+	acquire, err := os.ReadFile(filepath.Join(*sqlDir, "acquire.sql"))
+	if err != nil {
+		return err
+	}
+	release, err := os.ReadFile(filepath.Join(*sqlDir, "release.sql"))
+	if err != nil {
+		return err
+	}
+	statements := func(goClock bool) func(ctx context.Context, db *racefree.DB) (run.Op, error) {
+		return func(ctx context.Context, db *racefree.DB) (run.Op, error) {
+			clock := func() any {
+				if goClock {
+					return time.Now().UnixMilli()
+				}
+				return nil
+			}
+			return pairs(ctx, db, pair{
+				acquire: string(acquire),
+				release: string(release),
+				acquireArgs: func(key string) []any {
+					return []any{tenant.Default, "bench", key, "w", ttl.Milliseconds(), clock()}
+				},
+				fence: func(row *sql.Row) (int64, error) {
+					var holder string
+					var n [7]int64
+					var inserted bool
+					err := row.Scan(&holder, &n[0], &n[1], &n[2], &n[3], &n[4], &n[5], &n[6], &inserted)
+					return n[0], err
+				},
+				releaseArgs: func(key string, fence int64) []any {
+					return []any{tenant.Default, "bench", key, "w", fence, clock()}
+				},
+			})
+		}
+	}
+	library := func(ctx context.Context, db *racefree.DB) (run.Op, error) {
+		claims := claim.New(db)
+		return func(ctx context.Context, c, i int) error {
+			key := fmt.Sprintf("k-%d-%d", c, i)
+			cl, err := claims.Acquire(ctx, db, key, "w", ttl)
+			if err != nil {
+				return err
+			}
+			return claims.Release(ctx, db, key, "w", cl.Fence)
+		}, nil
+	}
+	bares := func(ctx context.Context, db *racefree.DB) (run.Op, error) {
+		table, acquire, release := bare.Statements(db.Engine())
+		if _, err := db.ExecContext(ctx, table); err != nil {
+			return nil, err
+		}
+		return pairs(ctx, db, pair{
+			acquire:     acquire,
+			release:     release,
+			acquireArgs: func(key string) []any { return []any{key, "w", time.Now().UnixMilli(), ttl.Milliseconds()} },
+			fence: func(row *sql.Row) (fence int64, err error) {
+				err = row.Scan(&fence)
+				return fence, err
+			},
+			releaseArgs: func(key string, fence int64) []any { return []any{key, "w", time.Now().UnixMilli(), fence} },
+		})
+	}
+	var rows []row
+	if *batch <= 1 {
+		rows = append(rows, row{name: "claim.Acquire + Release (the library, combiner off)", pair: library})
+	}
+	rows = append(rows, []row{
+		{name: "racefree's two statements on its table", pair: statements(false)},
+		{name: "… the clock bound from the process", pair: statements(true)},
+		{name: "… WITHOUT ROWID", ddl: append(rowidless[:3:3], expiry), pair: statements(false)},
+		{name: "… without the reaper's expiry index", ddl: []string{dropExpiry}, pair: statements(false)},
+		{name: "… without all three", ddl: rowidless, pair: statements(true)},
+		{name: "two bare statements on a minimal table", pair: bares},
+	}...)
+	ops := make([]run.Op, len(rows))
+	for i, r := range rows {
+		op, done, err := open(ctx, r)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+		defer done()
+		ops[i] = op
+	}
+	results := run.Alternately(ctx, 1, *cellTime, ops...)
+	n := max(*batch, 1)
+	for i := range results { // a call ran n pairs
+		results[i].Rate *= float64(n)
+		results[i].CPU /= time.Duration(n)
+	}
+	floor := results[len(results)-1]
+	fmt.Printf("Claim Acquire then Release on SQLite at one client, distinct keys, %d pairs a transaction, %v a row.\n\n", n, *cellTime)
+	fmt.Println("| what runs | pairs/s | CPU per pair | bare / this (CPU) |")
+	fmt.Println("|---|---|---|---|")
+	for i, r := range rows {
+		fmt.Printf("| %s | %.0f | %v | %.2f× |\n", r.name, results[i].Rate, results[i].CPU.Round(100*time.Nanosecond),
+			float64(floor.CPU)/float64(results[i].CPU))
+	}
+	return nil
+}
+
+// open makes r's database, a fresh SQLite file with the combiner off,
+// and warms its pair up; done closes and removes it.
+func open(ctx context.Context, r row) (op run.Op, done func(), err error) {
+	dir, err := os.MkdirTemp("", "racefree-claimfloor")
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := dsn.Open(ctx, "sqlite:"+filepath.Join(dir, "floor.db"), &racefree.Config{Schema: racefree.SchemaMigrate, Combine: racefree.CombineOff})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	done = func() { db.Close(); os.RemoveAll(dir) }
+	for _, q := range r.ddl {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			done()
+			return nil, nil, err
+		}
+	}
+	if op, err = r.pair(ctx, db); err != nil {
+		done()
+		return nil, nil, err
+	}
+	run.For(ctx, 1, *cellTime/10, func(ctx context.Context, c, i int) error { return op(ctx, c+1000, i) })
+	return op, done, nil
+}
+
+// pair is one acquire and release: their statements, and their
+// arguments for a key (the release's with the fence the acquire gave).
+type pair struct {
+	acquire, release string
+	acquireArgs      func(key string) []any
+	fence            func(*sql.Row) (int64, error)
+	releaseArgs      func(key string, fence int64) []any
+}
+
+// pairs prepares p's statements on db and returns the op that runs
+// -batch pairs on fresh keys: each statement alone (autocommit) when
+// -batch is 1; otherwise the acquires in one transaction, then the
+// releases in another.
+func pairs(ctx context.Context, db *racefree.DB, p pair) (run.Op, error) {
+	acq, err := db.SQL().PrepareContext(ctx, p.acquire)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := db.SQL().PrepareContext(ctx, p.release)
+	if err != nil {
+		return nil, err
+	}
+	n := max(*batch, 1)
+	if n == 1 {
+		return func(ctx context.Context, c, i int) error {
+			key := fmt.Sprintf("k-%d-%d", c, i)
+			fence, err := p.fence(acq.QueryRowContext(ctx, p.acquireArgs(key)...))
+			if err != nil {
+				return err
+			}
+			_, err = rel.ExecContext(ctx, p.releaseArgs(key, fence)...)
+			return err
+		}, nil
+	}
+	keys, fences := make([]string, n), make([]int64, n)
+	return func(ctx context.Context, c, i int) error {
+		tx, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		a := tx.StmtContext(ctx, acq)
+		for k := range n {
+			keys[k] = fmt.Sprintf("k-%d-%d-%d", c, i, k)
+			if fences[k], err = p.fence(a.QueryRowContext(ctx, p.acquireArgs(keys[k])...)); err != nil {
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		if tx, err = db.SQL().BeginTx(ctx, nil); err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		r := tx.StmtContext(ctx, rel)
+		for k := range n {
+			if _, err := r.ExecContext(ctx, p.releaseArgs(keys[k], fences[k])...); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	}, nil
+}
