@@ -2,6 +2,7 @@ package claim_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -127,37 +128,14 @@ func TestCallsOnOneClaimTakeTurns(t *testing.T) {
 		}
 		// The gate: a batch in flight, waiting for the gate's row, which a
 		// transaction holds (on SQLite, the write lock).
-		lock, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Rollback()
-		if _, err := claims.Renew(ctx, lock, "gate", "g", gate.Fence, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		before := db.CombineStats()
-		held := make(chan error, 1)
-		go func() {
-			_, err := claims.Acquire(ctx, db, "gate", "g", time.Hour)
-			held <- err
-		}()
-		testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
-		var wg sync.WaitGroup
-		for i, call := range calls {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				call()
-			}()
-			testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
-		}
-		if err := lock.Rollback(); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-held; err != nil {
-			t.Fatalf("held batch: %v", err)
-		}
-		wg.Wait()
+		before, wait := testdb.Behind(t, db,
+			func(tx *sql.Tx) error {
+				_, err := claims.Renew(ctx, tx, "gate", "g", gate.Fence, time.Hour)
+				return err
+			},
+			func() error { _, err := claims.Acquire(ctx, db, "gate", "g", time.Hour); return err },
+			calls...)
+		wait()
 
 		if c := got[0].c; got[0].err != nil || c.Holder != "h1" || c.Fence != 1 || c.Count != 1 {
 			t.Errorf("h1's acquire: %+v, %v; want won at fence 1, count 1", c, got[0].err)

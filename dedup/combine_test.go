@@ -45,38 +45,14 @@ func behind(t *testing.T, db *racefree.DB, calls ...func()) (before racefree.Com
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock, err := db.SQL().BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback()
-	// Locks the gate's row (SQLite: the transaction holds the write lock).
-	if _, err := claims.Renew(ctx, lock, "gate", "g", gate.Fence, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	before = db.CombineStats()
-	held := make(chan error, 1)
-	go func() {
-		_, err := claims.Acquire(ctx, db, "gate", "g", time.Hour)
-		held <- err
-	}()
-	testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
-	var wg sync.WaitGroup
-	for i, call := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			call()
-		}()
-		testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
-	}
-	if err := lock.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-held; err != nil {
-		t.Fatalf("held batch: %v", err)
-	}
-	wg.Wait()
+	before, wait := testdb.Behind(t, db,
+		func(tx *sql.Tx) error {
+			_, err := claims.Renew(ctx, tx, "gate", "g", gate.Fence, time.Hour)
+			return err
+		},
+		func() error { _, err := claims.Acquire(ctx, db, "gate", "g", time.Hour); return err },
+		calls...)
+	wait()
 	return before
 }
 

@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -465,65 +466,28 @@ func gated(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB,
 	}
 }
 
-// together starts calls at once so that they share one batch of db's
-// combiner (Config.CombineBatches 1): a gate's charge, held in flight
-// behind the lock of a transaction (a row lock on PostgreSQL, the write
-// lock on SQLite), keeps them queued until all are, then the transaction
-// rolls back and the next batch takes them all. It returns once the
-// gate's batch is done; wait waits for the calls. The gate charges the
-// tenant ctx names.
+// together queues calls so that they share one batch of db's combiner
+// (Config.CombineBatches 1): a gate's charge, held in flight behind the
+// lock of a transaction (a row lock on PostgreSQL, the write lock on
+// SQLite), keeps them queued until all are, then the transaction rolls
+// back and the next batch takes them all (testdb.Behind). It returns once
+// the gate's batch is done; wait waits for the calls. The gate charges
+// the tenant ctx names.
 func together(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB, calls ...func()) (wait func()) {
 	t.Helper()
-	return behindGate(t, ctx, l, db, false, calls)
+	gate := quota.Policy{Kind: quota.GCRA, Rate: 1, Per: time.Second, Burst: 1000, Wait: time.Minute}
+	_, wait = testdb.Behind(t, db,
+		func(tx *sql.Tx) error { _, err := l.Consume(ctx, tx, "gate", 1, gate); return err },
+		func() error { _, err := l.Consume(ctx, db, "gate", 1, gate); return err },
+		calls...)
+	return wait
 }
 
-// inTurn is together with the calls queued in the order given: each
-// starts once the one before it queued.
+// inTurn is together, named where the order of the calls is what the test
+// is about: testdb.Behind queues them in the order given.
 func inTurn(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB, calls ...func()) (wait func()) {
 	t.Helper()
-	return behindGate(t, ctx, l, db, true, calls)
-}
-
-// behindGate is together, or, with ordered, inTurn.
-func behindGate(t *testing.T, ctx context.Context, l *quota.Limiter, db *racefree.DB, ordered bool, calls []func()) (wait func()) {
-	t.Helper()
-	gate := quota.Policy{Kind: quota.GCRA, Rate: 1, Per: time.Second, Burst: 1000, Wait: time.Minute}
-	tx, err := db.SQL().BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := l.Consume(ctx, tx, "gate", 1, gate); err != nil {
-		t.Fatal(err)
-	}
-	running := db.CombineStats().Running
-	done := make(chan struct{})
-	var gateErr error
-	go func() {
-		defer close(done)
-		_, gateErr = l.Consume(ctx, db, "gate", 1, gate)
-	}()
-	testdb.WaitCombiner(t, db, "the gate's batch in flight", func(s racefree.CombineStats) bool { return s.Running == running+1 })
-	var wg sync.WaitGroup
-	for i, call := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			call()
-		}()
-		if ordered {
-			testdb.WaitCombiner(t, db, fmt.Sprintf("call %d queued", i), func(s racefree.CombineStats) bool { return s.Queued == i+1 })
-		}
-	}
-	testdb.WaitCombiner(t, db, fmt.Sprintf("%d calls queued", len(calls)), func(s racefree.CombineStats) bool { return s.Queued == len(calls) })
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	if gateErr != nil {
-		t.Fatal(gateErr)
-	}
-	return wg.Wait
+	return together(t, ctx, l, db, calls...)
 }
 
 // policyOf is the Config.Combine that turns the combiner on or, explicitly,
