@@ -49,9 +49,10 @@ func sameForm(a, b *wire.Op) bool {
 // which cannot update one row twice; and wherever op's statements have
 // Many forms, whatever the engine, since one statement over arrays sees
 // none of the rows its other elements write. (On an engine that
-// pipelines every operation of a batch has the leader's forms, sameForm;
-// on the others a batch mixes forms, so take asks this of each operation
-// it adds and of the one of its key already in the batch.) Elsewhere (SQLite) a batch runs each
+// pipelines, every operation of a batch has the leader's forms,
+// sameForm; on the others a batch mixes forms, so take asks this of each
+// operation it adds and of the one of its key already in the batch.)
+// Elsewhere (SQLite) a batch runs each
 // operation's statements one after the other in one transaction, each
 // seeing the writes of those before it, exactly as if they had run alone
 // in that order: operations of one key share a batch, in the order they
