@@ -677,34 +677,21 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 	// a row lock, and returns their errors.
 	behind := func(ops ...*wire.Op) []error {
 		t.Helper()
-		lock, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Rollback()
-		if _, err := lock.ExecContext(ctx, `UPDATE combine_m SET v = v WHERE k = 'z'`); err != nil {
-			t.Fatal(err)
-		}
-		held := make(chan error, 1)
-		go func() {
-			held <- combine(&wire.Op{Group: "g", Key: "z", Stmts: []*wire.Statement{{Query: `UPDATE combine_m SET v = v + 1 WHERE k = 'z'`}}})
-		}()
-		testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
 		errs := make([]error, len(ops))
-		done := make(chan int, len(ops))
+		calls := make([]func(), len(ops))
 		for i, op := range ops {
-			go func() { errs[i] = combine(op); done <- i }()
-			testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+			calls[i] = func() { errs[i] = combine(op) }
 		}
-		if err := lock.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if err := await(t, held, "the held batch"); err != nil {
-			t.Fatal(err)
-		}
-		for range ops {
-			await(t, done, "the batch")
-		}
+		_, wait := testdb.Behind(t, db,
+			func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `UPDATE combine_m SET v = v WHERE k = 'z'`)
+				return err
+			},
+			func() error {
+				return combine(&wire.Op{Group: "g", Key: "z", Stmts: []*wire.Statement{{Query: `UPDATE combine_m SET v = v + 1 WHERE k = 'z'`}}})
+			},
+			calls...)
+		wait()
 		return errs
 	}
 	row := func(k string) (v int64, many bool) {
@@ -990,32 +977,19 @@ func TestCombinerManyFormsOnSQLite(t *testing.T) {
 	// SQLite's write lock, and returns their errors.
 	behind := func(ops ...*wire.Op) []error {
 		t.Helper()
-		lock, err := db.SQL().BeginTx(ctx, nil) // IMMEDIATE: the write lock
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Rollback()
-		if _, err := lock.ExecContext(ctx, `UPDATE combine_m SET v = v WHERE k = 'z'`); err != nil {
-			t.Fatal(err)
-		}
-		held := make(chan error, 1)
-		go func() { held <- combine(bump("held")) }()
-		testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
 		errs := make([]error, len(ops))
-		done := make(chan int, len(ops))
+		calls := make([]func(), len(ops))
 		for i, op := range ops {
-			go func() { errs[i] = combine(op); done <- i }()
-			testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+			calls[i] = func() { errs[i] = combine(op) }
 		}
-		if err := lock.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if err := await(t, held, "the held batch"); err != nil {
-			t.Fatal(err)
-		}
-		for range ops {
-			await(t, done, "the batch")
-		}
+		_, wait := testdb.Behind(t, db,
+			func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `UPDATE combine_m SET v = v WHERE k = 'z'`)
+				return err
+			},
+			func() error { return combine(bump("held")) },
+			calls...)
+		wait()
 		return errs
 	}
 	row := func(k string) (v int64, many bool) {
