@@ -114,6 +114,7 @@ func TestPruneDeletesThePrefixAndReAnchors(t *testing.T) {
 		}
 
 		appendN(t, l, "s", 2)
+		r9 := entryRow(t, l, "s", 9)
 		p2, err := l.Prune(ctx, db, "s", 9, "ops")
 		if err != nil || p2.Deleted != 3 || p2.Entry.Seq != 14 {
 			t.Fatalf("second pruning: %+v, %v; want entries 7..9 deleted, recorded at 14", p2, err)
@@ -123,6 +124,9 @@ func TestPruneDeletesThePrefixAndReAnchors(t *testing.T) {
 		// A verifier that had verified up to entry 8, now pruned, resumes
 		// from the anchor.
 		wantIntact(t, verify(t, l, "s", &VerifyOptions{After: &Position{Seq: 8, MAC: p.Entry.MAC, KeyID: "k1"}}))
+		// One that had verified up to entry 9, the last one pruned (the
+		// floor), resumes from it: pruned, it is not there to compare.
+		wantIntact(t, verify(t, l, "s", &VerifyOptions{After: &Position{Seq: 9, MAC: r9.MAC, KeyID: "k1"}}))
 	})
 }
 
