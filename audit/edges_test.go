@@ -1178,3 +1178,24 @@ func TestEdgesTimelineMoveInTheCallersTransaction(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgesProgressOfOneStream: a verification that reads the chain in
+// one stream reports its progress every VerifyOptions.every entries
+// checked and once at the end with the whole count, and without a
+// Progress function reports nothing and still checks every entry.
+func TestEdgesProgressOfOneStream(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		l := newLog(t, db, ring(t, "k1"))
+		appendN(t, l, "s", 10)
+		var progress []int64
+		res := verify(t, l, "s", &VerifyOptions{Streams: 1, every: 4, Progress: func(n int64) { progress = append(progress, n) }})
+		wantIntact(t, res)
+		if fmt.Sprint(progress) != "[4 8 10]" {
+			t.Fatalf("progress %v, want [4 8 10]: every 4 entries, then the 10 checked", progress)
+		}
+		if res := verify(t, l, "s", &VerifyOptions{Streams: 1, every: 4}); res.Break != nil || res.Rows != 10 {
+			t.Fatalf("without Progress: %+v, want 10 entries intact", res)
+		}
+	})
+}
