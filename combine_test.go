@@ -728,6 +728,18 @@ func TestCombinerManyFormsOnPostgres(t *testing.T) {
 		t.Fatalf("the largest batch: %d, want 3", s.MaxBatch)
 	}
 
+	// Two, PostgreSQL's ManyFrom, are the fewest a Many form runs for.
+	for i, err := range behind(insert("p1", 1), insert("p2", 2)) {
+		if err != nil {
+			t.Fatalf("insert p%d: %v", i+1, err)
+		}
+	}
+	for _, k := range []string{"p1", "p2"} {
+		if _, many := row(k); !many {
+			t.Errorf("%s of a batch of two: not by the Many form; want it (ManyFrom 2)", k)
+		}
+	}
+
 	var v1, v2, v3 int64 = -1, -1, -1
 	reads := []*wire.Op{read("m1", &v1), read("m15", &v2), read("m3", &v3)}
 	errs := behind(reads...)
