@@ -1199,3 +1199,38 @@ func TestEdgesProgressOfOneStream(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesVerifyResumedAtACheckpointOfAnotherEntry resumes Verify exactly
+// at the entry a checkpoint vouches for, where the log, restored to an
+// older copy and appended to again, now holds another entry, the one the
+// resumed position names: the verification reads nothing up to there, so
+// only the checkpoint tells it, and it is rolled_back at that entry,
+// never intact and anchored. Resumed one entry earlier, the stream reads
+// the entry and finds the same.
+func TestEdgesVerifyResumedAtACheckpointOfAnotherEntry(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := newLog(t, db, ring(t, "k1"))
+		appendN(t, l, "s", 5)
+		cp, err := l.Checkpoint(ctx, db, "s")
+		if err != nil || cp.Seq != 5 {
+			t.Fatalf("checkpoint %+v, %v; want one of entry 5", cp, err)
+		}
+		r4 := entryRow(t, l, "s", 4)
+		tamper(t, db, `DELETE FROM racefree_audit WHERE scope = 's' AND seq = 5`,
+			`UPDATE racefree_audit_heads SET last_seq = 4, last_mac = `+blob(db, r4.MAC)+` WHERE scope = 's'`)
+		appendN(t, l, "s", 1) // entry 5 of another history
+		at5 := verify(t, l, "s", nil).Verified
+		if at5.Seq != 5 {
+			t.Fatalf("verified to %+v; want entry 5", at5)
+		}
+		res := verify(t, l, "s", &VerifyOptions{After: &at5, Checkpoints: []Checkpoint{cp}})
+		wantBreak(t, res, RolledBack, 5)
+		if res.Anchored {
+			t.Fatalf("%+v: anchored by a checkpoint of another entry", res)
+		}
+		at4 := Position{Seq: 4, MAC: r4.MAC, KeyID: r4.KeyID}
+		wantBreak(t, verify(t, l, "s", &VerifyOptions{After: &at4, Checkpoints: []Checkpoint{cp}}), RolledBack, 5)
+	})
+}
