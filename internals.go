@@ -30,6 +30,7 @@ func (in *internals) CanMany() bool     { return in.db().canMany() }
 func (in *internals) Prepared(ctx context.Context, query string) *sql.Stmt {
 	return in.db().prepared(ctx, query)
 }
+func (in *internals) PreparedAlready(query string) *sql.Stmt { return in.db().preparedAlready(query) }
 func (in *internals) ClockArg() any                       { return in.db().clockArg() }
 func (in *internals) InterpretError(err error) error      { return in.db().interpretError(err) }
 func (in *internals) InterpretAutocommit(err error) error { return in.db().interpretAutocommit(err) }

@@ -54,6 +54,10 @@ type DB interface {
 	// life of the DB, or nil (PostgreSQL, or a failed preparation: run
 	// the query unprepared).
 	Prepared(ctx context.Context, query string) *sql.Stmt
+	// PreparedAlready returns query's statement if Prepared, or a batch
+	// of Combine that ran it, prepared it already; nil otherwise. It
+	// prepares nothing.
+	PreparedAlready(query string) *sql.Stmt
 	// ClockArg returns the value for a query's clock parameter: nil for
 	// the engine's clock, Unix milliseconds of racefree.Config.Clock
 	// otherwise.
