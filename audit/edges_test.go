@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1232,5 +1233,58 @@ func TestEdgesVerifyResumedAtACheckpointOfAnotherEntry(t *testing.T) {
 		}
 		at4 := Position{Seq: 4, MAC: r4.MAC, KeyID: r4.KeyID}
 		wantBreak(t, verify(t, l, "s", &VerifyOptions{After: &at4, Checkpoints: []Checkpoint{cp}}), RolledBack, 5)
+	})
+}
+
+// TestEdgesPrunedEntryNamesAnAnchorBeforeIt: a pruned entry must name as
+// its anchor an entry before it, from entry 1 on. A pruning through entry
+// 1, the first, verifies intact; a pruned entry written with the key,
+// its MAC valid, that names itself is modified, and so is one that names
+// entry 0.
+func TestEdgesPrunedEntryNamesAnAnchorBeforeIt(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := newLog(t, db, ring(t, "k1"))
+		appendN(t, l, "first", 3)
+		if _, err := l.Prune(ctx, db, "first", 1, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		wantIntact(t, verify(t, l, "first", nil))
+
+		appendN(t, l, "forged0", 2)
+		appendN(t, l, "forged1", 2)
+		chainOff(t, db) // rows written by hand, as a holder of the key could
+		for i, through := range []int64{3, 0} {
+			scope := fmt.Sprint("forged", i)
+			r2 := entryRow(t, l, scope, 2)
+			data, err := json.Marshal(pruneRecord{Through: through, MAC: r2.MAC, KeyID: "k1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, _ := l.ring.scopeKey("k1", scope)
+			in := entryInput{tenant.Default, scope, 3, r2.MAC, time.Now().UnixMilli(), "ops", ActionPruned, "", data}
+			mac := newMacer(key).sum(&in)
+			ph := func(i int) string {
+				if db.Engine() == racefree.Postgres {
+					return fmt.Sprint("$", i)
+				}
+				return fmt.Sprint("?", i)
+			}
+			q := `INSERT INTO racefree_audit (tenant, scope, seq, at, actor, action, subject, data, key_id, prev_mac, mac) VALUES (`
+			for j := 1; j <= 11; j++ {
+				q += ph(j)
+				if j < 11 {
+					q += ", "
+				}
+			}
+			if _, err := db.ExecContext(ctx, q+`)`, tenant.Default, scope, int64(3), in.at, in.actor, in.action, in.subject, in.data, "k1", r2.MAC, mac); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, `UPDATE racefree_audit_heads SET last_seq = 3, last_mac = `+ph(1)+` WHERE scope = `+ph(2), mac, scope); err != nil {
+				t.Fatal(err)
+			}
+			wantBreak(t, verify(t, l, scope, nil), Modified, 3)
+		}
 	})
 }
