@@ -1288,3 +1288,53 @@ func TestEdgesPrunedEntryNamesAnAnchorBeforeIt(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesVerifyAllWithCheckpoints: VerifyAll verifies every scope with
+// entries once, and, from the checkpoints it is given, every scope whose
+// whole log is gone too, which then breaks against its checkpoint
+// instead of going unreported; a scope with entries and checkpoints is
+// verified once, against them.
+func TestEdgesVerifyAllWithCheckpoints(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := newLog(t, db, ring(t, "k1"))
+		cps := map[string][]Checkpoint{}
+		for _, s := range []string{"a", "b", "gone"} {
+			appendN(t, l, s, 3)
+			if s != "b" {
+				cp, err := l.Checkpoint(ctx, db, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cps[s] = []Checkpoint{cp}
+			}
+		}
+		tamper(t, db, `DELETE FROM racefree_audit WHERE scope = 'gone'`,
+			`DELETE FROM racefree_audit_checkpoints WHERE scope = 'gone'`,
+			`DELETE FROM racefree_audit_heads WHERE scope = 'gone'`)
+		res, err := l.VerifyAll(ctx, 2, cps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]Result{}
+		for _, r := range res {
+			if _, twice := got[r.Scope]; twice {
+				t.Fatalf("scope %s verified twice: %+v", r.Scope, res)
+			}
+			got[r.Scope] = r
+		}
+		if len(got) != 3 {
+			t.Fatalf("results %+v; want one for each of a, b and gone", res)
+		}
+		if r := got["a"]; r.Break != nil || !r.Anchored {
+			t.Errorf("a: %+v; want intact, anchored by its checkpoint", r)
+		}
+		if r := got["b"]; r.Break != nil || r.Anchored {
+			t.Errorf("b: %+v; want intact, not anchored (no checkpoint given)", r)
+		}
+		if r := got["gone"]; r.Break == nil {
+			t.Errorf("gone: %+v; want a break: its checkpoint vouches for 3 entries", r)
+		}
+	})
+}
