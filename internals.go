@@ -31,9 +31,9 @@ func (in *internals) Prepared(ctx context.Context, query string) *sql.Stmt {
 	return in.db().prepared(ctx, query)
 }
 func (in *internals) PreparedAlready(query string) *sql.Stmt { return in.db().preparedAlready(query) }
-func (in *internals) ClockArg() any                       { return in.db().clockArg() }
-func (in *internals) InterpretError(err error) error      { return in.db().interpretError(err) }
-func (in *internals) InterpretAutocommit(err error) error { return in.db().interpretAutocommit(err) }
+func (in *internals) ClockArg() any                          { return in.db().clockArg() }
+func (in *internals) InterpretError(err error) error         { return in.db().interpretError(err) }
+func (in *internals) InterpretAutocommit(err error) error    { return in.db().interpretAutocommit(err) }
 func (in *internals) SchemaAtLeast(ctx context.Context, exec wire.Executor, v int64) (bool, error) {
 	return in.db().schemaAtLeast(ctx, exec, v)
 }
