@@ -60,10 +60,9 @@ func main() { run.Main(short, cellTime, bench) }
 
 // A row is a schema change after migration and how the pair runs.
 type row struct {
-	name    string
-	ddl     []string // run after migration
-	goClock bool     // bind the clock parameter from the process (?6) instead of the engine's
-	pair    func(ctx context.Context, db *racefree.DB) (run.Op, error)
+	name string
+	ddl  []string // run after migration
+	pair func(ctx context.Context, db *racefree.DB) (run.Op, error)
 }
 
 const (
