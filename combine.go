@@ -367,12 +367,12 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 	}
 	p, pipelines := db.engine.(wire.Pipeliner)
 	sb, serverBound := db.engine.(wire.ServerBound)
-	if !deadline.IsZero() && !(pipelines && serverBound) {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
 	if pipelines {
+		if !deadline.IsZero() && !serverBound {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
 		ctx, cancel := context.WithTimeout(ctx, combineTimeout)
 		defer cancel()
 		return db.retryBatch(ctx, func() error {
@@ -383,16 +383,30 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 			return db.pipelineBatch(ctx, p, bound, ops)
 		})
 	}
-	// No timeout on SQLite, whose busy timeout bounds every wait: the
-	// driver watches a context that can end with a goroutine per
-	// statement, which cost a fifth of a claim at one client.
+	// No timeout on SQLite, whose busy timeout bounds every wait. The
+	// earliest Deadline bounds only what waits for another writer: BEGIN
+	// IMMEDIATE (or the statement alone, which takes the write lock
+	// itself) and the retries after SQLITE_BUSY. Once the batch holds the
+	// write lock, its statements and its commit wait for no one (WAL:
+	// readers never block a writer), and they run on the batch's own
+	// context: the driver watches a context that can end with a goroutine
+	// per statement, which cost a fifth of a claim at one client. The
+	// transaction itself is bound to the deadline (database/sql rolls it
+	// back when it passes), so a batch that outlives it by a statement or
+	// two either commits before it rolls back, or commits nothing.
+	waits := ctx
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		waits, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	if len(ops) == 1 && len(ops[0].stmts()) == 1 && len(ops[0].op.Begin) == 0 {
 		// One statement alone commits by itself: no BEGIN and COMMIT.
-		return db.retryBatch(ctx, func() error { return db.judgeCommit(db.runOp(ctx, db.sql, nil, ops[0])) })
+		return db.retryBatch(waits, func() error { return db.judgeCommit(db.runOp(waits, db.sql, nil, ops[0])) })
 	}
 	defer db.prepareOps(ctx, ops)
-	return db.retryBatch(ctx, func() error {
-		tx, err := db.sql.BeginTx(ctx, nil)
+	return db.retryBatch(waits, func() error {
+		tx, err := db.sql.BeginTx(waits, nil)
 		if err != nil {
 			return NotCommitted(fmt.Errorf("begin: %w", err))
 		}

@@ -129,7 +129,10 @@ func NewNamespace(db *racefree.DB, ns string) *Store {
 // renew_many.sql, release_many.sql), and fewer one by one.
 // Each call returns after its batch committed. A call whose context ends while it waits for a
 // batch returns the context's error and never ran; once its batch began,
-// it returns the batch's outcome. A call whose batch's commit got no
+// it returns the batch's outcome, unless ctx's deadline passes while the
+// batch still waits for the database (a lock another transaction holds):
+// the batch then commits nothing, and the call returns ctx's error, as
+// it would alone. A call whose batch's commit got no
 // answer (a connection lost once it was sent) may have taken effect: it
 // returns an error matching [racefree.ErrUnavailable], as a call alone does
 // then, and never runs again by itself; Get, or a retry by the same

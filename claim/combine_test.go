@@ -167,3 +167,96 @@ func TestCallsOnOneClaimTakeTurns(t *testing.T) {
 		}
 	})
 }
+
+// TestACombinedCallGivesUpAtItsDeadline holds the write lock (SQLite) or
+// the claims' row locks (PostgreSQL) in an open transaction with the
+// combiner on: an acquire, a renewal and a release whose caller's context
+// has a deadline of 200 ms lead batches that cannot run, and each returns
+// the context's error at that deadline, not when the lock is free, having
+// changed nothing. On PostgreSQL the server ends each batch at the
+// deadline too: no session is left waiting to commit it later.
+func TestACombinedCallGivesUpAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		claims := claim.New(db)
+		held, err := claims.Acquire(ctx, db, "k", "w1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		free, err := claims.Acquire(ctx, db, "free", "w1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := claims.Release(ctx, db, "free", "w1", free.Fence); err != nil {
+			t.Fatal(err)
+		}
+		before := map[string]*claim.Claim{}
+		for _, key := range []string{"k", "free"} {
+			if before[key], err = claims.Get(ctx, db, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tx, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `UPDATE racefree_claims SET count = count WHERE key IN ('k', 'free')`); err != nil {
+			t.Fatal(err)
+		}
+		failed := db.CombineStats().Failed
+		for _, c := range []struct {
+			what string
+			call func(ctx context.Context) error
+		}{
+			{"acquire", func(ctx context.Context) error {
+				_, err := claims.Acquire(ctx, db, "free", "w2", time.Minute)
+				return err
+			}},
+			{"renew", func(ctx context.Context) error {
+				_, err := claims.Renew(ctx, db, "k", "w1", held.Fence, 10*time.Minute)
+				return err
+			}},
+			{"release", func(ctx context.Context) error { return claims.Release(ctx, db, "k", "w1", held.Fence) }},
+		} {
+			done := make(chan error, 1)
+			go func() {
+				cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				defer cancel()
+				done <- c.call(cctx)
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("%s past its deadline: %v; want context.DeadlineExceeded", c.what, err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s bounded by 200ms still waits after 5s", c.what)
+			}
+		}
+		if s := db.CombineStats(); s.Failed-failed != 3 {
+			t.Errorf("combiner %+v: want the three batches that gave up (%d before)", s, failed)
+		}
+		if db.Engine() == racefree.Postgres {
+			var pid int
+			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			testdb.Unblocked(t, db, pid, 5*time.Second)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"k", "free"} {
+			after, err := claims.Get(ctx, db, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Holder != before[key].Holder || after.Fence != before[key].Fence ||
+				!after.ExpiresAt.Equal(before[key].ExpiresAt) || after.Count != before[key].Count {
+				t.Errorf("%s after the calls that gave up: %+v, want as before them: %+v", key, after, before[key])
+			}
+		}
+	})
+}

@@ -348,3 +348,60 @@ func TestCombinedObservesOfOneFingerprint(t *testing.T) {
 		}
 	})
 }
+
+// TestACombinedObserveGivesUpAtItsDeadline holds the write lock (SQLite) or
+// the fingerprint's claim row (PostgreSQL) in an open transaction: an
+// observe, whose batch is a transaction of two statements (the claim's,
+// then the event's), whose caller's context has a deadline of 200 ms,
+// returns the context's error at that deadline, not when the lock is
+// free, having stored nothing.
+func TestACombinedObserveGivesUpAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	combined(t, func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB) {
+		ctx := context.Background()
+		claims := claim.NewNamespace(db, dedup.Namespace)
+		c, err := claims.Acquire(ctx, db, "fp", "old", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := claims.Release(ctx, db, "fp", "old", c.Fence); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `UPDATE racefree_claims SET count = count WHERE key = 'fp'`); err != nil {
+			t.Fatal(err)
+		}
+		failed := db.CombineStats().Failed
+		done := make(chan error, 1)
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel()
+			_, err := log.Observe(cctx, db, dedup.Event{Source: "s", Level: "error", Message: "m", Fingerprint: "fp"}, time.Minute)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("observe past its deadline: %v; want context.DeadlineExceeded", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("an observe bounded by 200ms still waits after 5s")
+		}
+		if s := db.CombineStats(); s.Failed-failed != 1 {
+			t.Errorf("combiner %+v: want the batch that gave up (%d before)", s, failed)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if o, err := log.Get(ctx, db, "fp"); !errors.Is(err, racefree.ErrNotFound) {
+			t.Errorf("the event after the observe that gave up: %+v, %v; want none", o, err)
+		}
+		if after, err := claims.Get(ctx, db, "fp"); err != nil || after.Fence != c.Fence || after.Count != 1 {
+			t.Errorf("the claim after the observe that gave up: %+v, %v; want fence %d, one attempt, as before", after, err, c.Fence)
+		}
+	})
+}

@@ -402,7 +402,7 @@ func charge(p Policy) (string, int64) {
 func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope + "\x00" + key }
 
 // consumeCombined charges as consume does, through the combiner
-// ([send.Do], Bounded: a batch of the tenant's concurrent charges, one
+// ([send.Do]: a batch of the tenant's concurrent charges, one
 // transaction and one commit, bounded by ctx's deadline, the policy's
 // Wait); a SlidingWindow charge goes through consumeSlidingCombined. On
 // PostgreSQL a batch of two or more charges of one kind runs as one
@@ -439,7 +439,7 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 			// At the charge's clock: the counter as the refusal saw it.
 			stmts = append(stmts, read.statement(l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), clock}, 3))
 		}
-		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: stmts})
+		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Stmts: stmts})
 		switch {
 		case way == send.NotSent:
 			return Decision{}, false, nil

@@ -92,7 +92,7 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 			// At the charge's clock: the counter as the refusal saw it.
 			stmts = append(stmts, read.statement(l.q.Get("state_sliding"), []any{id, l.scope, key, clock}, 4))
 		}
-		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Bounded: true, Stmts: stmts})
+		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Stmts: stmts})
 		switch {
 		case way == send.NotSent:
 			return Decision{}, false, nil

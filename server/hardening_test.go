@@ -238,6 +238,10 @@ func TestDatabaseOutageIs503OnEveryRoute(t *testing.T) {
 	}
 }
 
+// TestBusyDatabaseIs503: a request that waits for the database (a lock
+// another transaction holds) past Options.RequestTimeout answers 503
+// unavailable with Retry-After at that deadline, through the combiner (on
+// by default), whose batch the request leads, as alone.
 func TestBusyDatabaseIs503(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
@@ -259,9 +263,16 @@ func TestBusyDatabaseIs503(t *testing.T) {
 			{"POST", "/v1/claims/k/renew", `{"holder":"w1","fence":1,"ttl_ms":60000}`},
 			{"DELETE", "/v1/claims/k?holder=w1&fence=1", ""},
 		} {
+			start := time.Now()
 			code, body, hdr := do(t, h, c.method, c.path, c.body)
 			if code != 503 || hdr.Get("Retry-After") == "" || body["type"] != "urn:racefree:problem:unavailable" {
 				t.Errorf("%s %s while busy: %d %v; want 503 unavailable", c.method, c.path, code, body)
+			}
+			// At the request's deadline, not once the database gives up
+			// (a lock timeout, the busy timeout and its retries: a minute
+			// and more).
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("%s %s while busy answered after %s; want about the RequestTimeout of 300ms", c.method, c.path, took)
 			}
 		}
 		tx.Rollback()

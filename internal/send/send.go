@@ -25,10 +25,6 @@ type Op struct {
 	// in the order they came, each on the state the one before it left,
 	// and on PostgreSQL never in one batch ([wire.Op].Key).
 	Key string
-	// Bounded makes ctx's deadline bound the batch (wire.Op.Deadline):
-	// a batch that outlives it commits nothing, and the operation is not
-	// sent there.
-	Bounded bool
 	// Stmts are the statements that travel together, in one transaction,
 	// in this order: in a batch, or, when Pipeline is set, pipelined with
 	// the tenant's setting (Pipelined). They are all sent before
@@ -75,11 +71,7 @@ const (
 // not a way taken: Do goes on to the next.
 func Do(ctx context.Context, db *racefree.DB, exec racefree.Executor, op *Op) (Way, error) {
 	if op.Key != "" {
-		combined := Combined
-		if op.Bounded {
-			combined = CombinedWithin
-		}
-		if ran, err := combined(ctx, db, exec, op.Key, op.Stmts...); ran {
+		if ran, err := Combined(ctx, db, exec, op.Key, op.Stmts...); ran {
 			return Together, wire.Of(db).InterpretError(err)
 		}
 	}

@@ -293,21 +293,16 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 // have committed: it reports true with the batch's error (on PostgreSQL
 // [racefree.ErrUnavailable]), and the caller must not run its statements
 // again. Errors are returned after InterpretError.
+//
+// ctx's deadline bounds the batch ([wire.Op.Deadline]): a batch still
+// waiting for the database (a lock another transaction holds) when the
+// earliest deadline of its operations passes gives up and commits
+// nothing, and Combined reports false like for any batch that failed as a
+// whole; the caller's own attempt then ends at once on its expired ctx.
+// Without it a caller that led a batch would wait for it past its
+// deadline: a request bounded to a second answered after a minute.
 func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*wire.Statement) (bool, error) {
-	return combined(ctx, db, exec, key, time.Time{}, stmts)
-}
-
-// CombinedWithin is Combined for an operation that ctx's deadline bounds
-// ([wire.Op.Deadline]): its batch gives up at the earliest deadline of
-// its operations and commits nothing, and then it reports false like any
-// batch that failed as a whole (the server ends it at the deadline and
-// answers so). Without a deadline it is Combined.
-func CombinedWithin(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*wire.Statement) (bool, error) {
 	deadline, _ := ctx.Deadline()
-	return combined(ctx, db, exec, key, deadline, stmts)
-}
-
-func combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, deadline time.Time, stmts []*wire.Statement) (bool, error) {
 	if !wire.Of(db).Combining() || !pooled(db, exec) {
 		return false, nil
 	}
