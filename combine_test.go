@@ -35,15 +35,11 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 func TestCombinerBatches(t *testing.T) {
 	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		for _, q := range []string{
+		execAll(t, db,
 			`CREATE TABLE combine_t (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 			`CREATE TABLE combine_child (k TEXT PRIMARY KEY, parent TEXT REFERENCES combine_t (k) DEFERRABLE INITIALLY DEFERRED)`,
 			`INSERT INTO combine_t (k, v) VALUES ('z', 0)`,
-		} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		op := func(group, key string, queries ...string) *wire.Op {
 			o := &wire.Op{Group: group, Key: key}
 			for _, q := range queries {
@@ -308,14 +304,10 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 func heldCombiner(t *testing.T, db *racefree.DB) (call func(queued, running int), release func() racefree.CombineStats) {
 	t.Helper()
 	ctx := context.Background()
-	for _, q := range []string{
+	execAll(t, db,
 		`CREATE TABLE combine_q (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 		`INSERT INTO combine_q (k, v) VALUES ('z', 0)`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	lock, err := db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -433,14 +425,10 @@ func TestCombinerBatchHoldsAtMostCombineMax(t *testing.T) {
 func TestCombinerYieldsOnlyWhenOthersMayJoin(t *testing.T) {
 	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		for _, q := range []string{
+		execAll(t, db,
 			`CREATE TABLE combine_y (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 			`INSERT INTO combine_y (k, v) VALUES ('a', 0)`,
-		} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		lone := func() {
 			t.Helper()
 			op := &wire.Op{Group: "g", Key: "lone", Stmts: []*wire.Statement{{Query: `UPDATE combine_y SET v = v + 1 WHERE k = 'a'`}}}
@@ -482,14 +470,10 @@ func TestCombinerYieldsOnlyWhenOthersMayJoin(t *testing.T) {
 func TestCombinerPreparesWhatItsBatchesRan(t *testing.T) {
 	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		for _, q := range []string{
+		execAll(t, db,
 			`CREATE TABLE combine_p (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 			`INSERT INTO combine_p (k, v) VALUES ('gate', 0), ('a', 0), ('b', 0)`,
-		} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		const bump = `UPDATE combine_p SET v = v + 2 WHERE k = ?1`
 		q := bump
 		if db.Engine() == racefree.Postgres {
@@ -543,15 +527,11 @@ func TestCombinerPreparesWhatItsBatchesRan(t *testing.T) {
 func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		for _, q := range []string{
+		execAll(t, db,
 			`CREATE TABLE combine_s (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 			`CREATE TABLE combine_begins (n BIGINT NOT NULL)`,
 			`INSERT INTO combine_s (k, v) VALUES ('z', 0)`,
-		} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		st := func(q string, dest ...any) *wire.Statement { return &wire.Statement{Query: q, Dest: dest} }
 		combine := func(op *wire.Op) error {
 			t.Helper()
@@ -701,14 +681,10 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 func TestCombinerManyFormsOnPostgres(t *testing.T) {
 	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	ctx := context.Background()
-	for _, q := range []string{
+	execAll(t, db,
 		`CREATE TABLE combine_m (k TEXT PRIMARY KEY, v BIGINT NOT NULL, many BOOLEAN NOT NULL DEFAULT false)`,
 		`INSERT INTO combine_m (k, v) VALUES ('z', 0)`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	insert := func(k string, v int64) *wire.Op {
 		return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
 			Query: `INSERT INTO combine_m (k, v) VALUES ($1, $2)`,
@@ -838,16 +814,12 @@ func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
 		if db.Engine() == racefree.Postgres {
 			id = `id BIGSERIAL PRIMARY KEY`
 		}
-		for _, q := range []string{
-			`CREATE TABLE combine_o (` + id + `, k TEXT NOT NULL, i BIGINT NOT NULL)`,
+		execAll(t, db,
+			`CREATE TABLE combine_o (`+id+`, k TEXT NOT NULL, i BIGINT NOT NULL)`,
 			`CREATE TABLE combine_f (i BIGINT NOT NULL)`,
 			`CREATE TABLE combine_oz (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 			`INSERT INTO combine_oz (k, v) VALUES ('z', 0)`,
-		} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		// logged is an op on key k that logs i in the order it runs; with
 		// many, its statement has a Many form (PostgreSQL's, which no batch
 		// here runs: none holds two such ops; run, it would fail the batch
@@ -1006,14 +978,10 @@ func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
 func TestCombinerManyFormsOnSQLite(t *testing.T) {
 	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	ctx := context.Background()
-	for _, q := range []string{
+	execAll(t, db,
 		`CREATE TABLE combine_m (k TEXT PRIMARY KEY, v BIGINT NOT NULL, many BOOLEAN NOT NULL DEFAULT false)`,
 		`INSERT INTO combine_m (k, v) VALUES ('z', 0)`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	const manyFrom = 8 // the SQLite engine's ManyFrom
 	// insert writes its row, and says whether the Many form wrote it.
 	insert := func(k string, v int64) *wire.Op {
@@ -1172,6 +1140,17 @@ func TestCombinerManyFormsOnSQLite(t *testing.T) {
 	for i, err := range behind(twice...) {
 		if err == nil || !strings.Contains(err.Error(), "its batch failed") {
 			t.Errorf("op %d of a Many form that names place 1 twice: %v, want its batch failed", i, err)
+		}
+	}
+}
+
+// execAll runs each of qs on db, in order, and fails the test at the
+// first error.
+func execAll(t *testing.T, db *racefree.DB, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := db.ExecContext(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
 		}
 	}
 }
