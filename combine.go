@@ -405,11 +405,14 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 		return db.retryBatch(waits, func() error { return db.judgeCommit(db.runOp(waits, db.sql, nil, ops[0])) })
 	}
 	defer db.prepareOps(ctx, ops)
+	clocks := engineClocks(ops)
+	defer setClocks(clocks, nil) // alone, each reads the clock again
 	return db.retryBatch(waits, func() error {
 		tx, err := db.sql.BeginTx(waits, nil)
 		if err != nil {
 			return NotCommitted(fmt.Errorf("begin: %w", err))
 		}
+		setClocks(clocks, Millis(time.Now())) // under the write lock
 		if err := db.runTx(ctx, tx, ops); err != nil {
 			_ = tx.Rollback()
 			return NotCommitted(err) // no COMMIT was sent
@@ -419,6 +422,30 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 		}
 		return nil
 	})
+}
+
+// engineClocks returns the clock parameters of ops' statements
+// (wire.Statement.Clock) that name the engine's clock (nil), for
+// setClocks.
+func engineClocks(ops []*pending) []*any {
+	var clocks []*any
+	for _, p := range ops {
+		for _, st := range p.op.Stmts {
+			if st.Clock > 0 && st.Args[st.Clock-1] == nil {
+				clocks = append(clocks, &st.Args[st.Clock-1])
+			}
+		}
+	}
+	return clocks
+}
+
+// setClocks sets each of clocks to v: Unix milliseconds read under a
+// batch's write lock, or nil again, the engine's clock, once the batch is
+// over.
+func setClocks(clocks []*any, v any) {
+	for _, c := range clocks {
+		*c = v
+	}
 }
 
 // runTx runs the first operation's Begin, then every operation of ops, in

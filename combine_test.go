@@ -1154,3 +1154,68 @@ func execAll(t *testing.T, db *racefree.DB, qs ...string) {
 		}
 	}
 }
+
+// TestASQLiteBatchReadsTheClockUnderItsWriteLock: a SQLite batch binds the
+// engine's clock of its statements (wire.Statement.Clock, nil) to the
+// process clock read once it holds the write lock. A batch that waited for
+// the lock decides at a time after the wait, as each statement reading
+// the clock itself would; its statements share the one reading; and once
+// the batch is over, the statements name the engine's clock again, so that
+// one run alone afterwards reads the clock anew.
+func TestASQLiteBatchReadsTheClockUnderItsWriteLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{Combine: racefree.CombineOn})
+	execAll(t, db, `CREATE TABLE combine_c (k TEXT PRIMARY KEY, bound BOOLEAN NOT NULL, at BIGINT NOT NULL)`)
+	insert := func(k string) *wire.Statement {
+		return &wire.Statement{
+			Query: `INSERT INTO combine_c (k, bound, at) VALUES (?1, ?2 IS NOT NULL, COALESCE(?2, CAST(unixepoch('subsec') * 1000 AS INTEGER)))`,
+			Args:  []any{k, nil}, Clock: 2}
+	}
+	op := &wire.Op{Group: "g", Key: "c", Stmts: []*wire.Statement{insert("a"), insert("b")}}
+	lock, err := db.SQL().BeginTx(ctx, nil) // the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback()
+	if _, err := lock.ExecContext(ctx, `INSERT INTO combine_c (k, bound, at) VALUES ('lock', false, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ran, err := wire.Of(db).Combine(ctx, op)
+		if err == nil && !ran {
+			err = errors.New("the batch did not run")
+		}
+		done <- err
+	}()
+	testdb.WaitCombiner(t, db, "the batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+	// Not a wait for an event: the clock moves on while the batch waits
+	// for the lock, so that a clock read before the lock is told apart.
+	time.Sleep(20 * time.Millisecond)
+	released := racefree.Millis(time.Now())
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, done, "the batch"); err != nil {
+		t.Fatal(err)
+	}
+	var at [2]int64
+	for i, k := range []string{"a", "b"} {
+		var bound bool
+		if err := db.QueryRowContext(ctx, `SELECT bound, at FROM combine_c WHERE k = ?`, k).Scan(&bound, &at[i]); err != nil {
+			t.Fatal(err)
+		}
+		if !bound || at[i] < released {
+			t.Errorf("%s: the clock bound %v, at %d; want bound, at or after %d, when the lock was released", k, bound, at[i], released)
+		}
+	}
+	if at[0] != at[1] {
+		t.Errorf("the batch's statements at %d and %d; want one reading of the clock", at[0], at[1])
+	}
+	for i, st := range op.Stmts {
+		if st.Args[1] != nil {
+			t.Errorf("statement %d's clock after the batch: %v; want nil, the engine's clock, again", i, st.Args[1])
+		}
+	}
+}

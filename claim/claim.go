@@ -205,7 +205,7 @@ func (s *Store) Acquisition(ctx context.Context, key, holder string, ttl time.Du
 	}
 	a := &Acquisition{Key: s.combineKey(key), id: tenant.From(ctx), key: key, holder: holder}
 	acquire := &wire.Statement{Query: s.q.Get("acquire"),
-		Args: []any{a.id, s.ns, key, holder, ttl.Milliseconds(), wire.Of(s.db).ClockArg()}, Dest: a.r.dest(&a.inserted)}
+		Args: []any{a.id, s.ns, key, holder, ttl.Milliseconds(), wire.Of(s.db).ClockArg()}, Clock: 6, Dest: a.r.dest(&a.inserted)}
 	a.Stmts = []*wire.Statement{acquire}
 	if wire.Of(s.db).CanMany() {
 		acquire.Many = s.q.Get("acquire_many")
@@ -258,7 +258,7 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 	id := tenant.From(ctx)
 	var r row
 	renew := &wire.Statement{Query: s.q.Get("renew"),
-		Args: []any{id, s.ns, key, holder, fence, ttl.Milliseconds(), wire.Of(s.db).ClockArg()}, Dest: r.dest()}
+		Args: []any{id, s.ns, key, holder, fence, ttl.Milliseconds(), wire.Of(s.db).ClockArg()}, Clock: 7, Dest: r.dest()}
 	if wire.Of(s.db).CanMany() {
 		renew.Many = s.q.Get("renew_many")
 	}
@@ -286,7 +286,7 @@ func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder
 		return err
 	}
 	id := tenant.From(ctx)
-	release := &wire.Statement{Query: s.q.Get("release"), Args: []any{id, s.ns, key, holder, fence, wire.Of(s.db).ClockArg()}}
+	release := &wire.Statement{Query: s.q.Get("release"), Args: []any{id, s.ns, key, holder, fence, wire.Of(s.db).ClockArg()}, Clock: 6}
 	if wire.Of(s.db).CanMany() {
 		release.Many = s.q.Get("release_many")
 	}

@@ -429,7 +429,7 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 			tat, used, now int64
 		)
 		clock := wire.Of(l.db).ClockArg()
-		st := &wire.Statement{Query: l.q.Get(name), Args: []any{id, l.scope, key, n, arg, p.limit(), clock},
+		st := &wire.Statement{Query: l.q.Get(name), Args: []any{id, l.scope, key, n, arg, p.limit(), clock}, Clock: 7,
 			Dest: []any{&allowed, &tat, &used, &now}}
 		stmts := []*wire.Statement{st}
 		var read refusalRead
@@ -485,7 +485,7 @@ type refusalRead struct {
 // statement returns the read; cols is how many columns it returns (now,
 // tat, used, and for a sliding window prev).
 func (r *refusalRead) statement(query string, args []any, cols int) *wire.Statement {
-	return &wire.Statement{Query: query, Args: args, IfMissed: true, Rows: func(rows wire.Rows) error {
+	return &wire.Statement{Query: query, Args: args, Clock: len(args), IfMissed: true, Rows: func(rows wire.Rows) error {
 		*r = refusalRead{}
 		if !rows.Next() {
 			return nil

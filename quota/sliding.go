@@ -84,7 +84,7 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 			tat, used, prev, now int64
 		)
 		clock := wire.Of(l.db).ClockArg()
-		st := &wire.Statement{Query: l.q.Get("consume_sliding"), Args: []any{id, l.scope, key, n, p.Per.Milliseconds(), p.Rate, clock},
+		st := &wire.Statement{Query: l.q.Get("consume_sliding"), Args: []any{id, l.scope, key, n, p.Per.Milliseconds(), p.Rate, clock}, Clock: 7,
 			Dest: []any{&allowed, &tat, &used, &prev, &now}}
 		stmts := []*wire.Statement{st}
 		var read refusalRead

@@ -125,7 +125,17 @@ type Statement struct {
 	// Otherwise it does not run: its Rows is not called, and the caller
 	// reads after the batch, as alone. Such a statement has no Many form
 	// and no Dest; a batch that pipelines never runs it.
-	IfMissed     bool
+	IfMissed bool
+	// Clock, when not zero, is the place (from 1) in Args of the
+	// statement's clock parameter, whose nil means the engine's clock
+	// (racefree.DB's ClockArg). A SQLite batch of DB.Combine binds there,
+	// in place of nil, the process clock read once just after its BEGIN
+	// IMMEDIATE, instead of each statement reading it (unixepoch, about 5
+	// us a statement): SQLite's clock is the process's, and read under the
+	// write lock it is the clock each statement of the batch would read,
+	// a few microseconds earlier. Alone, a statement reads the clock
+	// itself, after any wait for the lock.
+	Clock        int
 	RowsAffected int64
 }
 
