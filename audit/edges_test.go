@@ -878,10 +878,7 @@ func TestEdgesPruneInTheCallersTransaction(t *testing.T) {
 			}
 			waiter := make(chan result, 1)
 			if pg {
-				var pid int
-				if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-					t.Fatal(err)
-				}
+				pid := testdb.BackendPID(t, tx)
 				cctx, cancel := context.WithCancel(ctx)
 				go func() { r, err := l.Append(cctx, db, "s", e); waiter <- result{r, err} }()
 				testdb.BlockedBy(t, db, pid, nil)

@@ -244,10 +244,7 @@ func TestGuardMakesWritesExclusive(t *testing.T) {
 		if b.db.Engine() == racefree.Postgres {
 			// Wait until the takeover waits on tx's lock (or fails the
 			// test by completing first).
-			var pid int
-			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
+			pid := testdb.BackendPID(t, tx)
 			if !testdb.BlockedBy(t, b.db, pid, done) {
 				t.Fatalf("takeover completed while the guarded transaction was open: %v", takeover)
 			}

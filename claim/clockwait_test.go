@@ -50,10 +50,7 @@ func TestADecisionReadsTheClockAfterItsLockWait(t *testing.T) {
 			if _, err := claims.Renew(ctx, tx, key, "h", first.Fence, time.Minute); err != nil { // holds the row's lock
 				t.Fatal(err)
 			}
-			var pid int
-			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
+			pid := testdb.BackendPID(t, tx)
 			done := make(chan struct{})
 			var got *claim.Claim
 			var opErr error

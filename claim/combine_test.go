@@ -220,29 +220,20 @@ func TestACombinedCallGivesUpAtItsDeadline(t *testing.T) {
 			}},
 			{"release", func(ctx context.Context) error { return claims.Release(ctx, db, "k", "w1", held.Fence) }},
 		} {
-			done := make(chan error, 1)
-			go func() {
+			err := testdb.Within(t, 5*time.Second, c.what+" bounded by 200ms", func() error {
 				cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 				defer cancel()
-				done <- c.call(cctx)
-			}()
-			select {
-			case err := <-done:
-				if !errors.Is(err, context.DeadlineExceeded) {
-					t.Errorf("%s past its deadline: %v; want context.DeadlineExceeded", c.what, err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("%s bounded by 200ms still waits after 5s", c.what)
+				return c.call(cctx)
+			})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s past its deadline: %v; want context.DeadlineExceeded", c.what, err)
 			}
 		}
 		if s := db.CombineStats(); s.Failed-failed != 3 {
 			t.Errorf("combiner %+v: want the three batches that gave up (%d before)", s, failed)
 		}
 		if db.Engine() == racefree.Postgres {
-			var pid int
-			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
+			pid := testdb.BackendPID(t, tx)
 			testdb.Unblocked(t, db, pid, 5*time.Second)
 		}
 		if err := tx.Rollback(); err != nil {

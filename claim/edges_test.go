@@ -271,10 +271,7 @@ func TestEdgesCancelledCaller(t *testing.T) {
 		if err := b.claims.Guard(ctx, guarded, "k", "a", a.Fence); err != nil {
 			t.Fatal(err)
 		}
-		var pid int
-		if err := guarded.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
+		pid := testdb.BackendPID(t, guarded)
 		b.clock.Set(a.ExpiresAt) // lapsed: b's takeover waits for the guard
 		waitCtx, stopWait := context.WithCancel(ctx)
 		done := make(chan error, 1)

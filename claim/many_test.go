@@ -136,9 +136,7 @@ func together(t *testing.T, db *racefree.DB, claims *claim.Store, calls ...func(
 	}
 	var pid int
 	if db.Engine() == racefree.Postgres {
-		if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
+		pid = testdb.BackendPID(t, tx)
 	}
 	done := make(chan struct{})
 	var gateErr error

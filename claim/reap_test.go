@@ -45,10 +45,7 @@ func TestReapKeepsAClaimReacquiredInAnOpenTransaction(t *testing.T) {
 			reaped, reapErr = b.claims.Reap(ctx, time.Hour, 10)
 		}()
 		if b.db.Engine() == racefree.Postgres {
-			var pid int
-			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
+			pid := testdb.BackendPID(t, tx)
 			if testdb.BlockedBy(t, b.db, pid, done) {
 				t.Error("the reaper waited for the caller's transaction instead of skipping its row")
 			}
@@ -419,10 +416,7 @@ func TestAReapDuringAnAcquireDoesNotRepeatAFence(t *testing.T) {
 					})
 				}()
 				if b.db.Engine() == racefree.Postgres {
-					var pid int
-					if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-						t.Fatal(err)
-					}
+					pid := testdb.BackendPID(t, tx)
 					if !testdb.BlockedBy(t, b.db, pid, done) {
 						t.Fatalf("the acquire did not wait for the open insert: %+v, %v", second, acquireErr)
 					}

@@ -376,20 +376,14 @@ func TestACombinedObserveGivesUpAtItsDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		failed := db.CombineStats().Failed
-		done := make(chan error, 1)
-		go func() {
+		err = testdb.Within(t, 5*time.Second, "an observe bounded by 200ms", func() error {
 			cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			defer cancel()
 			_, err := log.Observe(cctx, db, dedup.Event{Source: "s", Level: "error", Message: "m", Fingerprint: "fp"}, time.Minute)
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("observe past its deadline: %v; want context.DeadlineExceeded", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("an observe bounded by 200ms still waits after 5s")
+			return err
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("observe past its deadline: %v; want context.DeadlineExceeded", err)
 		}
 		if s := db.CombineStats(); s.Failed-failed != 1 {
 			t.Errorf("combiner %+v: want the batch that gave up (%d before)", s, failed)

@@ -506,10 +506,7 @@ func TestEdgesCancelledCaller(t *testing.T) {
 		if o, err := log.Observe(ctx, holder, ev, time.Minute); err != nil || o.Count != 3 {
 			t.Fatalf("observe in the holder: %+v, %v; want count 3", o, err)
 		}
-		var pid int
-		if err := holder.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
+		pid := testdb.BackendPID(t, holder)
 		// wait runs call until it waits for the holder's row lock,
 		// cancels it, and returns its error once the server has let go
 		// of it (pgx, closing the connection, asks the server to cancel

@@ -305,10 +305,7 @@ func TestEdgesCancelledCaller(t *testing.T) {
 			if _, err := other.ExecContext(ctx, `INSERT INTO users (email, handle) VALUES ($1, $2)`, email, email); err != nil {
 				t.Fatal(err)
 			}
-			var pid int
-			if err := other.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
+			pid := testdb.BackendPID(t, other)
 			waitCtx, stopWait := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() {

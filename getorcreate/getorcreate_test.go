@@ -264,10 +264,7 @@ func TestRaceOnAnotherIndexGetsTheRow(t *testing.T) {
 				}
 				done := make(chan result, 1)
 				if db.Engine() == racefree.Postgres {
-					var pid int
-					if err := other.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-						t.Fatal(err)
-					}
+					pid := testdb.BackendPID(t, other)
 					go func() {
 						id, created, err := get()
 						done <- result{id, created, err}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/idempotency"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // The tests of this file try the idempotency promises at their edges (the
@@ -298,10 +299,7 @@ func TestEdgesCancelledCaller(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		var pid int
-		if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
+		pid := testdb.BackendPID(t, tx)
 		if _, err := b.store.DoTx(ctx, tx, "s", "locked", "fp", func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) { return []byte("tx"), nil }); err != nil {
 			t.Fatal(err)
 		}

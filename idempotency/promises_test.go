@@ -188,10 +188,7 @@ func TestReapSparesARecordRestartedInAnOpenTransaction(t *testing.T) {
 		}()
 		if b.db.Engine() == racefree.Postgres {
 			// Commit only once the reaper is done or waits on our row.
-			var pid int
-			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
+			pid := testdb.BackendPID(t, tx)
 			waitReaperDoneOrBlockedBy(t, ctx, b.db, pid, reaped)
 		}
 		if err := tx.Commit(); err != nil {

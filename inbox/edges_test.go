@@ -572,9 +572,7 @@ func TestEdgesCancelledDelivery(t *testing.T) {
 		if _, err := holder.ExecContext(ctx, `UPDATE racefree_inbox_sources SET last_seq = last_seq WHERE source = 's'`); err != nil {
 			t.Fatal(err)
 		}
-		if err := holder.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
+		pid = testdb.BackendPID(t, holder)
 		waiting, stopWaiting = context.WithCancel(ctx)
 		go func() {
 			_, err := b.in.Receive(waiting, "s", "counted", nil, b.effect(ctx, "counted"))

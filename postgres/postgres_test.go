@@ -57,10 +57,7 @@ func TestInterpretErrorUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	var pid int
-	if err := conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
+	pid := testdb.BackendPID(t, conn)
 	if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
 		t.Fatal(err)
 	}

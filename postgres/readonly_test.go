@@ -47,10 +47,7 @@ func TestReadOnlyNode(t *testing.T) {
 	}
 	pid := func() int {
 		t.Helper()
-		var p int
-		if err := db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&p); err != nil {
-			t.Fatal(err)
-		}
+		p := testdb.BackendPID(t, db)
 		return p
 	}
 	before := pid()

@@ -142,10 +142,7 @@ func TestABatchDecidesOnTheCountersItLocked(t *testing.T) {
 		}
 		consume(t, l, tx, a, 1, p) // full once tx commits
 		consume(t, l, tx, b, 1, p)
-		var pid int
-		if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
+		pid := testdb.BackendPID(t, tx)
 		var da, db2, dc quota.Decision
 		call := func(d *quota.Decision, key string, n int64) func() {
 			return func() {
@@ -407,23 +404,12 @@ func TestACombinedChargeGivesUpAtItsWait(t *testing.T) {
 		closed, open := gcra, gcra
 		closed.Wait = 200 * time.Millisecond
 		open.Wait, open.OnUnavailable = quota.NoWait, quota.FailOpen
-		bounded := func(what string, ctx context.Context, p quota.Policy) (quota.Decision, error) {
-			type result struct {
-				d   quota.Decision
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				d, err := l.Consume(ctx, db, "k", 1, p)
-				done <- result{d, err}
-			}()
-			select {
-			case r := <-done:
-				return r.d, r.err
-			case <-time.After(5 * time.Second):
-				t.Fatalf("%s: a charge bounded by 200ms still waits after 5s", what)
-			}
-			return quota.Decision{}, nil
+		bounded := func(what string, ctx context.Context, p quota.Policy) (d quota.Decision, err error) {
+			err = testdb.Within(t, 5*time.Second, what+": a charge bounded by 200ms", func() error {
+				d, err = l.Consume(ctx, db, "k", 1, p)
+				return err
+			})
+			return d, err
 		}
 		d, err := bounded("fail closed", ctx, closed)
 		if !errors.Is(err, racefree.ErrUnavailable) || d.Allowed || !d.Degraded {
@@ -436,10 +422,7 @@ func TestACombinedChargeGivesUpAtItsWait(t *testing.T) {
 			t.Fatalf("fail open on the caller's deadline: %+v, %v; want allowed, Degraded", d, err)
 		}
 		if db.Engine() == racefree.Postgres {
-			var pid int
-			if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
+			pid := testdb.BackendPID(t, tx)
 			testdb.Unblocked(t, db, pid, 5*time.Second)
 		}
 		if err := tx.Rollback(); err != nil {

@@ -244,10 +244,7 @@ func TestEdgesCancelledCaller(t *testing.T) {
 		if d, err := l.Refund(ctx, holder, "k", 5, gcra); err != nil || d.Remaining != 5 {
 			t.Fatalf("refund in the holder: %+v, %v", d, err)
 		}
-		var pid int
-		if err := holder.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
+		pid := testdb.BackendPID(t, holder)
 		for _, p := range []quota.Policy{gcra, open} {
 			waitCtx, stopWait := context.WithCancel(ctx)
 			done := make(chan error, 1)
@@ -710,10 +707,7 @@ func TestEdgesALockWaitDecidesAtTheLimit(t *testing.T) {
 				for _, k := range keys {
 					consume(t, l, tx, k, 1, p)
 				}
-				var pid int
-				if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-					t.Fatal(err)
-				}
+				pid := testdb.BackendPID(t, tx)
 				wait := run()
 				testdb.BlockedBy(t, db, pid, nil)
 				if err := tx.Commit(); err != nil {

@@ -111,10 +111,7 @@ func TestMiddlewareAnswersAnUnansweredDatabaseByItsPolicy(t *testing.T) {
 		// decision, but ErrUnavailable, and the answer is the same 503,
 		// never a 500. (With the combiner the charge waits in its batch.)
 		if db.Engine() == racefree.Postgres {
-			var pid int
-			if err := holder.QueryRowContext(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-				t.Fatal(err)
-			}
+			pid := testdb.BackendPID(t, holder)
 			waitMW, err := l.Middleware(db, gcra, key) // a minute's Wait: the client gives up first
 			if err != nil {
 				t.Fatal(err)

@@ -196,10 +196,7 @@ func TestEdgesCancelledOnTheRowLockByExecutor(t *testing.T) {
 		}
 		defer func() { _ = holder.Rollback() }()
 		consume(t, l, holder, "k", 1, gcra)
-		var pid int
-		if err := holder.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
+		pid := testdb.BackendPID(t, holder)
 		for _, c := range []struct {
 			name    string
 			exec    func() (racefree.Executor, func())

@@ -34,10 +34,7 @@ func checkGapless(t *testing.T, got [][2]int64) int64 {
 
 func backendPID(t *testing.T, tx *sql.Tx) int {
 	t.Helper()
-	var pid int
-	if err := tx.QueryRowContext(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
+	pid := testdb.BackendPID(t, tx)
 	return pid
 }
 

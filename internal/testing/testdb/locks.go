@@ -2,11 +2,44 @@ package testdb
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
 	"github.com/racefree/racefree"
 )
+
+// BackendPID returns the pid of the PostgreSQL backend that runs q's
+// statements (a transaction or a connection that holds locks), for
+// BlockedBy and Unblocked.
+func BackendPID(t testing.TB, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) int {
+	t.Helper()
+	var pid int
+	if err := q.QueryRowContext(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// Within runs call on a goroutine of its own and returns what it returns,
+// or fails the test when it has not returned after d: a call that must
+// give up by itself (at its deadline, on a lock it cannot get) fails the
+// test rather than hanging it. A call that outlives the test keeps running
+// until it returns.
+func Within[T any](t testing.TB, d time.Duration, what string, call func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- call() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s: no answer after %s", what, d)
+		panic("unreachable")
+	}
+}
 
 // BlockedBy polls until a session of PostgreSQL waits for a lock that the
 // backend pid holds (true), or done is closed first (false; a nil done
