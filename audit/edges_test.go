@@ -1335,3 +1335,34 @@ func TestEdgesVerifyAllWithCheckpoints(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesReorderedAtTheWindowsEdges moves an entry, MAC and prev_mac
+// included, exactly reorderWindow places away (Reordered, naming where it
+// belongs) and one place further (Modified: Verify does not look that
+// far), later in the chain and earlier.
+func TestEdgesReorderedAtTheWindowsEdges(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		for _, c := range []struct {
+			from, to int64 // entry from's row copied over entry to's
+			kind     Kind
+		}{
+			{3 + reorderWindow, 3, Reordered},
+			{4 + reorderWindow, 3, Modified},
+			{3, 3 + reorderWindow, Reordered},
+			{3, 4 + reorderWindow, Modified},
+		} {
+			scope := fmt.Sprintf("s%d-%d", c.from, c.to)
+			l := newLog(t, db, ring(t, "k1"))
+			appendN(t, l, scope, 40)
+			r := entryRow(t, l, scope, c.from)
+			tamper(t, db, fmt.Sprintf(`UPDATE racefree_audit SET at = %d, actor = '%s', action = '%s', subject = '%s', data = %s, prev_mac = %s, mac = %s WHERE scope = '%s' AND seq = %d`,
+				r.At.UnixMilli(), r.Actor, r.Action, r.Subject, blob(db, r.Data), blob(db, r.PrevMAC), blob(db, r.MAC), scope, c.to))
+			res := verify(t, l, scope, nil)
+			wantBreak(t, res, c.kind, c.to)
+			if want := fmt.Sprintf("belongs at %d", c.from); c.kind == Reordered && !strings.Contains(res.Break.Detail, want) {
+				t.Fatalf("entry %d at %d: detail %q, want %q in it", c.from, c.to, res.Break.Detail, want)
+			}
+		}
+	})
+}

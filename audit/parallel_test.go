@@ -190,6 +190,22 @@ func TestVerifyParallelBoundary(t *testing.T) {
 	}
 }
 
+// TestVerifyParallelResumedAtAnEntryUnderAnotherKey resumes a parallel
+// Verify after entry 5, in key k1's epoch, where entry 6 names k2, a key
+// of the keyring, over k1's MAC. One stream reports the epoch first
+// (KeyOutsideEpoch, before the MAC), and so must the parts: the first
+// starts at the resumed position, not at the beginning of the chain.
+func TestVerifyParallelResumedAtAnEntryUnderAnotherKey(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		l := rotatedChain(t, db, "s", 19, 20) // entry 20 rotates to k2
+		after := Position{Seq: 5, MAC: entryRow(t, l, "s", 5).MAC, KeyID: "k1"}
+		tamper(t, db, `UPDATE racefree_audit SET key_id = 'k2' WHERE scope = 's' AND seq = 6`)
+		res := verifyBoth(t, l, "s", VerifyOptions{After: &after}, *parallelOpts(2, 10))
+		wantBreak(t, res, KeyOutsideEpoch, 6)
+	})
+}
+
 // TestVerifyParallelWhileAppending: appends that commit while Verify reads
 // a chain in parts never look like a break: the last part runs to the end
 // of the chain, past the head Verify read first.
