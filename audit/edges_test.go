@@ -1339,7 +1339,8 @@ func TestEdgesVerifyAllWithCheckpoints(t *testing.T) {
 // TestEdgesReorderedAtTheWindowsEdges moves an entry, MAC and prev_mac
 // included, exactly reorderWindow places away (Reordered, naming where it
 // belongs) and one place further (Modified: Verify does not look that
-// far), later in the chain and earlier.
+// far), later in the chain and earlier; and the chain's first entry one
+// place on (the window's lowest number is 1).
 func TestEdgesReorderedAtTheWindowsEdges(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
@@ -1351,6 +1352,7 @@ func TestEdgesReorderedAtTheWindowsEdges(t *testing.T) {
 			{4 + reorderWindow, 3, Modified},
 			{3, 3 + reorderWindow, Reordered},
 			{3, 4 + reorderWindow, Modified},
+			{1, 2, Reordered},
 		} {
 			scope := fmt.Sprintf("s%d-%d", c.from, c.to)
 			l := newLog(t, db, ring(t, "k1"))
