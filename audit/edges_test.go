@@ -1368,3 +1368,31 @@ func TestEdgesReorderedAtTheWindowsEdges(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesCheckpointsOfOneEntry takes two checkpoints with no entry
+// appended between them: both vouch for the same entry, and the pair
+// anchors the chain (a later checkpoint may stand at its predecessor's
+// entry, never before it).
+func TestEdgesCheckpointsOfOneEntry(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := newLog(t, db, ring(t, "k1"))
+		appendN(t, l, "s", 3)
+		var cps []Checkpoint
+		for range 2 {
+			cp, err := l.Checkpoint(ctx, db, "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cps = append(cps, cp)
+		}
+		if cps[0].Seq != 3 || cps[1].Seq != 3 || cps[1].N != cps[0].N+1 {
+			t.Fatalf("checkpoints %+v; want two in a row at entry 3", cps)
+		}
+		res := verify(t, l, "s", &VerifyOptions{Checkpoints: cps})
+		if !res.Anchored || res.Break != nil || res.Rows != 3 {
+			t.Fatalf("verify against two checkpoints of one entry: %+v (break %+v); want 3 rows, anchored, intact", res, res.Break)
+		}
+	})
+}
