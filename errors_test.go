@@ -3,6 +3,7 @@ package racefree_test
 import (
 	"context"
 	"errors"
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -120,6 +121,37 @@ func TestSchemaAtLeastAtTheVersion(t *testing.T) {
 		}
 		if ok, err := wire.Of(reader).SchemaAtLeast(ctx, reader, v+1); err != nil || ok {
 			t.Fatalf("SchemaAtLeast(%d) at version %d: %v, %v; want false", v+1, v, ok, err)
+		}
+	})
+}
+
+// TestSchemaAtLeastAnswersFromMemory: once a DB has seen version v
+// applied (Open records it), asking whether v or an earlier version is
+// applied reads nothing: it answers through an executor that could not run
+// a query, a transaction already ended. Asking for a version it has not
+// seen reads the database through that executor, and its error comes back.
+func TestSchemaAtLeastAnswersFromMemory(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		v, err := db.CodeVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range []int64{v - 1, v} {
+			if ok, err := wire.Of(db).SchemaAtLeast(ctx, tx, at); !ok || err != nil {
+				t.Fatalf("version %d at schema %d: %v, %v; want true from memory, no query", at, v, ok, err)
+			}
+		}
+		if ok, err := wire.Of(db).SchemaAtLeast(ctx, tx, v+1); ok || !errors.Is(err, sql.ErrTxDone) {
+			t.Fatalf("version %d at schema %d: %v, %v; want the read through the ended transaction to fail", v+1, v, ok, err)
 		}
 	})
 }
