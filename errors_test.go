@@ -2,8 +2,8 @@ package racefree_test
 
 import (
 	"context"
-	"errors"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
