@@ -762,3 +762,47 @@ func TestEdgesHTTPHandlerOptions(t *testing.T) {
 		t.Errorf("deliveries without a good URL reached the receiver: %v", seen[sent:])
 	}
 }
+
+// TestEdgesRelayCountsACompletionRefusedAsStale: a handler returns nil
+// after its lease lapsed and another worker took the message over. The
+// relay's completion is refused: counted Stale once, not Delivered, and
+// the message stays the other worker's.
+func TestEdgesRelayCountsACompletionRefusedAsStale(t *testing.T) {
+	clock, cfg := manual()
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		o := newOutbox(t, db, nil)
+		takeover := make(chan error, 1)
+		// A lease of a minute: the relay's heartbeat (every 20 s) never
+		// runs here. One handler at a time: while it runs, the relay
+		// claims nothing, so B's claim is the one that takes the lapsed
+		// lease over.
+		r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
+			clock.Advance(time.Minute) // the lease lapses at this millisecond
+			ds, err := o.Claim(ctx, "B", 1, time.Minute)
+			if err == nil && (len(ds) != 1 || ds[0].ID != d.ID || ds[0].Fence != d.Fence+1) {
+				err = fmt.Errorf("B's takeover claimed %+v", ds)
+			}
+			takeover <- err
+			return nil
+		}, &outbox.RelayOptions{Worker: "A", Concurrency: 1, Lease: time.Minute, PollInterval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runRelay(t, r)
+		defer stop()
+		id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+		if err := <-takeover; err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the refused completion counted", func() bool { return r.Stats().Stale == 1 })
+		stop()
+		if s := r.Stats(); s.Delivered != 0 || s.Stale != 1 || s.LeaseLost != 0 {
+			t.Fatalf("relay stats %+v; want one stale completion, none delivered", s)
+		}
+		if m := get(t, ctx, o, id); m.State != outbox.Leased || m.LeasedBy != "B" || m.Fence != 2 {
+			t.Fatalf("message %+v; want it leased to B at fence 2", m)
+		}
+	})
+}
