@@ -156,6 +156,37 @@ func TestSchemaAtLeastAnswersFromMemory(t *testing.T) {
 	})
 }
 
+// TestSchemaAtLeastRemembersItsOwnMigration: a DB that migrates the
+// schema itself knows the version it applied; it answers from memory
+// afterwards, without a query (through an ended transaction).
+func TestSchemaAtLeastRemembersItsOwnMigration(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		db := testdb.Open(t, d, &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+		v, err := db.CodeVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.MigrateUpTo(ctx, v-1); err != nil {
+			t.Fatal(err)
+		}
+		if applied, err := db.MigrateUp(ctx); err != nil || len(applied) != 1 || applied[0].Version != v {
+			t.Fatalf("MigrateUp from %d: %v, %v; want version %d applied", v-1, applied, err, v)
+		}
+		tx, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := wire.Of(db).SchemaAtLeast(ctx, tx, v); !ok || err != nil {
+			t.Fatalf("version %d after migrating to it: %v, %v; want true from memory, no query", v, ok, err)
+		}
+	})
+}
+
 // TestLoadMigrations: migrations load in version order, not in the
 // order of their names; a version that
 // appears twice, or a file not named NNN_name.sql, is refused.

@@ -295,3 +295,36 @@ func TestStrictModeIsRefusedOnSQLite(t *testing.T) {
 		t.Fatalf("Open on SQLite with RequireSynchronousReplication: %v, want an *InputError naming the option", err)
 	}
 }
+
+// TestMigrationStatusListsUnknownVersionsInOrder: versions applied to the
+// database that the code does not know (a newer racefree migrated it) come
+// after the known ones, in version order, whatever order they were
+// applied in.
+func TestMigrationStatusListsUnknownVersionsInOrder(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		v, err := db.CodeVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, fmt.Sprintf(`INSERT INTO racefree_schema_migrations (version, name, applied_at) VALUES (%d, 'later', 1), (%d, 'next', 1)`, v+2, v+1)); err != nil {
+			t.Fatal(err)
+		}
+		st, err := db.MigrationStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(st)) != v+2 {
+			t.Fatalf("%d statuses; want %d", len(st), v+2)
+		}
+		for i, s := range st {
+			if s.Version != int64(i+1) || !s.Applied {
+				t.Fatalf("status %d: %+v; want version %d, applied (all: %+v)", i, s, i+1, st)
+			}
+		}
+		if st[v].Name != "next" || st[v+1].Name != "later" {
+			t.Fatalf("the unknown versions: %+v, %+v; want next, then later", st[v], st[v+1])
+		}
+	})
+}
