@@ -118,6 +118,9 @@ func TestRelayStopsGracefully(t *testing.T) {
 		if rec.State != outbox.Ready || rec.LeasedBy != "" || rec.AvailableAt.After(time.Now()) {
 			t.Fatalf("the cancelled handler's message: %+v, want ready now", rec)
 		}
+		if s := r.Stats(); s.Errors != 0 || s.Retried != 0 || s.Delivered != 1 {
+			t.Fatalf("relay stats %+v; want one delivered and the stopped one released without an error", s)
+		}
 	})
 }
 
