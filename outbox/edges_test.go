@@ -806,3 +806,100 @@ func TestEdgesRelayCountsACompletionRefusedAsStale(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesRelayHandledDeliveryLosesNoLease: a handler has returned nil
+// and its completion is on the way when a heartbeat finds the lease gone
+// (it lapsed and another worker took the message over). The heartbeat
+// leaves it to the completion: no lease lost is counted, and the refused
+// completion counts Stale. PostgreSQL only: a trigger holds the
+// completion's statement on an advisory lock until heartbeats have run
+// after the takeover, which orders the three; the relay's code is the
+// same on both engines.
+func TestEdgesRelayHandledDeliveryLosesNoLease(t *testing.T) {
+	clock, cfg := manual()
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		if db.Engine() != racefree.Postgres {
+			return
+		}
+		clock.Set(t0)
+		ctx := context.Background()
+		o := newOutbox(t, db, nil)
+		lockKey := time.Now().UnixNano()
+		hold, err := db.SQL().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hold.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, lockKey); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`CREATE TABLE rf_heartbeats (at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+			fmt.Sprintf(`CREATE FUNCTION rf_order() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  IF current_query() LIKE '%%SET state = ''delivered''%%' THEN
+    PERFORM pg_advisory_xact_lock(%d);
+  ELSIF current_query() LIKE '%%-- renew: the heartbeat%%' OR current_query() LIKE '%%SET available_at = (SELECT now FROM clock) + $4%%' THEN
+    INSERT INTO rf_heartbeats DEFAULT VALUES;
+  END IF;
+  RETURN NULL;
+END $f$`, lockKey),
+			`CREATE TRIGGER rf_order BEFORE UPDATE ON racefree_outbox FOR EACH STATEMENT EXECUTE FUNCTION rf_order()`,
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		returned := make(chan *outbox.Delivery, 1)
+		r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
+			returned <- d
+			return nil
+		}, &outbox.RelayOptions{Worker: "A", Concurrency: 1, Lease: 150 * time.Millisecond, PollInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runRelay(t, r)
+		defer stop()
+		defer func() { // first: a failed test lets the held completion go, so that stop returns
+			_, _ = hold.ExecContext(context.Background(), `SELECT pg_advisory_unlock_all()`)
+			_ = hold.Close()
+		}()
+		id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+		d := <-returned
+		// The completion waits on the advisory lock.
+		waitFor(t, "the completion held by the trigger", func() bool {
+			var n int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = ($1::bigint & 4294967295)::oid`, lockKey).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		})
+		clock.Advance(time.Hour) // the lease lapses
+		if ds, err := o.Claim(ctx, "B", 1, time.Hour); err != nil || len(ds) != 1 || ds[0].ID != d.ID || ds[0].Fence != d.Fence+1 {
+			t.Fatalf("B's takeover: %+v, %v", ds, err)
+		}
+		count := func() (n int) {
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM rf_heartbeats`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		// Two: the relay's heartbeat loop handles what one statement
+		// found before it sends the next.
+		after := count()
+		waitFor(t, "two heartbeats after the takeover", func() bool { return count() >= after+2 || r.Stats().LeaseLost > 0 })
+		if s := r.Stats(); s.LeaseLost != 0 {
+			t.Fatalf("relay stats %+v; want no lease lost: the handler had returned", s)
+		}
+		if _, err := hold.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, lockKey); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the refused completion counted", func() bool { return r.Stats().Stale == 1 })
+		stop()
+		if s := r.Stats(); s.LeaseLost != 0 || s.Delivered != 0 {
+			t.Fatalf("relay stats %+v; want no lease lost (the handler had returned), none delivered, one stale", s)
+		}
+		if m := get(t, ctx, o, id); m.State != outbox.Leased || m.LeasedBy != "B" {
+			t.Fatalf("message %+v; want it leased to B", m)
+		}
+	})
+}
