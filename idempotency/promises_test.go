@@ -546,14 +546,17 @@ func TestLostLeaseCancelsFn(t *testing.T) {
 		ctx := context.Background()
 		started := make(chan struct{})
 		done := make(chan error, 1)
+		cancelled := make(chan bool, 1)
 		go func() {
 			_, err := b.store.Do(ctx, "s", "k", "fp", func(ctx context.Context, _ *idempotency.Call) ([]byte, error) {
 				close(started)
 				select {
 				case <-ctx.Done():
+					cancelled <- true
 					return []byte("too late"), nil
 				case <-time.After(10 * time.Second):
-					return nil, errors.New("fn's context was never cancelled")
+					cancelled <- false
+					return []byte("never cancelled"), nil
 				}
 			})
 			done <- err
@@ -561,6 +564,9 @@ func TestLostLeaseCancelsFn(t *testing.T) {
 		<-started
 		b.clock.Advance(300 * time.Millisecond) // the lease lapses before any renewal counts
 		err := <-done
+		if !<-cancelled {
+			t.Fatal("fn's context was never cancelled after the lease was lost")
+		}
 		if !errors.Is(err, racefree.ErrNotHeld) && !errors.Is(err, racefree.ErrStaleFence) {
 			t.Fatalf("Do after the lease was lost: %v, want the lease error", err)
 		}
