@@ -903,3 +903,41 @@ END $f$`, lockKey),
 		}
 	})
 }
+
+// TestEdgesRelayRenewsWithinTheLease: on the engine's own clock, a
+// handler that runs for longer than its lease keeps it: the relay's first
+// renewal lands well within the lease (every Lease/3: here after about a
+// second of a three-second lease), and no other worker can claim the
+// message while the handler runs.
+func TestEdgesRelayRenewsWithinTheLease(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		o := newOutbox(t, db, nil)
+		const lease = 3 * time.Second
+		started, release := make(chan *outbox.Delivery, 1), make(chan struct{})
+		r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
+			started <- d
+			<-release
+			return nil
+		}, &outbox.RelayOptions{Worker: "A", Concurrency: 1, Lease: lease, PollInterval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runRelay(t, r)
+		defer stop()
+		defer close(release)
+		id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+		<-started
+		first := get(t, ctx, o, id)
+		claimedBy := time.Now()
+		renewed := func() bool { return get(t, ctx, o, id).AvailableAt.After(first.AvailableAt) }
+		waitFor(t, "the first renewal or the lease's end", func() bool { return renewed() || time.Since(claimedBy) >= lease })
+		if !renewed() {
+			t.Fatalf("no renewal %s after the claim was read; want one within the lease of %s", time.Since(claimedBy), lease)
+		}
+		if ds := claim(t, ctx, o, "B", 1, time.Minute); len(ds) != 0 {
+			t.Fatalf("B claimed a message whose handler still runs: %+v", ds)
+		}
+	})
+}
