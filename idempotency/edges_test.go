@@ -440,3 +440,44 @@ func TestEdgesMismatchAfterALapsedLease(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesDuplicateWhileTheRecordIsGone: a call runs and holds the key's
+// lease while its record is gone (deleted here as the reaper deletes a
+// record past its retention, which a call running that long under its
+// heartbeat can outlive). A duplicate, with the same fingerprint or
+// another, finds no record and the lease held: it gets an
+// *InProgressError, and the running call is left alone.
+func TestEdgesDuplicateWhileTheRecordIsGone(t *testing.T) {
+	t.Parallel()
+	each(t, &idempotency.Options{Lease: time.Minute}, func(t *testing.T, b bundle) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		running, release := make(chan struct{}), make(chan struct{})
+		first := make(chan error, 1)
+		go func() {
+			_, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
+				close(running)
+				<-release
+				return []byte("first"), nil
+			})
+			first <- err
+		}()
+		<-running
+		if _, err := b.db.ExecContext(ctx, `DELETE FROM racefree_idempotency WHERE key = 'k'`); err != nil {
+			t.Fatal(err)
+		}
+		for _, fp := range []string{"fp", "other"} {
+			_, err := b.store.Do(ctx, "s", "k", fp, func(context.Context, *idempotency.Call) ([]byte, error) {
+				return nil, errors.New("the duplicate ran")
+			})
+			var busy *idempotency.InProgressError
+			if !errors.As(err, &busy) {
+				t.Fatalf("a duplicate (fingerprint %q) while the record is gone: %v; want an *InProgressError", fp, err)
+			}
+		}
+		close(release)
+		if err := <-first; err == nil {
+			t.Fatal("the first call stored its response in a record that is gone; want its completion refused")
+		}
+	})
+}
