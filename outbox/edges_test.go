@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -938,6 +940,86 @@ func TestEdgesRelayRenewsWithinTheLease(t *testing.T) {
 		}
 		if ds := claim(t, ctx, o, "B", 1, time.Minute); len(ds) != 0 {
 			t.Fatalf("B claimed a message whose handler still runs: %+v", ds)
+		}
+	})
+}
+
+// completeErrors is a slog.Handler that keeps the time of each failed
+// completion a relay reports ("outbox complete: …").
+type completeErrors struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (h *completeErrors) Enabled(context.Context, slog.Level) bool { return true }
+func (h *completeErrors) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *completeErrors) WithGroup(string) slog.Handler            { return h }
+func (h *completeErrors) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "error" && strings.HasPrefix(a.Value.String(), "outbox complete:") {
+			h.mu.Lock()
+			h.times = append(h.times, r.Time)
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (h *completeErrors) seen() []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.times)
+}
+
+// TestEdgesRelayCompletionRetriesFiveTimesThenGivesUp: a completion the
+// database refuses each time (a trigger refuses the update to delivered)
+// is tried five times in all, 50, 100, 200 and 400 ms apart at least,
+// and then given up (the message's lease will lapse and it will be
+// delivered again): the relay then stops at once, with nothing left to
+// retry.
+func TestEdgesRelayCompletionRetriesFiveTimesThenGivesUp(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		o := newOutbox(t, db, nil)
+		refuse := []string{`CREATE TRIGGER rf_refuse BEFORE UPDATE OF state ON racefree_outbox WHEN NEW.state = 'delivered' BEGIN SELECT RAISE(ABORT, 'completion refused by the test'); END`}
+		if db.Engine() == racefree.Postgres {
+			refuse = []string{
+				`CREATE FUNCTION rf_refuse() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'completion refused by the test'; END $f$`,
+				`CREATE TRIGGER rf_refuse BEFORE UPDATE ON racefree_outbox FOR EACH ROW WHEN (NEW.state = 'delivered') EXECUTE FUNCTION rf_refuse()`,
+			}
+		}
+		for _, q := range refuse {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		logs := &completeErrors{}
+		// Two slots for one message: its claim comes back short, so the
+		// relay claims no more (and carries no completion along) until it
+		// polls, in an hour.
+		r, err := o.NewRelay(func(context.Context, *outbox.Delivery) error { return nil },
+			&outbox.RelayOptions{Worker: "A", Concurrency: 2, Batch: 2, Lease: time.Minute, PollInterval: time.Hour, Logger: slog.New(logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runRelay(t, r)
+		defer stop()
+		enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+		waitFor(t, "five failed completions", func() bool { return len(logs.seen()) >= 5 })
+		testdb.Within(t, 20*time.Second, "the relay's stop after the completion was given up", func() bool { stop(); return true })
+		times := logs.seen()
+		if len(times) != 5 {
+			t.Fatalf("%d failed completions; want 5, then none", len(times))
+		}
+		for i, least := range []time.Duration{50, 100, 200, 400} {
+			if gap := times[i+1].Sub(times[i]); gap < least*time.Millisecond {
+				t.Fatalf("attempt %d came %s after attempt %d; want at least %s", i+2, gap, i+1, least*time.Millisecond)
+			}
+		}
+		if s := r.Stats(); s.Delivered != 0 || s.Errors != 5 {
+			t.Fatalf("relay stats %+v; want 5 errors, none delivered", s)
 		}
 	})
 }
