@@ -125,6 +125,20 @@ func TestSchemaAtLeastAtTheVersion(t *testing.T) {
 	})
 }
 
+// endedTx returns a transaction of db already rolled back: an executor
+// through which every query fails with sql.ErrTxDone.
+func endedTx(t *testing.T, db *racefree.DB) *sql.Tx {
+	t.Helper()
+	tx, err := db.SQL().BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
 // TestSchemaAtLeastAnswersFromMemory: once a DB has seen version v
 // applied (Open records it), asking whether v or an earlier version is
 // applied reads nothing: it answers through an executor that could not run
@@ -138,13 +152,7 @@ func TestSchemaAtLeastAnswersFromMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Rollback(); err != nil {
-			t.Fatal(err)
-		}
+		tx := endedTx(t, db)
 		for _, at := range []int64{v - 1, v} {
 			if ok, err := wire.Of(db).SchemaAtLeast(ctx, tx, at); !ok || err != nil {
 				t.Fatalf("version %d at schema %d: %v, %v; want true from memory, no query", at, v, ok, err)
@@ -174,13 +182,7 @@ func TestSchemaAtLeastRemembersItsOwnMigration(t *testing.T) {
 		if applied, err := db.MigrateUp(ctx); err != nil || len(applied) != 1 || applied[0].Version != v {
 			t.Fatalf("MigrateUp from %d: %v, %v; want version %d applied", v-1, applied, err, v)
 		}
-		tx, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Rollback(); err != nil {
-			t.Fatal(err)
-		}
+		tx := endedTx(t, db)
 		if ok, err := wire.Of(db).SchemaAtLeast(ctx, tx, v); !ok || err != nil {
 			t.Fatalf("version %d after migrating to it: %v, %v; want true from memory, no query", v, ok, err)
 		}
