@@ -456,3 +456,41 @@ func TestMiddlewareStoreUnavailableIs503(t *testing.T) {
 		}
 	})
 }
+
+// The default scope keeps a path verbatim up to MaxScopeBytes for the
+// whole scope (the caller's 16 hex digits, the method, the path) and
+// hashes it one byte past that: the bound is inclusive.
+func TestMiddlewareDefaultScopeAtItsBound(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		var runs, status atomic.Int64
+		status.Store(http.StatusCreated)
+		h := b.store.Middleware(idempotency.MiddlewareOptions{})(counting(&runs, &status))
+		prefix := len("0123456789abcdef POST ")
+		atBound := "/v1/" + strings.Repeat("a", idempotency.MaxScopeBytes-prefix-len("/v1/"))
+		for _, target := range []string{atBound, atBound + "b"} {
+			if rec := do(h, post(target, `"k"`, "{}")); rec.Code != http.StatusCreated {
+				t.Fatalf("%d bytes of scope: %d %q", prefix+len(target), rec.Code, rec.Body)
+			}
+		}
+		rows, err := b.db.QueryContext(context.Background(), `SELECT scope FROM racefree_idempotency ORDER BY length(scope) DESC`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var scopes []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			scopes = append(scopes, s)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(scopes) != 2 || len(scopes[0]) != idempotency.MaxScopeBytes || !strings.HasSuffix(scopes[0], " POST "+atBound) || !strings.Contains(scopes[1], " POST sha256:") {
+			t.Fatalf("scopes %q; want the path at the bound kept (%d bytes) and the one past it hashed", scopes, idempotency.MaxScopeBytes)
+		}
+	})
+}

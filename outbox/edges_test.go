@@ -1023,3 +1023,40 @@ func TestEdgesRelayCompletionRetriesFiveTimesThenGivesUp(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesARelayStoppedLeavesTheOthersAwake: two relays of one Outbox in
+// one process; one stops. An enqueue then wakes the other, which polls
+// only hourly: it delivers at once. (On PostgreSQL its LISTEN would wake
+// it too; on SQLite the process's own wake is the only one.)
+func TestEdgesARelayStoppedLeavesTheOthersAwake(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		o := newOutbox(t, db, nil)
+		delivered := make(chan string, 4)
+		relay := func(worker string) *outbox.Relay {
+			r, err := o.NewRelay(func(context.Context, *outbox.Delivery) error { delivered <- worker; return nil },
+				&outbox.RelayOptions{Worker: worker, PollInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		a, b := relay("A"), relay("B")
+		stopB := runRelay(t, b)
+		defer stopB()
+		stopA := runRelay(t, a)
+		waitFor(t, "A's first poll", func() bool { return a.Stats().Polls > 0 })
+		waitFor(t, "B's first poll", func() bool { return b.Stats().Polls > 0 })
+		stopA()
+		enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+		select {
+		case w := <-delivered:
+			if w != "B" {
+				t.Fatalf("delivered by %s after A stopped", w)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("no relay delivered the message within a minute: B was not woken")
+		}
+	})
+}
