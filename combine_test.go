@@ -35,7 +35,7 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 func TestCombinerBatches(t *testing.T) {
 	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		execAll(t, db,
+		testdb.ExecAll(t, db,
 			`CREATE TABLE combine_t (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 			`CREATE TABLE combine_child (k TEXT PRIMARY KEY, parent TEXT REFERENCES combine_t (k) DEFERRABLE INITIALLY DEFERRED)`,
 			`INSERT INTO combine_t (k, v) VALUES ('z', 0)`,
@@ -304,7 +304,7 @@ func TestCombinerUnknownOutcome(t *testing.T) {
 func heldCombiner(t *testing.T, db *racefree.DB) (call func(queued, running int), release func() racefree.CombineStats) {
 	t.Helper()
 	ctx := context.Background()
-	execAll(t, db,
+	testdb.ExecAll(t, db,
 		`CREATE TABLE combine_q (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 		`INSERT INTO combine_q (k, v) VALUES ('z', 0)`,
 	)
@@ -425,7 +425,7 @@ func TestCombinerBatchHoldsAtMostCombineMax(t *testing.T) {
 func TestCombinerYieldsOnlyWhenOthersMayJoin(t *testing.T) {
 	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		execAll(t, db,
+		testdb.ExecAll(t, db,
 			`CREATE TABLE combine_y (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 			`INSERT INTO combine_y (k, v) VALUES ('a', 0)`,
 		)
@@ -470,7 +470,7 @@ func TestCombinerYieldsOnlyWhenOthersMayJoin(t *testing.T) {
 func TestCombinerPreparesWhatItsBatchesRan(t *testing.T) {
 	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		execAll(t, db,
+		testdb.ExecAll(t, db,
 			`CREATE TABLE combine_p (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 			`INSERT INTO combine_p (k, v) VALUES ('gate', 0), ('a', 0), ('b', 0)`,
 		)
@@ -527,7 +527,7 @@ func TestCombinerPreparesWhatItsBatchesRan(t *testing.T) {
 func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		execAll(t, db,
+		testdb.ExecAll(t, db,
 			`CREATE TABLE combine_s (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
 			`CREATE TABLE combine_begins (n BIGINT NOT NULL)`,
 			`INSERT INTO combine_s (k, v) VALUES ('z', 0)`,
@@ -681,7 +681,7 @@ func TestCombinerRunsEveryStatementOfAnOp(t *testing.T) {
 func TestCombinerManyFormsOnPostgres(t *testing.T) {
 	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	ctx := context.Background()
-	execAll(t, db,
+	testdb.ExecAll(t, db,
 		`CREATE TABLE combine_m (k TEXT PRIMARY KEY, v BIGINT NOT NULL, many BOOLEAN NOT NULL DEFAULT false)`,
 		`INSERT INTO combine_m (k, v) VALUES ('z', 0)`,
 	)
@@ -814,7 +814,7 @@ func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
 		if db.Engine() == racefree.Postgres {
 			id = `id BIGSERIAL PRIMARY KEY`
 		}
-		execAll(t, db,
+		testdb.ExecAll(t, db,
 			`CREATE TABLE combine_o (`+id+`, k TEXT NOT NULL, i BIGINT NOT NULL)`,
 			`CREATE TABLE combine_f (i BIGINT NOT NULL)`,
 			`CREATE TABLE combine_oz (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
@@ -978,7 +978,7 @@ func TestCombinerRunsTheOperationsOfOneKeyInTheirOrder(t *testing.T) {
 func TestCombinerManyFormsOnSQLite(t *testing.T) {
 	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1})
 	ctx := context.Background()
-	execAll(t, db,
+	testdb.ExecAll(t, db,
 		`CREATE TABLE combine_m (k TEXT PRIMARY KEY, v BIGINT NOT NULL, many BOOLEAN NOT NULL DEFAULT false)`,
 		`INSERT INTO combine_m (k, v) VALUES ('z', 0)`,
 	)
@@ -1144,17 +1144,6 @@ func TestCombinerManyFormsOnSQLite(t *testing.T) {
 	}
 }
 
-// execAll runs each of qs on db, in order, and fails the test at the
-// first error.
-func execAll(t *testing.T, db *racefree.DB, qs ...string) {
-	t.Helper()
-	for _, q := range qs {
-		if _, err := db.ExecContext(context.Background(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-}
-
 // TestASQLiteBatchReadsTheClockUnderItsWriteLock: a SQLite batch binds the
 // engine's clock of its statements (wire.Statement.Clock, nil) to the
 // process clock read once it holds the write lock. A batch that waited for
@@ -1166,7 +1155,7 @@ func TestASQLiteBatchReadsTheClockUnderItsWriteLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{Combine: racefree.CombineOn})
-	execAll(t, db, `CREATE TABLE combine_c (k TEXT PRIMARY KEY, bound BOOLEAN NOT NULL, at BIGINT NOT NULL)`)
+	testdb.ExecAll(t, db, `CREATE TABLE combine_c (k TEXT PRIMARY KEY, bound BOOLEAN NOT NULL, at BIGINT NOT NULL)`)
 	insert := func(k string) *wire.Statement {
 		return &wire.Statement{
 			Query: `INSERT INTO combine_c (k, bound, at) VALUES (?1, ?2 IS NOT NULL, COALESCE(?2, CAST(unixepoch('subsec') * 1000 AS INTEGER)))`,

@@ -96,11 +96,7 @@ func tamper(t testing.TB, db *racefree.DB, stmts ...string) {
 			post = []string{chain}
 		}
 	}
-	for _, s := range append(append(pre, stmts...), post...) {
-		if _, err := db.ExecContext(ctx, s); err != nil {
-			t.Fatalf("tamper: %s: %v", s, err)
-		}
-	}
+	testdb.ExecAll(t, db, append(append(pre, stmts...), post...)...)
 }
 
 // blob returns b as a SQL literal of the engine.
@@ -871,15 +867,11 @@ func TestAppendWritesTheHeadOncePerEntry(t *testing.T) {
 				}
 				defer tx.Rollback() // the temporary trigger and table go with it
 				if !pg {
-					for _, q := range []string{
+					testdb.ExecAll(t, tx,
 						`CREATE TEMP TABLE head_writes (n INTEGER)`,
 						`CREATE TEMP TRIGGER head_updated AFTER UPDATE ON main.racefree_audit_heads BEGIN INSERT INTO head_writes VALUES (1); END`,
 						`CREATE TEMP TRIGGER head_inserted AFTER INSERT ON main.racefree_audit_heads BEGIN INSERT INTO head_writes VALUES (1); END`,
-					} {
-						if _, err := tx.ExecContext(ctx, q); err != nil {
-							t.Fatal(err)
-						}
-					}
+					)
 				}
 				before := count(tx)
 				const entries = 3

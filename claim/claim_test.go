@@ -419,20 +419,8 @@ func dump(t *testing.T, db *racefree.DB) string {
 		`SELECT ns || '/' || key || '/' || holder || '/' || COALESCE(fence, 0) || '/' || COALESCE(expires_at, 0) || '/' || count FROM racefree_claims ORDER BY 1`,
 		`SELECT ns || '/' || floor FROM racefree_claim_floors ORDER BY 1`,
 	} {
-		rows, err := db.QueryContext(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
+		for _, s := range testdb.Strings(t, db, q) {
 			out.WriteString(s + "\n")
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
 		}
 	}
 	return out.String()

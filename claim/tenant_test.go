@@ -358,19 +358,7 @@ func TestPreviousReleaseRunsOnTheExpandedSchema(t *testing.T) {
 		if c, err := claims.Acquire(ctx, db, "k", "new", time.Minute); err != nil || c.Fence != 2 {
 			t.Fatalf("this release after the previous release released: %+v, %v; want fence 2", c, err)
 		}
-		var tenants []string
-		rows, err := db.QueryContext(ctx, `SELECT DISTINCT tenant FROM racefree_claims UNION SELECT DISTINCT tenant FROM racefree_claim_floors`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			tenants = append(tenants, s)
-		}
-		rows.Close()
+		tenants := testdb.Strings(t, db, `SELECT DISTINCT tenant FROM racefree_claims UNION SELECT DISTINCT tenant FROM racefree_claim_floors`)
 		if !slices.Equal(tenants, []string{tenant.Default}) {
 			t.Fatalf("tenants of the rows: %v, want [%s]", tenants, tenant.Default)
 		}

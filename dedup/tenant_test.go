@@ -162,15 +162,11 @@ func TestRecordNeedsALeasedClaim(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB) {
 		ctx := context.Background()
-		for _, q := range []string{
+		testdb.ExecAll(t, db,
 			`INSERT INTO racefree_claims (tenant, ns, key, holder, count, first_seen, last_seen) VALUES ('default', 'dedup', 'legacy', 'x', 1, 1, 1)`,
 			`INSERT INTO racefree_dedup_events (tenant, fingerprint, source, level, message) VALUES ('default', 'legacy', 's', 'l', 'm')`,
 			`INSERT INTO racefree_dedup_events (tenant, fingerprint, source, level, message) VALUES ('default', 'orphan', 's', 'l', 'm')`,
-		} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		if err := log.Record(ctx, db, "legacy", 1, dedup.Result{Classification: "c"}); !errors.Is(err, racefree.ErrNotHeld) {
 			t.Errorf("record on a claim with a NULL fence: %v, want ErrNotHeld", err)
 		}
@@ -198,14 +194,10 @@ func TestEveryCallNeedsTheTenantsMigration(t *testing.T) {
 			t.Fatal(err)
 		}
 		// An event of the previous release whose window lapsed long ago.
-		for _, q := range []string{
+		testdb.ExecAll(t, db,
 			`INSERT INTO racefree_claims (ns, key, holder, fence, claimed_at, expires_at, count, first_seen, last_seen) VALUES ('dedup', 'fp', 'x', 1, 1, 2, 1, 1, 1)`,
 			`INSERT INTO racefree_dedup_events (fingerprint, source, level, message) VALUES ('fp', 's', 'l', 'm')`,
-		} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		count := func() (n int) {
 			t.Helper()
 			if err := db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM racefree_claims) + (SELECT count(*) FROM racefree_dedup_events WHERE result_fence IS NULL)`).Scan(&n); err != nil {

@@ -274,16 +274,12 @@ func TestPostgresReplication(t *testing.T) {
 	want(t, rep, doctor.NoStandbyWaits, doctor.Warn)
 	want(t, check(t, app, doctor.Options{}), doctor.NoStandbyWaits, doctor.Warn)
 
-	for _, q := range []string{
+	testdb.ExecAll(t, c.Primary.DB(t),
 		`ALTER SYSTEM SET fsync = on`,
 		`ALTER SYSTEM SET full_page_writes = on`,
 		`ALTER SYSTEM SET synchronous_standby_names = '*'`,
 		`SELECT pg_reload_conf()`,
-	} {
-		if _, err := c.Primary.DB(t).Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	)
 	waitFor(t, owner, doctor.Options{}, "the durability findings to clear", hasNot(durability...))
 	rep = waitFor(t, app, doctor.Options{}, "replication-not-judged for the application role", has(doctor.ReplicationNotJudged))
 	want(t, rep, doctor.ReplicationNotJudged, doctor.Warn)

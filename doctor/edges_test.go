@@ -77,7 +77,6 @@ func TestPostgresRLSVerdictAtTheSchemaEdges(t *testing.T) {
 // a role that migrate up --app-role accepts).
 func TestPostgresRoleFindingFixes(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	d := testdb.NewDSN(t, racefree.Postgres)
 	owner := testdb.Open(t, d, nil)
 	u, _ := url.Parse(d)
@@ -88,15 +87,11 @@ func TestPostgresRoleFindingFixes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = admin.Close() })
-	for _, q := range []string{
-		`CREATE ROLE ` + super + ` NOLOGIN SUPERUSER`,
-		`CREATE ROLE ` + member + ` NOLOGIN NOSUPERUSER NOBYPASSRLS`,
-		`GRANT ` + super + ` TO ` + member,
-	} {
-		if _, err := admin.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	testdb.ExecAll(t, admin,
+		`CREATE ROLE `+super+` NOLOGIN SUPERUSER`,
+		`CREATE ROLE `+member+` NOLOGIN NOSUPERUSER NOBYPASSRLS`,
+		`GRANT `+super+` TO `+member,
+	)
 	t.Cleanup(func() {
 		for _, r := range []string{member, super} {
 			if _, err := admin.ExecContext(context.Background(), `DROP ROLE `+r); err != nil {

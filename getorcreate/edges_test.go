@@ -48,11 +48,7 @@ func TestEdgesMaxAttempts(t *testing.T) {
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		setup(t, db)
-		for _, q := range []string{`CREATE TABLE rounds (n INTEGER NOT NULL)`, `INSERT INTO rounds (n) VALUES (0)`} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testdb.ExecAll(t, db, `CREATE TABLE rounds (n INTEGER NOT NULL)`, `INSERT INTO rounds (n) VALUES (0)`)
 		ins := queries[db.Engine()].insert
 		existing, created, err := userByEmail(ctx, db, db, ins, "v@x", "v")
 		if err != nil || !created {

@@ -57,11 +57,7 @@ type user struct {
 
 func setup(t testing.TB, db *racefree.DB) {
 	t.Helper()
-	for _, q := range schema[db.Engine()] {
-		if _, err := db.ExecContext(context.Background(), q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testdb.ExecAll(t, db, schema[db.Engine()]...)
 }
 
 // userByEmail gets or creates the user with email, giving new users handle.
@@ -218,11 +214,7 @@ func TestRaceOnAnotherIndexGetsTheRow(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		for _, q := range twinSchema[db.Engine()] {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testdb.ExecAll(t, db, twinSchema[db.Engine()]...)
 		p := func(q string) string { // placeholders per engine
 			if db.Engine() == racefree.Postgres {
 				return strings.NewReplacer("?1", "$1", "?2", "$2").Replace(q)
@@ -521,14 +513,10 @@ func TestConflictOnAnotherPrimaryKeyNamesIt(t *testing.T) {
 		if db.Engine() == racefree.Postgres {
 			p = "$"
 		}
-		for _, q := range []string{
+		testdb.ExecAll(t, db,
 			`CREATE TABLE accounts (handle TEXT PRIMARY KEY, email TEXT NOT NULL)`,
 			`CREATE UNIQUE INDEX accounts_email ON accounts (lower(email))`,
-		} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		get := func(email, handle string) (bool, error) {
 			var got string
 			return getorcreate.Do(ctx, db, getorcreate.Query{

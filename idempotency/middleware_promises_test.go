@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree/idempotency"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // counting is a handler that counts its runs and answers status with the
@@ -473,22 +474,7 @@ func TestMiddlewareDefaultScopeAtItsBound(t *testing.T) {
 				t.Fatalf("%d bytes of scope: %d %q", prefix+len(target), rec.Code, rec.Body)
 			}
 		}
-		rows, err := b.db.QueryContext(context.Background(), `SELECT scope FROM racefree_idempotency ORDER BY length(scope) DESC`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var scopes []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			scopes = append(scopes, s)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
+		scopes := testdb.Strings(t, b.db, `SELECT scope FROM racefree_idempotency ORDER BY length(scope) DESC`)
 		if len(scopes) != 2 || len(scopes[0]) != idempotency.MaxScopeBytes || !strings.HasSuffix(scopes[0], " POST "+atBound) || !strings.Contains(scopes[1], " POST sha256:") {
 			t.Fatalf("scopes %q; want the path at the bound kept (%d bytes) and the one past it hashed", scopes, idempotency.MaxScopeBytes)
 		}

@@ -834,7 +834,7 @@ func TestEdgesRelayHandledDeliveryLosesNoLease(t *testing.T) {
 		if _, err := hold.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, lockKey); err != nil {
 			t.Fatal(err)
 		}
-		for _, q := range []string{
+		testdb.ExecAll(t, db,
 			`CREATE TABLE rf_heartbeats (at timestamptz NOT NULL DEFAULT clock_timestamp())`,
 			fmt.Sprintf(`CREATE FUNCTION rf_order() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
@@ -846,11 +846,7 @@ BEGIN
   RETURN NULL;
 END $f$`, lockKey),
 			`CREATE TRIGGER rf_order BEFORE UPDATE ON racefree_outbox FOR EACH STATEMENT EXECUTE FUNCTION rf_order()`,
-		} {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		returned := make(chan *outbox.Delivery, 1)
 		r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
 			returned <- d
@@ -990,11 +986,7 @@ func TestEdgesRelayCompletionRetriesFiveTimesThenGivesUp(t *testing.T) {
 				`CREATE TRIGGER rf_refuse BEFORE UPDATE ON racefree_outbox FOR EACH ROW WHEN (NEW.state = 'delivered') EXECUTE FUNCTION rf_refuse()`,
 			}
 		}
-		for _, q := range refuse {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testdb.ExecAll(t, db, refuse...)
 		logs := &completeErrors{}
 		// Two slots for one message: its claim comes back short, so the
 		// relay claims no more (and carries no completion along) until it

@@ -11,6 +11,7 @@ import (
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/ident"
+	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/rlscheck"
 )
 
@@ -587,23 +588,7 @@ ALTER TABLE `+c.table+` OWNER TO `+f.owner)
 // policyNames returns the names of table's policies, sorted.
 func policyNames(t *testing.T, f *fixture, table string) []string {
 	t.Helper()
-	rows, err := f.db.QueryContext(context.Background(), `SELECT polname FROM pg_policy WHERE polrelid = $1::regclass ORDER BY polname`, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return names
+	return testdb.Strings(t, f.db, `SELECT polname FROM pg_policy WHERE polrelid = $1::regclass ORDER BY polname`, table)
 }
 
 // TestEdgesCastsAroundTheGuard: a policy whose guard is cast to a type of

@@ -35,11 +35,7 @@ func crashOnStore(t *testing.T, db *racefree.DB) (repair func()) {
 			BEGIN RAISE EXCEPTION 'terminating connection due to administrator command' USING ERRCODE = '57P01'; END $$`,
 			`CREATE TRIGGER crash BEFORE UPDATE ON racefree_idempotency FOR EACH ROW WHEN (NEW.status = 'completed') EXECUTE FUNCTION crash()`}
 	}
-	for _, q := range stmts {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testdb.ExecAll(t, db, stmts...)
 	return func() {
 		q := `DROP TRIGGER crash`
 		if db.Engine() == racefree.Postgres {

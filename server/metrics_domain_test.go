@@ -183,11 +183,7 @@ func TestPrimitiveMetricsMove(t *testing.T) {
 		if db.Engine() == racefree.SQLite {
 			tamper = []string{`DROP TRIGGER racefree_audit_no_update`}
 		}
-		for _, q := range append(tamper, `UPDATE racefree_audit SET actor = 'mallory' WHERE scope = 'billing' AND seq = 2`) {
-			if _, err := db.SQL().ExecContext(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
+		testdb.ExecAll(t, db.SQL(), append(tamper, `UPDATE racefree_audit SET actor = 'mallory' WHERE scope = 'billing' AND seq = 2`)...)
 		if code, body, _ := do(t, h, "GET", "/v1/audit/verify?scope=billing", ""); code != 200 || body["intact"] != false {
 			t.Fatalf("verify a tampered chain: %d %v", code, body)
 		}

@@ -43,13 +43,7 @@ func TestJudgeRoleWarnsOnReadyzAndInMetrics(t *testing.T) {
 		logins = append(logins, e.Role)
 	}
 	// What serve needs to be ready: the schema and its version.
-	for _, stmt := range []string{
-		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + strings.Join(logins, ", "),
-	} {
-		if _, err := admin.ExecContext(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testdb.ExecAll(t, admin, `GRANT USAGE ON SCHEMA `+schema+` TO `+strings.Join(logins, ", "))
 	if _, err := owner.ExecContext(ctx, `GRANT SELECT ON racefree_schema_migrations TO `+strings.Join(logins, ", ")); err != nil {
 		t.Fatal(err)
 	}

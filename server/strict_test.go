@@ -224,11 +224,7 @@ func TestStrictModeRefusesEveryWriteWithoutASynchronousStandby(t *testing.T) {
 		}
 	})
 
-	for _, q := range []string{`ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`} {
-		if _, err := p.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testdb.ExecAll(t, p, `ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`)
 	waitRow(t, p, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'`)
 
 	t.Run("synchronous", func(t *testing.T) {
@@ -270,11 +266,7 @@ func TestStrictModeRefusesEveryWriteWithoutASynchronousStandby(t *testing.T) {
 	// The standby falls back to asynchronous (as pg_auto_failover does
 	// while its standby is away): writes of tenants the process has
 	// recorded, pipelined and combined, are refused too.
-	for _, q := range []string{`ALTER SYSTEM SET synchronous_standby_names = ''`, `SELECT pg_reload_conf()`} {
-		if _, err := p.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testdb.ExecAll(t, p, `ALTER SYSTEM SET synchronous_standby_names = ''`, `SELECT pg_reload_conf()`)
 	waitRow(t, p, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'async' AND state = 'streaming'`)
 	t.Run("asynchronous again", func(t *testing.T) {
 		for name, db := range dbs {
@@ -303,21 +295,12 @@ func openStrict(t *testing.T, url string, combine bool) *racefree.DB {
 // the migrations'), read by the superuser.
 func racefreeRows(t *testing.T, p *sql.DB) string {
 	t.Helper()
-	rows, err := p.Query(`SELECT tablename FROM pg_tables WHERE schemaname = 'public'
-		AND tablename LIKE 'racefree\_%' AND tablename <> 'racefree_schema_migrations' ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var parts []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			t.Fatal(err)
-		}
+	for _, name := range testdb.Strings(t, p, `SELECT tablename FROM pg_tables WHERE schemaname = 'public'
+		AND tablename LIKE 'racefree\_%' AND tablename <> 'racefree_schema_migrations' ORDER BY 1`) {
 		parts = append(parts, `SELECT '`+name+`', count(*), md5(COALESCE(string_agg(r::text, ',' ORDER BY r::text), '')) FROM `+name+` AS r`)
 	}
-	rows.Close()
-	rows, err = p.Query(strings.Join(parts, " UNION ALL "))
+	rows, err := p.Query(strings.Join(parts, " UNION ALL "))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,16 +35,12 @@ func TestEdgesEachAttributeThatBypassesRowSecurity(t *testing.T) {
 		"rf_bypass_" + suffix: `NOSUPERUSER BYPASSRLS`,
 	}
 	for role, attrs := range roles {
-		for _, stmt := range []string{
-			`CREATE ROLE ` + role + ` LOGIN ` + attrs,
-			`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
-			`GRANT ALL ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
-			`GRANT ALL ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + role,
-		} {
-			if _, err := owner.ExecContext(ctx, stmt); err != nil {
-				t.Fatal(err)
-			}
-		}
+		testdb.ExecAll(t, owner,
+			`CREATE ROLE `+role+` LOGIN `+attrs,
+			`GRANT USAGE ON SCHEMA `+schema+` TO `+role,
+			`GRANT ALL ON ALL TABLES IN SCHEMA `+schema+` TO `+role,
+			`GRANT ALL ON ALL SEQUENCES IN SCHEMA `+schema+` TO `+role,
+		)
 		t.Cleanup(func() {
 			for _, stmt := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
 				if _, err := owner.ExecContext(context.Background(), stmt); err != nil {

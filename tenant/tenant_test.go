@@ -344,15 +344,11 @@ func TestGrantRefusesRolesThatBypassRowSecurity(t *testing.T) {
 	ou, _ := url.Parse(ownerDSN)
 	admin := testdb.Open(t, dsn, nil) // the superuser, for roles
 	suffix := strings.TrimPrefix(ou.User.Username(), "rf_owner_")
-	for _, stmt := range []string{
-		`CREATE ROLE rf_super_` + suffix + ` SUPERUSER`,
-		`CREATE ROLE rf_bypass_` + suffix + ` BYPASSRLS`,
-		`CREATE ROLE rf_member_` + suffix + ` IN ROLE ` + ou.User.Username(),
-	} {
-		if _, err := admin.ExecContext(ctx, stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testdb.ExecAll(t, admin,
+		`CREATE ROLE rf_super_`+suffix+` SUPERUSER`,
+		`CREATE ROLE rf_bypass_`+suffix+` BYPASSRLS`,
+		`CREATE ROLE rf_member_`+suffix+` IN ROLE `+ou.User.Username(),
+	)
 	t.Cleanup(func() {
 		for _, r := range []string{"rf_super_", "rf_bypass_", "rf_member_"} {
 			_, _ = admin.ExecContext(context.Background(), `DROP ROLE `+r+suffix)

@@ -221,9 +221,7 @@ func TestVerdictMatchesEngine(t *testing.T) {
 				}
 				ctx := context.Background()
 				exec(t, db.SQL(), f.table)
-				for _, ddl := range f.ddl {
-					exec(t, db.SQL(), ddl)
-				}
+				testdb.ExecAll(t, db.SQL(), f.ddl...)
 				name := strings.Fields(f.table)[2]
 				exec(t, db.SQL(), "INSERT INTO "+name+" VALUES "+strings.Join(f.rows, ", "))
 

@@ -91,14 +91,13 @@ func runScript(t *testing.T, db *racefree.DB, script string) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	var stmts []string
 	for _, stmt := range strings.SplitAfter(script, ";\n") {
-		if strings.TrimSpace(stmt) == "" {
-			continue
-		}
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
+		if strings.TrimSpace(stmt) != "" {
+			stmts = append(stmts, stmt)
 		}
 	}
+	testdb.ExecAll(t, conn, stmts...)
 }
 
 // userIDs returns the ids of the rows of the table users, in order: the

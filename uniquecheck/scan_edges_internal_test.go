@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"path/filepath"
 	"testing"
+
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestEdgesPlanOnceOnlyForExpressions proves when a check on SQLite
@@ -19,14 +21,10 @@ func TestEdgesPlanOnceOnlyForExpressions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for _, q := range []string{
+	testdb.ExecAll(t, db,
 		`CREATE TABLE items (id INTEGER PRIMARY KEY, v TEXT, w TEXT)`,
 		`CREATE INDEX items_lower_w ON items (lower(w))`,
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	for _, c := range []struct {
 		keys []string
 		want bool

@@ -464,9 +464,5 @@ func cutAuditTail(t *testing.T, db *racefree.DB, l *audit.Log, scope string, che
 	if pg {
 		stmts = append(stmts, `ALTER TABLE racefree_audit ENABLE TRIGGER racefree_audit_chain`)
 	}
-	for _, s := range stmts {
-		if _, err := db.ExecContext(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	testdb.ExecAll(t, db, stmts...)
 }

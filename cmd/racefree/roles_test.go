@@ -118,14 +118,10 @@ func TestServeWarnsWhenItsRoleEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = owner.Close() })
-	for _, stmt := range []string{
-		`GRANT USAGE ON SCHEMA ` + ou.Query().Get("search_path") + ` TO ` + e.Role,
-		`GRANT SELECT ON racefree_schema_migrations TO ` + e.Role,
-	} {
-		if _, err := owner.ExecContext(context.Background(), stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testdb.ExecAll(t, owner,
+		`GRANT USAGE ON SCHEMA `+ou.Query().Get("search_path")+` TO `+e.Role,
+		`GRANT SELECT ON racefree_schema_migrations TO `+e.Role,
+	)
 	u, _ := url.Parse(ownerDSN)
 	u.User = url.User(e.Role)
 	addr := freeAddr(t)

@@ -176,16 +176,12 @@ func TestJudgeTheRoleItself(t *testing.T) {
 	g := setup(t)
 	ctx := context.Background()
 	p := g.schema + "_"
-	for _, s := range []string{
-		`CREATE ROLE ` + p + `bypass BYPASSRLS`,
-		`CREATE ROLE ` + p + `super SUPERUSER NOBYPASSRLS IN ROLE ` + g.roles.Bypass,
-		`CREATE ROLE ` + p + `both SUPERUSER BYPASSRLS`,
-		`CREATE ROLE ` + p + `inherit INHERIT IN ROLE ` + g.owner,
-	} {
-		if _, err := g.admin.ExecContext(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testdb.ExecAll(t, g.admin,
+		`CREATE ROLE `+p+`bypass BYPASSRLS`,
+		`CREATE ROLE `+p+`super SUPERUSER NOBYPASSRLS IN ROLE `+g.roles.Bypass,
+		`CREATE ROLE `+p+`both SUPERUSER BYPASSRLS`,
+		`CREATE ROLE `+p+`inherit INHERIT IN ROLE `+g.owner,
+	)
 	t.Cleanup(func() {
 		for _, r := range []string{"bypass", "inherit", "super", "both"} {
 			_, _ = g.admin.ExecContext(context.Background(), `DROP ROLE `+p+r)
@@ -230,15 +226,11 @@ func TestJudgeOrdersFindingsByKind(t *testing.T) {
 	g := setup(t)
 	ctx := context.Background()
 	p := g.schema + "_"
-	for _, s := range []string{
-		`CREATE ROLE ` + p + `a_owner NOLOGIN`,
-		`CREATE ROLE ` + p + `b_bypass NOLOGIN BYPASSRLS`,
-		`CREATE ROLE ` + p + `member NOLOGIN INHERIT IN ROLE ` + p + `a_owner, ` + p + `b_bypass`,
-	} {
-		if _, err := g.admin.ExecContext(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testdb.ExecAll(t, g.admin,
+		`CREATE ROLE `+p+`a_owner NOLOGIN`,
+		`CREATE ROLE `+p+`b_bypass NOLOGIN BYPASSRLS`,
+		`CREATE ROLE `+p+`member NOLOGIN INHERIT IN ROLE `+p+`a_owner, `+p+`b_bypass`,
+	)
 	t.Cleanup(func() {
 		for _, r := range []string{"member", "a_owner", "b_bypass"} {
 			_, _ = g.admin.ExecContext(context.Background(), `DROP ROLE `+p+r)

@@ -29,12 +29,8 @@ func BenchmarkStrictMode(b *testing.B) {
 	p := c.Primary.DB(b)
 	owner := c.Primary.Open(b, nil)
 	app := c.AppRole(b, owner)
-	for _, q := range []string{`GRANT pg_read_all_stats TO ` + app, `ALTER ROLE ` + app + ` INHERIT`,
-		`ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`} {
-		if _, err := p.Exec(q); err != nil {
-			b.Fatal(err)
-		}
-	}
+	testdb.ExecAll(b, p, `GRANT pg_read_all_stats TO `+app, `ALTER ROLE `+app+` INHERIT`,
+		`ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`)
 	waitRow(b, p, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'`)
 	for _, strict := range []bool{false, true} {
 		name := "plain"

@@ -32,11 +32,7 @@ import (
 func TestDuplicateWaitsForTheSynchronousStandby(t *testing.T) {
 	c := testdb.NewCluster(t)
 	p := c.Primary.DB(t)
-	for _, q := range []string{`ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`} {
-		if _, err := p.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testdb.ExecAll(t, p, `ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`)
 	waitRow(t, p, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'`)
 	paths := []struct {
 		name string
