@@ -343,6 +343,11 @@ func TestParseKey(t *testing.T) {
 		{[]string{`-1.5e3`}, "\t-1.5e3"},
 		{[]string{`urn:uuid/x`}, "\turn:uuid/x"},
 		{[]string{`8e03978e-40d5-43e8-bc93-6894a57f9324`}, "\t8e03978e-40d5-43e8-bc93-6894a57f9324"},
+		// Each edge of each range of an unquoted key's characters, and
+		// the first of the others: in, and one past.
+		{[]string{`a`}, "\ta"}, {[]string{`z`}, "\tz"}, {[]string{`A`}, "\tA"}, {[]string{`Z`}, "\tZ"},
+		{[]string{`0`}, "\t0"}, {[]string{`9`}, "\t9"}, {[]string{`!`}, "\t!"}, {[]string{`a!`}, "\ta!"},
+		{[]string{`a{`}, ""}, {[]string{`a[`}, ""}, {[]string{`a@`}, ""}, {[]string{`a"`}, ""},
 		{[]string{`"` + strings.Repeat("k", 255) + `"`}, strings.Repeat("k", 255)},
 		{[]string{strings.Repeat("k", 254)}, "\t" + strings.Repeat("k", 254)},
 		{[]string{`"` + strings.Repeat("k", 256) + `"`}, ""},
@@ -369,6 +374,18 @@ func TestParseKey(t *testing.T) {
 		got, err := idempotency.ParseKey(tc.header)
 		if (err != nil) != (tc.want == "") || got != tc.want {
 			t.Errorf("ParseKey(%q) = %q, %v; want %q", tc.header, got, err, tc.want)
+		}
+	}
+	// A key one past its limit is refused with the limit of its form: the
+	// 400's detail tells the client what fits.
+	for _, tc := range []struct {
+		header, limit string
+	}{
+		{`"` + strings.Repeat("k", idempotency.MaxKeyBytes+1) + `"`, fmt.Sprintf("1 to %d characters", idempotency.MaxKeyBytes)},
+		{strings.Repeat("k", idempotency.MaxKeyBytes), fmt.Sprintf("1 to %d characters", idempotency.MaxKeyBytes-1)},
+	} {
+		if _, err := idempotency.ParseKey([]string{tc.header}); err == nil || !strings.HasSuffix(err.Error(), tc.limit) {
+			t.Errorf("ParseKey of %d bytes: %v; want an error naming %q", len(tc.header), err, tc.limit)
 		}
 	}
 }

@@ -940,19 +940,21 @@ func TestEdgesRelayRenewsWithinTheLease(t *testing.T) {
 	})
 }
 
-// completeErrors is a slog.Handler that keeps the time of each failed
-// completion a relay reports ("outbox complete: …").
-type completeErrors struct {
-	mu    sync.Mutex
-	times []time.Time
+// errorsLogged is a slog.Handler that keeps the time of each error a
+// relay reports whose text starts with prefix (for example "outbox
+// complete:", a failed completion).
+type errorsLogged struct {
+	prefix string
+	mu     sync.Mutex
+	times  []time.Time
 }
 
-func (h *completeErrors) Enabled(context.Context, slog.Level) bool { return true }
-func (h *completeErrors) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *completeErrors) WithGroup(string) slog.Handler            { return h }
-func (h *completeErrors) Handle(_ context.Context, r slog.Record) error {
+func (h *errorsLogged) Enabled(context.Context, slog.Level) bool { return true }
+func (h *errorsLogged) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *errorsLogged) WithGroup(string) slog.Handler            { return h }
+func (h *errorsLogged) Handle(_ context.Context, r slog.Record) error {
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "error" && strings.HasPrefix(a.Value.String(), "outbox complete:") {
+		if a.Key == "error" && strings.HasPrefix(a.Value.String(), h.prefix) {
 			h.mu.Lock()
 			h.times = append(h.times, r.Time)
 			h.mu.Unlock()
@@ -962,7 +964,7 @@ func (h *completeErrors) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-func (h *completeErrors) seen() []time.Time {
+func (h *errorsLogged) seen() []time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.times)
@@ -987,7 +989,7 @@ func TestEdgesRelayCompletionRetriesFiveTimesThenGivesUp(t *testing.T) {
 			}
 		}
 		testdb.ExecAll(t, db, refuse...)
-		logs := &completeErrors{}
+		logs := &errorsLogged{prefix: "outbox complete:"}
 		// Two slots for one message: its claim comes back short, so the
 		// relay claims no more (and carries no completion along) until it
 		// polls, in an hour.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"testing"
 	"time"
 
@@ -173,5 +176,114 @@ func TestEdgesNotifyIntervalSpacesAndDefaults(t *testing.T) {
 		if got := count(id); got != c.want {
 			t.Errorf("NotifyInterval %s: %d NOTIFYs for two enqueues %s apart, want %d", c.name, got, c.apart, c.want)
 		}
+	}
+}
+
+// TestEdgesALostListenerIsReplacedAfterAPauseAndWakesEveryTenant: when
+// the connection a relay LISTENs on ends (here its server process is
+// terminated), the relay LISTENs again, not at once but after its retry
+// pause (100 ms after a connection that listened: a server that drops
+// every connection is not called in a loop), and then visits every
+// tenant for the notifications it may have missed: a message of another
+// pool, enqueued without a NOTIFY before the loss, is delivered, though
+// the relay polls once an hour.
+func TestEdgesALostListenerIsReplacedAfterAPauseAndWakesEveryTenant(t *testing.T) {
+	ctx := context.Background()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	app := fmt.Sprintf("rf-listener-%d", time.Now().UnixNano())
+	u, err := url.Parse(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	consumer := testdb.Open(t, u.String(), nil)
+	producer := testdb.Open(t, d, nil)
+	got := idleRelay(t, newOutbox(t, consumer, nil), outbox.RelayOptions{Listen: true, FollowUp: -1})
+
+	// The relay's listening session: the one of its pool whose last
+	// statement is the LISTEN, and when it ran (the server's clock).
+	listener := func() (pid int64, since time.Time, ok bool) {
+		err := producer.QueryRowContext(ctx, `SELECT pid, query_start FROM pg_stat_activity
+			WHERE application_name = $1 AND query = 'LISTEN ' || $2`, app, outbox.Channel).Scan(&pid, &since)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, time.Time{}, false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid, since, true
+	}
+	var old int64
+	waitFor(t, "the relay's listening session", func() bool {
+		var ok bool
+		old, _, ok = listener()
+		return ok
+	})
+
+	// A tenant of this test alone: NOTIFY reaches every session LISTENing
+	// on the channel in the database, and other tests' enqueues of a
+	// tenant of the same name would wake the relay.
+	tctx, err := tenant.With(ctx, "lost"+app[len("rf-listener"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := enqueue(t, tctx, newOutbox(t, producer, &outbox.Options{NoNotify: true}), producer, outbox.Message{Topic: "t"})
+	var lost time.Time
+	if err := producer.QueryRowContext(ctx, `SELECT clock_timestamp() FROM pg_terminate_backend($1) AS ok WHERE ok`, old).Scan(&lost); err != nil {
+		t.Fatalf("terminate the listening session %d: %v", old, err)
+	}
+	var again time.Time
+	waitFor(t, "a new listening session", func() bool {
+		pid, since, ok := listener()
+		again = since
+		return ok && pid != old
+	})
+	if pause := again.Sub(lost); pause < 100*time.Millisecond {
+		t.Errorf("listened again %s after the loss, want a pause of at least 100ms", pause)
+	}
+	deliveredWithin(t, got, id, 20*time.Second, "a message enqueued without NOTIFY before the listener was lost")
+}
+
+// TestEdgesARefusedListenerIsRetriedWithADoublingPause: while the server
+// refuses the relay's connections (its role may not log in), the relay
+// tries to LISTEN again after a pause that starts at 100 ms and doubles
+// (not in a loop), and it listens once the server lets it in.
+func TestEdgesARefusedListenerIsRetriedWithADoublingPause(t *testing.T) {
+	ctx := context.Background()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	newOutbox(t, owner, nil) // migrated, by the owner
+	app := testdb.App(t, owner, d)
+	role := testdb.Strings(t, app, `SELECT current_user::text`)[0]
+	o := newOutbox(t, app, nil)
+	testdb.ExecAll(t, owner, `ALTER ROLE `+role+` NOLOGIN`)
+	if _, err := owner.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the role's sessions to end", func() bool {
+		return testdb.Strings(t, owner, `SELECT pid::text FROM pg_stat_activity WHERE usename = $1`, role) == nil
+	})
+
+	logs := &errorsLogged{prefix: "outbox listen:"}
+	r, err := o.NewRelay(func(context.Context, *outbox.Delivery) error { return nil },
+		&outbox.RelayOptions{PollInterval: time.Hour, Listen: true, FollowUp: -1, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(runRelay(t, r))
+	waitFor(t, "three refused attempts to listen", func() bool { return len(logs.seen()) >= 3 })
+	seen := logs.seen()
+	for i, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+		if gap := seen[i+1].Sub(seen[i]); gap < want {
+			t.Errorf("attempt %d came %s after attempt %d, want a pause of at least %s", i+2, gap, i+1, want)
+		}
+	}
+	testdb.ExecAll(t, owner, `ALTER ROLE `+role+` LOGIN`)
+	select {
+	case <-outbox.Listening(r):
+	case <-time.After(time.Minute):
+		t.Fatal("the relay did not listen within a minute of the server letting it in")
 	}
 }
