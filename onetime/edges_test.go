@@ -106,3 +106,44 @@ func TestOutcomeNames(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgesARotationWhoseRetirementFailsChangesNothing: when recording
+// the presented token as retired fails (a trigger refuses it), Rotate
+// returns the error and the family is as it was, on both engines: given
+// the pool, the rotation and the retirement commit together or not at
+// all (on SQLite they are two statements, run in a transaction of
+// Rotate's own). The same token then rotates, once, to the first
+// successor.
+func TestEdgesARotationWhoseRetirementFailsChangesNothing(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		s := newStore(t, db, nil)
+		r, err := s.IssueRefresh(ctx, db, "u", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refuse, allow := []string{
+			`CREATE TRIGGER rf_refuse BEFORE INSERT ON racefree_refresh_retired BEGIN SELECT RAISE(ABORT, 'retirement refused by the test'); END`,
+		}, `DROP TRIGGER rf_refuse`
+		if db.Engine() == racefree.Postgres {
+			refuse = []string{
+				`CREATE FUNCTION rf_refuse() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'retirement refused by the test'; END $f$`,
+				`CREATE TRIGGER rf_refuse BEFORE INSERT ON racefree_refresh_retired FOR EACH ROW EXECUTE FUNCTION rf_refuse()`,
+			}
+			allow = `DROP TRIGGER rf_refuse ON racefree_refresh_retired`
+		}
+		testdb.ExecAll(t, db, refuse...)
+		if rot, err := s.Rotate(ctx, db, r.Token); err == nil || !strings.Contains(err.Error(), "retirement refused by the test") {
+			t.Fatalf("Rotate with the retirement refused = %+v, %v; want the trigger's error", rot, err)
+		}
+		testdb.ExecAll(t, db, allow)
+		rot, err := s.Rotate(ctx, db, r.Token)
+		if err != nil || rot.Outcome != onetime.Rotated || rot.Next.Generation != r.Generation+1 {
+			t.Fatalf("Rotate once the retirement is allowed = %+v, %v; want Rotated to generation %d", rot, err, r.Generation+1)
+		}
+		if again, err := s.Rotate(ctx, db, r.Token); err != nil || again.Outcome != onetime.Reused {
+			t.Fatalf("Rotate of the retired token = %+v, %v; want Reused (the retirement was recorded)", again, err)
+		}
+	})
+}
