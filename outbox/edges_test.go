@@ -947,6 +947,7 @@ type errorsLogged struct {
 	prefix string
 	mu     sync.Mutex
 	times  []time.Time
+	texts  []string
 }
 
 func (h *errorsLogged) Enabled(context.Context, slog.Level) bool { return true }
@@ -957,6 +958,7 @@ func (h *errorsLogged) Handle(_ context.Context, r slog.Record) error {
 		if a.Key == "error" && strings.HasPrefix(a.Value.String(), h.prefix) {
 			h.mu.Lock()
 			h.times = append(h.times, r.Time)
+			h.texts = append(h.texts, a.Value.String())
 			h.mu.Unlock()
 		}
 		return true
@@ -968,6 +970,13 @@ func (h *errorsLogged) seen() []time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.times)
+}
+
+// said returns the text of each error kept.
+func (h *errorsLogged) said() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.texts)
 }
 
 // TestEdgesRelayCompletionRetriesFiveTimesThenGivesUp: a completion the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,7 +187,8 @@ func TestEdgesNotifyIntervalSpacesAndDefaults(t *testing.T) {
 // every connection is not called in a loop), and then visits every
 // tenant for the notifications it may have missed: a message of another
 // pool, enqueued without a NOTIFY before the loss, is delivered, though
-// the relay polls once an hour.
+// the relay polls once an hour. The loss is reported with the server's
+// reason.
 func TestEdgesALostListenerIsReplacedAfterAPauseAndWakesEveryTenant(t *testing.T) {
 	ctx := context.Background()
 	d := testdb.NewDSN(t, racefree.Postgres)
@@ -200,7 +202,8 @@ func TestEdgesALostListenerIsReplacedAfterAPauseAndWakesEveryTenant(t *testing.T
 	u.RawQuery = q.Encode()
 	consumer := testdb.Open(t, u.String(), nil)
 	producer := testdb.Open(t, d, nil)
-	got := idleRelay(t, newOutbox(t, consumer, nil), outbox.RelayOptions{Listen: true, FollowUp: -1})
+	logs := &errorsLogged{prefix: "outbox listen:"}
+	got := idleRelay(t, newOutbox(t, consumer, nil), outbox.RelayOptions{Listen: true, FollowUp: -1, Logger: slog.New(logs)})
 
 	// The relay's listening session: the one of its pool whose last
 	// statement is the LISTEN, and when it ran (the server's clock).
@@ -244,6 +247,11 @@ func TestEdgesALostListenerIsReplacedAfterAPauseAndWakesEveryTenant(t *testing.T
 		t.Errorf("listened again %s after the loss, want a pause of at least 100ms", pause)
 	}
 	deliveredWithin(t, got, id, 20*time.Second, "a message enqueued without NOTIFY before the listener was lost")
+	// The loss is reported with the server's reason, not as a connection
+	// merely discarded.
+	if said := logs.said(); len(said) == 0 || !strings.Contains(said[0], "57P01") {
+		t.Errorf("the relay reported %q; want the loss's reason first (SQLSTATE 57P01, terminated by the administrator)", said)
+	}
 }
 
 // TestEdgesARefusedListenerIsRetriedWithADoublingPause: while the server
