@@ -785,3 +785,19 @@ func TestEdgesWriteTextWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgesADefinerCallingAnExtensionsCompiledCodeIsNoFinding: a
+// SECURITY DEFINER function that calls an extension's functions in C
+// (citext's citext_cmp) and in LANGUAGE internal (citext's citext(bpchar)
+// and its overloads) is followed into them, and they are taken as
+// reading no table: no finding. (One of the user's own in LANGUAGE
+// internal is a finding: TestADefinerInALanguageItCannotReadIsNotFollowed.)
+func TestEdgesADefinerCallingAnExtensionsCompiledCodeIsNoFinding(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.exec(t, `CREATE EXTENSION citext;
+CREATE FUNCTION api_same(a bpchar, b bpchar) RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT citext_cmp(citext(a), citext(b)) = 0'`)
+	if fds := definerFindings(t, f); len(fds) != 0 {
+		t.Fatalf("%+v, want none: an extension's compiled functions read no table", fds)
+	}
+}
