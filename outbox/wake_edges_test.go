@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,8 +234,11 @@ func TestEdgesALostListenerIsReplacedAfterAPauseAndWakesEveryTenant(t *testing.T
 		t.Fatal(err)
 	}
 	id := enqueue(t, tctx, newOutbox(t, producer, &outbox.Options{NoNotify: true}), producer, outbox.Message{Topic: "t"})
+	// When the statement that terminates it began: the session may be
+	// gone, and the relay counting its pause, before the statement's own
+	// clock_timestamp() is read.
 	var lost time.Time
-	if err := producer.QueryRowContext(ctx, `SELECT clock_timestamp() FROM pg_terminate_backend($1) AS ok WHERE ok`, old).Scan(&lost); err != nil {
+	if err := producer.QueryRowContext(ctx, `SELECT statement_timestamp() FROM pg_terminate_backend($1) AS ok WHERE ok`, old).Scan(&lost); err != nil {
 		t.Fatalf("terminate the listening session %d: %v", old, err)
 	}
 	var again time.Time
@@ -249,8 +253,9 @@ func TestEdgesALostListenerIsReplacedAfterAPauseAndWakesEveryTenant(t *testing.T
 	deliveredWithin(t, got, id, 20*time.Second, "a message enqueued without NOTIFY before the listener was lost")
 	// The loss is reported with the server's reason, not as a connection
 	// merely discarded.
-	if said := logs.said(); len(said) == 0 || !strings.Contains(said[0], "57P01") {
-		t.Errorf("the relay reported %q; want the loss's reason first (SQLSTATE 57P01, terminated by the administrator)", said)
+	said := logs.said()
+	if !slices.ContainsFunc(said, func(s string) bool { return strings.Contains(s, "57P01") }) {
+		t.Errorf("the relay reported %q; want the loss's reason (SQLSTATE 57P01, terminated by the administrator)", said)
 	}
 }
 
