@@ -136,7 +136,14 @@ func TestFailoverUnderLoad(t *testing.T) {
 			t.Logf("%s, %s failover %d at %s (%s to %s): 503 for %v (%d answers 503), first success %v after the fault",
 				mode, f.kind, f.round+1, f.at.Format("15:04:05.000"), f.from, f.to, f.window.Round(time.Millisecond), f.n503, f.recovered.Round(time.Millisecond))
 		}
+		failed := t.Failed()
 		l.check(t, in, time.Since(start))
+		if !failed && t.Failed() {
+			// What pg_auto_failover did meanwhile, to tell a loss of
+			// racefree's from one its replication allowed (a primary
+			// that stopped waiting for its standby: wait_primary).
+			t.Logf("%s: the monitor's events of the run:\n%s", mode, c.events(200))
+		}
 		c.doctorSays(t, mode)
 	}
 	for _, in := range []*instance{plain, strict} {
@@ -860,6 +867,28 @@ WHERE nodename <> $1 AND reportedstate = goalstate AND reportedstate IN ('primar
 	return primary
 }
 
+// events returns the monitor's last n events, oldest first, one line
+// each: what pg_auto_failover decided and when, to read beside the
+// answers' times.
+func (c *autoFailover) events(n int) string {
+	var b strings.Builder
+	if c.mon == nil {
+		return ""
+	}
+	rows, err := c.mon.Query(`SELECT eventtime::text, description FROM
+(SELECT * FROM pgautofailover.event ORDER BY eventid DESC LIMIT $1) e ORDER BY eventid`, n)
+	if err != nil {
+		return fmt.Sprintf("monitor events: %v\n", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var at, what string
+		_ = rows.Scan(&at, &what)
+		fmt.Fprintf(&b, "monitor event %s: %s\n", at, what)
+	}
+	return b.String()
+}
+
 // waitFor polls ok until it holds, for up to three minutes, then fails the
 // test with the formation's state and the end of every log.
 func (c *autoFailover) waitFor(t testing.TB, what string, ok func() (bool, error)) {
@@ -875,18 +904,7 @@ func (c *autoFailover) waitFor(t testing.TB, what string, ok func() (bool, error
 		time.Sleep(50 * time.Millisecond)
 	}
 	var b strings.Builder
-	if c.mon != nil {
-		rows, err := c.mon.Query(`SELECT eventtime::text, description FROM
-(SELECT * FROM pgautofailover.event ORDER BY eventid DESC LIMIT 30) e ORDER BY eventid`)
-		if err == nil {
-			for rows.Next() {
-				var at, what string
-				_ = rows.Scan(&at, &what)
-				fmt.Fprintf(&b, "monitor event %s: %s\n", at, what)
-			}
-			rows.Close()
-		}
-	}
+	b.WriteString(c.events(30))
 	for _, name := range []string{"monitor", "a", "b"} {
 		log, _ := os.ReadFile(filepath.Join(c.root, name+".log"))
 		if len(log) > 4000 {
