@@ -20,6 +20,13 @@ import (
 // DefaultTimeout bounds a check when Checker.Timeout is zero.
 const DefaultTimeout = 60 * time.Second
 
+// ErrRowsHidden is the error of a check on PostgreSQL whose role
+// row-level security binds on the table: a count of only the rows the
+// policies show could say "no duplicates" where CREATE UNIQUE INDEX, which
+// sees every row, fails. The check gives no verdict instead (the CLI exits
+// 2); run it as a role that bypasses row-level security.
+var ErrRowsHidden = errors.New("uniquecheck: row-level security hides rows from this role")
+
 // DefaultLimit is how many groups a Report lists when Spec.Limit is zero.
 const DefaultLimit = 20
 

@@ -3,6 +3,7 @@ package uniquecheck_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -527,4 +528,78 @@ func TestEdgesMigrationLexesLikePostgres(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEdgesRowSecurityGivesNoVerdict proves that a check on PostgreSQL
+// never counts only the rows row-level security shows its role. The
+// table's owner is bound by FORCE ROW LEVEL SECURITY and its policy
+// shows no row while no tenant is set, so a count would find nothing
+// where CREATE UNIQUE INDEX, which sees every row, fails: the check
+// returns ErrRowsHidden and no report. A key whose expression reads
+// another table that row-level security filters for the role fails too,
+// instead of reading NULL for the rows it cannot see. A role that
+// bypasses row-level security (the tests' superuser) gets the verdict.
+func TestEdgesRowSecurityGivesNoVerdict(t *testing.T) {
+	ctx := context.Background()
+	super := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.OwnerDSN(t, super)
+	db, err := sql.Open("pgx", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range []string{
+		`CREATE TABLE users (id int PRIMARY KEY, tenant_id text NOT NULL, email text NOT NULL)`,
+		`INSERT INTO users VALUES (1, 'acme', 'a@x'), (2, 'globex', 'a@x')`,
+		`ALTER TABLE users ENABLE ROW LEVEL SECURITY`,
+		`ALTER TABLE users FORCE ROW LEVEL SECURITY`,
+		`CREATE POLICY tenant ON users USING (tenant_id = current_setting('app.tenant', true))`,
+		// A table without row-level security whose key reads users.
+		`CREATE TABLE logins (id int PRIMARY KEY, user_id int NOT NULL)`,
+		`INSERT INTO logins VALUES (1, 1), (2, 2)`,
+		`CREATE FUNCTION email_of(int) RETURNS text LANGUAGE sql STABLE AS 'SELECT email FROM users WHERE id = $1'`,
+	} {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	// The referee: the index does not build, whoever builds it.
+	if _, err := db.ExecContext(ctx, `CREATE UNIQUE INDEX users_email ON users (email)`); err == nil {
+		t.Fatal("CREATE UNIQUE INDEX built over the duplicate email: the test's data is wrong")
+	}
+
+	c, err := uniquecheck.Open(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rep, err := c.Check(ctx, uniquecheck.Spec{Table: "users", Keys: []string{"email"}})
+	if !errors.Is(err, uniquecheck.ErrRowsHidden) || rep != nil {
+		t.Fatalf("check as the bound owner: report %+v, error %v; want no report and ErrRowsHidden", rep, err)
+	}
+	if !strings.Contains(err.Error(), "users") {
+		t.Errorf("error %q does not name the table", err)
+	}
+	rep, err = c.Check(ctx, uniquecheck.Spec{Table: "logins", Keys: []string{"email_of(user_id)"}})
+	if err == nil || rep != nil {
+		t.Fatalf("check of a key that reads a filtered table: report %+v, error %v; want no report and an error", rep, err)
+	}
+
+	s, err := uniquecheck.Open(super)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, spec := range []uniquecheck.Spec{
+		{Table: "users", Keys: []string{"email"}},
+		{Table: "logins", Keys: []string{"email_of(user_id)"}},
+	} {
+		rep, err := s.Check(ctx, spec)
+		if err != nil {
+			t.Fatalf("check of %s as a superuser: %v", spec.Table, err)
+		}
+		if len(rep.Groups) != 1 || rep.Groups[0].Count != 2 {
+			t.Fatalf("check of %s as a superuser: groups %+v, want one group of 2", spec.Table, rep.Groups)
+		}
+	}
 }

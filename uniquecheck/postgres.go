@@ -17,9 +17,18 @@ type postgresDialect struct{}
 func (postgresDialect) name() string { return racefree.Postgres }
 
 // readOnly: one read-only snapshot bounded by statement_timeout
-// ([snapshot.ReadOnly]).
+// ([snapshot.ReadOnly]), with row_security off for the transaction: a
+// query that row-level security would filter for this role then fails
+// instead of counting only the rows the policies show (preflight names
+// the checked table's case first, as ErrRowsHidden; this catches any
+// other table an expression reads).
 func (postgresDialect) readOnly(ctx context.Context, db *sql.DB, timeout time.Duration, fn func(querier) error) error {
-	return snapshot.ReadOnly(ctx, db, timeout, func(tx *sql.Tx) error { return fn(tx) })
+	return snapshot.ReadOnly(ctx, db, timeout, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('row_security', 'off', true)`); err != nil {
+			return fmt.Errorf("row security: %w", err)
+		}
+		return fn(tx)
+	})
 }
 
 // refuse: NULLS NOT DISTINCT depends on the server's version, which
@@ -69,9 +78,18 @@ var orderedTypes = map[string]bool{
 	"date": true, "timestamp without time zone": true, "timestamp with time zone": true,
 }
 
-// preflight warns about a table without a primary key (its rows are
-// named by ctid) and refuses NULLS NOT DISTINCT before PostgreSQL 15.
+// preflight refuses a table whose rows row-level security would filter
+// for this role (ErrRowsHidden), warns about a table without a primary
+// key (its rows are named by ctid) and refuses NULLS NOT DISTINCT before
+// PostgreSQL 15.
 func (postgresDialect) preflight(ctx context.Context, q querier, name Name, spec Spec, rep *Report) error {
+	var hidden bool
+	if err := q.QueryRowContext(ctx, `SELECT row_security_active(to_regclass($1))`, name.String()).Scan(&hidden); err != nil {
+		return err
+	}
+	if hidden {
+		return fmt.Errorf("%w: %s has row-level security on for this role, so the check would see only the rows its policies show; run it as a role that bypasses row-level security (BYPASSRLS or a superuser), or as the table's owner when the table does not FORCE ROW LEVEL SECURITY", ErrRowsHidden, name)
+	}
 	if len(rep.PrimaryKey) == 1 && rep.PrimaryKey[0] == "ctid" {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s has no primary key: rows are identified by ctid, which changes when a row is updated", name))
 	}
