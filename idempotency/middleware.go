@@ -72,6 +72,21 @@ func StoreStatus(status int) bool {
 
 type principalKey struct{}
 
+// callKey is the context key of the Call that Middleware passes to its
+// handler.
+type callKey struct{}
+
+// CallFrom returns the Call that Middleware runs the request of ctx (a
+// handler's r.Context()) under, and false for a request it passed through
+// without a key (a method it does not apply to, no Idempotency-Key). Use
+// its StepKey and Step to make the handler's own writes idempotent: a
+// retry after a 5xx, which the middleware does not store, runs the handler
+// again with the same key.
+func CallFrom(ctx context.Context) (*Call, bool) {
+	c, ok := ctx.Value(callKey{}).(*Call)
+	return c, ok
+}
+
 // WithPrincipal returns a copy of ctx that carries principal, the identity
 // the server authenticated for this request (a user, an API key's ID, a
 // tenant). The default scope puts every principal's keys apart; a server's
@@ -139,6 +154,15 @@ func (errNotStored) Error() string { return "response not stored" }
 //     StoreStatus: validation and authentication failures, 404, 405, 408,
 //     413, 415, 429 and 5xx) is not stored, so a retry runs again.
 //
+// A retry runs the handler again after any 5xx, and a 5xx is also what a
+// handler answers when its own write's outcome is unknown (its commit's
+// reply lost: [racefree.ErrUnavailable]), when that write may have
+// happened. So a handler whose writes must not happen twice makes them
+// idempotent by the request's key: [CallFrom] gives it the run's [Call],
+// whose StepKey is the same in every retry of the request (a UNIQUE
+// column of the row it inserts, or the key it passes to another system),
+// and whose Step saves a recovery point that a retry resumes from.
+//
 // Once the handler has returned, its response is stored even if the
 // client has gone (Options.CompleteTimeout).
 //
@@ -199,9 +223,9 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 				return
 			}
 			var fresh *storedResponse
-			res, err := s.Do(r.Context(), opts.Scope(r), key, Fingerprint(r, body), func(ctx context.Context, _ *Call) ([]byte, error) {
+			res, err := s.Do(r.Context(), opts.Scope(r), key, Fingerprint(r, body), func(ctx context.Context, call *Call) ([]byte, error) {
 				rec := &recorder{header: http.Header{}, status: http.StatusOK}
-				req := r.WithContext(ctx)
+				req := r.WithContext(context.WithValue(ctx, callKey{}, call))
 				req.Body = io.NopCloser(bytes.NewReader(body))
 				next.ServeHTTP(rec, req)
 				fresh = &storedResponse{Status: rec.status, Body: rec.body.Bytes(), Header: map[string][]string{}}

@@ -1,6 +1,7 @@
 package idempotency_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/idempotency"
 )
 
@@ -128,6 +130,78 @@ func TestMiddlewareErrors(t *testing.T) {
 		}
 		if got := runs.Load(); got != 3 {
 			t.Fatalf("handler ran %d times, want 3", got)
+		}
+	})
+}
+
+// TestMiddlewareGivesTheHandlerItsCall proves that a handler behind the
+// middleware gets its run's Call (CallFrom), whose StepKey is the same in
+// every retry of the request: its first run inserts a row and then
+// answers 503, as a handler whose commit's reply was lost does (the
+// write may have happened); the middleware does not store a 5xx, so the
+// retry with the same key runs the handler again, and the row it inserts
+// under the same StepKey is the one already there. Another key gets
+// another StepKey, and a request without a key passes through with no
+// Call.
+func TestMiddlewareGivesTheHandlerItsCall(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		if _, err := b.db.SQL().ExecContext(ctx, `CREATE TABLE orders_made (step_key TEXT PRIMARY KEY)`); err != nil {
+			t.Fatal(err)
+		}
+		insert := `INSERT INTO orders_made (step_key) VALUES ($1) ON CONFLICT DO NOTHING`
+		if b.db.Engine() == racefree.SQLite {
+			insert = `INSERT INTO orders_made (step_key) VALUES (?) ON CONFLICT DO NOTHING`
+		}
+		var (
+			mu    sync.Mutex
+			keys  []string
+			calls int
+		)
+		h := b.store.Middleware(idempotency.MiddlewareOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			call, ok := idempotency.CallFrom(r.Context())
+			mu.Lock()
+			calls++
+			first := calls == 1
+			if ok {
+				keys = append(keys, call.StepKey("order"))
+			}
+			mu.Unlock()
+			if !ok {
+				w.WriteHeader(http.StatusTeapot)
+				return
+			}
+			if _, err := b.db.SQL().ExecContext(r.Context(), insert, call.StepKey("order")); err != nil {
+				t.Errorf("insert: %v", err)
+			}
+			if first {
+				w.WriteHeader(http.StatusServiceUnavailable) // the write's outcome "unknown"
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		}))
+		if rec := send(t, h, "POST", `"order-7"`, `{}`); rec.Code != http.StatusServiceUnavailable {
+			t.Fatalf("first run: %d, want the handler's 503", rec.Code)
+		}
+		if rec := send(t, h, "POST", `"order-7"`, `{}`); rec.Code != http.StatusCreated || rec.Header().Get("Idempotent-Replayed") == "true" {
+			t.Fatalf("retry: %d, replayed %q; want the handler run again: 201", rec.Code, rec.Header().Get("Idempotent-Replayed"))
+		}
+		var rows int
+		if err := b.db.SQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM orders_made`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 1 || len(keys) != 2 || keys[0] != keys[1] {
+			t.Fatalf("%d rows, step keys %q: want one row, the same step key in both runs", rows, keys)
+		}
+		if rec := send(t, h, "POST", `"order-8"`, `{}`); rec.Code != http.StatusServiceUnavailable && rec.Code != http.StatusCreated {
+			t.Fatalf("another key: %d", rec.Code)
+		}
+		if len(keys) != 3 || keys[2] == keys[0] {
+			t.Fatalf("step keys %q: want another key's to differ", keys)
+		}
+		if rec := send(t, h, "POST", "", `{}`); rec.Code != http.StatusTeapot {
+			t.Fatalf("no key: %d, want the handler's answer without a Call (418)", rec.Code)
 		}
 	})
 }
