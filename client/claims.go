@@ -94,8 +94,15 @@ func (c *Client) Renew(ctx context.Context, key, holder string, fence int64, ttl
 }
 
 // Release ends the tenure of (holder, fence) now, as [claim.Store.Release]
-// (DELETE /v1/claims/{key}); a release whose reply was lost is retried and
-// succeeds.
+// (DELETE /v1/claims/{key}), sent without an Idempotency-Key and retried
+// after a lost reply (a transport error, a 503): the retry succeeds while
+// no other tenure began. When one did, the retry's refusal cannot tell
+// whether the lost attempt released the claim (and another holder took
+// the free key) or the claim had been taken over before: Release then
+// returns an *OutcomeUnknownError matching [racefree.ErrUnavailable], not
+// the *claim.StaleFenceError, and the caller's tenure is over either way.
+// A refusal with no unanswered attempt before it is the library's: a
+// *claim.StaleFenceError, or an error matching [racefree.ErrNotHeld].
 func (c *Client) Release(ctx context.Context, key, holder string, fence int64) error {
 	if err := checkClaim(key, holder); err != nil {
 		return err
@@ -104,7 +111,13 @@ func (c *Client) Release(ctx context.Context, key, holder string, fence int64) e
 		return err
 	}
 	q := url.Values{"holder": {holder}, "fence": {strconv.FormatInt(fence, 10)}}
-	return claimError(key, fence, c.do(ctx, call{method: "DELETE", path: claimPath(key), query: q}, nil))
+	err := c.do(ctx, call{method: "DELETE", path: claimPath(key), query: q, unsettled: []string{"stale-fence", "not-held"}}, nil)
+	var u *OutcomeUnknownError
+	if errors.As(err, &u) {
+		u.Answer = claimError(key, fence, u.Answer)
+		return u
+	}
+	return claimError(key, fence, err)
 }
 
 // Get returns the current state of key's claim, or an error matching

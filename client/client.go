@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -138,6 +139,30 @@ func (e *UnreachableError) Unwrap() []error {
 	return []error{ErrUnreachable, racefree.ErrUnavailable, e.Err}
 }
 
+// OutcomeUnknownError is the error of a call sent without an
+// Idempotency-Key (a claim release) when an attempt got no answer (a
+// transport error, a 503) and a later attempt was refused in a way the
+// unanswered one may itself have caused: the release may have happened
+// before its reply was lost, and the key been taken by another holder
+// since, so the retry's stale fence says nothing about the release. It
+// matches [racefree.ErrUnavailable] ("may have been recorded": settle it by
+// re-reading), and not the refusal's own error: errors.Is(err,
+// racefree.ErrStaleFence) is false, since the tenure may well have ended
+// by this release and not by a takeover. Answer is the later attempt's
+// refusal (a *claim.StaleFenceError or an error matching
+// [racefree.ErrNotHeld], inside an *Error), for the logs.
+type OutcomeUnknownError struct {
+	Method, Path string
+	Answer       error
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("racefree client: %s %s: outcome unknown, may have been done: an attempt got no answer, and a retry was then refused: %v", e.Method, e.Path, e.Answer)
+}
+
+// Unwrap returns [racefree.ErrUnavailable].
+func (e *OutcomeUnknownError) Unwrap() error { return racefree.ErrUnavailable }
+
 // problemName returns the name of a problem type URI.
 func problemName(typ string) string { return strings.TrimPrefix(typ, "urn:racefree:problem:") }
 
@@ -183,12 +208,17 @@ type call struct {
 	raw        []byte      // sent as it is, when body is nil (a signed webhook delivery)
 	header     http.Header // sent with each attempt, beside the client's own
 	idempotent bool        // send an Idempotency-Key
+	// unsettled names the problems (without an Idempotency-Key) that an
+	// earlier attempt whose outcome is unknown may itself have caused: a
+	// later attempt's answer of one of them is an *OutcomeUnknownError.
+	unsettled []string
 }
 
 // do runs the call, retrying transport errors, 503 and 409
 // idempotency-in-progress, and decodes a 2xx body into out (when not nil).
 // A problem answer is returned as *Error (its library error set by
-// sentinel; callers refine it).
+// sentinel; callers refine it), but one of cl.unsettled after an attempt
+// that got no answer or a 503, which is an *OutcomeUnknownError.
 func (c *Client) do(ctx context.Context, cl call, out any) error {
 	var body []byte
 	if cl.body != nil {
@@ -210,6 +240,7 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 	}
 	wait := c.opts.Backoff
 	var last error
+	unknown := false // an earlier attempt may have been carried out
 	for attempt := 1; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, cl.method, u.String(), bytes.NewReader(body))
 		if err != nil {
@@ -238,6 +269,9 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 			}
 			if err == nil {
 				if !retryable(perr) {
+					if unknown && slices.Contains(cl.unsettled, problemName(perr.Type)) {
+						return &OutcomeUnknownError{Method: cl.method, Path: cl.path, Answer: perr}
+					}
 					return perr
 				}
 				if s, aerr := strconv.Atoi(resp.Header.Get("Retry-After")); aerr == nil {
@@ -247,6 +281,10 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 			}
 		}
 		last = err
+		var perr *Error
+		if !errors.As(err, &perr) || perr.Status == http.StatusServiceUnavailable {
+			unknown = true
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("racefree client: %s %s: %w", cl.method, cl.path, context.Cause(ctx))
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/client"
 	"github.com/racefree/racefree/internal/testing/conformance"
 	"github.com/racefree/racefree/internal/testing/testdb"
@@ -116,6 +117,139 @@ func TestClient(t *testing.T) {
 			}
 			if _, err := client.New("localhost:8080", nil); !errors.Is(err, racefree.ErrInvalidInput) {
 				t.Fatalf("New without a scheme: %v, want an InputError", err)
+			}
+		})
+	})
+}
+
+// loseFirstDelete loses the reply of the first DELETE, after the server
+// handled it, and runs between before the retry goes out.
+type loseFirstDelete struct {
+	mu      sync.Mutex
+	done    bool
+	between func()
+}
+
+func (l *loseFirstDelete) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil || r.Method != http.MethodDelete || l.done {
+		return resp, err
+	}
+	l.done = true
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	l.between()
+	return nil, errors.New("connection reset after the request was sent")
+}
+
+// TestReleaseAfterALostReplyMayHaveReleased: a Release whose first reply
+// was lost (a transport error, or a 503 after the server released) and
+// whose retry is refused because another holder took the freed key
+// between them answers an *OutcomeUnknownError matching ErrUnavailable,
+// never a stale fence as if the release had been refused; with no
+// takeover between them the retry succeeds, and a stale release with no
+// lost reply is still a *claim.StaleFenceError.
+func TestReleaseAfterALostReplyMayHaveReleased(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		h := server.New(db, server.Options{Token: "secret"}).Handler()
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		other, _ := client.New(srv.URL, &client.Options{Key: "secret", Backoff: time.Millisecond})
+		// takeOver is a worker waiting for key: it takes it the moment it
+		// is free, before the retry.
+		takeOver := func(t *testing.T, key string) func() {
+			return func() {
+				if _, err := other.Acquire(ctx, key, "w2", time.Minute); err != nil {
+					t.Errorf("w2 acquire of the released key: %v", err)
+				}
+			}
+		}
+		// lossy503 is a proxy that serves the first DELETE and answers it
+		// 503, as a server whose commit reply was lost does.
+		lossy503 := func(t *testing.T, between func()) *client.Client {
+			var once sync.Once
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				lost := false
+				if r.Method == http.MethodDelete {
+					once.Do(func() { lost = true })
+				}
+				if !lost {
+					h.ServeHTTP(w, r)
+					return
+				}
+				h.ServeHTTP(httptest.NewRecorder(), r)
+				between()
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			t.Cleanup(proxy.Close)
+			c, _ := client.New(proxy.URL, &client.Options{Key: "secret", Backoff: time.Millisecond})
+			return c
+		}
+		lossyTransport := func(t *testing.T, between func()) *client.Client {
+			c, _ := client.New(srv.URL, &client.Options{Key: "secret", Backoff: time.Millisecond,
+				HTTPClient: &http.Client{Transport: &loseFirstDelete{between: between}}})
+			return c
+		}
+		for _, loss := range []struct {
+			name string
+			c    func(*testing.T, func()) *client.Client
+		}{{"transport error", lossyTransport}, {"503", lossy503}} {
+			t.Run(loss.name+"/taken over before the retry", func(t *testing.T) {
+				key := "taken-" + loss.name
+				c := loss.c(t, takeOver(t, key))
+				cl, err := c.Acquire(ctx, key, "w1", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = c.Release(ctx, key, "w1", cl.Fence)
+				var u *client.OutcomeUnknownError
+				if !errors.As(err, &u) || !errors.Is(err, racefree.ErrUnavailable) || errors.Is(err, racefree.ErrStaleFence) {
+					t.Fatalf("release after a lost reply, the key taken since: %v; want an *OutcomeUnknownError matching ErrUnavailable, not ErrStaleFence: the release did happen", err)
+				}
+				var sf *claim.StaleFenceError
+				if !errors.As(u.Answer, &sf) || sf.Fence != cl.Fence || sf.Current != cl.Fence+1 {
+					t.Fatalf("the retry's refusal = %v; want a *claim.StaleFenceError of fence %d, current %d", u.Answer, cl.Fence, cl.Fence+1)
+				}
+				if got, err := c.Get(ctx, key); err != nil || got.Holder != "w2" || !got.Live {
+					t.Fatalf("get = %+v, %v; want w2's live claim", got, err)
+				}
+			})
+			t.Run(loss.name+"/free at the retry", func(t *testing.T) {
+				key := "free-" + loss.name
+				c := loss.c(t, func() {})
+				cl, err := c.Acquire(ctx, key, "w1", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Release(ctx, key, "w1", cl.Fence); err != nil {
+					t.Fatalf("release after a lost reply, nobody took the key: %v; want it released", err)
+				}
+				if got, err := c.Get(ctx, key); err != nil || got.Live {
+					t.Fatalf("get = %+v, %v; want the claim released", got, err)
+				}
+			})
+		}
+		t.Run("stale with no lost reply", func(t *testing.T) {
+			cl, err := other.Acquire(ctx, "stale", "w1", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Release(ctx, "stale", "w1", cl.Fence); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := other.Acquire(ctx, "stale", "w2", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			err = other.Release(ctx, "stale", "w1", cl.Fence)
+			var sf *claim.StaleFenceError
+			var u *client.OutcomeUnknownError
+			if !errors.As(err, &sf) || errors.As(err, &u) || errors.Is(err, racefree.ErrUnavailable) {
+				t.Fatalf("a stale release answered at once: %v; want a *claim.StaleFenceError alone", err)
 			}
 		})
 	})

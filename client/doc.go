@@ -11,5 +11,9 @@
 // was lost (a transport error, a 503) is retried and answered with the
 // outcome the server recorded for the first attempt (Idempotent-Replayed),
 // so a retried Acquire returns the caller's own claim and a retried
-// Consume is charged once.
+// Consume is charged once. Release is the exception: it carries no key,
+// and when a retry after an attempt that got no answer is refused (a
+// stale fence, not held), the lost attempt may have released the claim,
+// so Release answers an *OutcomeUnknownError (racefree.ErrUnavailable),
+// not the refusal.
 package client

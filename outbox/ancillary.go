@@ -33,10 +33,17 @@ func (w *Warning) Unwrap() error { return w.Err }
 // tenant ctx names, and enqueues m, its ancillary follow-up (an upload, a
 // notification), in the same transaction, leased to this process. Once
 // the transaction commits it runs h on m right away. Only main's failure
-// (or the commit's) is Ancillary's error: nothing was written, the request
-// failed. A failure of h is returned as a *Warning, never as an error:
-// the main work committed, and failing the request would make the client
-// send it again and do it twice; the message is retried by the relays
+// (or the transaction's) is Ancillary's error, and h did not run. Such an
+// error means nothing was written, the request failed, except one
+// matching [racefree.ErrUnavailable]: the commit was sent and its reply
+// never came, so main's writes and m may have committed, and then a relay
+// runs h once m's lease (Options.AncillaryLease) lapses. The outcome is
+// unknown, not a failure: settle it by re-reading what main writes before
+// doing main again (or answer "unavailable, may have been recorded"),
+// never redo main as if nothing happened. A failure of h is returned as
+// a *Warning, never as an error: the main work committed, and failing
+// the request would make the client send it again and do it twice; the
+// message is retried by the relays
 // (after Options.Backoff, or at once if this process dies: its lease,
 // Options.AncillaryLease, lapses). Give the relays the same handler for
 // m's topic.

@@ -5,8 +5,11 @@ import createFetchClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "./schema.js";
 import {
   IdempotencyInProgressProblem,
+  NotHeldProblem,
+  OutcomeUnknownError,
   problemFrom,
   RacefreeProblem,
+  StaleFenceProblem,
   TransportError,
 } from "./problems.js";
 import { keep, type Kept, type KeepOptions } from "./keep.js";
@@ -191,12 +194,19 @@ export class RacefreeClient {
   }
 
   /**
-   * retry sends a safe request (a GET; a DELETE of a claim, which is
-   * idempotent), retrying a connection failure, a 503 and a 409
-   * idempotency-in-progress with backoff.
+   * retry sends a safe request (a GET; a DELETE of a claim), retrying a
+   * connection failure, a 503 and a 409 idempotency-in-progress with
+   * backoff. unsettled, when given, picks the refusals an earlier attempt
+   * that got no answer (a connection failure, a 503) may itself have
+   * caused: such a refusal after such an attempt is thrown as an
+   * OutcomeUnknownError, its cause the refusal.
    */
-  retry<R extends Answer>(send: (attempt: Attempt) => Promise<R>, options?: CallOptions): Promise<DataOf<R>> {
-    return this.run(send, {}, this.attempts, options?.signal);
+  retry<R extends Answer>(
+    send: (attempt: Attempt) => Promise<R>,
+    options?: CallOptions,
+    unsettled?: (p: RacefreeProblem) => boolean,
+  ): Promise<DataOf<R>> {
+    return this.run(send, {}, this.attempts, options?.signal, unsettled);
   }
 
   /**
@@ -217,8 +227,10 @@ export class RacefreeClient {
     headers: Record<string, string>,
     attempts: number,
     signal: AbortSignal | undefined,
+    unsettled?: (p: RacefreeProblem) => boolean,
   ): Promise<DataOf<R>> {
     let wait = this.backoffMs;
+    let unknown = false; // an earlier attempt may have been carried out
     for (let attempt = 1; ; attempt++) {
       signal?.throwIfAborted();
       let failure: RacefreeProblem | TransportError | undefined;
@@ -233,10 +245,16 @@ export class RacefreeClient {
       if (answer !== undefined) {
         if (answer.response.ok) return answer.data as DataOf<R>;
         const problem = problemFrom(answer.error, answer.response);
-        if (!retryable(problem)) throw problem;
+        if (!retryable(problem)) {
+          if (unknown && unsettled?.(problem)) {
+            throw new OutcomeUnknownError(`racefree client: outcome unknown, may have been done: an attempt got no answer, and a retry was then refused: ${problem.message}`, { cause: problem });
+          }
+          throw problem;
+        }
         failure = problem;
       }
       if (failure === undefined) throw new Error("racefree client: unreachable");
+      if (failure instanceof TransportError || failure.status === 503) unknown = true;
       if (attempt >= attempts) throw failure;
       const retryAfter = failure instanceof RacefreeProblem ? (failure.retryAfterMs ?? 0) : 0;
       await sleep(Math.min(Math.max(wait, retryAfter), this.maxBackoffMs), signal);
@@ -282,10 +300,24 @@ export class Claims {
     );
   }
 
-  /** release ends the tenure of (holder, fence) now; retrying a release succeeds. */
+  /**
+   * release ends the tenure of (holder, fence) now. It is sent without an
+   * Idempotency-Key and retried after a lost reply (a connection failure,
+   * a 503): the retry succeeds while no other tenure began. When one did,
+   * the retry's refusal cannot tell whether the lost attempt released the
+   * claim (and another holder took the free key) or the claim had been
+   * taken over before: release then throws an OutcomeUnknownError (its
+   * cause the StaleFenceProblem or NotHeldProblem), and the caller's
+   * tenure is over either way. A refusal with no unanswered attempt
+   * before it is thrown as it is.
+   */
   async release(key: string, holder: string, fence: number, options?: CallOptions): Promise<void> {
     const { api } = this.client;
-    await this.client.retry((a) => api.DELETE("/v1/claims/{key}", { params: { path: { key }, query: { holder, fence } }, ...a }), options);
+    await this.client.retry(
+      (a) => api.DELETE("/v1/claims/{key}", { params: { path: { key }, query: { holder, fence } }, ...a }),
+      options,
+      (p) => p instanceof StaleFenceProblem || p instanceof NotHeldProblem,
+    );
   }
 
   /** get reads the claim on key; a NotFoundProblem when there is none. */

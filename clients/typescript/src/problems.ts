@@ -186,6 +186,25 @@ export class TransportError extends Error {
 }
 
 /**
+ * OutcomeUnknownError is thrown by a call sent without an Idempotency-Key
+ * (claims.release) when an attempt got no answer (a connection failure,
+ * a 503) and a later attempt was refused in a way the unanswered one may
+ * itself have caused: the release may have happened before its reply was
+ * lost and another holder taken the free key since, so the retry's
+ * StaleFenceProblem (or NotHeldProblem) says nothing about the release.
+ * The outcome is unknown, as an unavailable server's ("may have been
+ * recorded": settle it by re-reading); the caller's tenure is over either
+ * way. It is not a RacefreeProblem, so `instanceof StaleFenceProblem` is
+ * false; `cause` is the later attempt's refusal, for the logs.
+ */
+export class OutcomeUnknownError extends Error {
+  constructor(message: string, options: { cause: RacefreeProblem }) {
+    super(message, options);
+    this.name = "OutcomeUnknownError";
+  }
+}
+
+/**
  * ClaimLapsedError is the reason of a kept claim's signal when no renewal
  * succeeded within its TTL (the server was unreachable or busy): assume
  * another holder may have taken over.

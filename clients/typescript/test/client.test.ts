@@ -10,6 +10,7 @@ import {
   InvalidInputProblem,
   NotFoundProblem,
   NotHeldProblem,
+  OutcomeUnknownError,
   QuotaExceededProblem,
   StaleFenceProblem,
   TokenUsedProblem,
@@ -119,6 +120,39 @@ onEach("idempotent: a retry after a lost reply carries the same key and gets the
     IdempotencyKeyMismatchProblem,
   );
   await assert.rejects(rf.claims.acquire(key, "a", 30_000, { key: "" }), RangeError);
+});
+
+onEach("release: after a lost reply, a refusal the lost attempt may have caused is an unknown outcome", async (_t, rf, s) => {
+  for (const lostAs503 of [false, true]) {
+    const rec = new Recorder();
+    rec.lostAs503 = lostAs503;
+    const lossy = client(s, { fetch: rec.fetch });
+    // Taken over before the retry: the release happened, the key was taken since.
+    const key = unique("release-lost");
+    const cl = await lossy.claims.acquire(key, "w1", 30_000);
+    rec.between = async () => {
+      assert.equal((await rf.claims.acquire(key, "w2", 30_000)).fence, cl.fence + 1);
+    };
+    rec.loseReplies = 1;
+    const err = await rejects(lossy.claims.release(key, "w1", cl.fence), OutcomeUnknownError);
+    assert.ok(!(err instanceof StaleFenceProblem));
+    assert.ok(err.cause instanceof StaleFenceProblem, `cause ${String(err.cause)}`);
+    assert.equal(err.cause.currentFence, cl.fence + 1);
+    assert.equal((await rf.claims.get(key)).holder, "w2");
+    // Free at the retry: the retry succeeds.
+    const free = unique("release-free");
+    const mine = await lossy.claims.acquire(free, "w1", 30_000);
+    rec.between = async () => {};
+    rec.loseReplies = 1;
+    await lossy.claims.release(free, "w1", mine.fence);
+    assert.equal((await rf.claims.get(free)).live, false);
+  }
+  // A stale release answered at once is the refusal itself.
+  const key = unique("release-stale");
+  const cl = await rf.claims.acquire(key, "w1", 30_000);
+  await rf.claims.release(key, "w1", cl.fence);
+  await rf.claims.acquire(key, "w2", 30_000);
+  await rejects(rf.claims.release(key, "w1", cl.fence), StaleFenceProblem);
 });
 
 onEach("once: a POST without an Idempotency-Key is never sent twice", async (_t, _rf, s) => {

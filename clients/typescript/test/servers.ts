@@ -58,6 +58,10 @@ export class Recorder {
   /** requests are the path and Idempotency-Key of each request, in order. */
   requests: { path: string; key: string | null }[] = [];
   loseReplies = 0;
+  /** lostAs503 answers a lost reply 503, as a server whose commit reply was lost does, instead of failing the fetch. */
+  lostAs503 = false;
+  /** between runs after a reply was lost, before the retry goes out. */
+  between: () => Promise<void> = async () => {};
   fetch = async (request: Request): Promise<Response> => {
     this.keys.push(request.headers.get("Idempotency-Key"));
     this.requests.push({ path: new URL(request.url).pathname, key: request.headers.get("Idempotency-Key") });
@@ -65,6 +69,13 @@ export class Recorder {
     if (this.loseReplies > 0) {
       this.loseReplies--;
       await response.arrayBuffer();
+      await this.between();
+      if (this.lostAs503) {
+        return new Response(JSON.stringify({ type: "urn:racefree:problem:unavailable", title: "unavailable", status: 503 }), {
+          status: 503,
+          headers: { "Content-Type": "application/problem+json", "Retry-After": "0" },
+        });
+      }
       throw new TypeError("fetch failed: the reply was lost");
     }
     return response;
