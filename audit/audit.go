@@ -370,13 +370,18 @@ func (l *Log) List(ctx context.Context, scope string, after int64, limit int) ([
 	return out, nil
 }
 
-// Scopes returns every scope of the tenant that has entries, in order.
+// Scopes returns, in order, every scope of the tenant that has a head
+// row, an entry or a stored checkpoint: a scope whose head row was deleted
+// is still listed by its entries or checkpoints, so that VerifyAll and
+// `racefree audit verify` judge it (Verify finds it broken) rather than
+// leave it out. It reads one row per scope, however many entries.
 func (l *Log) Scopes(ctx context.Context) ([]string, error) {
 	return l.scopes(ctx, "scopes", tenant.From(ctx))
 }
 
 // ScopesPage returns, in order, at most limit of the tenant's scopes that
-// have entries, begin with prefix ("" for any) and come after after (""
+// have a head row (unlike Scopes, a scope whose head row was deleted is
+// not listed: ScopesPage is for browsing, not for verifying), begin with prefix ("" for any) and come after after (""
 // for the first page): pass the last scope of a page as after to read the
 // next. Each page reads only its own rows, however many scopes the tenant
 // has. A limit below 1 is an *racefree.InputError.
@@ -435,10 +440,11 @@ type headRow struct {
 	seq         int64    // the last number; 0 for a scope without entries
 	checkpoints int64    // the number of checkpoints
 	floor       Position // the last entry pruned (Seq 0: none)
+	found       bool     // the scope has a head row
 }
 
-// head reads the tenant's scope's head, all zero for a scope without
-// entries.
+// head reads the tenant's scope's head, all zero (and not found) for a
+// scope without a head row.
 func (l *Log) head(ctx context.Context, t, scope string) (headRow, error) {
 	var h headRow
 	err := l.read(ctx, func(exec racefree.Executor) error {
@@ -454,6 +460,7 @@ func (l *Log) head(ctx context.Context, t, scope string) (headRow, error) {
 			h = headRow{}
 			return nil
 		}
+		h.found = err == nil
 		return err
 	})
 	return h, wire.Of(l.db).InterpretError(err)

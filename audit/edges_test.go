@@ -1336,6 +1336,83 @@ func TestEdgesVerifyAllWithCheckpoints(t *testing.T) {
 	})
 }
 
+// TestEdgesVerifyAllJudgesAScopeWithoutItsHead deletes the head rows of
+// billing and unsigned (their entries stay; billing has a stored
+// checkpoint, unsigned none), and of gone with its entries (its stored
+// checkpoint stays), next to an untouched scope (login) and another
+// tenant's scope: Scopes lists all four of the tenant's scopes, by their
+// entries or by their checkpoints, not only those with a head row, and
+// never the other tenant's; VerifyAll with no checkpoints judges billing
+// and unsigned truncated (entries with no head row to count them), gone
+// intact and empty (nothing to check without its checkpoint) and login
+// intact; given the checkpoints, billing and gone are rolled back and
+// login anchored.
+func TestEdgesVerifyAllJudgesAScopeWithoutItsHead(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := newLog(t, db, ring(t, "k1"))
+		cps := map[string][]Checkpoint{}
+		for _, s := range []string{"billing", "gone", "login", "unsigned"} {
+			appendN(t, l, s, 3)
+			if s == "unsigned" {
+				continue
+			}
+			cp, err := l.Checkpoint(ctx, db, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cps[s] = []Checkpoint{cp}
+		}
+		other, _ := tenant.With(context.Background(), "globex")
+		appendIn(other, t, l, "other", 1)
+		tamper(t, db, `DELETE FROM racefree_audit_heads WHERE scope = 'billing'`,
+			`DELETE FROM racefree_audit_heads WHERE scope = 'gone'`,
+			`DELETE FROM racefree_audit WHERE scope = 'gone'`,
+			`DELETE FROM racefree_audit_heads WHERE scope = 'unsigned'`)
+		all := []string{"billing", "gone", "login", "unsigned"}
+		if got, err := l.Scopes(ctx); err != nil || !slices.Equal(got, all) {
+			t.Fatalf("Scopes = %q, %v; want %q", got, err, all)
+		}
+		judge := func(cps map[string][]Checkpoint) map[string]Result {
+			t.Helper()
+			res, err := l.VerifyAll(ctx, 2, cps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]Result{}
+			for _, r := range res {
+				got[r.Scope] = r
+			}
+			if len(got) != len(all) || len(res) != len(all) {
+				t.Fatalf("results %+v; want one for each of %q", res, all)
+			}
+			return got
+		}
+		got := judge(nil)
+		for _, s := range []string{"billing", "unsigned"} {
+			if r := got[s]; r.Break == nil || r.Break.Kind != Truncated || r.Break.Seq != 4 {
+				t.Errorf("%s without checkpoints: %+v; want truncated at 4: no head row counts its 3 entries", s, r)
+			}
+		}
+		if r := got["gone"]; r.Break != nil || r.Rows != 0 {
+			t.Errorf("gone without checkpoints: %+v; want intact and empty", r)
+		}
+		if r := got["login"]; r.Break != nil || r.Rows != 3 {
+			t.Errorf("login without checkpoints: %+v; want intact, 3 entries", r)
+		}
+		got = judge(cps)
+		for _, s := range []string{"billing", "gone"} {
+			if r := got[s]; r.Break == nil || r.Break.Kind != RolledBack {
+				t.Errorf("%s with its checkpoint: %+v; want rolled back", s, r)
+			}
+		}
+		if r := got["login"]; r.Break != nil || !r.Anchored {
+			t.Errorf("login with its checkpoint: %+v; want intact, anchored", r)
+		}
+	})
+}
+
 // TestEdgesReorderedAtTheWindowsEdges moves an entry, MAC and prev_mac
 // included, exactly reorderWindow places away (Reordered, naming where it
 // belongs) and one place further (Modified: Verify does not look that

@@ -40,7 +40,8 @@ const (
 	// retired key after the rotation entry, or the next key before it).
 	KeyOutsideEpoch Kind = "key_outside_epoch"
 	// Truncated: the chain ends before a checkpoint's entry, or before the
-	// last number its head row counts.
+	// last number its head row counts, or the scope has entries and no head
+	// row (deleted: whether the chain was cut short cannot be told).
 	Truncated Kind = "truncated"
 	// RolledBack: the log, its checkpoints included, is older than a
 	// checkpoint, or differs from it (or from the position Verify resumes
@@ -262,6 +263,21 @@ func (l *Log) Verify(ctx context.Context, scope string, opts *VerifyOptions) (Re
 		res.Break = &Break{RolledBack, anchor.Seq, fmt.Sprintf("checkpoint %d vouches for another entry %d", anchor.N, anchor.Seq)}
 	case anchor != nil:
 		res.Anchored = true
+	}
+	if res.Break == nil && !head.found && last > 0 {
+		// Entries with no head row: either the scope's first append
+		// committed after the head was read (read it again), or the head
+		// row, which counts the entries, was deleted and a chain cut short
+		// can no longer be detected. The head read again only says which:
+		// its count may include entries appended since.
+		again, err := l.head(ctx, t, scope)
+		if err != nil {
+			return Result{}, fmt.Errorf("audit: verify %s: %w", scope, err)
+		}
+		if !again.found {
+			res.Break = &Break{Truncated, last + 1, fmt.Sprintf("the chain holds entries through %d but the scope has no head row to count them", last)}
+			return res, nil
+		}
 	}
 	return res, nil
 }

@@ -52,7 +52,10 @@ func auditCmd() *cobra.Command {
 		Short: "Verify the audit chains (exit 0 intact, 1 broken, 2 error, 3 possible loss with --strict)",
 		Long: `verify streams each scope's chain of one tenant (--tenant; every scope, or
 those given with --scope) and prints one line per scope: intact, or the
-first break and its kind. It verifies against the checkpoints stored in
+first break and its kind. Every scope is each one with a head row, an
+entry or a stored checkpoint (and, with --checkpoint, one in FILE): a
+scope whose head row was deleted is verified and found broken, not left
+out. It verifies against the checkpoints stored in
 the database (those "racefree audit checkpoint", prune and the server
 signed), as the server's verify does: they reveal a cut tail or a restored
 older copy, which a bare chain cannot, as long as they were left alone.

@@ -76,3 +76,38 @@ func TestAuditPruneWithAndWithoutCheckpointFile(t *testing.T) {
 		}
 	})
 }
+
+// TestAuditVerifyJudgesAScopeWithoutItsHead: audit verify with no --scope
+// verifies a scope whose head row was deleted, found by its entries and
+// stored checkpoints: billing, checkpointed, is rolled back (its
+// checkpoint counts more than the log), unsigned, never checkpointed, is
+// truncated (entries no head row counts), and login, untouched, is intact
+// and anchored; the exit status is 1.
+func TestAuditVerifyJudgesAScopeWithoutItsHead(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		keys, ring := writeKeyring(t, t.TempDir())
+		db := testdb.Open(t, d, nil)
+		l, _ := audit.New(db, ring)
+		for _, s := range []string{"billing", "login", "unsigned"} {
+			appendLogins(t, l, db, s, s, s)
+			if s == "unsigned" {
+				continue
+			}
+			if _, err := l.Checkpoint(ctx, db, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testdb.ExecAll(t, db, `DELETE FROM racefree_audit_heads WHERE scope IN ('billing', 'unsigned')`)
+		r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys)
+		for _, want := range []string{"billing: BROKEN at 3: rolled_back", "login: intact, 3 entries, anchored", "unsigned: BROKEN at 4: truncated"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("verify with no --scope: missing %q in %q", want, r.stdout)
+			}
+		}
+		if r.code != 1 || strings.Count(r.stdout, "\n") != 3 {
+			t.Fatalf("verify with no --scope: %+v; want exit 1 and one line for each of billing, login and unsigned", r)
+		}
+	})
+}
