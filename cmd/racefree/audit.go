@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/racefree/racefree"
@@ -472,19 +474,31 @@ func auditCheckpoint(ctx context.Context, stdout io.Writer, db, keys string, sco
 		return err
 	}
 	defer h.Close()
-	if len(scopes) == 0 {
+	listed := len(scopes) == 0
+	if listed {
 		if scopes, err = l.Scopes(ctx); err != nil {
 			return err
 		}
 	}
+	// A listed scope without a head row (its entries or checkpoints left,
+	// the head deleted) cannot be checkpointed: the others still are, and
+	// the command fails at the end, naming it, for verify to judge.
+	var headless []string
 	for _, s := range scopes {
 		c, err := l.Checkpoint(ctx, h, s)
+		if listed && errors.Is(err, racefree.ErrNotFound) {
+			headless = append(headless, strconv.Quote(s))
+			continue
+		}
 		if err != nil {
 			return err
 		}
 		if err := audit.WriteCheckpoints(stdout, c); err != nil {
 			return err
 		}
+	}
+	if len(headless) > 0 {
+		return fmt.Errorf("no checkpoint of %s: entries or checkpoints but no head row (racefree audit verify judges the chain); the other scopes were checkpointed", strings.Join(headless, ", "))
 	}
 	return nil
 }

@@ -109,5 +109,12 @@ func TestAuditVerifyJudgesAScopeWithoutItsHead(t *testing.T) {
 		if r.code != 1 || strings.Count(r.stdout, "\n") != 3 {
 			t.Fatalf("verify with no --scope: %+v; want exit 1 and one line for each of billing, login and unsigned", r)
 		}
+		// checkpoint with no --scope: login's is taken and printed, the
+		// two scopes without a head row are named, and the exit is not 0.
+		r = runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys)
+		if r.code == 0 || !strings.Contains(r.stdout, `"login"`) || strings.Contains(r.stdout, `"billing"`) ||
+			!strings.Contains(r.stderr, `"billing"`) || !strings.Contains(r.stderr, `"unsigned"`) {
+			t.Fatalf("checkpoint with no --scope: %+v; want login's checkpoint on stdout, billing and unsigned named on stderr, exit not 0", r)
+		}
 	})
 }
