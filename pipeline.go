@@ -49,6 +49,15 @@ func (db *DB) interpretAutocommit(err error) error {
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	return db.mayHaveCommitted(err)
+}
+
+// mayHaveCommitted returns err, the error of a COMMIT or of a statement
+// that commits by itself, wrapped so that it matches ErrUnavailable as
+// well when the engine says its transaction may have committed all the
+// same ([wire.CommitJudge]): an outcome unknown, which no retry may run
+// again. Any other err is returned as it is.
+func (db *DB) mayHaveCommitted(err error) error {
 	if j, ok := db.engine.(wire.CommitJudge); ok && j.MayHaveCommitted(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

@@ -22,6 +22,23 @@ import (
 // a jittered, doubling backoff in between. fn must therefore confine its
 // effects to tx: anything it does outside the database happens once per
 // attempt. Errors from fn are returned as they are, after InterpretError.
+//
+// A COMMIT whose failure leaves open whether it committed (the engine's
+// judgement, wire.CommitJudge) makes InTx return an error matching
+// ErrUnavailable as well as the commit's own error, and never run fn
+// again: the outcome is unknown, to be settled by re-reading or by a
+// retry that is safe twice (an idempotency key, a fence). On PostgreSQL
+// that is a connection lost once the COMMIT was sent, and a ctx that ends
+// while the COMMIT is in flight (the error then matches ctx's error too):
+// the server may commit it all the same. On
+// SQLite, which commits in the process (a commit interrupted by ctx
+// rolls back), it is an I/O error at the commit. A ctx that had ended
+// when fn returned sends no COMMIT: ctx's error alone, marked
+// ErrNotCommitted, and nothing committed (one that ends just as the
+// COMMIT starts may be reported unknown). A COMMIT the database refused
+// (a transient conflict at the commit, retried as above; a deferred
+// constraint; a transaction a failed statement had aborted) committed
+// nothing.
 func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return db.retry(ctx, func() error { return db.tryTx(ctx, fn) })
 }
@@ -80,8 +97,16 @@ func (db *DB) tryTxOpts(ctx context.Context, opts *sql.TxOptions, fn func(tx *sq
 	if err := fn(tx); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		// database/sql sends no COMMIT on a context that ended, and
+		// rolls back: nothing committed.
+		return NotCommitted(fmt.Errorf("commit: %w", err))
+	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		// The COMMIT may have left: when the engine says it may have
+		// committed, the outcome is unknown (ErrUnavailable), which
+		// retry never runs again.
+		return db.mayHaveCommitted(fmt.Errorf("commit: %w", err))
 	}
 	return nil
 }

@@ -123,10 +123,12 @@ func (e *Entry) validate() error {
 // append to the scope committed since it began: roll back and run it
 // again.
 //
-// On PostgreSQL, an error matching [racefree.ErrUnavailable] from Append's
-// own transaction may come after its commit (the reply was lost): the
-// entry may be committed, and calling Append again appends it a second
-// time. Use AppendKeyed where that matters.
+// An error matching [racefree.ErrUnavailable] from Append's own
+// transaction may come after its commit ([racefree.DB.InTx]: on
+// PostgreSQL the reply was lost, or ctx ended while the COMMIT was in
+// flight; on SQLite an I/O error at the commit): the entry may be
+// committed, and calling Append again appends it a second time. Use
+// AppendKeyed where that matters.
 //
 // On PostgreSQL from migration 018, when the scope's last entry was
 // appended on another timeline than the server's (a failover since),

@@ -39,7 +39,8 @@ import (
 // Passed the caller's *sql.Tx, the entry and the key commit or roll back
 // with the caller's writes; passed anything else, AppendKeyed runs one
 // transaction of its own that belongs to the context's tenant. When its
-// commit's reply is lost AppendKeyed returns an error matching
+// commit's reply is lost, or ctx ends while its commit is in flight
+// ([racefree.DB.InTx]), AppendKeyed returns an error matching
 // [racefree.ErrUnavailable]: call it again with the same key, never Append,
 // to learn the record. Input errors are Append's, and the key's are
 // idempotency's; nothing is written then.

@@ -91,10 +91,12 @@ func New(db *racefree.DB) *Log {
 // apart on SQLite). Every occurrence counts, won or not. The event belongs
 // to the tenant ctx names ([tenant.From]): another tenant's occurrences of
 // the same fingerprint are counted and elected apart. In a transaction of
-// its own, a ctx that ends before its commit returns the context's error
-// and nothing was counted; a commit whose reply was lost returns an error
-// matching [racefree.ErrUnavailable], and the occurrence may have been
-// counted (once).
+// its own, an error matching the context's error and not
+// [racefree.ErrUnavailable] means nothing was counted (the ctx ended
+// before the commit was sent); a ctx that ends while the commit is in
+// flight, and a commit whose reply was lost, return an error matching
+// [racefree.ErrUnavailable] ([racefree.DB.InTx]), and the occurrence may
+// have been counted (once).
 //
 // With [racefree.Config.Combine] on (the default) and exec the pool, Observe sends its
 // statements (the claim's acquire, on PostgreSQL its raise_new, then the

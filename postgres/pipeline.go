@@ -118,12 +118,14 @@ func (e *Engine) Pipeline(ctx context.Context, conn *sql.Conn, stmts []*wire.Sta
 // statement that commits by itself, leaves open that its transaction
 // committed ([wire.CommitJudge]): every error but one that says
 // nothing was sent (pgconn.SafeToRetry) and the server's answer that the
-// statement or the commit failed (rolledBack). A context that ended while
-// the statement ran is such an error: pgx drops the connection, but the
-// server has the statement and its Sync, and commits it once a lock it
-// waits for is free.
+// statement or the commit failed (rolledBack), or that it answered a
+// COMMIT with ROLLBACK (pgx.ErrTxCommitRollback: a statement had failed
+// and aborted the transaction). A context that ended while the statement
+// or the COMMIT ran is such an error: pgx drops the connection, but the
+// server has the statement and its Sync, or the COMMIT, and commits it
+// once a lock it waits for is free.
 func (e *Engine) MayHaveCommitted(err error) bool {
-	return !pgconn.SafeToRetry(err) && !rolledBack(err)
+	return !pgconn.SafeToRetry(err) && !rolledBack(err) && !errors.Is(err, pgx.ErrTxCommitRollback)
 }
 
 // rolledBack reports whether err is the server's answer that a statement

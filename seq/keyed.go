@@ -34,9 +34,10 @@ import (
 // Passed the caller's *sql.Tx, the numbers and the key commit or roll back
 // with the caller's writes (a rollback consumes nothing and records no
 // key); passed the pool, NextKeyed runs one transaction of its own that
-// belongs to the context's tenant. When its commit's reply is lost
-// NextKeyed returns an error matching [racefree.ErrUnavailable]: call it
-// again with the same key, never NextN, to learn the numbers.
+// belongs to the context's tenant. When its commit's reply is lost, or
+// ctx ends while its commit is in flight ([racefree.DB.InTx]), NextKeyed
+// returns an error matching [racefree.ErrUnavailable]: call it again with
+// the same key, never NextN, to learn the numbers.
 //
 // Input errors are NextN's, and the key's are idempotency's (an empty,
 // oversized or non-UTF-8 key is an *racefree.InputError); nothing is

@@ -71,9 +71,10 @@ func (c *Counters) Next(ctx context.Context, exec racefree.Executor, scope, name
 // set to another tenant ([tenant.InTx]) is a *tenant.MismatchError.
 //
 // On the pool of PostgreSQL, an error matching [racefree.ErrUnavailable]
-// may come after the commit (its reply was lost): the numbers may be
-// committed and then belong to nobody, and calling NextN again hands out
-// the next ones. Use NextKeyed where that gap matters.
+// may come after the commit (its reply was lost, or ctx ended once it
+// was sent): the numbers may be committed and then belong to nobody, and
+// calling NextN again hands out the next ones. Use NextKeyed where that
+// gap matters.
 //
 // On PostgreSQL at REPEATABLE READ or SERIALIZABLE, an increment of the
 // same counter committed after the transaction's snapshot makes NextN fail
