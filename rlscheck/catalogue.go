@@ -18,6 +18,9 @@ import (
 //go:embed sql/postgres/schemas.sql
 var schemasSQL string
 
+//go:embed sql/postgres/pin_search_path.sql
+var pinSearchPathSQL string
+
 //go:embed sql/postgres/tables.sql
 var tablesSQL string
 
@@ -43,7 +46,7 @@ var relationsSQL string
 var viewDepsSQL string
 
 func init() {
-	for _, q := range []*string{&schemasSQL, &tablesSQL, &policiesSQL, &viewsSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
+	for _, q := range []*string{&schemasSQL, &pinSearchPathSQL, &tablesSQL, &policiesSQL, &viewsSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
 		*q = query.Embedded(*q)
 	}
 }
@@ -53,7 +56,11 @@ type table struct {
 	schema, name    string
 	enabled, forced bool
 	colType, owner  string
-	policies        []policy
+	// builtin: the tenant column's type is PostgreSQL's own base type;
+	// collation: its collation when nondeterministic, else "".
+	builtin   bool
+	collation string
+	policies  []policy
 }
 
 type policy struct {
@@ -130,6 +137,12 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		}
 	}
 
+	// Every read from here on prints names with search_path pinned to
+	// pg_catalog, so that what is not PostgreSQL's own is qualified
+	// whatever the caller's search path.
+	if _, err := tx.ExecContext(ctx, pinSearchPathSQL); err != nil {
+		return nil, fmt.Errorf("pin search_path: %w", err)
+	}
 	rows, err = tx.QueryContext(ctx, tablesSQL, nonNil(cat.schemas), opts.TenantColumn)
 	if err != nil {
 		return nil, fmt.Errorf("tables: %w", err)
@@ -137,7 +150,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 	byOID := map[int64]*table{}
 	for rows.Next() {
 		t := &table{}
-		if err := rows.Scan(&t.oid, &t.schema, &t.name, &t.enabled, &t.forced, &t.colType, &t.owner); err != nil {
+		if err := rows.Scan(&t.oid, &t.schema, &t.name, &t.enabled, &t.forced, &t.colType, &t.owner, &t.builtin, &t.collation); err != nil {
 			rows.Close()
 			return nil, err
 		}

@@ -93,8 +93,11 @@ const (
 	// only rows whose tenant column equals the guarded setting (every OR
 	// arm holding tenant_column = NULLIF(current_setting(…, true), '')),
 	// and no restrictive policy that applies to every role it applies to
-	// proves it instead. Reported when no more specific policy kind
-	// explains it; the problem carries the policy's text.
+	// proves it instead; every policy on a table whose tenant column's =
+	// is not proven an equality of ids (a nondeterministic collation, a
+	// type that is not PostgreSQL's own), the problem saying which.
+	// Reported when no more specific policy kind explains it; the problem
+	// carries the policy's text.
 	PolicyNotProven Kind = "policy_not_proven"
 	// DefinerNotFollowed: a SECURITY DEFINER function that calls, directly
 	// or at any depth, a body the check cannot follow: SQL built at run
@@ -204,7 +207,9 @@ func Check(ctx context.Context, db *racefree.DB, opts Options) (*Report, error) 
 // Check reads the catalogue and reports every misconfiguration of row-level
 // security on the tenant tables of opts.Schemas. It runs catalogue queries
 // only, in one READ ONLY transaction (one snapshot) with SET LOCAL
-// statement_timeout, bounded by c.Timeout. Invalid options, a role or a
+// statement_timeout and, once the schemas are read, SET LOCAL search_path
+// pg_catalog (so the verdict does not depend on the caller's), bounded by
+// c.Timeout. Invalid options, a role or a
 // schema that does not exist are an *racefree.InputError; a policy
 // expression the parser cannot read is an error.
 func (c *Checker) Check(ctx context.Context, opts Options) (*Report, error) {
