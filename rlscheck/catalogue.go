@@ -30,6 +30,9 @@ var policiesSQL string
 //go:embed sql/postgres/views.sql
 var viewsSQL string
 
+//go:embed sql/postgres/rules.sql
+var rulesSQL string
+
 //go:embed sql/postgres/functions.sql
 var functionsSQL string
 
@@ -46,7 +49,7 @@ var relationsSQL string
 var viewDepsSQL string
 
 func init() {
-	for _, q := range []*string{&schemasSQL, &pinSearchPathSQL, &tablesSQL, &policiesSQL, &viewsSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
+	for _, q := range []*string{&schemasSQL, &pinSearchPathSQL, &tablesSQL, &policiesSQL, &viewsSQL, &rulesSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
 		*q = query.Embedded(*q)
 	}
 }
@@ -82,6 +85,15 @@ type view struct {
 	reads        []int64
 }
 
+// rule is a rewrite rule on a table (not a view's query): its action runs
+// with the table owner's rights.
+type rule struct {
+	oid                 int64
+	schema, table, name string
+	own                 bool    // the rule is on a tenant table
+	reads               []int64 // the tenant tables its action reaches
+}
+
 type function struct {
 	oid                            int64
 	schema, name, args, kind, body string
@@ -110,6 +122,7 @@ type catalogue struct {
 	tables    []*table
 	role      []roles.Finding // how Options.Role escapes row-level security (internal/roles)
 	views     []*view
+	rules     []*rule
 	functions []*function
 	relations map[int64]*relation
 }
@@ -255,6 +268,31 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 	}
 	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("views: %w", err)
+	}
+
+	rows, err = tx.QueryContext(ctx, rulesSQL)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	var lastRule *rule
+	for rows.Next() {
+		var r rule
+		var table, rel int64
+		if err := rows.Scan(&r.oid, &r.schema, &r.table, &r.name, &table, &rel); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if lastRule == nil || lastRule.oid != r.oid {
+			lastRule = &r
+			lastRule.own = byOID[table] != nil
+			cat.rules = append(cat.rules, lastRule)
+		}
+		if rel != table && byOID[rel] != nil && !slices.Contains(lastRule.reads, rel) {
+			lastRule.reads = append(lastRule.reads, rel)
+		}
+	}
+	if err := statement.CloseRows(rows); err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
 	}
 
 	rows, err = tx.QueryContext(ctx, functionsSQL)

@@ -76,6 +76,16 @@
 // know which role the application uses), one for PUBLIC or for every role
 // the permissive policy names; with it, one that applies to the role.
 //
+// What a rewrite rule on a table (CREATE RULE … ON INSERT/UPDATE/DELETE TO
+// t DO …; a view's own rule is its query) must not reach: its action runs
+// with the rights of t's owner, not of whoever fires it, like a view
+// without security_invoker. A rule is reported when its action reads or
+// writes a tenant table, directly, through the views it reads or through
+// the rules of the tables it writes (pg_depend, exact), and when it is on a
+// tenant table itself, since the table's own reads cannot be told apart
+// from NEW and OLD there. The fix drops it: a trigger does the same work
+// with the rights of whoever writes.
+//
 // What a SECURITY DEFINER function must not reach: a tenant table, at any
 // depth, through the functions it calls (whatever their own security:
 // inside a definer everything runs with its owner's rights) and the views
@@ -112,7 +122,9 @@
 // permissive one they explain), role_owns_table, role_bypasses_rls,
 // role_can_become_superuser, role_can_become_bypassrls,
 // role_can_become_owner (with Options.Role), view_without_security_invoker,
-// materialized_view_over_tenant_table, security_definer_reads_tenant_table
+// materialized_view_over_tenant_table, rule_reaches_tenant_table (a rewrite
+// rule on a table, whose action runs with the table owner's rights, that
+// reaches a tenant table or is on one), security_definer_reads_tenant_table
 // (the problem names the path), security_definer_not_followed, and
 // no_tenant_table (no table of the checked schemas has the tenant column:
 // nothing was checked). racefree rls-check exits 0 with no finding, 1 with

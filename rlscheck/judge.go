@@ -74,6 +74,24 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 		}
 	}
 
+	for _, r := range cat.rules {
+		if !r.own && len(r.reads) == 0 {
+			continue
+		}
+		table := quote(r.schema) + "." + quote(r.table)
+		var reaches []string
+		if r.own {
+			reaches = append(reaches, "its own tenant table, which the check cannot tell apart from NEW and OLD")
+		}
+		for _, oid := range r.reads {
+			t := byOID[oid]
+			reaches = append(reaches, quote(t.schema)+"."+quote(t.name))
+		}
+		rep.add(RuleReachesTenantTable, "rule "+quote(r.name)+" on "+table,
+			fmt.Sprintf("rule reaches %s: its action runs with the table owner's rights, so the owner's RLS exemption applies to whoever fires it", strings.Join(reaches, ", ")),
+			fmt.Sprintf("DROP RULE %s ON %s; -- do its work in a trigger instead, which runs with the rights of whoever writes", quote(r.name), table))
+	}
+
 	fl := newFollower(cat)
 	for _, f := range cat.functions {
 		if !f.definer {

@@ -81,6 +81,13 @@ const (
 	// views) without security_invoker reads the table with its owner's
 	// rights, so the owner's RLS exemption applies to whoever queries it.
 	ViewNotInvoker Kind = "view_without_security_invoker"
+	// RuleReachesTenantTable: a rewrite rule on a table (CREATE RULE … ON
+	// INSERT/UPDATE/DELETE TO t DO …) whose action reaches a tenant table,
+	// directly or through views and other tables' rules, or that is on a
+	// tenant table itself (its own table's reads cannot be told apart from
+	// NEW and OLD). The action runs with the rights of the table's owner,
+	// not of whoever fires it, so the owner's RLS exemption applies.
+	RuleReachesTenantTable Kind = "rule_reaches_tenant_table"
 	// MaterializedView: a materialized view over a tenant table stores
 	// every tenant's rows and has no row-level security of its own.
 	MaterializedView Kind = "materialized_view_over_tenant_table"
