@@ -18,6 +18,9 @@ import (
 //go:embed sql/postgres/schemas.sql
 var schemasSQL string
 
+//go:embed sql/postgres/pin_search_path.sql
+var pinSearchPathSQL string
+
 //go:embed sql/postgres/tables.sql
 var tablesSQL string
 
@@ -26,6 +29,9 @@ var policiesSQL string
 
 //go:embed sql/postgres/views.sql
 var viewsSQL string
+
+//go:embed sql/postgres/rules.sql
+var rulesSQL string
 
 //go:embed sql/postgres/functions.sql
 var functionsSQL string
@@ -43,7 +49,7 @@ var relationsSQL string
 var viewDepsSQL string
 
 func init() {
-	for _, q := range []*string{&schemasSQL, &tablesSQL, &policiesSQL, &viewsSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
+	for _, q := range []*string{&schemasSQL, &pinSearchPathSQL, &tablesSQL, &policiesSQL, &viewsSQL, &rulesSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
 		*q = query.Embedded(*q)
 	}
 }
@@ -53,7 +59,11 @@ type table struct {
 	schema, name    string
 	enabled, forced bool
 	colType, owner  string
-	policies        []policy
+	// builtin: the tenant column's type is PostgreSQL's own base type;
+	// collation: its collation when nondeterministic, else "".
+	builtin   bool
+	collation string
+	policies  []policy
 }
 
 type policy struct {
@@ -73,6 +83,15 @@ type view struct {
 	kind         string
 	options      []string
 	reads        []int64
+}
+
+// rule is a rewrite rule on a table (not a view's query): its action runs
+// with the table owner's rights.
+type rule struct {
+	oid                 int64
+	schema, table, name string
+	own                 bool    // the rule is on a tenant table
+	reads               []int64 // the tenant tables its action reaches
 }
 
 type function struct {
@@ -103,6 +122,7 @@ type catalogue struct {
 	tables    []*table
 	role      []roles.Finding // how Options.Role escapes row-level security (internal/roles)
 	views     []*view
+	rules     []*rule
 	functions []*function
 	relations map[int64]*relation
 }
@@ -130,6 +150,12 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		}
 	}
 
+	// Every read from here on prints names with search_path pinned to
+	// pg_catalog, so that what is not PostgreSQL's own is qualified
+	// whatever the caller's search path.
+	if _, err := tx.ExecContext(ctx, pinSearchPathSQL); err != nil {
+		return nil, fmt.Errorf("pin search_path: %w", err)
+	}
 	rows, err = tx.QueryContext(ctx, tablesSQL, nonNil(cat.schemas), opts.TenantColumn)
 	if err != nil {
 		return nil, fmt.Errorf("tables: %w", err)
@@ -137,7 +163,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 	byOID := map[int64]*table{}
 	for rows.Next() {
 		t := &table{}
-		if err := rows.Scan(&t.oid, &t.schema, &t.name, &t.enabled, &t.forced, &t.colType, &t.owner); err != nil {
+		if err := rows.Scan(&t.oid, &t.schema, &t.name, &t.enabled, &t.forced, &t.colType, &t.owner, &t.builtin, &t.collation); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -242,6 +268,31 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 	}
 	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("views: %w", err)
+	}
+
+	rows, err = tx.QueryContext(ctx, rulesSQL)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	var lastRule *rule
+	for rows.Next() {
+		var r rule
+		var table, rel int64
+		if err := rows.Scan(&r.oid, &r.schema, &r.table, &r.name, &table, &rel); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if lastRule == nil || lastRule.oid != r.oid {
+			lastRule = &r
+			lastRule.own = byOID[table] != nil
+			cat.rules = append(cat.rules, lastRule)
+		}
+		if rel != table && byOID[rel] != nil && !slices.Contains(lastRule.reads, rel) {
+			lastRule.reads = append(lastRule.reads, rel)
+		}
+	}
+	if err := statement.CloseRows(rows); err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
 	}
 
 	rows, err = tx.QueryContext(ctx, functionsSQL)

@@ -55,7 +55,19 @@
 // another column. USING is judged for the rows SELECT, UPDATE and DELETE
 // see; WITH CHECK, or USING where a policy has none (as PostgreSQL
 // does), for the rows INSERT and UPDATE write; a policy without either
-// admits no row there. PostgreSQL admits (OR of the applicable permissive
+// admits no row there. What = means is read from the catalogue, not
+// taken from how it prints: the tenant column must be of PostgreSQL's own
+// type (a base type of pg_catalog; not a domain, not an extension's such
+// as citext, whose = ignores case) with a deterministic collation or none
+// (pg_attribute.attcollation, pg_collation.collisdeterministic: under a
+// nondeterministic one = matches 'acme' and 'ACME'), or no policy on the
+// table is proven, permissive or restrictive (policy_not_proven, saying
+// why). And the catalogue is read with search_path pinned to pg_catalog
+// (SET LOCAL, after the one read of the caller's search path), so that
+// pg_get_expr qualifies every operator, function and type that is not
+// PostgreSQL's own (OPERATOR(s.=), s.citext), which the check does not
+// prove: the verdict does not depend on the checking session's
+// search_path. PostgreSQL admits (OR of the applicable permissive
 // policies) AND (AND of the applicable restrictive ones), so an unproven
 // permissive policy is excused, per command and use, only by a
 // restrictive policy that covers the command, proves the equality in the
@@ -63,6 +75,16 @@
 // permissive one applies to: without Options.Role (the check does not
 // know which role the application uses), one for PUBLIC or for every role
 // the permissive policy names; with it, one that applies to the role.
+//
+// What a rewrite rule on a table (CREATE RULE … ON INSERT/UPDATE/DELETE TO
+// t DO …; a view's own rule is its query) must not reach: its action runs
+// with the rights of t's owner, not of whoever fires it, like a view
+// without security_invoker. A rule is reported when its action reads or
+// writes a tenant table, directly, through the views it reads or through
+// the rules of the tables it writes (pg_depend, exact), and when it is on a
+// tenant table itself, since the table's own reads cannot be told apart
+// from NEW and OLD there. The fix drops it: a trigger does the same work
+// with the rights of whoever writes.
 //
 // What a SECURITY DEFINER function must not reach: a tenant table, at any
 // depth, through the functions it calls (whatever their own security:
@@ -82,9 +104,8 @@
 //
 // What it does not prove: that the application sets the setting to the
 // right tenant (racefree's tenant package does that), and what it cannot
-// see in the catalogue: a column whose collation is nondeterministic
-// (= then matches ids that differ in case), a user-defined = operator,
-// functions reached through operators, casts, triggers, defaults or
+// see in the catalogue: functions reached through operators, casts,
+// triggers, defaults or
 // constraints of what a definer writes, an extension's compiled code, and
 // the owner's own rights (a definer is reported whoever owns it). It reads
 // the catalogue as it is now: run it in CI after the migrations.
@@ -101,7 +122,9 @@
 // permissive one they explain), role_owns_table, role_bypasses_rls,
 // role_can_become_superuser, role_can_become_bypassrls,
 // role_can_become_owner (with Options.Role), view_without_security_invoker,
-// materialized_view_over_tenant_table, security_definer_reads_tenant_table
+// materialized_view_over_tenant_table, rule_reaches_tenant_table (a rewrite
+// rule on a table, whose action runs with the table owner's rights, that
+// reaches a tenant table or is on one), security_definer_reads_tenant_table
 // (the problem names the path), security_definer_not_followed, and
 // no_tenant_table (no table of the checked schemas has the tenant column:
 // nothing was checked). racefree rls-check exits 0 with no finding, 1 with
@@ -126,7 +149,8 @@
 // Safety: a check runs catalogue queries only (pg_class, pg_policy,
 // pg_roles, pg_proc, pg_language, pg_rewrite, pg_depend), in one READ ONLY transaction
 // at REPEATABLE READ with statement_timeout set for that transaction only
-// (set_config(…, true), i.e. SET LOCAL), bounded by Checker.Timeout
+// (set_config(…, true), i.e. SET LOCAL), and search_path too, to
+// pg_catalog after the schemas are read, bounded by Checker.Timeout
 // (default 60 s). Names in the fix SQL are quoted by one function.
 //
 // Failure modes: invalid options, a role or schema that does not exist are

@@ -74,6 +74,24 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 		}
 	}
 
+	for _, r := range cat.rules {
+		if !r.own && len(r.reads) == 0 {
+			continue
+		}
+		table := quote(r.schema) + "." + quote(r.table)
+		var reaches []string
+		if r.own {
+			reaches = append(reaches, "its own tenant table, which the check cannot tell apart from NEW and OLD")
+		}
+		for _, oid := range r.reads {
+			t := byOID[oid]
+			reaches = append(reaches, quote(t.schema)+"."+quote(t.name))
+		}
+		rep.add(RuleReachesTenantTable, "rule "+quote(r.name)+" on "+table,
+			fmt.Sprintf("rule reaches %s: its action runs with the table owner's rights, so the owner's RLS exemption applies to whoever fires it", strings.Join(reaches, ", ")),
+			fmt.Sprintf("DROP RULE %s ON %s; -- do its work in a trigger instead, which runs with the rights of whoever writes", quote(r.name), table))
+	}
+
 	fl := newFollower(cat)
 	for _, f := range cat.functions {
 		if !f.definer {
@@ -169,6 +187,7 @@ func excuses(q, p *policy, cmd string, aspect int) bool {
 
 func (t *table) judgePolicies(rep *Report, name string, opts Options) error {
 	guard := guardSQL(opts, t.colType)
+	untrusted := t.untrustedEquality(opts)
 	covered := map[string]bool{}
 	for i := range t.policies {
 		p := &t.policies[i]
@@ -178,6 +197,15 @@ func (t *table) judgePolicies(rep *Report, name string, opts Options) error {
 		}
 		if p.chkExpr, err = analyze(p.check, opts.Setting, opts.TenantColumn, t.colType); err != nil {
 			return fmt.Errorf("policy %s on %s: %w", quote(p.name), name, err)
+		}
+		if untrusted != "" {
+			// = on this column may hold between distinct ids: no
+			// expression of it is proven, permissive or restrictive.
+			for _, e := range []*exprFacts{p.usingExpr, p.chkExpr} {
+				if e != nil {
+					e.proven = false
+				}
+			}
 		}
 		if p.appliesToRole && p.permissive {
 			for _, c := range commands {
@@ -262,7 +290,12 @@ func (t *table) judgePolicies(rep *Report, name string, opts Options) error {
 				for _, clause := range open {
 					what = append(what, fmt.Sprintf("%s (%s)", clause, p.text(clause)))
 				}
-				rep.add(PolicyNotProven, obj, fmt.Sprintf("permissive policy's %s is not proven to admit only rows where %s: every OR arm must hold that equality (= exactly, nothing around the column but a cast to text), and no restrictive policy for every role it applies to holds it", strings.Join(what, " and "), guard), fix)
+				if untrusted != "" {
+					rep.add(PolicyNotProven, obj, fmt.Sprintf("permissive policy's %s is not proven to admit only the current tenant's rows: %s", strings.Join(what, " and "), untrusted),
+						fmt.Sprintf("-- give %s.%s PostgreSQL's own type (text, uuid, bigint…) with a deterministic collation (drop the policies that read it, ALTER TABLE %s ALTER COLUMN %s TYPE …, re-create them), then: %s", name, quote(opts.TenantColumn), name, quote(opts.TenantColumn), fix))
+				} else {
+					rep.add(PolicyNotProven, obj, fmt.Sprintf("permissive policy's %s is not proven to admit only rows where %s: every OR arm must hold that equality (= exactly, nothing around the column but a cast to text), and no restrictive policy for every role it applies to holds it", strings.Join(what, " and "), guard), fix)
+				}
 			}
 		}
 		if in := has(func(f *exprFacts) bool { return f.noMissingOK }); in != "" {
@@ -276,6 +309,23 @@ func (t *table) judgePolicies(rep *Report, name string, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// untrustedEquality says why = on the table's tenant column does not prove
+// that a row is the current tenant's ("" when it does): a nondeterministic
+// collation makes = true between ids that differ (in case, in accents), and
+// a type that is not PostgreSQL's own base type (an extension's citext, a
+// type or domain of the user's) brings its own =, its own casts to text,
+// whatever they do.
+func (t *table) untrustedEquality(opts Options) string {
+	col := quote(opts.TenantColumn)
+	if t.collation != "" {
+		return fmt.Sprintf("the column %s has the nondeterministic collation %s, under which = matches ids that differ (in case, for one), so a tenant reads and writes other tenants' rows", col, t.collation)
+	}
+	if !t.builtin {
+		return fmt.Sprintf("the column %s is of type %s, not PostgreSQL's own, whose = and casts may match ids that differ (citext ignores case)", col, t.colType)
+	}
+	return ""
 }
 
 func forRole(opts Options) string {

@@ -81,6 +81,13 @@ const (
 	// views) without security_invoker reads the table with its owner's
 	// rights, so the owner's RLS exemption applies to whoever queries it.
 	ViewNotInvoker Kind = "view_without_security_invoker"
+	// RuleReachesTenantTable: a rewrite rule on a table (CREATE RULE … ON
+	// INSERT/UPDATE/DELETE TO t DO …) whose action reaches a tenant table,
+	// directly or through views and other tables' rules, or that is on a
+	// tenant table itself (its own table's reads cannot be told apart from
+	// NEW and OLD). The action runs with the rights of the table's owner,
+	// not of whoever fires it, so the owner's RLS exemption applies.
+	RuleReachesTenantTable Kind = "rule_reaches_tenant_table"
 	// MaterializedView: a materialized view over a tenant table stores
 	// every tenant's rows and has no row-level security of its own.
 	MaterializedView Kind = "materialized_view_over_tenant_table"
@@ -93,8 +100,11 @@ const (
 	// only rows whose tenant column equals the guarded setting (every OR
 	// arm holding tenant_column = NULLIF(current_setting(…, true), '')),
 	// and no restrictive policy that applies to every role it applies to
-	// proves it instead. Reported when no more specific policy kind
-	// explains it; the problem carries the policy's text.
+	// proves it instead; every policy on a table whose tenant column's =
+	// is not proven an equality of ids (a nondeterministic collation, a
+	// type that is not PostgreSQL's own), the problem saying which.
+	// Reported when no more specific policy kind explains it; the problem
+	// carries the policy's text.
 	PolicyNotProven Kind = "policy_not_proven"
 	// DefinerNotFollowed: a SECURITY DEFINER function that calls, directly
 	// or at any depth, a body the check cannot follow: SQL built at run
@@ -204,7 +214,9 @@ func Check(ctx context.Context, db *racefree.DB, opts Options) (*Report, error) 
 // Check reads the catalogue and reports every misconfiguration of row-level
 // security on the tenant tables of opts.Schemas. It runs catalogue queries
 // only, in one READ ONLY transaction (one snapshot) with SET LOCAL
-// statement_timeout, bounded by c.Timeout. Invalid options, a role or a
+// statement_timeout and, once the schemas are read, SET LOCAL search_path
+// pg_catalog (so the verdict does not depend on the caller's), bounded by
+// c.Timeout. Invalid options, a role or a
 // schema that does not exist are an *racefree.InputError; a policy
 // expression the parser cannot read is an error.
 func (c *Checker) Check(ctx context.Context, opts Options) (*Report, error) {
