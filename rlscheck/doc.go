@@ -100,7 +100,8 @@
 // restrictive ones too, and standing in for policy_not_proven on a
 // permissive one they explain), role_owns_table, role_bypasses_rls,
 // role_can_become_superuser, role_can_become_bypassrls,
-// role_can_become_owner (with Options.Role), view_without_security_invoker,
+// role_can_become_owner, role_can_create_roles, role_reaches_server_files
+// (with Options.Role), view_without_security_invoker,
 // materialized_view_over_tenant_table, security_definer_reads_tenant_table
 // (the problem names the path), security_definer_not_followed, and
 // no_tenant_table (no table of the checked schemas has the tenant column:
