@@ -33,9 +33,12 @@
 //     the check every write begins with passes now (tenant.CheckDurable;
 //     strict-refuses-writes, with the reason, when writes are refused);
 //   - the role (Options.Role, else the connecting role) is not, and cannot
-//     become through its memberships, a superuser, a BYPASSRLS role or an
-//     owner of racefree's tables (role-is-superuser, role-bypasses-rls,
-//     role-owns-tables: internal/roles, as `migrate up --app-role` judges);
+//     become through its memberships, a superuser, a BYPASSRLS role, an
+//     owner of racefree's tables or a CREATEROLE role, and has not the
+//     rights of a predefined role of the server's files or programs
+//     (role-is-superuser, role-bypasses-rls, role-owns-tables,
+//     role-creates-roles, role-reaches-server-files: internal/roles, as
+//     `migrate up --app-role` judges);
 //   - from schema version 12 (tenants) on, every racefree_ table of the
 //     current schema but the migration ledger has row-level security
 //     enabled and forced (rls-not-forced);

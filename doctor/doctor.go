@@ -84,7 +84,8 @@ const (
 )
 
 // The role findings' codes are internal/roles' Kind.Code():
-// role-is-superuser, role-bypasses-rls and role-owns-tables.
+// role-is-superuser, role-bypasses-rls, role-owns-tables,
+// role-creates-roles and role-reaches-server-files.
 
 // Codes returns every code Check can report on engine ([racefree.Postgres]
 // or [racefree.SQLite]), in the order of the checks.

@@ -179,3 +179,43 @@ func TestPostgresSynchronousCommitAtItsEdge(t *testing.T) {
 	none(t, check(t, local, doctor.Options{}), doctor.SynchronousCommitOff, doctor.SettingsNotJudged)
 	none(t, check(t, owner, doctor.Options{}), doctor.SynchronousCommitOff, doctor.SettingsNotJudged)
 }
+
+// TestPostgresRoleNotProvenBound: a role the judgement cannot prove bound
+// by row-level security is an error finding, never a pass: a NOINHERIT
+// member of a CREATEROLE role is role-creates-roles, a NOINHERIT member
+// of pg_read_server_files role-reaches-server-files, each with the
+// REVOKE of its membership as the fix.
+func TestPostgresRoleNotProvenBound(t *testing.T) {
+	t.Parallel()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	u, _ := url.Parse(d)
+	p := u.Query().Get("search_path")
+	creator, viaCreator, viaFiles := p+"_creator", p+"_via_creator", p+"_via_files"
+	admin, err := sql.Open("pgx", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	testdb.ExecAll(t, admin,
+		`CREATE ROLE `+creator+` NOLOGIN CREATEROLE`,
+		`CREATE ROLE `+viaCreator+` NOLOGIN NOINHERIT IN ROLE `+creator,
+		`CREATE ROLE `+viaFiles+` NOLOGIN NOINHERIT IN ROLE pg_read_server_files`,
+	)
+	t.Cleanup(func() {
+		for _, r := range []string{viaCreator, viaFiles, creator} {
+			if _, err := admin.ExecContext(context.Background(), `DROP ROLE `+r); err != nil {
+				t.Errorf("drop role %s: %v", r, err)
+			}
+		}
+	})
+	for _, c := range []struct{ role, code, fix string }{
+		{viaCreator, "role-creates-roles", `REVOKE "` + creator + `" FROM "` + viaCreator + `";`},
+		{viaFiles, "role-reaches-server-files", `REVOKE "pg_read_server_files" FROM "` + viaFiles + `";`},
+	} {
+		f := want(t, check(t, owner, doctor.Options{Role: c.role}), c.code, doctor.Error)
+		if f.Fix != c.fix {
+			t.Errorf("%s: fix %q, want %q", c.code, f.Fix, c.fix)
+		}
+	}
+}

@@ -121,7 +121,8 @@
 // restrictive ones too, and standing in for policy_not_proven on a
 // permissive one they explain), role_owns_table, role_bypasses_rls,
 // role_can_become_superuser, role_can_become_bypassrls,
-// role_can_become_owner (with Options.Role), view_without_security_invoker,
+// role_can_become_owner, role_can_create_roles, role_reaches_server_files
+// (with Options.Role), view_without_security_invoker,
 // materialized_view_over_tenant_table, rule_reaches_tenant_table (a rewrite
 // rule on a table, whose action runs with the table owner's rights, that
 // reaches a tenant table or is on one), security_definer_reads_tenant_table

@@ -8,10 +8,12 @@ import (
 )
 
 // judgeRole reports the role's own SUPERUSER and BYPASSRLS
-// (role_bypasses_rls), and every role it can SET ROLE to that is a
+// (role_bypasses_rls), every role it can SET ROLE to that is a
 // superuser, has BYPASSRLS or owns a tenant table without passing its
-// privileges on (role_can_become_*), each with the path of memberships
-// (internal/[roles.Judge]). Owners whose privileges the role has come per
+// privileges on (role_can_become_*), CREATEROLE of its own or of a role it
+// can SET ROLE to (role_can_create_roles), and the rights of a predefined
+// role of the server's files or programs (role_reaches_server_files),
+// each with the path of memberships (internal/[roles.Judge]). Owners whose privileges the role has come per
 // table from judgeOwnerPrivileges.
 func (cat *catalogue) judgeRole(rep *Report, opts Options) {
 	if opts.Role == "" {
@@ -20,12 +22,13 @@ func (cat *catalogue) judgeRole(rep *Report, opts Options) {
 	role := quote(opts.Role)
 	var what, fix []string
 	for _, f := range cat.role {
-		if !f.Self() || f.Kind == roles.Owner {
+		if !f.Self() {
 			continue
 		}
-		if f.Kind == roles.Superuser {
+		switch f.Kind {
+		case roles.Superuser:
 			what, fix = append(what, "a superuser"), append(fix, "NOSUPERUSER")
-		} else {
+		case roles.BypassRLS:
 			what, fix = append(what, "BYPASSRLS"), append(fix, "NOBYPASSRLS")
 		}
 	}
@@ -35,6 +38,20 @@ func (cat *catalogue) judgeRole(rep *Report, opts Options) {
 			fmt.Sprintf("ALTER ROLE %s %s;", role, strings.Join(fix, " ")))
 	}
 	for _, f := range cat.role {
+		switch f.Kind {
+		case roles.CreateRole:
+			fix := f.Revoke()
+			if f.Self() {
+				fix = fmt.Sprintf("ALTER ROLE %s NOCREATEROLE;", role)
+			}
+			rep.add(RoleCanCreateRoles, "role "+role,
+				fmt.Sprintf("%s: it can create and grant roles (before PostgreSQL 16 any role but a superuser, a tenant table's owner among them), so no policy is proven to bind it", f), fix)
+			continue
+		case roles.ServerFiles:
+			rep.add(RoleReachesServerFiles, "role "+role,
+				fmt.Sprintf("%s: the server's files hold every tenant's rows, and no policy guards them", f), f.Revoke())
+			continue
+		}
 		if f.Self() {
 			continue
 		}

@@ -77,6 +77,19 @@ const (
 	// privileges on (NOINHERIT), and then disable their RLS. A role with
 	// the owner's privileges is RoleOwnsTable, per table.
 	RoleCanBecomeOwner Kind = "role_can_become_owner"
+	// RoleCanCreateRoles: the application role has CREATEROLE, or can SET
+	// ROLE to a role that has it through its memberships. Before
+	// PostgreSQL 16 it can grant itself any role but a superuser (a
+	// tenant table's owner, a BYPASSRLS role) and act as it; from 16 it
+	// administers the roles it created, which are not judged: row-level
+	// security is not proven to bind it.
+	RoleCanCreateRoles Kind = "role_can_create_roles"
+	// RoleReachesServerFiles: the application role has the rights of
+	// pg_read_server_files, pg_write_server_files or
+	// pg_execute_server_program, itself or through its memberships (SET
+	// ROLE or INHERIT): the server's files hold every tenant's rows, and
+	// no policy guards them.
+	RoleReachesServerFiles Kind = "role_reaches_server_files"
 	// ViewNotInvoker: a view over a tenant table (directly or through other
 	// views) without security_invoker reads the table with its owner's
 	// rights, so the owner's RLS exemption applies to whoever queries it.

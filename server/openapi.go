@@ -260,7 +260,7 @@ var apiRoutes = map[string]apiRoute{
 	"GET /readyz": {summary: "Answers 200 while the database answers, accepts writes and its schema is current", anonymous: true,
 		response: obj([]string{"status", "engine"}, map[string]any{"status": str, "engine": str,
 			"warnings": map[string]any{"type": "array", "description": "PostgreSQL: present when the database role racefree serves as escapes row-level security (itself or through a role it can become); still ready",
-				"items": obj([]string{"code", "detail"}, map[string]any{"code": typ("string", "role-is-superuser, role-bypasses-rls, role-owns-tables or role-not-judged"), "detail": str})},
+				"items": obj([]string{"code", "detail"}, map[string]any{"code": typ("string", "role-is-superuser, role-bypasses-rls, role-owns-tables, role-creates-roles, role-reaches-server-files or role-not-judged"), "detail": str})},
 			"doctor": map[string]any{"type": "array", "description": "present once serve ran racefree doctor's checks (at start): each finding's stable code (README, racefree doctor) and severity (info, warn or error); empty when it found nothing; still ready",
 				"items": obj([]string{"code", "severity"}, map[string]any{"code": str, "severity": typ("string", "info, warn or error")})}}),
 		problems: []problem.Kind{problem.NotReady, problem.ReadOnly}},

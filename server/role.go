@@ -24,10 +24,12 @@ const RoleNotJudged = "role-not-judged"
 // roleDetail says what each code means, without names: /readyz answers
 // anyone, and the log holds the path.
 var roleDetail = map[string]string{
-	roles.Superuser.Code(): "the database role racefree serves as is, or can become through its memberships, a superuser: row-level security does not bind it (the log names the path)",
-	roles.BypassRLS.Code(): "the database role racefree serves as has BYPASSRLS, or can become a role that has it through its memberships: row-level security does not bind it (the log names the path)",
-	roles.Owner.Code():     "the database role racefree serves as owns racefree's tables, or can act as their owner through its memberships: it can disable their row-level security (the log names the path)",
-	RoleNotJudged:          "the database role racefree serves as could not be judged: it may bypass row-level security (the log says why)",
+	roles.Superuser.Code():   "the database role racefree serves as is, or can become through its memberships, a superuser: row-level security does not bind it (the log names the path)",
+	roles.BypassRLS.Code():   "the database role racefree serves as has BYPASSRLS, or can become a role that has it through its memberships: row-level security does not bind it (the log names the path)",
+	roles.Owner.Code():       "the database role racefree serves as owns racefree's tables, or can act as their owner through its memberships: it can disable their row-level security (the log names the path)",
+	roles.CreateRole.Code():  "the database role racefree serves as has CREATEROLE, or can become a role that has it through its memberships: it can create and grant roles, so row-level security is not proven to bind it (the log names the path)",
+	roles.ServerFiles.Code(): "the database role racefree serves as has the rights of a predefined role that reaches the server's files or programs, itself or through its memberships: it reaches every tenant's rows there (the log names the path)",
+	RoleNotJudged:            "the database role racefree serves as could not be judged: it may bypass row-level security (the log says why)",
 }
 
 // roleState is the latest judgement of the server's own role.
@@ -40,7 +42,7 @@ type roleState struct {
 func newRoleState(reg prometheus.Registerer) *roleState {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "racefree_role_findings",
-		Help: "Ways the database role racefree serves as escapes row-level security, by code (role-is-superuser, role-bypasses-rls, role-owns-tables, role-not-judged), as of the last JudgeRole: itself or through a role it can become. PostgreSQL only; 0 is safe.",
+		Help: "Ways the database role racefree serves as escapes row-level security, by code (role-is-superuser, role-bypasses-rls, role-owns-tables, role-creates-roles, role-reaches-server-files, role-not-judged), as of the last JudgeRole: itself or through a role it can become. PostgreSQL only; 0 is safe.",
 	}, []string{"code"})
 	reg.MustRegister(g)
 	return &roleState{gauge: g}
@@ -48,9 +50,11 @@ func newRoleState(reg prometheus.Registerer) *roleState {
 
 // JudgeRole judges the database role the server logs in as (current_user)
 // on PostgreSQL as `migrate up --app-role` judges the application role
-// (internal/roles): a superuser, a role with BYPASSRLS or the owner of
-// racefree's tables, itself or a role it can become by SET ROLE through
-// its memberships (or, for the owner, whose privileges it inherits). It
+// (internal/roles): a superuser, a role with BYPASSRLS or CREATEROLE, the
+// owner of racefree's tables or a predefined role of the server's files
+// or programs, itself or a role it can become by SET ROLE through its
+// memberships (or, for the owner and the predefined roles, whose
+// privileges it inherits). It
 // returns each way, with its path in one line, for the log; /readyz then
 // lists the codes as "warnings" (still 200: the server works, unsafely),
 // and the gauge racefree_role_findings{code} counts them (0 for each code

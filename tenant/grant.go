@@ -44,7 +44,9 @@ var privileges = []struct{ table, privs string }{
 // ErrUnsafeRole means a role cannot serve as the application role: it is,
 // or can become, a role that row-level security does not bind (a
 // superuser, a role with BYPASSRLS, the owner of racefree's tables or the
-// role granting), any of which would let it read every tenant's rows.
+// role granting), any of which would let it read every tenant's rows, or
+// that it is not proven to bind (a role with CREATEROLE, the predefined
+// roles of the server's files or programs).
 var ErrUnsafeRole = errors.New("racefree: role would bypass row-level security")
 
 // CheckAppRole judges role as the application role of db (PostgreSQL, as
@@ -52,8 +54,10 @@ var ErrUnsafeRole = errors.New("racefree: role would bypass row-level security")
 // be able to become by SET ROLE through any chain of memberships, a
 // superuser or a role with BYPASSRLS, and must neither be, become nor
 // inherit the privileges of the owner of racefree's tables or the role
-// db logs in as (which owns the tables that the next migrations create).
-// It refuses such a role with ErrUnsafeRole and one line naming the path
+// db logs in as (which owns the tables that the next migrations create);
+// nor have, or SET ROLE to a role with, CREATEROLE, nor have the rights of
+// pg_read_server_files, pg_write_server_files or
+// pg_execute_server_program (internal/roles). It refuses such a role with ErrUnsafeRole and one line naming the path
 // and the REVOKE that cuts it, an unknown or malformed role and SQLite
 // with an InputError. It only reads the catalogue; Grant runs it first.
 func CheckAppRole(ctx context.Context, db *racefree.DB, role string) error {
@@ -97,8 +101,10 @@ func checkAppRole(ctx context.Context, q roles.Querier, role string) error {
 // does, a role that does not exist and a role that is or can become a
 // role row-level security does not bind (ErrUnsafeRole): a superuser, a
 // role with BYPASSRLS, the owner of the tables or the role running the
-// migrations, itself or by SET ROLE through its memberships (or, for an
-// owner, by inheriting its privileges). Granting twice is harmless.
+// migrations, a role with CREATEROLE or a predefined role of the server's
+// files or programs, itself or by SET ROLE through its memberships (or,
+// for an owner or a predefined role, by inheriting its privileges).
+// Granting twice is harmless.
 func Grant(ctx context.Context, db *racefree.DB, role string) error {
 	if db.Engine() != racefree.Postgres {
 		return racefree.Invalid("app-role", "roles exist on PostgreSQL only")

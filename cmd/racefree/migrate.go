@@ -40,8 +40,11 @@ every role it can become, before anything is migrated or granted: it is
 refused (exit 1, one line naming the path) when it is, or can SET ROLE
 through any chain of memberships (INHERIT or not) to, a superuser or a
 BYPASSRLS role, or when it is, can SET ROLE to or inherits the privileges
-of the tables' owner or the role running this command. Run it as the
-tables' owner.`,
+of the tables' owner or the role running this command; and when it has,
+or can SET ROLE to a role with, CREATEROLE, or has the rights of
+pg_read_server_files, pg_write_server_files or pg_execute_server_program
+(row-level security is not proven to bind it). Run it as the tables'
+owner.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := jsonOutput(format)
@@ -96,7 +99,7 @@ tables' owner.`,
 		},
 	}
 	up.Flags().Int64Var(&to, "to", 0, "apply the migrations up to this version only (a staged rollout: --to 11 while the previous release runs)")
-	up.Flags().StringVar(&appRole, "app-role", "", "PostgreSQL: grant this role what racefree serve needs, once migrated; refused first, changing nothing, if it is or can become (SET ROLE through its memberships) a superuser, a BYPASSRLS role or the tables' owner")
+	up.Flags().StringVar(&appRole, "app-role", "", "PostgreSQL: grant this role what racefree serve needs, once migrated; refused first, changing nothing, if it is or can become (SET ROLE through its memberships) a superuser, a BYPASSRLS role, the tables' owner or a CREATEROLE role, or has the rights of a predefined role of the server's files or programs")
 	formatFlag(up, &format, "output: text or json ({version, granted})")
 	status := &cobra.Command{
 		Use:   "status",

@@ -6,7 +6,15 @@
 // A role escapes row-level security when it is, or can become, a
 // superuser, a role with BYPASSRLS, or the owner of the tables the
 // policies guard (an owner can ALTER TABLE … DISABLE ROW LEVEL SECURITY,
-// and skips the policies of a table that does not FORCE them). "Become"
+// and skips the policies of a table that does not FORCE them). A role
+// that is, or can become, a role with CREATEROLE, or that has the rights
+// of a predefined role reaching the server's files or programs
+// (pg_read_server_files, pg_write_server_files,
+// pg_execute_server_program), is not proven bound, and is a finding too:
+// before PostgreSQL 16 CREATEROLE grants itself any role but a superuser
+// (the owner among them); from 16 it administers the roles it created,
+// which are not judged; and the server's files hold every tenant's rows.
+// "Become"
 // follows memberships, not only the role's own attributes:
 //
 //   - SET ROLE: before PostgreSQL 16 every membership, direct or through
@@ -25,9 +33,8 @@
 // racefree's tests run on PostgreSQL 15 and prove it only against an
 // emulation of PostgreSQL 16's catalogue (TestReach16OnEmulatedCatalogue).
 //
-// Not judged: CREATEROLE (before 16 such a role can grant itself any
-// non-superuser role), the predefined roles that reach the server's files
-// or programs, and SECURITY DEFINER functions (rls-check looks at those).
+// Not judged here: SECURITY DEFINER functions (rls-check looks at
+// those).
 package roles
 
 import (
@@ -73,29 +80,47 @@ const (
 	// Owner: an owner of the guarded tables can disable their row-level
 	// security, and skips policies that are not FORCEd.
 	Owner Kind = "owner"
+	// CreateRole: a role with CREATEROLE can create and grant roles:
+	// before PostgreSQL 16 it can grant itself any role but a superuser
+	// (the owner of the tables, a role with BYPASSRLS) and SET ROLE to it;
+	// from 16 it administers the roles it created, which are not judged.
+	// Either way row-level security is not proven to bind it. Like
+	// SUPERUSER and BYPASSRLS it is an attribute: reached by SET ROLE only.
+	CreateRole Kind = "createrole"
+	// ServerFiles: pg_read_server_files, pg_write_server_files or
+	// pg_execute_server_program (the Target) reach the server's files or
+	// run programs as its operating-system user: the data files hold every
+	// tenant's rows, and no policy guards them. Their rights come by SET
+	// ROLE or, like an owner's, by INHERIT.
+	ServerFiles Kind = "server-files"
 )
 
 // Code is the kind as `serve` reports it on /readyz and in the
-// racefree_role_findings metric: role-is-superuser, role-bypasses-rls or
-// role-owns-tables.
+// racefree_role_findings metric, and `doctor` as its code:
+// role-is-superuser, role-bypasses-rls, role-owns-tables,
+// role-creates-roles or role-reaches-server-files.
 func (k Kind) Code() string {
 	switch k {
 	case Superuser:
 		return "role-is-superuser"
 	case BypassRLS:
 		return "role-bypasses-rls"
+	case CreateRole:
+		return "role-creates-roles"
+	case ServerFiles:
+		return "role-reaches-server-files"
 	}
 	return "role-owns-tables"
 }
 
 // Kinds lists every Kind, from the worst.
-var Kinds = []Kind{Superuser, BypassRLS, Owner}
+var Kinds = []Kind{Superuser, BypassRLS, Owner, CreateRole, ServerFiles}
 
 // Finding is one way the judged role escapes row-level security.
 type Finding struct {
 	Role   string // the role judged
 	Kind   Kind
-	Target string // the role that is a superuser, has BYPASSRLS or owns the tables: Role itself, or a role Role can become
+	Target string // the role that is a superuser, has BYPASSRLS or CREATEROLE, owns the tables or is a predefined role of the server's files: Role itself, or a role Role can become
 	// Path is the chain of memberships from Role to Target, both
 	// included: [Role] when Target is Role.
 	Path []string
@@ -115,12 +140,19 @@ func (f Finding) Self() bool { return f.Target == f.Role }
 // String is the finding in one line, names quoted as in SQL, e.g.
 // `"app" can SET ROLE to "admins" (through "staff"), which has BYPASSRLS`.
 func (f Finding) String() string {
-	what := map[Kind]string{Superuser: "is a superuser", BypassRLS: "has BYPASSRLS", Owner: "owns the tables"}[f.Kind]
+	what := map[Kind]string{Superuser: "is a superuser", BypassRLS: "has BYPASSRLS", Owner: "owns the tables", CreateRole: "has CREATEROLE"}[f.Kind]
+	if f.Kind == ServerFiles {
+		what = map[string]string{
+			"pg_read_server_files":      "reads the server's files",
+			"pg_write_server_files":     "writes the server's files",
+			"pg_execute_server_program": "runs programs on the server",
+		}[f.Target]
+	}
 	if f.Self() {
 		return quote(f.Role) + " " + what
 	}
 	how := "can SET ROLE to "
-	if f.Kind == Owner && f.Inherits {
+	if (f.Kind == Owner || f.Kind == ServerFiles) && f.Inherits {
 		how = "has, without SET ROLE, the privileges of "
 	}
 	through := ""
@@ -153,16 +185,19 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Judge returns every way role escapes row-level security on PostgreSQL:
-// being, or being able to become (SET ROLE through any chain of
-// memberships), a superuser or a role with BYPASSRLS; being, being able to
-// become, or having the privileges of (INHERIT) one of owners, the roles
-// that own the tables the policies guard. Findings come ordered by Kind
-// (Superuser, BypassRLS, Owner), within a kind the role's own first, then
-// by the reached role's name. A role that is itself a superuser gets the
-// findings of its own attributes and ownership only (it is every role's
-// member); a reached superuser that also has BYPASSRLS or owns the tables
-// is reported as a superuser only. No
+// Judge returns every way role escapes row-level security on PostgreSQL,
+// or is not proven bound by it: being, or being able to become (SET ROLE
+// through any chain of memberships), a superuser, a role with BYPASSRLS
+// or a role with CREATEROLE; being, being able to become, or having the
+// privileges of (INHERIT) one of owners, the roles that own the tables
+// the policies guard, or one of the predefined roles that reach the
+// server's files or programs. Findings come ordered by Kind (Superuser,
+// BypassRLS, Owner, CreateRole, ServerFiles), within a kind the role's own
+// first, then by the reached role's name. A role that is itself a
+// superuser gets the findings of its own BYPASSRLS and ownership only (it
+// is every role's member, and its CREATEROLE adds nothing); a reached
+// superuser that also has BYPASSRLS, CREATEROLE or owns the tables is
+// reported as a superuser only. No
 // finding means that row-level security binds role whatever role it
 // SETs. It runs one catalogue query and changes nothing. ErrNoRole for a
 // role that does not exist; q must be PostgreSQL.
@@ -213,10 +248,11 @@ func judge(ctx context.Context, q Querier, text, role string, owners []string) (
 		var (
 			name                      string
 			self, super, bypass, owns bool
+			createrole, files         bool
 			canSet, inherits          bool
 			setPath, inheritPath      string
 		)
-		if err := rows.Scan(&name, &self, &super, &bypass, &owns, &canSet, &inherits, &setPath, &inheritPath); err != nil {
+		if err := rows.Scan(&name, &self, &super, &bypass, &owns, &createrole, &files, &canSet, &inherits, &setPath, &inheritPath); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("roles: judge %s: %w", quote(role), err)
 		}
@@ -259,6 +295,18 @@ func judge(ctx context.Context, q Querier, text, role string, owners []string) (
 			found = append(found, f)
 		case owns && f.SetRole:
 			f.Kind, f.Path = Owner, path(sp)
+			found = append(found, f)
+		}
+		if createrole && f.SetRole && !super {
+			f.Kind, f.Path = CreateRole, path(sp)
+			found = append(found, f)
+		}
+		switch {
+		case files && f.Inherits:
+			f.Kind, f.Path = ServerFiles, path(ip)
+			found = append(found, f)
+		case files && f.SetRole:
+			f.Kind, f.Path = ServerFiles, path(sp)
 			found = append(found, f)
 		}
 	}

@@ -248,3 +248,117 @@ func TestJudgeOrdersFindingsByKind(t *testing.T) {
 		t.Fatalf("Judge = %v, want %v", got, want)
 	}
 }
+
+// TestJudgeCreateRoleAndServerFiles: a role with CREATEROLE, and one that
+// can SET ROLE (NOINHERIT) to a role with it, is a CreateRole finding; a
+// member of pg_read_server_files (inheriting its rights), a NOINHERIT
+// member of pg_write_server_files and a NOINHERIT member of a role that
+// is a member of pg_execute_server_program are ServerFiles findings, each
+// with its path. The CREATEROLE role's escape is real: it grants itself
+// the owner, SETs ROLE to it, disables the table's row-level security and
+// reads the other tenant's row. The emulated PostgreSQL 16 catalogue
+// finds the same, and nothing once the grant to the CREATEROLE role is
+// WITH SET FALSE.
+func TestJudgeCreateRoleAndServerFiles(t *testing.T) {
+	t.Parallel()
+	g := setup(t)
+	ctx := context.Background()
+	p := g.schema + "_"
+	testdb.ExecAll(t, g.admin,
+		`CREATE ROLE `+p+`cr LOGIN CREATEROLE`,
+		`CREATE ROLE `+p+`crgroup NOLOGIN CREATEROLE`,
+		`CREATE ROLE `+p+`crvia LOGIN NOINHERIT IN ROLE `+p+`crgroup`,
+		`CREATE ROLE `+p+`files LOGIN INHERIT IN ROLE pg_read_server_files`,
+		`CREATE ROLE `+p+`write LOGIN NOINHERIT IN ROLE pg_write_server_files`,
+		`CREATE ROLE `+p+`mid NOLOGIN IN ROLE pg_execute_server_program`,
+		`CREATE ROLE `+p+`prog LOGIN NOINHERIT IN ROLE `+p+`mid`,
+		`GRANT USAGE ON SCHEMA `+g.schema+` TO `+p+`cr`,
+		`GRANT SELECT ON notes TO `+p+`cr`,
+	)
+	t.Cleanup(func() {
+		for _, r := range []string{"cr", "crvia", "crgroup", "files", "write", "prog", "mid"} {
+			_, _ = g.admin.ExecContext(context.Background(), `DROP OWNED BY `+p+r)
+			if _, err := g.admin.ExecContext(context.Background(), `DROP ROLE `+p+r); err != nil {
+				t.Errorf("drop role: %v", err)
+			}
+		}
+	})
+	cases := []struct {
+		role     string
+		kind     roles.Kind
+		path     []string
+		inherits bool
+		says     string
+	}{
+		{p + "cr", roles.CreateRole, []string{p + "cr"}, true, `"` + p + `cr" has CREATEROLE`},
+		{p + "crvia", roles.CreateRole, []string{p + "crvia", p + "crgroup"}, false, `"` + p + `crvia" can SET ROLE to "` + p + `crgroup", which has CREATEROLE`},
+		{p + "files", roles.ServerFiles, []string{p + "files", "pg_read_server_files"}, true, `"` + p + `files" has, without SET ROLE, the privileges of "pg_read_server_files", which reads the server's files`},
+		{p + "write", roles.ServerFiles, []string{p + "write", "pg_write_server_files"}, false, `"` + p + `write" can SET ROLE to "pg_write_server_files", which writes the server's files`},
+		{p + "prog", roles.ServerFiles, []string{p + "prog", p + "mid", "pg_execute_server_program"}, false, `"` + p + `prog" can SET ROLE to "pg_execute_server_program" (through "` + p + `mid"), which runs programs on the server`},
+	}
+	for _, c := range cases {
+		fs, err := roles.Judge(ctx, g.admin, c.role, []string{g.owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fs) != 1 || fs[0].Kind != c.kind || !slices.Equal(fs[0].Path, c.path) || fs[0].Inherits != c.inherits || !fs[0].SetRole || fs[0].String() != c.says {
+			t.Errorf("Judge(%s) = %+v, want one %s finding by %v (inherits %v) saying %q", c.role, fs, c.kind, c.path, c.inherits, c.says)
+		}
+	}
+
+	// The evidence: the CREATEROLE role, bound as itself, grants itself
+	// the owner and reads every tenant (PostgreSQL 15; from 16 CREATEROLE
+	// administers only the roles it created, and the grant is refused).
+	tx, err := g.as(t, p+"cr").BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var version, n int
+	if err := tx.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version < 160000 {
+		for _, q := range []string{
+			`SELECT set_config('racefree.tenant_id', 'a', true)`,
+			`GRANT ` + g.owner + ` TO ` + p + `cr`,
+			`SET LOCAL ROLE ` + g.owner,
+			`ALTER TABLE notes DISABLE ROW LEVEL SECURITY`,
+		} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM notes`).Scan(&n); err != nil || n != 2 {
+			t.Fatalf("after granting itself the owner: %d rows (%v), want 2", n, err)
+		}
+	}
+	_ = tx.Rollback()
+
+	// PostgreSQL 16's query on the emulated catalogue: the same findings;
+	// a grant WITH SET FALSE of the CREATEROLE role leads nowhere (an
+	// attribute comes by SET ROLE only), one of pg_write_server_files
+	// WITH SET FALSE, INHERIT TRUE still gives its rights.
+	db, _ := openEmulated16(t, "")
+	for _, c := range cases {
+		fs, err := roles.JudgeWith(ctx, db, *roles.Reach16, c.role, []string{g.owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fs) != 1 || fs[0].String() != c.says || !slices.Equal(fs[0].Path, c.path) {
+			t.Errorf("16: Judge(%s) = %+v, want %q", c.role, fs, c.says)
+		}
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO options SELECT to_regrole($1), to_regrole($2), false, true`, p+"crgroup", p+"crvia"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO options SELECT to_regrole($1), to_regrole($2), false, true`, "pg_write_server_files", p+"write"); err != nil {
+		t.Fatal(err)
+	}
+	if fs, err := roles.JudgeWith(ctx, db, *roles.Reach16, p+"crvia", []string{g.owner}); err != nil || len(fs) != 0 {
+		t.Errorf("16: CREATEROLE role granted WITH SET FALSE: %+v %v, want nothing", fs, err)
+	}
+	if fs, err := roles.JudgeWith(ctx, db, *roles.Reach16, p+"write", []string{g.owner}); err != nil || len(fs) != 1 || fs[0].Kind != roles.ServerFiles || fs[0].SetRole || !fs[0].Inherits {
+		t.Errorf("16: pg_write_server_files WITH SET FALSE, INHERIT TRUE: %+v %v, want one inherited finding", fs, err)
+	}
+}

@@ -797,7 +797,7 @@ export interface operations {
                         status: string;
                         /** @description PostgreSQL: present when the database role racefree serves as escapes row-level security (itself or through a role it can become); still ready */
                         warnings?: {
-                            /** @description role-is-superuser, role-bypasses-rls, role-owns-tables or role-not-judged */
+                            /** @description role-is-superuser, role-bypasses-rls, role-owns-tables, role-creates-roles, role-reaches-server-files or role-not-judged */
                             code: string;
                             detail: string;
                         }[];

@@ -1,7 +1,13 @@
 -- reach (PostgreSQL 15 and earlier): every role that role $1 is, or can
 -- become, that row-level security does not bind: a superuser, a role with
--- BYPASSRLS, or one of the owners $2 (the owners of the tables the
--- policies guard). One row per such role, with how $1 reaches it.
+-- BYPASSRLS, one of the owners $2 (the owners of the tables the policies
+-- guard), a role with CREATEROLE (before 16 it can grant itself any role
+-- but a superuser), or one of the predefined roles that reach the
+-- server's files or programs (pg_read_server_files,
+-- pg_write_server_files, pg_execute_server_program: the data under the
+-- policies is in those files). One row per such role, with how $1
+-- reaches it. CREATEROLE is an attribute (SET ROLE only); the predefined
+-- roles' rights, like an owner's, come by SET ROLE or by INHERIT.
 -- $1 role name, $2 owner role names (text[])
 --
 -- Attributes (SUPERUSER, BYPASSRLS) are never inherited: a member gets
@@ -39,6 +45,8 @@ SELECT t.rolname,
        t.rolsuper,
        t.rolbypassrls,
        t.rolname = ANY ($2::text[]),
+       t.rolcreaterole,
+       t.rolname IN ('pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'),
        pg_has_role(me.oid, t.oid, 'MEMBER'),
        pg_has_role(me.oid, t.oid, 'USAGE'),
        to_json(ARRAY(SELECT pg_get_userbyid(x) FROM unnest(
@@ -50,6 +58,7 @@ SELECT t.rolname,
   FROM me
   JOIN pg_roles t ON t.oid = me.oid OR NOT me.rolsuper
  WHERE t.oid = me.oid
-    OR ((t.rolsuper OR t.rolbypassrls OR t.rolname = ANY ($2::text[]))
+    OR ((t.rolsuper OR t.rolbypassrls OR t.rolcreaterole OR t.rolname = ANY ($2::text[])
+         OR t.rolname IN ('pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'))
         AND pg_has_role(me.oid, t.oid, 'MEMBER'))
  ORDER BY t.oid <> me.oid, t.rolname

@@ -1,8 +1,15 @@
 -- reach (PostgreSQL 16 and later; racefree's own tests, whose server is
 -- 15, run it only on an emulated catalogue): every role that role $1 is, or can become, that
 -- row-level security does not bind: a superuser, a role with BYPASSRLS,
--- or one of the owners $2 (the owners of the tables the policies guard).
--- One row per such role, with how $1 reaches it.
+-- one of the owners $2 (the owners of the tables the policies guard), a
+-- role with CREATEROLE, or one of the predefined roles that reach the
+-- server's files or programs (pg_read_server_files,
+-- pg_write_server_files, pg_execute_server_program). One row per such
+-- role, with how $1 reaches it. From 16 a CREATEROLE role administers only
+-- the roles it created (and those granted to it WITH ADMIN); what those
+-- reach is not judged here, so CREATEROLE is reported, never passed.
+-- CREATEROLE is an attribute (SET ROLE only); the predefined roles'
+-- rights, like an owner's, come by SET ROLE or by INHERIT.
 -- $1 role name, $2 owner role names (text[])
 --
 -- Since PostgreSQL 16 each grant of a membership says whether it permits
@@ -40,6 +47,8 @@ SELECT t.rolname,
        t.rolsuper,
        t.rolbypassrls,
        t.rolname = ANY ($2::text[]),
+       t.rolcreaterole,
+       t.rolname IN ('pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'),
        pg_has_role(me.oid, t.oid, 'SET'),
        pg_has_role(me.oid, t.oid, 'USAGE'),
        to_json(ARRAY(SELECT pg_get_userbyid(x) FROM unnest(
@@ -51,7 +60,8 @@ SELECT t.rolname,
   FROM me
   JOIN pg_roles t ON t.oid = me.oid OR NOT me.rolsuper
  WHERE t.oid = me.oid
-    OR ((t.rolsuper OR t.rolbypassrls) AND pg_has_role(me.oid, t.oid, 'SET'))
-    OR (t.rolname = ANY ($2::text[])
+    OR ((t.rolsuper OR t.rolbypassrls OR t.rolcreaterole) AND pg_has_role(me.oid, t.oid, 'SET'))
+    OR ((t.rolname = ANY ($2::text[])
+         OR t.rolname IN ('pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'))
         AND (pg_has_role(me.oid, t.oid, 'SET') OR pg_has_role(me.oid, t.oid, 'USAGE')))
  ORDER BY t.oid <> me.oid, t.rolname
