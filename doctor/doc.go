@@ -39,9 +39,12 @@
 //     (role-is-superuser, role-bypasses-rls, role-owns-tables,
 //     role-creates-roles, role-reaches-server-files: internal/roles, as
 //     `migrate up --app-role` judges);
-//   - from schema version 12 (tenants) on, every racefree_ table of the
-//     current schema but the migration ledger has row-level security
-//     enabled and forced (rls-not-forced);
+//   - from schema version 12 (tenants) on, every racefree_ table but the
+//     migration ledger has row-level security enabled and forced
+//     (rls-not-forced), in the schema where the search path finds the
+//     ledger, as racefree's own statements find its tables (not
+//     current_schema(), which is a role's own schema when one is named
+//     after it; the ownership and analysis checks look there too);
 //   - a racefree_ table that holds rows has been analyzed (never-analyzed,
 //     severity info: the planner guesses its size);
 //   - two sessions of the pool never share a server process and one never

@@ -219,3 +219,53 @@ func TestPostgresRoleNotProvenBound(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresChecksTheSchemaItsTablesResolveTo proves that doctor judges
+// racefree's tables where the search path finds them, as racefree's own
+// statements do, not in current_schema(): connected as a role that has a
+// schema of its own name, first in its search path ("$user", then the
+// schema racefree was migrated into), current_schema() is the role's
+// empty schema, and doctor still names a racefree table that no longer
+// forces row-level security (rls-not-forced), the role that owns one of
+// them (role-owns-tables) and the tables never analyzed (never-analyzed).
+func TestPostgresChecksTheSchemaItsTablesResolveTo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	appDSN := testdb.AppDSN(t, owner, d)
+	u, err := url.Parse(appDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := u.User.Username()
+	schema := u.Query().Get("search_path")
+	testdb.ExecAll(t, owner, `CREATE SCHEMA `+role+` AUTHORIZATION `+role)
+	t.Cleanup(func() { _, _ = owner.SQL().ExecContext(context.Background(), `DROP SCHEMA IF EXISTS `+role+` CASCADE`) })
+	q := u.Query()
+	q.Set("search_path", `"$user",`+schema)
+	u.RawQuery = q.Encode()
+	app, err := dsn.Open(ctx, u.String(), &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	var current string
+	if err := app.SQL().QueryRowContext(ctx, `SELECT current_schema()`).Scan(&current); err != nil || current != role {
+		t.Fatalf("current_schema() = %q (%v), want the role's own %q: the test would not try the edge", current, err, role)
+	}
+
+	none(t, check(t, app, doctor.Options{}), doctor.RLSNotForced, doctor.RLSNotJudged)
+	testdb.ExecAll(t, owner, `ALTER TABLE racefree_claims NO FORCE ROW LEVEL SECURITY`)
+	f := want(t, check(t, app, doctor.Options{}), doctor.RLSNotForced, doctor.Error)
+	if !strings.Contains(f.Detail, "racefree_claims") {
+		t.Fatalf("detail %q does not name the table", f.Detail)
+	}
+	testdb.ExecAll(t, owner, f.Fix, `ALTER TABLE racefree_audit OWNER TO `+role)
+	want(t, check(t, app, doctor.Options{}), "role-owns-tables", doctor.Error)
+
+	waitFor(t, app, doctor.Options{}, "never-analyzed of the migrations' rows", func(r doctor.Report) bool {
+		f, ok := find(r, doctor.NeverAnalyzed)
+		return ok && strings.Contains(f.Detail, "racefree_schema_migrations")
+	})
+}

@@ -216,8 +216,8 @@ func Judge(ctx context.Context, q Querier, role string, owners []string) ([]Find
 	return judge(ctx, q, text, role, owners)
 }
 
-// JudgeRacefree is Judge with the owners of racefree's tables in q's
-// current schema (Owners) and alsoOwners as the owners: what `migrate up
+// JudgeRacefree is Judge with the owners of racefree's tables where q's
+// search path finds them (Owners) and alsoOwners as the owners: what `migrate up
 // --app-role` (with the migrating role, which owns the tables the next
 // migrations create, as alsoOwners), `serve` and `doctor` ask of a role.
 func JudgeRacefree(ctx context.Context, q Querier, role string, alsoOwners ...string) ([]Finding, error) {
@@ -323,7 +323,10 @@ func judge(ctx context.Context, q Querier, text, role string, owners []string) (
 }
 
 // Owners returns the roles that own racefree's tables (racefree_%) in the
-// current schema of q: none before the first migration.
+// schema where q's search path finds racefree's migration ledger, as
+// racefree's own statements find its tables (not current_schema(), which
+// is the role's own schema when one is named after it): none before the
+// first migration.
 func Owners(ctx context.Context, q Querier) ([]string, error) {
 	rows, err := q.QueryContext(ctx, ownersSQL)
 	if err != nil {
