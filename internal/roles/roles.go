@@ -278,36 +278,38 @@ func judge(ctx context.Context, q Querier, text, role string, owners []string) (
 			}
 			return p
 		}
-		if super && f.SetRole {
-			f.Kind, f.Path = Superuser, path(sp)
+		add := func(k Kind, p []string) {
+			f.Kind, f.Path = k, path(p)
 			found = append(found, f)
+		}
+		// privilege adds k for a privilege role holds whether it
+		// inherits it or must SET ROLE to use it: the inheritance path
+		// where there is one, since it needs no statement at all.
+		privilege := func(k Kind) {
+			switch {
+			case f.Inherits:
+				add(k, ip)
+			case f.SetRole:
+				add(k, sp)
+			}
+		}
+		if super && f.SetRole {
+			add(Superuser, sp)
 			if !self {
 				continue // a superuser may do anything: nothing more to say
 			}
 		}
 		if bypass && f.SetRole {
-			f.Kind, f.Path = BypassRLS, path(sp)
-			found = append(found, f)
+			add(BypassRLS, sp)
 		}
-		switch {
-		case owns && f.Inherits:
-			f.Kind, f.Path = Owner, path(ip)
-			found = append(found, f)
-		case owns && f.SetRole:
-			f.Kind, f.Path = Owner, path(sp)
-			found = append(found, f)
+		if owns {
+			privilege(Owner)
 		}
 		if createrole && f.SetRole && !super {
-			f.Kind, f.Path = CreateRole, path(sp)
-			found = append(found, f)
+			add(CreateRole, sp)
 		}
-		switch {
-		case files && f.Inherits:
-			f.Kind, f.Path = ServerFiles, path(ip)
-			found = append(found, f)
-		case files && f.SetRole:
-			f.Kind, f.Path = ServerFiles, path(sp)
-			found = append(found, f)
+		if files {
+			privilege(ServerFiles)
 		}
 	}
 	if err := statement.CloseRows(rows); err != nil {
