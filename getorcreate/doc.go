@@ -92,9 +92,19 @@
 //
 // A ctx that ended before Do sent its insert returns the context's error,
 // nothing done. On PostgreSQL outside a *sql.Tx the insert commits by
-// itself, and a ctx that ended once it was sent returns an error matching
-// racefree.ErrUnavailable and the context's error: pgx drops the
-// connection and asks the server to cancel the insert, but the server may
-// run it first (once a row lock it waits for is free), so the row may
-// exist. Do again returns it, created false.
+// itself, and an insert whose reply never came returns an error matching
+// racefree.ErrUnavailable (invariant 14: an unknown outcome is not a
+// failure): a connection lost or terminated once the insert was sent
+// (its reply lost, the backend terminated, the server shutting down), or
+// a ctx that ended once it was sent (the error matches the context's
+// error too: pgx drops the connection and asks the server to cancel the
+// insert, but the server may run it first, once a row lock it waits for
+// is free). The row may exist. Do again settles it: it returns the row,
+// created false, or creates it. Given the *racefree.DB, its engine
+// judges which errors leave the outcome open, as for racefree's own
+// statements; a *sql.DB or *sql.Conn names no engine, and Do calls open
+// on PostgreSQL what the PostgreSQL engine calls unavailable (a network
+// error, the connection ended inside the reply, SQLSTATE classes 08 and
+// 57 but a cancel) and a ctx that ended. SQLite commits in the process:
+// an interrupted insert rolls back, and no reply is lost.
 package getorcreate

@@ -3,9 +3,12 @@ package getorcreate
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"reflect"
 	"regexp"
 	"strings"
@@ -13,6 +16,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/text"
+	"github.com/racefree/racefree/internal/wire"
 )
 
 // MaxAttempts bounds the insert-then-select rounds of one Do.
@@ -136,12 +140,15 @@ func (q Query) validate() error {
 // creation part of the caller's transaction. The context governs every
 // statement: a ctx that ended before Do sent its insert returns the
 // context's error, nothing done. On PostgreSQL outside a *sql.Tx (the
-// pool, a *sql.DB or a *sql.Conn), where the insert commits by itself, a
-// ctx that ended once it was sent (while it waits for another
-// transaction's row of the same key, say) returns an error matching
-// [racefree.ErrUnavailable] and the context's error: the server may still
-// create the row, and Do again returns it (created false then). See the
-// package documentation for the failure modes.
+// pool, a *sql.DB or a *sql.Conn), where the insert commits by itself,
+// an insert whose reply never came returns an error matching
+// [racefree.ErrUnavailable]: a connection lost or terminated once it was
+// sent, or a ctx that ended once it was sent (while it waits for another
+// transaction's row of the same key, say; the error matches the
+// context's error too). The server may have created the row: the
+// outcome is unknown, not a failure, and Do again settles it, returning
+// the row (created false then) or creating it. See the package
+// documentation for the failure modes.
 func Do(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql.Row) error) (created bool, err error) {
 	if err := q.validate(); err != nil {
 		return false, err
@@ -188,21 +195,54 @@ func Do(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql
 	return false, fmt.Errorf("%w, %d times", ErrVanished, MaxAttempts)
 }
 
-// mayHaveCreated returns err, the insert's, as an unknown outcome when
-// the caller gave up once the insert was sent by itself (outside a
-// *sql.Tx, where it commits on its own) to PostgreSQL: pgx then drops
-// the connection and asks the server to cancel the statement, but the
-// server may run and commit it first (once a row lock it waits for is
-// free), so the error matches [racefree.ErrUnavailable] as well as the
-// context's error. SQLite interrupts the statement and rolls it back,
-// and a *sql.Tx never commits what the caller gave up on: their errors
-// stay as they are.
+// mayHaveCreated returns err, the insert's, as an unknown outcome (an
+// error matching [racefree.ErrUnavailable] as well as err) when the
+// insert ran by itself (outside a *sql.Tx, where it commits on its own)
+// and its reply never came whole: the server may have committed it.
+//
+// Given the *racefree.DB, the engine judges, as for every statement of
+// racefree's own that commits by itself ([wire.DB].InterpretAutocommit):
+// on PostgreSQL a connection lost or terminated once the insert was
+// sent, and a ctx that ended once it was sent (pgx then drops the
+// connection and asks the server to cancel the statement, but the
+// server may run and commit it first, once a row lock it waits for is
+// free). A *sql.DB or *sql.Conn names no engine, and Do links no
+// driver: on PostgreSQL it calls unknown what that engine calls
+// unavailable (connectionLost: a network error, the connection's end in
+// the middle of the reply, SQLSTATE classes 08 and 57 but a cancel) and a
+// ctx that ended. SQLite commits in the process and rolls back an
+// interrupted statement, and a *sql.Tx never commits what failed: their
+// errors stay as they are.
 func mayHaveCreated(exec racefree.Executor, sqlite bool, err error) error {
-	if _, inTx := exec.(*sql.Tx); inTx || sqlite ||
-		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+	if _, inTx := exec.(*sql.Tx); inTx || errors.Is(err, racefree.ErrUnavailable) {
+		return err
+	}
+	if db, ok := exec.(*racefree.DB); ok {
+		return wire.Of(db).InterpretAutocommit(err)
+	}
+	if sqlite || !ended(err) && !connectionLost(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
+}
+
+// ended reports whether err is a context's end.
+func ended(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// connectionLost reports whether err says that PostgreSQL's connection
+// failed, without linking a driver: what the postgres engine's
+// InterpretError calls racefree.ErrUnavailable.
+func connectionLost(err error) bool {
+	var ne net.Error
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) {
+		code := st.SQLState()
+		return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57") && code != "57014"
+	}
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)
 }
 
 // savepoint names the savepoint that keeps the caller's transaction usable
