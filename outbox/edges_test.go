@@ -1066,3 +1066,88 @@ func TestEdgesARelayStoppedLeavesTheOthersAwake(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesRelayCountsItsOwnLandedCompletionAsDelivered: the relay's
+// completion of a delivery finds the message already delivered at the
+// delivery's own fence, the state a completion leaves whose reply was
+// lost once it committed, and which the relay then completes again (the
+// handler completes it itself here, so the timing is fixed). That
+// delivery happened: counted Delivered once, never Stale, and the
+// message stays delivered at its fence.
+func TestEdgesRelayCountsItsOwnLandedCompletionAsDelivered(t *testing.T) {
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		o := newOutbox(t, db, nil)
+		landed := make(chan *outbox.Delivery, 1)
+		r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
+			err := o.Complete(ctx, db, d) // the earlier completion that landed
+			landed <- d
+			return err
+		}, &outbox.RelayOptions{Worker: "A", Concurrency: 1, Lease: time.Minute, PollInterval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runRelay(t, r)
+		defer stop()
+		id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+		d := <-landed
+		waitFor(t, "the relay's completion counted", func() bool { s := r.Stats(); return s.Delivered+s.Stale == 1 })
+		stop()
+		if s := r.Stats(); s.Delivered != 1 || s.Stale != 0 {
+			t.Fatalf("relay stats %+v; want the completion that found its own delivery counted delivered, not stale", s)
+		}
+		if m := get(t, ctx, o, id); m.State != outbox.Delivered || m.Fence != 1 {
+			t.Fatalf("message %+v; want it delivered at fence 1", m)
+		}
+		// Complete retried by hand says the same: delivered by this
+		// tenure (not leased any more), never a stale fence.
+		if err := o.Complete(ctx, db, d); !errors.Is(err, outbox.ErrDelivered) || !errors.Is(err, racefree.ErrNotHeld) || errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("Complete again by the tenure that delivered it: %v; want ErrDelivered and ErrNotHeld, not ErrStaleFence", err)
+		}
+	})
+}
+
+// TestEdgesRelayCompletionWhoseReplyWasLostIsDelivered loses the reply
+// to the relay's completion once PostgreSQL committed it
+// (testdb.CutReply, armed as the handler returns): the relay retries it
+// (the claim that carried it failed, or the completer's statement did),
+// finds the message delivered at the delivery's own fence, and counts
+// it Delivered, never Stale.
+func TestEdgesRelayCompletionWhoseReplyWasLostIsDelivered(t *testing.T) {
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	proxy, cut := testdb.NewCutReply(t, dsn)
+	db := testdb.Open(t, cut, nil)
+	// The tenant's name marks the relay's statements for the proxy: once
+	// the handler returns, the next to commit carry its completion.
+	const marker = "cut-completion-tenant"
+	ctx, err := tenant.With(context.Background(), marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOutbox(t, db, nil)
+	armed := make(chan struct{})
+	r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
+		proxy.LoseNextCommit(marker)
+		close(armed)
+		return nil
+	}, &outbox.RelayOptions{Worker: "A", Concurrency: 1, Lease: time.Minute, PollInterval: 5 * time.Millisecond, Tenants: []string{marker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runRelay(t, r)
+	defer stop()
+	id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+	<-armed
+	proxy.Wait(t)
+	if proxy.Cuts() != 1 {
+		t.Fatalf("%d replies lost, want the completion's", proxy.Cuts())
+	}
+	waitFor(t, "the relay's completion counted", func() bool { s := r.Stats(); return s.Delivered+s.Stale == 1 })
+	stop()
+	if s := r.Stats(); s.Delivered != 1 || s.Stale != 0 {
+		t.Fatalf("relay stats %+v; want the completion whose reply was lost counted delivered, not stale", s)
+	}
+	if m := get(t, ctx, o, id); m.State != outbox.Delivered || m.Fence != 1 {
+		t.Fatalf("message %+v; want it delivered at fence 1", m)
+	}
+}

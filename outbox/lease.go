@@ -70,6 +70,14 @@ func (e *StaleFenceError) Error() string {
 // Is matches [racefree.ErrStaleFence].
 func (e *StaleFenceError) Is(target error) bool { return target == racefree.ErrStaleFence }
 
+// ErrDelivered means the message is delivered at the caller's own fence:
+// the caller's tenure completed it already. A completion retried after
+// its reply was lost (it committed, the caller never heard) meets it: the
+// delivery happened, and nothing was changed. An error that matches it
+// matches [racefree.ErrNotHeld] too (the message is not leased), never
+// [racefree.ErrStaleFence]: no other tenure took the message over.
+var ErrDelivered = errors.New("racefree: outbox message already delivered by this tenure")
+
 // ErrLeaseLost is the cause (context.Cause) of a handler's context when a
 // heartbeat found the lease lapsed or taken over.
 var ErrLeaseLost = errors.New("racefree: outbox lease lost")
@@ -205,8 +213,11 @@ func checkLease(lease time.Duration) error {
 // applies it exactly once). It returns a *StaleFenceError when the lease
 // lapsed and another claim took the message over, and an error matching
 // [racefree.ErrNotHeld] when the message is not leased (delivered, dead,
-// ready again, discarded). A tenure whose lease lapsed but that nobody
-// took over yet still completes.
+// ready again, discarded). When d's own tenure delivered it already (a
+// Complete retried after its reply was lost, the first one having
+// committed) that error matches [ErrDelivered] too: the delivery
+// happened. A tenure whose lease lapsed but that nobody took over yet
+// still completes.
 func (o *Outbox) Complete(ctx context.Context, exec racefree.Executor, d *Delivery) error {
 	ctx, err := forTenant(ctx, d.Tenant)
 	if err != nil {
@@ -444,7 +455,8 @@ func clampDelay(d time.Duration) time.Duration {
 }
 
 // whyNot explains why d's tenure changed nothing: another tenure began
-// (*StaleFenceError), or the message is not leased (ErrNotHeld).
+// (*StaleFenceError), d's own tenure delivered it already (ErrDelivered
+// and ErrNotHeld), or the message is not leased (ErrNotHeld).
 func (o *Outbox) whyNot(ctx context.Context, exec racefree.Executor, d *Delivery) error {
 	var state string
 	var fence int64
@@ -458,6 +470,8 @@ func (o *Outbox) whyNot(ctx context.Context, exec racefree.Executor, d *Delivery
 		return fmt.Errorf("outbox: %w", wire.Of(o.db).InterpretError(err))
 	case fence > d.Fence:
 		return &StaleFenceError{ID: d.ID, Fence: d.Fence, Current: fence}
+	case state == string(Delivered) && fence == d.Fence:
+		return fmt.Errorf("outbox message %d is delivered at fence %d, this tenure's: %w: %w", d.ID, d.Fence, ErrDelivered, racefree.ErrNotHeld)
 	}
 	return fmt.Errorf("outbox message %d is %s: %w", d.ID, state, racefree.ErrNotHeld)
 }

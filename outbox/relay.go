@@ -112,7 +112,7 @@ type flight struct {
 // RelayStats counts what a relay did since it was made.
 type RelayStats struct {
 	Claimed   int64 // deliveries leased
-	Delivered int64 // completed
+	Delivered int64 // completed (a completion written again after its reply was lost, which finds its own delivery, counts here)
 	Retried   int64 // failed, due again later
 	Dead      int64 // failed for good
 	LeaseLost int64 // heartbeats that found the lease lapsed or taken over
@@ -423,7 +423,7 @@ func (r *Relay) claim(ctx context.Context, t string, n int, locked bool) ([]*Del
 		return nil, err
 	}
 	if len(done) > 0 {
-		r.settle(done, completed)
+		r.settle(tctx, done, completed)
 	}
 	r.stats.claimed.Add(int64(len(ds)))
 	return ds, nil
@@ -459,9 +459,13 @@ func (r *Relay) putBack(ds []*Delivery) {
 	}
 }
 
-// settle counts the completions of ds that landed (completed) and reports
-// the others, whose tenure was over, and stops tracking ds.
-func (r *Relay) settle(ds []*Delivery, completed []tenure) {
+// settle counts the completions of ds that landed (completed) and stops
+// tracking ds. A delivery whose completion did not land now is asked why
+// (whyNot): delivered at its own fence, an earlier completion of the
+// same tenure landed (one whose reply was lost, retried by the completer
+// or carried by a later claim), and the delivery is counted delivered;
+// otherwise its tenure was over, and it is counted and logged stale.
+func (r *Relay) settle(ctx context.Context, ds []*Delivery, completed []tenure) {
 	defer r.untrack(ds...)
 	r.stats.delivered.Add(int64(len(completed)))
 	if len(completed) == len(ds) {
@@ -472,11 +476,17 @@ func (r *Relay) settle(ds []*Delivery, completed []tenure) {
 		ok[t] = true
 	}
 	for _, d := range ds {
-		if !ok[tenureOf(d)] {
-			r.stats.stale.Add(1)
-			r.opts.Logger.Warn("outbox relay: completion refused, the tenure was over (the message will be or was delivered again)",
-				"worker", r.opts.Worker, "id", d.ID, "fence", d.Fence)
+		if ok[tenureOf(d)] {
+			continue
 		}
+		why := r.o.whyNot(ctx, r.o.db, d)
+		if errors.Is(why, ErrDelivered) {
+			r.stats.delivered.Add(1)
+			continue
+		}
+		r.stats.stale.Add(1)
+		r.opts.Logger.Warn("outbox relay: completion refused, the tenure was over (the message will be or was delivered again)",
+			"worker", r.opts.Worker, "id", d.ID, "fence", d.Fence, "error", why)
 	}
 }
 
@@ -624,7 +634,7 @@ func (r *Relay) completeBatch(ctx context.Context, t string, ds []*Delivery) {
 		})
 		cancel()
 		if err == nil {
-			r.settle(ds, done)
+			r.settle(tctx, ds, done)
 			return
 		}
 		r.report(fmt.Errorf("outbox complete: %w", err))
