@@ -273,11 +273,15 @@ func (s *Store) Renew(ctx context.Context, exec racefree.Executor, key, holder s
 }
 
 // Release ends the tenure of (holder, fence) now, so the key is free at once.
-// Releasing a tenure that lapsed without being taken over succeeds, so a
-// release whose reply was lost can be retried. It returns a
-// *StaleFenceError when another tenure began since, and an error matching
-// [racefree.ErrNotHeld] when the claim is not the caller's or fence is ahead
-// of the current fence. A fence below 1 is an *racefree.InputError.
+// Releasing a tenure that lapsed without being taken over succeeds, and so
+// does releasing it again, so a release whose reply was lost can be
+// retried while no other tenure began. It returns a *StaleFenceError when
+// another tenure began since: after a lost reply that includes a takeover
+// of the key the lost release freed, so a retry refused with a stale fence
+// does not say the first attempt released nothing (the outcome is unknown).
+// It returns an error matching [racefree.ErrNotHeld] when the claim is not
+// the caller's or fence is ahead of the current fence. A fence below 1 is
+// an *racefree.InputError.
 func (s *Store) Release(ctx context.Context, exec racefree.Executor, key, holder string, fence int64) error {
 	if err := validateHolder(key, holder); err != nil {
 		return err

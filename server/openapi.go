@@ -276,7 +276,7 @@ var apiRoutes = map[string]apiRoute{
 		path: map[string]any{"key": claimKeyParam}, idempotent: true,
 		request:  bodySchema(renewRequest{}, []string{"holder", "fence", "ttl_ms"}, map[string]any{"holder": holder, "fence": fence, "ttl_ms": claimTTL}),
 		response: ref("Claim"), problems: []problem.Kind{problem.StaleFence, problem.NotHeld}},
-	"DELETE /v1/claims/{key}": {summary: "Release the tenure of (holder, fence) now; retrying a release succeeds",
+	"DELETE /v1/claims/{key}": {summary: "Release the tenure of (holder, fence) now. A retry whose first attempt's reply was lost succeeds while no other tenure began; once another holder took the key it is 409 stale-fence though the first attempt may have released: an unknown outcome, not a refusal",
 		path:     map[string]any{"key": claimKeyParam},
 		query:    []param{{"holder", holder, true}, {"fence", fence, true}},
 		problems: []problem.Kind{problem.InvalidInput, problem.StaleFence, problem.NotHeld}},

@@ -153,7 +153,7 @@ export interface paths {
         put?: never;
         /** Acquire the claim on key: exactly one holder wins; the holder's own live claim is won again with its fence */
         post: operations["post_v1_claims_key"];
-        /** Release the tenure of (holder, fence) now; retrying a release succeeds */
+        /** Release the tenure of (holder, fence) now. A retry whose first attempt's reply was lost succeeds while no other tenure began; once another holder took the key it is 409 stale-fence though the first attempt may have released: an unknown outcome, not a refusal */
         delete: operations["delete_v1_claims_key"];
         options?: never;
         head?: never;

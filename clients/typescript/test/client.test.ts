@@ -61,7 +61,7 @@ onEach("claims: one winner, the live holder named, fence kept, stale and not-hel
   assert.deepEqual((await rf.claims.get(key)).expires_at, renewed.expires_at);
 
   await rf.claims.release(key, "a", 1);
-  await rf.claims.release(key, "a", 1); // retrying a release succeeds
+  await rf.claims.release(key, "a", 1); // retrying a release succeeds while no other tenure began
   assert.equal((await rf.claims.acquire(key, "b", 30_000)).fence, 2);
   const stale = await rejects(rf.claims.renew(key, "a", 1, 30_000), StaleFenceProblem);
   assert.equal(stale.fence, 1);
