@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/tenant"
 )
 
 // TestEdgesCheckpointRelabelledToTheScopeItNames changes a checkpoint's
@@ -124,3 +126,84 @@ func mustBase64(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+// TestEdgesCheckpointsForkedAtTheSameNumber gives Verify checkpoint 1
+// and a checkpoint 2 signed with the key that chains to another
+// checkpoint 1 (one of the same entry signed a millisecond later, as a
+// database restored and checkpointed again would sign it): the numbers
+// follow, the hash does not, and the list is bad_checkpoint ("does not
+// follow"); the other checkpoint 1 with its own checkpoint 2 anchors the
+// chain.
+func TestEdgesCheckpointsForkedAtTheSameNumber(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := newLog(t, db, ring(t, "k1"))
+		appendN(t, l, "s", 2)
+		first, err := l.Checkpoint(ctx, db, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, l, "s", 1)
+		second, err := l.Checkpoint(ctx, db, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := l.ring.signers[l.ring.signer]
+		other := first
+		other.At = other.At.Add(time.Millisecond)
+		other.Sig = ed25519.Sign(key, other.signed())
+		forked := second
+		forked.Prev = other.Hash()
+		forked.Sig = ed25519.Sign(key, forked.signed())
+		if res := verify(t, l, "s", &VerifyOptions{Checkpoints: []Checkpoint{other, forked}}); res.Break != nil || !res.Anchored {
+			t.Fatalf("against the other checkpoint 1 and its checkpoint 2: %+v (break %+v); want intact, anchored", res, res.Break)
+		}
+		res := verify(t, l, "s", &VerifyOptions{Checkpoints: []Checkpoint{first, forked}})
+		if res.Break == nil || res.Break.Kind != BadCheckpoint || !strings.Contains(res.Break.Detail, "does not follow") || res.Anchored {
+			t.Errorf("checkpoint 1 and a checkpoint 2 that chains to another checkpoint 1: %+v (break %+v); want %s, does not follow", res, res.Break, BadCheckpoint)
+		}
+	})
+}
+
+// TestEdgesScopesOfCheckpointsStayInTheirTenant: Scopes and VerifyAll
+// list a scope by its head row, its entries or its stored checkpoints,
+// each of the tenant's own, one tenant at a time: acme's scope "a" and
+// globex's later scopes "b" and "c" (each checkpointed) and "d" (entries
+// only) are listed for their own tenant alone, whichever comes first in
+// the order the listing walks, and VerifyAll of acme verifies "a" alone.
+func TestEdgesScopesOfCheckpointsStayInTheirTenant(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		l := newLog(t, db, ring(t, "k1"))
+		acme, globex := withTenant(t, "acme"), withTenant(t, "globex")
+		for _, c := range []struct {
+			ctx        context.Context
+			scope      string
+			checkpoint bool
+		}{{acme, "a", true}, {globex, "b", true}, {globex, "c", true}, {globex, "d", false}} {
+			appendIn(c.ctx, t, l, c.scope, 2)
+			if !c.checkpoint {
+				continue
+			}
+			if _, err := l.Checkpoint(c.ctx, db, c.scope); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, w := range []struct {
+			ctx  context.Context
+			want string
+		}{{acme, "a"}, {globex, "b c d"}, {context.Background(), ""}} {
+			got, err := l.Scopes(w.ctx)
+			if err != nil || strings.Join(got, " ") != w.want {
+				t.Errorf("Scopes of %s: %q, %v; want %q", tenantOf(w.ctx), got, err, w.want)
+			}
+		}
+		res, err := l.VerifyAll(acme, 2, nil)
+		if err != nil || len(res) != 1 || res[0].Scope != "a" || res[0].Break != nil || res[0].Rows != 2 {
+			t.Fatalf("VerifyAll of acme: %+v, %v; want scope a alone, 2 entries intact", res, err)
+		}
+	})
+}
+
+func tenantOf(ctx context.Context) string { return tenant.From(ctx) }
