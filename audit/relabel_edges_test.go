@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -207,3 +208,37 @@ func TestEdgesScopesOfCheckpointsStayInTheirTenant(t *testing.T) {
 }
 
 func tenantOf(ctx context.Context) string { return tenant.From(ctx) }
+
+// TestEdgesVerifyResumedAtACheckpointOfAnotherFirstEntry resumes Verify
+// exactly at entry 1, the first a position can name, which a checkpoint
+// vouches for while the log, restored to an empty copy and appended to
+// again, holds another entry 1, the one the position names: it is
+// rolled_back at entry 1, never intact and anchored, resumed there and
+// verified from the beginning alike.
+func TestEdgesVerifyResumedAtACheckpointOfAnotherFirstEntry(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := newLog(t, db, ring(t, "k1"))
+		appendN(t, l, "s", 1)
+		cp, err := l.Checkpoint(ctx, db, "s")
+		if err != nil || cp.Seq != 1 {
+			t.Fatalf("checkpoint %+v, %v; want one of entry 1", cp, err)
+		}
+		tamper(t, db, `DELETE FROM racefree_audit WHERE scope = 's'`,
+			`UPDATE racefree_audit_heads SET last_seq = 0, last_mac = `+blob(db, nil)+` WHERE scope = 's'`)
+		if _, err := l.Append(ctx, db, "s", Entry{Actor: "mallory", Action: "another history"}); err != nil {
+			t.Fatal(err)
+		}
+		at1 := verify(t, l, "s", nil).Verified
+		if at1.Seq != 1 || bytes.Equal(at1.MAC, cp.MAC) {
+			t.Fatalf("verified to %+v; want another entry 1 than checkpoint %+v's", at1, cp)
+		}
+		for _, after := range []*Position{&at1, nil} {
+			res := verify(t, l, "s", &VerifyOptions{After: after, Checkpoints: []Checkpoint{cp}})
+			if res.Break == nil || res.Break.Kind != RolledBack || res.Break.Seq != 1 || res.Anchored {
+				t.Errorf("resumed after %+v against a checkpoint of another entry 1: %+v (break %+v); want %s at 1, not anchored", after, res, res.Break, RolledBack)
+			}
+		}
+	})
+}
