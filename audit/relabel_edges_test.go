@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -239,6 +240,43 @@ func TestEdgesVerifyResumedAtACheckpointOfAnotherFirstEntry(t *testing.T) {
 			if res.Break == nil || res.Break.Kind != RolledBack || res.Break.Seq != 1 || res.Anchored {
 				t.Errorf("resumed after %+v against a checkpoint of another entry 1: %+v (break %+v); want %s at 1, not anchored", after, res, res.Break, RolledBack)
 			}
+		}
+	})
+}
+
+// TestEdgesLatestCheckpointOfEachTenant: LatestCheckpoint reads the latest
+// of the tenant's own checkpoints of the scope, whichever tenant has more
+// checkpoints of a scope of the same name: acme with two, globex with one,
+// the default tenant with three; each gets its own latest, and a tenant
+// with none ErrNotFound.
+func TestEdgesLatestCheckpointOfEachTenant(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		l := newLog(t, db, ring(t, "k1"))
+		acme, globex, initech := withTenant(t, "acme"), withTenant(t, "globex"), withTenant(t, "initech")
+		want := map[string]Checkpoint{}
+		for _, c := range []struct {
+			ctx context.Context
+			n   int
+		}{{globex, 1}, {acme, 2}, {context.Background(), 3}} {
+			for range c.n {
+				appendIn(c.ctx, t, l, "s", 1)
+				cp, err := l.Checkpoint(c.ctx, db, "s")
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[tenant.From(c.ctx)] = cp
+			}
+		}
+		for _, ctx := range []context.Context{acme, globex, context.Background()} {
+			got, err := l.LatestCheckpoint(ctx, "s")
+			w := want[tenant.From(ctx)]
+			if err != nil || got.Tenant != w.Tenant || got.N != w.N || !bytes.Equal(got.Sig, w.Sig) {
+				t.Errorf("LatestCheckpoint of %s: %+v, %v; want its checkpoint %d", tenant.From(ctx), got, err, w.N)
+			}
+		}
+		if got, err := l.LatestCheckpoint(initech, "s"); !errors.Is(err, racefree.ErrNotFound) {
+			t.Errorf("LatestCheckpoint of a tenant with none: %+v, %v; want ErrNotFound", got, err)
 		}
 	})
 }
