@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +48,37 @@ func TestEdgesAppendKeyedFieldsAtTheirSeams(t *testing.T) {
 				t.Fatalf("after seam %d: %d entries, %v; want %d", i, n, err, i+1)
 			}
 		}
+	})
+}
+
+// TestEdgesPruneActorAtItsBound: Prune records its actor in the chain, so
+// the actor holds Append's bound: one byte past MaxActorLen (two-byte
+// characters and one more byte) is an InputError that prunes nothing and
+// appends nothing; exactly MaxActorLen prunes, and its pruned entry
+// carries that actor and verifies.
+func TestEdgesPruneActorAtItsBound(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := newLog(t, db, ring(t, "k1"))
+		appendN(t, l, "s", 3)
+		atBound := strings.Repeat("é", MaxActorLen/2)
+		if len(atBound) != MaxActorLen {
+			t.Fatalf("actor of %d bytes; want %d", len(atBound), MaxActorLen)
+		}
+		if _, err := l.Prune(ctx, db, "s", 2, atBound+"x"); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Fatalf("Prune with an actor of %d bytes: %v; want an InputError", MaxActorLen+1, err)
+		}
+		if n, err := l.Length(ctx, "s"); err != nil || n != 3 {
+			t.Fatalf("after the refused pruning: %d entries, %v; want 3, nothing pruned or appended", n, err)
+		}
+		p, err := l.Prune(ctx, db, "s", 2, atBound)
+		if err != nil || p.Entry.Actor != atBound || p.Deleted != 2 {
+			t.Fatalf("Prune with an actor of %d bytes: %+v, %v; want entries 1 and 2 pruned by it", MaxActorLen, p, err)
+		}
+		if got := entryRow(t, l, "s", p.Entry.Seq); got.Actor != atBound {
+			t.Fatalf("the pruned entry's actor: %q; want %q", got.Actor, atBound)
+		}
+		wantIntact(t, verify(t, l, "s", &VerifyOptions{Checkpoints: []Checkpoint{p.Checkpoint}}))
 	})
 }
