@@ -28,6 +28,12 @@ const (
 	// moved to another PostgreSQL timeline (a failover), after which
 	// entries the old primary acknowledged may be lost.
 	exitAuditMayHaveLost = 3
+	// With --require-checkpoint, an intact chain that no checkpoint
+	// anchors is not proven intact (a tail cut with its head row, or an
+	// older copy restored, would look the same): a finding, exit 1 as a
+	// broken chain is, as rls-check exits 1 for what it cannot prove; 2
+	// stays "could not check".
+	exitAuditUnanchored = exitAuditBroken
 )
 
 func auditCmd() *cobra.Command {
@@ -48,10 +54,11 @@ func auditCmd() *cobra.Command {
 		verifyFor  string
 		verifySrv  serverFlags
 		strict     bool
+		requireCP  bool
 	)
 	verify := &cobra.Command{
 		Use:   "verify",
-		Short: "Verify the audit chains (exit 0 intact, 1 broken, 2 error, 3 possible loss with --strict)",
+		Short: "Verify the audit chains (exit 0 intact, 1 broken or, with --require-checkpoint, unanchored, 2 error, 3 possible loss with --strict)",
 		Long: `verify streams each scope's chain of one tenant (--tenant; every scope, or
 those given with --scope) and prints one line per scope: intact, or the
 first break and its kind. Every scope is each one with a head row, an
@@ -82,17 +89,25 @@ with checkpoints kept outside the database" (with --format json, the
 object's possible_loss and warnings). Verify against the checkpoints you
 exported before the failover (--checkpoint): one past entry M reports the
 chain rolled back or truncated.
-Exit status: 0 every chain intact (warnings printed), 1 a chain broken,
-2 error; with --strict, 3 when every chain is intact but one may have lost
-entries in a failover.`,
+With --require-checkpoint an intact chain that no checkpoint anchors (none
+stored, or none in FILE, for its scope) is not proven intact: verify still
+prints every scope's line, then exits 1 with one line on stderr naming
+those scopes. Without it such a chain exits 0: its line says it was not
+anchored. A checkpoint vouches for the chain up to its entry; entries
+appended after the last one are as unanchored as a bare chain's.
+Exit status: 0 every chain intact (warnings printed), 1 a chain broken
+or, with --require-checkpoint, one intact but not anchored by a
+checkpoint, 2 error; with --strict, 3 when every chain is intact (and,
+with --require-checkpoint, anchored) but one may have lost entries in a
+failover.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if verifySrv.url != "" {
-				return auditExit(auditVerifyServer(cmd, &verifySrv, scopes, format, strict))
+				return auditExit(auditVerifyServer(cmd, &verifySrv, scopes, format, verdict{strict, requireCP}))
 			}
 			ctx, err := tenant.With(cmd.Context(), verifyFor)
 			if err == nil {
-				err = auditVerify(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), isTerminal(cmd.ErrOrStderr()), db, keys, scopes, checkpoint, format, parallel, strict)
+				err = auditVerify(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), isTerminal(cmd.ErrOrStderr()), db, keys, scopes, checkpoint, format, parallel, verdict{strict, requireCP})
 			}
 			return auditExit(err)
 		},
@@ -105,6 +120,7 @@ entries in a failover.`,
 	vf.IntVar(&parallel, "parallel", 4, "scopes verified at once")
 	vf.StringVar(&verifyFor, "tenant", tenant.Default, "tenant whose chains to verify")
 	vf.BoolVar(&strict, "strict", false, "exit 3 when every chain is intact but one may have lost entries in a failover (a timeline change)")
+	vf.BoolVar(&requireCP, "require-checkpoint", false, "exit 1 when a chain is intact but no checkpoint anchors it (stored, or in --checkpoint FILE), naming its scopes on stderr: a cut tail or a restored older copy could not be told")
 	verifySrv.add(verify)
 
 	var (
@@ -259,7 +275,7 @@ func openAudit(ctx context.Context, db, keys string) (*racefree.DB, *audit.Log, 
 	return h, l, nil
 }
 
-func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, keys string, scopes []string, checkpoint, format string, parallel int, strict bool) error {
+func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, keys string, scopes []string, checkpoint, format string, parallel int, v verdict) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -330,21 +346,34 @@ func auditVerify(ctx context.Context, stdout, stderr io.Writer, tty bool, db, ke
 		return err
 	}
 	prog.finish()
-	return printVerified(stdout, format, results, stored, strict)
+	return printVerified(stdout, format, results, stored, v)
+}
+
+// verdict is what audit verify holds against chains beyond a break.
+type verdict struct {
+	// strict: a chain that may have lost entries in a failover exits 3.
+	strict bool
+	// requireCheckpoint: an intact chain no checkpoint anchors exits 1.
+	requireCheckpoint bool
 }
 
 // printVerified prints each scope's result (a line and a WARNING line for
 // each of its warnings, or a JSON object with --format json) and returns
-// an exit status 1 error when a chain is broken, and with strict an exit
-// status 3 error when a chain may have lost entries in a failover.
-// stored says the results were verified against the checkpoints stored in
-// the database, so an intact chain that none anchored has none stored.
-func printVerified(stdout io.Writer, format string, results []audit.Result, stored, strict bool) error {
+// an exit status 1 error when a chain is broken or, with
+// v.requireCheckpoint, intact and not anchored by a checkpoint (naming
+// those scopes), and with v.strict an exit status 3 error when a chain may
+// have lost entries in a failover. stored says the results were verified
+// against the checkpoints stored in the database, so an intact chain that
+// none anchored has none stored.
+func printVerified(stdout io.Writer, format string, results []audit.Result, stored bool, v verdict) error {
 	broken, warned := 0, 0
+	var unanchored []string
 	enc := json.NewEncoder(stdout)
 	for _, r := range results {
 		if !r.Intact() {
 			broken++
+		} else if !r.Anchored {
+			unanchored = append(unanchored, strconv.Quote(r.Scope))
 		}
 		if len(r.Warnings) > 0 {
 			warned++
@@ -369,10 +398,21 @@ func printVerified(stdout io.Writer, format string, results []audit.Result, stor
 			fmt.Fprintf(stdout, "%s: WARNING: %s\n", r.Scope, w)
 		}
 	}
-	if broken > 0 {
-		return &exitError{exitAuditBroken, fmt.Errorf("%d of %d audit chains broken", broken, len(results))}
+	var notProven string
+	if v.requireCheckpoint && len(unanchored) > 0 {
+		notProven = fmt.Sprintf("%d of %d audit chains intact but not anchored by a checkpoint, so a cut tail or a restored older copy could not be told (--require-checkpoint): %s", len(unanchored), len(results), strings.Join(unanchored, ", "))
 	}
-	if strict && warned > 0 {
+	if broken > 0 {
+		msg := fmt.Sprintf("%d of %d audit chains broken", broken, len(results))
+		if notProven != "" {
+			msg += "; " + notProven
+		}
+		return &exitError{exitAuditBroken, errors.New(msg)}
+	}
+	if notProven != "" {
+		return &exitError{exitAuditUnanchored, errors.New(notProven)}
+	}
+	if v.strict && warned > 0 {
 		return &exitError{exitAuditMayHaveLost, fmt.Errorf("%d of %d audit chains may have lost entries in a failover (--strict)", warned, len(results))}
 	}
 	return nil
@@ -429,7 +469,7 @@ func printEntry(w io.Writer, r *audit.Record, asJSON bool) error {
 
 // auditVerifyServer verifies scopes on a running server, against the
 // checkpoints stored in its database, for the tenant of RACEFREE_KEY.
-func auditVerifyServer(cmd *cobra.Command, srv *serverFlags, scopes []string, format string, strict bool) error {
+func auditVerifyServer(cmd *cobra.Command, srv *serverFlags, scopes []string, format string, v verdict) error {
 	for _, f := range []string{"checkpoint", "tenant", "db", "keys"} {
 		if cmd.Flags().Changed(f) {
 			return racefree.Invalid(f, "is for the database; with --server the server's keyring and stored checkpoints verify, for the key's tenant")
@@ -453,7 +493,7 @@ func auditVerifyServer(cmd *cobra.Command, srv *serverFlags, scopes []string, fo
 			return err
 		}
 	}
-	return printVerified(cmd.OutOrStdout(), format, results, true, strict)
+	return printVerified(cmd.OutOrStdout(), format, results, true, v)
 }
 
 func contains(list []string, s string) bool {

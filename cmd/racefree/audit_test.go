@@ -176,7 +176,7 @@ func TestAuditVerifyProgress(t *testing.T) {
 	}
 	for _, tty := range []bool{true, false} {
 		var out, errb bytes.Buffer
-		if err := auditVerify(ctx, &out, &errb, tty, d, keys, nil, "", "text", 1, false); err != nil {
+		if err := auditVerify(ctx, &out, &errb, tty, d, keys, nil, "", "text", 1, verdict{}); err != nil {
 			t.Fatal(err)
 		}
 		if got := strings.Contains(errb.String(), "3/3 rows") && strings.Contains(errb.String(), "rows/s, ETA"); got != tty || (!tty && errb.Len() > 0) {
