@@ -244,6 +244,57 @@ func TestEdgesDoTxCommittedAndRolledBack(t *testing.T) {
 	})
 }
 
+// TestEdgesDoTxFailedThenCommitted: fn fails in DoTx and the caller
+// commits its transaction all the same (its own writes, say). The key
+// is left as a failed Do leaves it: no lease, so the retry with the same
+// fingerprint runs fn at once, on the pool and in another DoTx, never an
+// *InProgressError until the lease lapses; another fingerprint is
+// ErrMismatch, as after Do.
+func TestEdgesDoTxFailedThenCommitted(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		failed := errors.New("fn failed")
+		for _, key := range []string{"pool", "tx"} {
+			if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+				_, err := b.store.DoTx(ctx, tx, "s", key, "fp", func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) { return nil, failed })
+				if !errors.Is(err, failed) {
+					return fmt.Errorf("DoTx: %w, want fn's error", err)
+				}
+				return nil // the caller commits all the same
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := b.store.Do(ctx, "s", "pool", "fp", func(context.Context, *idempotency.Call) ([]byte, error) { return []byte("pool"), nil })
+		if err != nil || res.Replayed || string(res.Response) != "pool" {
+			t.Fatalf("Do after the failed DoTx: %+v, %v; want a fresh run", res, err)
+		}
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			res, err := b.store.DoTx(ctx, tx, "s", "tx", "fp", func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) { return []byte("tx"), nil })
+			if err == nil && (res.Replayed || string(res.Response) != "tx") {
+				err = fmt.Errorf("%+v, want a fresh run", res)
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("DoTx after the failed DoTx: %v", err)
+		}
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			_, err := b.store.DoTx(ctx, tx, "s", "pool-2", "fp", func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) { return nil, failed })
+			if !errors.Is(err, failed) {
+				return fmt.Errorf("DoTx: %w, want fn's error", err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.store.Do(ctx, "s", "pool-2", "other", nil); !errors.Is(err, racefree.ErrMismatch) {
+			t.Fatalf("another fingerprint after the failed DoTx: %v, want ErrMismatch", err)
+		}
+	})
+}
+
 // TestEdgesCancelledCaller cancels a caller at each stage: before Do,
 // DoTx or the middleware (fn does not run, nothing is written, the
 // middleware answers 503 and the retry runs), and, on PostgreSQL, while

@@ -288,6 +288,13 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, fn func(
 // time waits for tx (PostgreSQL row lock, SQLite write lock) and then
 // replays the committed response.
 //
+// When fn fails, DoTx releases the key's lease in tx and returns fn's
+// error, nothing stored: a caller that commits tx all the same (its own
+// writes, say) leaves the key as a failed Do does, free for a retry with
+// the same fingerprint, which runs fn again at once (another fingerprint
+// is ErrMismatch, as after Do), never one that waits out the lease as
+// a request in progress.
+//
 // The key belongs to ctx's tenant, and so must tx: on PostgreSQL DoTx sets
 // tx's tenant when it has none ([send.Run]), and fails with a
 // *tenant.MismatchError when tx belongs to another tenant.
@@ -309,11 +316,16 @@ func (s *Store) DoTx(ctx context.Context, tx *sql.Tx, scope, key, fingerprint st
 		return replay, err
 	}
 	response, err := fn(ctx, tx, call)
-	if err != nil {
-		return nil, err
-	}
 	after, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.CompleteTimeout)
 	defer cancel()
+	if err != nil {
+		// Free the key in tx, as Do frees it on the pool: a caller that
+		// commits tx all the same leaves no lease for the retry to wait
+		// out. Where tx can run no more (a statement of fn failed on
+		// PostgreSQL), it cannot commit either, and nothing was begun.
+		_ = send.Run(after, s.db, tx, func(racefree.Executor) error { return s.release(after, tx, call) })
+		return nil, err
+	}
 	err = send.Run(after, s.db, tx, func(racefree.Executor) error { return s.complete(after, tx, call, response) })
 	if err != nil {
 		return nil, err
