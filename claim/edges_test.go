@@ -564,3 +564,156 @@ func TestEdgesNotHeldSaysWhy(t *testing.T) {
 		says("a's guard of its lapsed claim", guard("a"), "lapsed at", "ahead", "held by")
 	})
 }
+
+// TestEdgesLostTellsEachRetryClassApart tries claim.Lost, the classifier
+// Keep renews by, on each class of error a renewal returns: the refusals
+// that mean the claim is gone for good (a stale fence, not held, held by
+// another, a renewal that can never succeed) are lost; a failure that may
+// pass (the database unavailable or busy, a renewal past its deadline, a
+// transport error) is not, and Keep retries it until the TTL runs out.
+// Then on both engines: a claim whose fence went stale cancels the kept
+// context with the *StaleFenceError, and a ttl no renewal can use
+// (below MinTTL) with the InputError, at the first renewal, not at the
+// lapse.
+func TestEdgesLostTellsEachRetryClassApart(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		err  error
+		lost bool
+	}{
+		{"a stale fence", &claim.StaleFenceError{Key: "k", Fence: 1, Current: 2}, true},
+		{"not held", fmt.Errorf("claim %q: %w: lapsed", "k", racefree.ErrNotHeld), true},
+		{"held by another", &claim.HeldError{Claim: claim.Claim{Key: "k", Holder: "other", Fence: 2}}, true},
+		{"invalid input", racefree.Invalid("ttl", "out of range"), true},
+		{"the database unavailable", fmt.Errorf("claim renew: %w", racefree.ErrUnavailable), false},
+		{"a transient conflict", fmt.Errorf("claim renew: %w", racefree.ErrRetryable), false},
+		{"the renewal's deadline", fmt.Errorf("claim renew: %w", context.DeadlineExceeded), false},
+		{"a transport error", errors.New("read tcp: connection reset by peer"), false},
+	} {
+		if got := claim.Lost(c.err); got != c.lost {
+			t.Errorf("Lost(%s: %v) = %v, want %v", c.name, c.err, got, c.lost)
+		}
+	}
+
+	each(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		c, err := b.claims.Acquire(ctx, b.db, "kept", "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The claim released and taken by another holder: a's fence is stale.
+		if err := b.claims.Release(ctx, b.db, "kept", "a", c.Fence); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.claims.Acquire(ctx, b.db, "kept", "b", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		kept, stop := b.claims.Keep(ctx, c, 300*time.Millisecond)
+		defer stop()
+		<-kept.Done()
+		if cause := context.Cause(kept); !errors.Is(cause, racefree.ErrStaleFence) {
+			t.Fatalf("kept past a new tenure: cause %v, want the *StaleFenceError", cause)
+		}
+
+		// A ttl below MinTTL: the first renewal is an InputError, which no
+		// retry can cure.
+		kept2, stop2 := b.claims.Keep(ctx, c, claim.MinTTL-time.Nanosecond)
+		defer stop2()
+		<-kept2.Done()
+		if cause := context.Cause(kept2); !errors.Is(cause, racefree.ErrInvalidInput) {
+			t.Fatalf("kept with a ttl below MinTTL: cause %v, want the InputError", cause)
+		}
+	})
+}
+
+// TestEdgesABatchOfCallsKeepsNamespacesApart holds one key under one
+// holder name at one fence in two namespaces, and sends renewals, then
+// releases, of the key (and of seven others) in one namespace, in one batch of
+// the combiner each (their Many forms: on PostgreSQL one statement over
+// arrays): the other namespace's claim keeps its expiry and stays live.
+func TestEdgesABatchOfCallsKeepsNamespacesApart(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1, Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		a, b := claim.NewNamespace(db, "a"), claim.NewNamespace(db, "b")
+		// Eight keys: SQLite runs Many forms from eight operations on.
+		keys := []string{"k", "k2", "k3", "k4", "k5", "k6", "k7", "k8"}
+		mine := map[string]*claim.Claim{}
+		for _, k := range keys {
+			c, err := a.Acquire(ctx, db, k, "h", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine[k] = c
+		}
+		other, err := b.Acquire(ctx, db, "k", "h", time.Minute)
+		if err != nil || other.Fence != mine["k"].Fence {
+			t.Fatalf("the same key, holder and fence in namespace b: %+v, %v", other, err)
+		}
+		unchanged := func(what string) {
+			t.Helper()
+			g, err := b.Get(ctx, db, "k")
+			if err != nil || !g.Live || g.Holder != "h" || g.Fence != other.Fence || !g.ExpiresAt.Equal(other.ExpiresAt) {
+				t.Fatalf("namespace b's claim after %s in namespace a: %+v, %v; want it as it was, %+v", what, g, err, other)
+			}
+		}
+		clock.Advance(10 * time.Second)
+		gated(t, db, a, len(keys), func(i int) {
+			k := keys[i]
+			if c, err := a.Renew(ctx, db, k, "h", mine[k].Fence, time.Hour); err != nil || !c.ExpiresAt.Equal(clock.Now().Add(time.Hour)) {
+				t.Errorf("renew %s in namespace a: %+v, %v", k, c, err)
+			}
+		})
+		unchanged("a batch of renewals")
+		gated(t, db, a, len(keys), func(i int) {
+			k := keys[i]
+			if err := a.Release(ctx, db, k, "h", mine[k].Fence); err != nil {
+				t.Errorf("release %s in namespace a: %v", k, err)
+			}
+		})
+		unchanged("a batch of releases")
+	})
+}
+
+// TestEdgesABatchReleasingLapsedTenuresChangesNothing releases eight
+// tenures an hour after they lapsed untaken, in one batch of the
+// combiner (their Many form: on PostgreSQL one statement over arrays),
+// as a retried release would: each release succeeds and changes nothing,
+// each claim's expiry stays the instant it lapsed, as alone, so that a
+// reap with a grace of half an hour takes all eight.
+func TestEdgesABatchReleasingLapsedTenuresChangesNothing(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1, Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		claims := claim.New(db)
+		var tenures []*claim.Claim
+		for i := range 8 { // SQLite runs Many forms from eight operations on
+			c, err := claims.Acquire(ctx, db, fmt.Sprintf("k%d", i), "a", time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tenures = append(tenures, c)
+		}
+		clock.Advance(time.Hour)
+		gated(t, db, claims, len(tenures), func(i int) {
+			c := tenures[i]
+			if err := claims.Release(ctx, db, c.Key, "a", c.Fence); err != nil {
+				t.Errorf("release of %s an hour after it lapsed: %v", c.Key, err)
+			}
+		})
+		for _, c := range tenures {
+			g, err := claims.Get(ctx, db, c.Key)
+			if err != nil || g.Live || !g.ExpiresAt.Equal(t0.Add(time.Second)) {
+				t.Fatalf("%s after its release: %+v, %v; want lapsed at %v, as before", c.Key, g, err, t0.Add(time.Second))
+			}
+		}
+		if n, err := claims.Reap(ctx, 30*time.Minute, 0); err != nil || n != int64(len(tenures)) {
+			t.Fatalf("reap with a grace of 30 minutes: %d, %v; want the %d released claims", n, err, len(tenures))
+		}
+	})
+}

@@ -147,3 +147,39 @@ func TestEdgesARotationWhoseRetirementFailsChangesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestEdgesRevokeCodesAtTheExactMillisecond revokes the codes of one
+// purpose and subject 1 ms before one expires and at the millisecond
+// another expires: the live one is revoked (counted, and refused as
+// Revoked), the expired one is left as it is (not counted, still refused
+// as Expired), as RevokeCodes promises of expired codes.
+func TestEdgesRevokeCodesAtTheExactMillisecond(t *testing.T) {
+	t.Parallel()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		clock.Set(t0)
+		s := newStore(t, db, nil)
+		live, err := s.Issue(ctx, db, "reset", "live", time.Second+time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expired, err := s.Issue(ctx, db, "reset", "expired", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Set(t0.Add(time.Second)) // live has 1 ms left; expired expires now
+		if n, err := s.RevokeCodes(ctx, db, "reset", "live"); err != nil || n != 1 {
+			t.Fatalf("revoke 1 ms before expiry: %d, %v; want 1", n, err)
+		}
+		if n, err := s.RevokeCodes(ctx, db, "reset", "expired"); err != nil || n != 0 {
+			t.Fatalf("revoke at the exact millisecond of expiry: %d, %v; want 0, the code is expired", n, err)
+		}
+		if r, err := s.Consume(ctx, db, "reset", live.Token); err != nil || r.Outcome != onetime.Revoked {
+			t.Fatalf("the code revoked 1 ms before expiry: %v, %v; want revoked", r.Outcome, err)
+		}
+		if r, err := s.Consume(ctx, db, "reset", expired.Token); err != nil || r.Outcome != onetime.Expired {
+			t.Fatalf("the code expired when revoked: %v, %v; want expired, left as it was", r.Outcome, err)
+		}
+	})
+}

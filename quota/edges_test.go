@@ -738,3 +738,169 @@ func TestEdgesALockWaitDecidesAtTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgesPolicyBoundsAtTheLimitAndOnePast tries the bounds of a policy
+// that no other test tries one past: Rate at MaxUnits and MaxUnits + 1,
+// and a sliding window's Rate × Per at the largest product under 2^61 and
+// one unit more, with Per at MaxPer. The limit is valid; one past is an
+// InputError on policy.rate from Validate, Consume, Refund and
+// ConsumeAll, and writes nothing, on both engines.
+func TestEdgesPolicyBoundsAtTheLimitAndOnePast(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := setup(t, db)
+		perMax := quota.MaxPer.Milliseconds()
+		for _, c := range []struct {
+			name    string
+			atLimit quota.Policy
+		}{
+			{"a fixed window of MaxUnits", quota.Policy{Kind: quota.FixedWindow, Rate: quota.MaxUnits, Per: time.Second, Wait: time.Minute}},
+			{"a gcra policy of MaxUnits", quota.Policy{Kind: quota.GCRA, Rate: quota.MaxUnits, Per: 2 * quota.MaxUnits * time.Millisecond, Burst: 1, Wait: time.Minute}},
+			{"a sliding window of 2^61 unit-ms", quota.Policy{Kind: quota.SlidingWindow, Rate: (1 << 61) / perMax, Per: quota.MaxPer, Wait: time.Minute}},
+		} {
+			p := c.atLimit
+			if err := p.Validate(); err != nil {
+				t.Fatalf("%s: Validate: %v, want valid", c.name, err)
+			}
+			if d := consume(t, l, db, "at-limit", 1, p); !d.Allowed {
+				t.Fatalf("%s: %+v, want allowed", c.name, d)
+			}
+			p.Rate++
+			if err := p.Validate(); !isRateError(err) {
+				t.Errorf("%s, one unit more: Validate: %v, want an InputError on policy.rate", c.name, err)
+			}
+			_, err1 := l.Consume(ctx, db, "past", 1, p)
+			_, err2 := l.Refund(ctx, db, "past", 1, p)
+			_, err3 := l.ConsumeAll(ctx, db, []quota.Request{{Key: "past", N: 1, Policy: p}})
+			for i, err := range []error{err1, err2, err3} {
+				if !isRateError(err) {
+					t.Errorf("%s, one unit more: operation %d: %v, want an InputError on policy.rate", c.name, i+1, err)
+				}
+			}
+			if tat, _ := row(t, db, "past", p.Kind); tat != -1 {
+				t.Fatalf("%s, one unit more: a refused policy wrote a counter (tat %d)", c.name, tat)
+			}
+		}
+	})
+}
+
+func isRateError(err error) bool {
+	var ie *racefree.InputError
+	return errors.As(err, &ie) && ie.Field == "policy.rate"
+}
+
+// TestEdgesTwoScopesOfOneKeyEachExplainTheirOwnCounter charges one key
+// under two scopes by different amounts, of each kind, so that the two
+// counters differ in the scope alone: a refusal in each scope says
+// exactly what a refusal of another key of the same count says (its own
+// counter's RetryAfter, Remaining and ResetAt, never the other scope's),
+// and one consumption key sent with different requests in the two scopes
+// replays, in each, that scope's own first charge.
+func TestEdgesTwoScopesOfOneKeyEachExplainTheirOwnCounter(t *testing.T) {
+	t.Parallel()
+	clock, cfg := manual(t0)
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		a, err := quota.New(db, &quota.Options{Scope: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := quota.New(db, &quota.Options{Scope: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []quota.Policy{gcra, window, sliding} {
+			key := "k-" + string(p.Kind)
+			consume(t, a, db, key, 4, p)
+			consume(t, b, db, key, 2, p)
+			// The references: other keys of scope a, charged the same.
+			consume(t, a, db, key+"-ref4", 4, p)
+			consume(t, a, db, key+"-ref2", 2, p)
+			// Either scope is refused on its own counter, whichever of
+			// the two rows a read that lost the scope would meet first.
+			gotA, wantA := consume(t, a, db, key, 2, p), consume(t, a, db, key+"-ref4", 2, p)
+			gotB, wantB := consume(t, b, db, key, 4, p), consume(t, a, db, key+"-ref2", 4, p)
+			if wantA.Allowed || wantB.Allowed || wantA == wantB {
+				t.Fatalf("%s: the references %+v and %+v must be two different refusals", p.Kind, wantA, wantB)
+			}
+			if gotA != wantA {
+				t.Errorf("%s: scope a's refusal: %+v, want its own counter's %+v", p.Kind, gotA, wantA)
+			}
+			if gotB != wantB {
+				t.Errorf("%s: scope b's refusal: %+v, want its own counter's %+v", p.Kind, gotB, wantB)
+			}
+		}
+		// One consumption key, two scopes, two requests: each scope
+		// replays its own.
+		firstA := []quota.Request{{Key: "c", N: 1, Policy: window, ConsumptionKey: "req"}}
+		firstB := []quota.Request{{Key: "d", N: 3, Policy: gcra, ConsumptionKey: "req"}}
+		for i := range 2 {
+			for _, c := range []struct {
+				l         *quota.Limiter
+				reqs      []quota.Request
+				remaining int64
+			}{{a, firstA, 4}, {b, firstB, 2}} {
+				d, err := c.l.ConsumeAll(ctx, db, c.reqs)
+				if err != nil || !d.Allowed || d.Replayed != (i == 1) || d.Remaining != c.remaining {
+					t.Fatalf("send %d of %s under req in its scope: %+v, %v; want allowed, replayed %v, %d remaining",
+						i+1, c.reqs[0].Key, d, err, i == 1, c.remaining)
+				}
+			}
+		}
+	})
+}
+
+// TestEdgesABatchKeepsScopesApart sends, in one batch of the combiner,
+// a charge of one key under each of two scopes whose counters differ (on
+// PostgreSQL one statement over arrays, each charge's limit read from its
+// own element): each caller gets the decision of its own scope's counter,
+// one allowed and one refused, to the millisecond.
+func TestEdgesABatchKeepsScopesApart(t *testing.T) {
+	t.Parallel()
+	clock, cfg := manual(t0)
+	cfg.Combine, cfg.CombineBatches = racefree.CombineOn, 1
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		clock.Set(t0)
+		db := testdb.Open(t, d, cfg)
+		ctx := context.Background()
+		a, err := quota.New(db, &quota.Options{Scope: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := quota.New(db, &quota.Options{Scope: "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []quota.Policy{
+			{Kind: quota.GCRA, Rate: 10, Per: time.Second, Burst: 10, Wait: time.Minute},
+			{Kind: quota.FixedWindow, Rate: 10, Per: time.Second, Wait: time.Minute},
+		} {
+			key := "k-" + string(p.Kind)
+			consume(t, a, db, key, 2, p)
+			consume(t, b, db, key, 9, p)
+			var gotA, gotB quota.Decision
+			gated(t, ctx, a, db, []func(){
+				func() {
+					var err error
+					if gotA, err = a.Consume(ctx, db, key, 3, p); err != nil {
+						t.Errorf("%s: scope a: %v", p.Kind, err)
+					}
+				},
+				func() {
+					var err error
+					if gotB, err = b.Consume(ctx, db, key, 3, p); err != nil {
+						t.Errorf("%s: scope b: %v", p.Kind, err)
+					}
+				},
+			})
+			if want := expect(p, 2, 3); gotA != want {
+				t.Errorf("%s: scope a in the batch: %+v, want %+v", p.Kind, gotA, want)
+			}
+			if want := expect(p, 9, 3); gotB != want {
+				t.Errorf("%s: scope b in the batch: %+v, want %+v", p.Kind, gotB, want)
+			}
+		}
+	})
+}

@@ -107,6 +107,7 @@ func TestAConsumptionKeyIsBoundToItsRequest(t *testing.T) {
 			"another policy":     other(func(r *quota.Request) { r.Policy = window }),
 			"another rate":       other(func(r *quota.Request) { r.Policy.Rate = 20 }),
 			"another burst":      other(func(r *quota.Request) { r.Policy.Burst = 4 }),
+			"another per":        other(func(r *quota.Request) { r.Policy.Per = 2 * time.Second }),
 			"one more request":   append(other(func(*quota.Request) {}), quota.Request{Key: "bob", N: 1, Policy: gcra, ConsumptionKey: "order-9"}),
 		} {
 			d, err := l.ConsumeAll(ctx, db, reqs)
