@@ -97,7 +97,8 @@ func (e *SchemaError) Is(target error) bool {
 // ErrUnavailable means the database could not be reached or refused the
 // work for a reason outside the request: a connection that failed or was
 // terminated, a server shutting down or starting up (PostgreSQL SQLSTATE
-// classes 08 and 57), a full disk (SQLite's SQLITE_FULL). The outcome of a
+// classes 08 and 57), a full disk or a failed read, write or sync of the
+// database's files (SQLite's SQLITE_FULL and SQLITE_IOERR). The outcome of a
 // write that returns it is unknown: retry it with the same idempotency key,
 // or re-read. HTTP answers it with 503 and Retry-After.
 var ErrUnavailable = errors.New("racefree: database unavailable")

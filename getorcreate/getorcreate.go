@@ -3,12 +3,9 @@ package getorcreate
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	_ "embed"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"reflect"
 	"regexp"
 	"strings"
@@ -208,8 +205,7 @@ func Do(ctx context.Context, exec racefree.Executor, q Query, scan func(row *sql
 // server may run and commit it first, once a row lock it waits for is
 // free). A *sql.DB or *sql.Conn names no engine, and Do links no
 // driver: on PostgreSQL it calls unknown what that engine calls
-// unavailable (connectionLost: a network error, the connection's end in
-// the middle of the reply, SQLSTATE classes 08 and 57 but a cancel) and a
+// unavailable ([wire.PostgresUnavailable], the rule it judges by too) and a
 // ctx that ended. SQLite commits in the process and rolls back an
 // interrupted statement, and a *sql.Tx never commits what failed: their
 // errors stay as they are.
@@ -220,7 +216,7 @@ func mayHaveCreated(exec racefree.Executor, sqlite bool, err error) error {
 	if db, ok := exec.(*racefree.DB); ok {
 		return wire.Of(db).InterpretAutocommit(err)
 	}
-	if sqlite || !ended(err) && !connectionLost(err) {
+	if sqlite || !ended(err) && !wire.PostgresUnavailable(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
@@ -229,20 +225,6 @@ func mayHaveCreated(exec racefree.Executor, sqlite bool, err error) error {
 // ended reports whether err is a context's end.
 func ended(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// connectionLost reports whether err says that PostgreSQL's connection
-// failed, without linking a driver: what the postgres engine's
-// InterpretError calls racefree.ErrUnavailable.
-func connectionLost(err error) bool {
-	var ne net.Error
-	var st interface{ SQLState() string }
-	if errors.As(err, &st) {
-		code := st.SQLState()
-		return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "57") && code != "57014"
-	}
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)
 }
 
 // savepoint names the savepoint that keeps the caller's transaction usable

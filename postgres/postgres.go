@@ -3,13 +3,10 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -145,7 +142,7 @@ func (e *Engine) InterpretError(err error) error {
 		return &racefree.NotDurableError{Reason: strings.TrimSuffix(reason, `"`), Err: err}
 	case pe.Code == "40001", pe.Code == "40P01":
 		return fmt.Errorf("%w: %w", racefree.ErrRetryable, err)
-	case strings.HasPrefix(pe.Code, "08"), strings.HasPrefix(pe.Code, "57") && pe.Code != "57014":
+	case wire.UnavailableSQLState(pe.Code):
 		return fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
 	}
 	return err
@@ -185,13 +182,10 @@ func (e *Engine) CheckWritable(ctx context.Context, exec wire.Executor) error {
 }
 
 // connectionLost reports an error that came from the connection rather
-// than from the server's answer: a failed connect, a broken or closed
-// connection, a network error.
+// than from the server's answer: a failed connect (pgconn.ConnectError,
+// whatever its cause), or what wire.ConnectionLost names (a broken or
+// closed connection, a network error, nothing sent).
 func connectionLost(err error) bool {
 	var ce *pgconn.ConnectError
-	var ne net.Error
-	return errors.As(err, &ce) || errors.As(err, &ne) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, sql.ErrConnDone) || pgconn.SafeToRetry(err)
+	return errors.As(err, &ce) || wire.ConnectionLost(err)
 }

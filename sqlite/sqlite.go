@@ -160,8 +160,10 @@ func (e *Engine) MayHaveCommitted(err error) bool {
 // InterpretError maps SQLite result codes onto racefree's sentinels:
 // SQLITE_BUSY and SQLITE_LOCKED are ErrRetryable, a UNIQUE or PRIMARY KEY
 // violation is ErrConflict, SQLITE_FULL (the disk or filesystem is full:
-// the write rolled back) is ErrUnavailable, and sql.ErrNoRows is
-// ErrNotFound.
+// the write rolled back) and SQLITE_IOERR (a read, write or sync of the
+// database's files failed: a write that commits by itself may have
+// committed, see MayHaveCommitted) are ErrUnavailable, and sql.ErrNoRows
+// is ErrNotFound.
 func (e *Engine) InterpretError(err error) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %w", racefree.ErrNotFound, err)
@@ -175,7 +177,7 @@ func (e *Engine) InterpretError(err error) error {
 		return fmt.Errorf("%w: %w", racefree.ErrRetryable, err)
 	case code == sqlite3.SQLITE_CONSTRAINT_UNIQUE, code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 		return fmt.Errorf("%w: %w", racefree.ErrConflict, err)
-	case code&0xff == sqlite3.SQLITE_FULL:
+	case code&0xff == sqlite3.SQLITE_FULL, code&0xff == sqlite3.SQLITE_IOERR:
 		return fmt.Errorf("%w: %w", racefree.ErrUnavailable, err)
 	}
 	return err
