@@ -74,42 +74,47 @@ func failWrites(t *testing.T, file string) (restore func()) {
 	if err != nil {
 		t.Skipf("no /proc/self/fd (%v); the I/O error test did not run", err)
 	}
-	saved := map[int]int{}
-	restore = func() {
-		for fd, orig := range saved {
-			if err := syscall.Dup3(orig, fd, syscall.O_CLOEXEC); err != nil {
-				t.Errorf("restore descriptor %d: %v", fd, err)
-			}
-			syscall.Close(orig)
-		}
-		clear(saved)
-	}
-	t.Cleanup(restore)
+	// Find them all before swapping any: a swap opens descriptors on
+	// file, which a single pass over the directory could find again.
+	var targets []int
 	for _, e := range fds {
 		fd, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err != nil || target != file {
-			continue
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == file {
+			targets = append(targets, fd)
 		}
+	}
+	if len(targets) == 0 {
+		t.Fatalf("no descriptor of this process is open on %s", file)
+	}
+	var saved [][2]int // descriptor, its original's copy
+	restore = func() {
+		for _, s := range saved {
+			if err := syscall.Dup3(s[1], s[0], syscall.O_CLOEXEC); err != nil {
+				t.Errorf("restore descriptor %d: %v", s[0], err)
+			}
+			syscall.Close(s[1])
+		}
+		saved = nil
+	}
+	t.Cleanup(restore)
+	for _, fd := range targets {
 		orig, err := syscall.Dup(fd)
 		if err != nil {
 			t.Fatal(err)
 		}
+		saved = append(saved, [2]int{fd, orig})
 		ro, err := syscall.Open(file, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		saved[fd] = orig
 		err = syscall.Dup3(ro, fd, syscall.O_CLOEXEC)
 		syscall.Close(ro)
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if len(saved) == 0 {
-		t.Fatalf("no descriptor of this process is open on %s", file)
 	}
 	return restore
 }
