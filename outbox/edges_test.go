@@ -1151,3 +1151,101 @@ func TestEdgesRelayCompletionWhoseReplyWasLostIsDelivered(t *testing.T) {
 		t.Fatalf("message %+v; want it delivered at fence 1", m)
 	}
 }
+
+// TestEdgesFailRetriedByItsTenureReturnsItsOutcome: Fail again by the
+// tenure whose Fail landed (its reply lost, say) returns the outcome the
+// first one recorded, retry or dead, and records nothing twice; once the
+// message moved on (another tenure took it, or it was redriven) the same
+// retry is refused as before: a stale fence, or not held.
+func TestEdgesFailRetriedByItsTenureReturnsItsOutcome(t *testing.T) {
+	clock, cfg := manual()
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		o := newOutbox(t, db, &outbox.Options{MaxAttempts: 2, Backoff: fixedBackoff})
+		transient := errors.New("connection reset")
+		claimOne := func(attempt int) *outbox.Delivery {
+			t.Helper()
+			clock.Advance(time.Hour)
+			ds := claim(t, ctx, o, "w", 1, time.Minute)
+			if len(ds) != 1 || ds[0].Attempt != attempt {
+				t.Fatalf("claimed %+v, want one delivery at attempt %d", ds, attempt)
+			}
+			return ds[0]
+		}
+		failTwice := func(d *outbox.Delivery, dead bool) {
+			t.Helper()
+			first, err := o.Fail(ctx, d, transient)
+			if err != nil || first.Dead != dead {
+				t.Fatalf("Fail at attempt %d: %+v, %v; want dead %v", d.Attempt, first, err, dead)
+			}
+			clock.Advance(time.Millisecond) // a retry's clock is not the first's
+			again, err := o.Fail(ctx, d, transient)
+			if err != nil || *again != *first {
+				t.Fatalf("Fail again by the same tenure: %+v, %v; want the first's outcome %+v", again, err, first)
+			}
+		}
+		id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+
+		first := claimOne(1)
+		failTwice(first, false)
+		second := claimOne(2)
+		if _, err := o.Fail(ctx, first, transient); !errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("Fail again by a tenure another one took over: %v; want ErrStaleFence", err)
+		}
+		failTwice(second, true)
+		if m := get(t, ctx, o, id); m.State != outbox.Dead || m.Attempts != 2 || len(m.History) != 2 {
+			t.Fatalf("message %+v; want it dead after two attempts, each failure recorded once", m)
+		}
+		if _, err := o.Redrive(ctx, db, outbox.Filter{IDs: []int64{id}}); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := o.Fail(ctx, second, transient); !errors.Is(err, racefree.ErrNotHeld) || errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("Fail again by the dead tenure after a redrive: %+v, %v; want ErrNotHeld", out, err)
+		}
+		if m := get(t, ctx, o, id); m.State != outbox.Ready || len(m.History) != 2 {
+			t.Fatalf("message %+v; want it ready again, its history as it was", m)
+		}
+	})
+}
+
+// TestEdgesRelayFailureWhoseReplyWasLostIsCounted loses the reply to the
+// relay's Fail once PostgreSQL committed it (testdb.CutReply, armed as
+// the handler fails): the relay fails it again, finds its own failure
+// recorded, and counts it Retried, once, never Stale.
+func TestEdgesRelayFailureWhoseReplyWasLostIsCounted(t *testing.T) {
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	proxy, cut := testdb.NewCutReply(t, dsn)
+	db := testdb.Open(t, cut, nil)
+	const marker = "cut-failure-tenant"
+	ctx, err := tenant.With(context.Background(), marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOutbox(t, db, &outbox.Options{Backoff: func(int) time.Duration { return time.Hour }})
+	armed := make(chan struct{})
+	r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
+		proxy.LoseNextCommit(marker)
+		close(armed)
+		return errors.New("the receiver is down")
+	}, &outbox.RelayOptions{Worker: "A", Concurrency: 1, Lease: time.Minute, PollInterval: 5 * time.Millisecond, Tenants: []string{marker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runRelay(t, r)
+	defer stop()
+	id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+	<-armed
+	proxy.Wait(t)
+	if proxy.Cuts() != 1 {
+		t.Fatalf("%d replies lost, want the failure's", proxy.Cuts())
+	}
+	waitFor(t, "the relay's failure counted", func() bool { s := r.Stats(); return s.Retried+s.Stale+s.Dead == 1 })
+	stop()
+	if s := r.Stats(); s.Retried != 1 || s.Stale != 0 || s.Dead != 0 {
+		t.Fatalf("relay stats %+v; want the failure whose reply was lost counted retried, not stale", s)
+	}
+	if m := get(t, ctx, o, id); m.State != outbox.Ready || m.Fence != 1 || m.Attempts != 1 || len(m.History) != 1 {
+		t.Fatalf("message %+v; want it ready again at fence 1, its failure recorded once", m)
+	}
+}

@@ -360,7 +360,11 @@ var ErrAttemptsExhausted = errors.New("racefree: outbox message has no attempt l
 // Options.Backoff (or the RetryAfter the classifier found). The failure
 // is added to the message's history. It returns a *StaleFenceError or an
 // error matching [racefree.ErrNotHeld], changing nothing, when d's tenure
-// is over. When OnExhausted fails, the transaction rolls back, the
+// is over. A Fail retried by the same tenure after its reply was lost (an
+// error matching [racefree.ErrUnavailable]: it may have landed) returns
+// the outcome the first one recorded, while the message is still where
+// that failure left it (ready again, or dead, at d's fence), and records
+// nothing twice: Fail is safe to retry. When OnExhausted fails, the transaction rolls back, the
 // message is released to die again after a backoff, and Fail returns the
 // hook's error.
 func (o *Outbox) Fail(ctx context.Context, d *Delivery, cause error) (*Outcome, error) {
@@ -412,6 +416,9 @@ func (o *Outbox) Fail(ctx context.Context, d *Delivery, cause error) (*Outcome, 
 	})
 	switch {
 	case errors.Is(err, errNoRow):
+		if out, err := o.failed(ctx, d, v.Permanent); out != nil || err != nil {
+			return out, err
+		}
 		return nil, o.whyNot(ctx, o.db, d)
 	case hookErr != nil:
 		retry := clampDelay(o.opts.Backoff(d.Attempt))
@@ -423,6 +430,25 @@ func (o *Outbox) Fail(ctx context.Context, d *Delivery, cause error) (*Outcome, 
 		return nil, fmt.Errorf("outbox fail: %w", wire.Of(o.db).InterpretError(err))
 	}
 	return out, nil
+}
+
+// failed returns the outcome of the failure that d's own tenure recorded,
+// when the message is still where that failure left it (a Fail retried
+// after its reply was lost finds here that the first one landed), and nil
+// when there is none.
+func (o *Outbox) failed(ctx context.Context, d *Delivery, permanent bool) (*Outcome, error) {
+	var outcome string
+	var at int64
+	err := o.run(ctx, o.db, func(exec racefree.Executor) error {
+		return exec.QueryRowContext(ctx, o.q.Get("failed"), d.Tenant, d.ID, d.Fence).Scan(&outcome, &at)
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("outbox fail: %w", wire.Of(o.db).InterpretError(err))
+	}
+	return &Outcome{Dead: outcome == "dead", Permanent: permanent, RetryAt: racefree.FromMillis(at)}, nil
 }
 
 // tenantTx runs fn in a transaction of tenant id, with a context naming
