@@ -12,6 +12,7 @@ import (
 	"github.com/racefree/racefree/claim"
 	"github.com/racefree/racefree/dedup"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/tenant"
 )
 
 // The tests of this file try the dedup promises at their edges (the
@@ -610,6 +611,53 @@ func TestEdgesRecordOnAClaimWithoutAnEvent(t *testing.T) {
 		}
 		if _, err := log.Get(ctx, db, "bare"); !errors.Is(err, racefree.ErrNotFound) {
 			t.Fatalf("event after the refused record: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// TestEdgesRecordReadsItsOwnTenantsFence: two tenants hold the same
+// fingerprint at different fences (one was re-elected, the other not):
+// each tenant's Record succeeds at its own current fence only, and the
+// other tenant's fence is stale or ahead for it; each result lands on its
+// own tenant's event. Record's fence check reads the claim of the tenant
+// ctx names, never another tenant's row of the same namespace and key.
+func TestEdgesRecordReadsItsOwnTenantsFence(t *testing.T) {
+	t.Parallel()
+	eachRole(t, func(t *testing.T, db *racefree.DB, clock *racefree.ManualClock) {
+		log := dedup.New(db)
+		// "aa" sorts before "zz": whichever tenant's row a read without
+		// the tenant found first, one of the records below would fail.
+		aa, zz := with(t, "aa"), with(t, "zz")
+		ev := dedup.Event{Source: "s", Level: "l", Message: "m", Fingerprint: "fp"}
+		if o, err := log.Observe(aa, db, ev, time.Minute); err != nil || o.Fence != 1 {
+			t.Fatalf("aa's first window: %+v, %v", o, err)
+		}
+		clock.Advance(time.Minute) // aa's window lapses at this exact millisecond
+		if o, err := log.Observe(aa, db, ev, time.Minute); err != nil || !o.Process || o.Fence != 2 {
+			t.Fatalf("aa's second window: %+v, %v; want fence 2", o, err)
+		}
+		if o, err := log.Observe(zz, db, ev, time.Minute); err != nil || !o.Process || o.Fence != 1 {
+			t.Fatalf("zz's first window: %+v, %v; want fence 1", o, err)
+		}
+		if err := log.Record(aa, db, "fp", 2, dedup.Result{Classification: "aa's"}); err != nil {
+			t.Fatalf("aa records at its fence 2: %v", err)
+		}
+		if err := log.Record(zz, db, "fp", 1, dedup.Result{Classification: "zz's"}); err != nil {
+			t.Fatalf("zz records at its fence 1: %v", err)
+		}
+		if err := log.Record(aa, db, "fp", 1, dedup.Result{Classification: "stale"}); !errors.Is(err, racefree.ErrStaleFence) {
+			t.Fatalf("aa records at zz's fence 1: %v, want ErrStaleFence", err)
+		}
+		if err := log.Record(zz, db, "fp", 2, dedup.Result{Classification: "ahead"}); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Fatalf("zz records at aa's fence 2: %v, want ErrNotHeld", err)
+		}
+		for ctx, want := range map[context.Context]dedup.Record{
+			aa: {Fingerprint: "fp", Source: "s", Level: "l", Message: "m", Result: dedup.Result{Classification: "aa's"}, ResultFence: 2},
+			zz: {Fingerprint: "fp", Source: "s", Level: "l", Message: "m", Result: dedup.Result{Classification: "zz's"}, ResultFence: 1},
+		} {
+			if r, err := log.Get(ctx, db, "fp"); err != nil || *r != want {
+				t.Fatalf("the event of %s: %+v, %v; want %+v", tenant.From(ctx), r, err, want)
+			}
 		}
 	})
 }
