@@ -328,3 +328,81 @@ func TestEdgesCancelledCaller(t *testing.T) {
 		}
 	})
 }
+
+// endable is a context whose deadline the test ends when it chooses: its
+// Err is context.DeadlineExceeded once end is called, as a deadline that
+// passed while the statement ran.
+type endable struct {
+	context.Context
+	done chan struct{}
+}
+
+func (e *endable) Done() <-chan struct{} { return e.done }
+
+func (e *endable) Err() error {
+	select {
+	case <-e.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (e *endable) end() { close(e.done) }
+
+// TestEdgesADeadlineThatPassesWhileTheInsertWaits: on PostgreSQL a ctx
+// whose deadline passes once the insert was sent (while it waits for
+// another transaction's uncommitted row of the same key) is a ctx that
+// ended, as a cancel is: given a *sql.DB, which names no engine, the
+// caller gets context.DeadlineExceeded with racefree.ErrUnavailable, an
+// unknown outcome, never a plain failure; a Do again settles it.
+func TestEdgesADeadlineThatPassesWhileTheInsertWaits(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		if db.Engine() != racefree.Postgres {
+			return // SQLite commits in the process: no reply is lost
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		setup(t, db)
+		ins := queries[db.Engine()].insert
+		for _, exec := range []racefree.Executor{db, db.SQL()} {
+			email := "deadline@x"
+			if exec != racefree.Executor(db) {
+				email = "deadline-sql@x"
+			}
+			other, err := db.SQL().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = other.Rollback() }()
+			if _, err := other.ExecContext(ctx, `INSERT INTO users (email, handle) VALUES ($1, $2)`, email, email); err != nil {
+				t.Fatal(err)
+			}
+			pid := testdb.BackendPID(t, other)
+			waitCtx := &endable{Context: ctx, done: make(chan struct{})}
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := userByEmail(waitCtx, db, exec, ins, email, "mine-"+email)
+				done <- err
+			}()
+			if !testdb.BlockedBy(t, db, pid, nil) {
+				t.Fatal("the insert did not wait for the other transaction's row")
+			}
+			waitCtx.end()
+			if err := <-done; !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, racefree.ErrUnavailable) {
+				t.Fatalf("%T: a Do whose deadline passed while its insert waits: %v; want context.DeadlineExceeded and ErrUnavailable", exec, err)
+			}
+			if err := other.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+			testdb.Unblocked(t, db, pid, 10*time.Second)
+			if _, _, err := userByEmail(ctx, db, exec, ins, email, "mine-"+email); err != nil {
+				t.Fatalf("%T: Do again: %v", exec, err)
+			}
+			if n := countEmail(t, db, email); n != 1 {
+				t.Fatalf("%T: %d rows for %s after Do again, want 1", exec, n, email)
+			}
+		}
+	})
+}

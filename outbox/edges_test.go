@@ -1249,3 +1249,99 @@ func TestEdgesRelayFailureWhoseReplyWasLostIsCounted(t *testing.T) {
 		t.Fatalf("message %+v; want it ready again at fence 1, its failure recorded once", m)
 	}
 }
+
+// TestEdgesAPermanentStatusCarriesNoRetryAfter: Classify hands an
+// *HTTPError's Retry-After only to a transient answer (a 5xx, 408, 429);
+// a permanent 4xx is Verdict{Permanent: true} alone, whatever Retry-After
+// it came with: no caller of Classify may read a delay into it.
+func TestEdgesAPermanentStatusCarriesNoRetryAfter(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		want   outbox.Verdict
+	}{
+		{http.StatusBadRequest, outbox.Verdict{Permanent: true}},
+		{http.StatusNotFound, outbox.Verdict{Permanent: true}},
+		{499, outbox.Verdict{Permanent: true}},
+		{http.StatusRequestTimeout, outbox.Verdict{RetryAfter: time.Minute}},
+		{http.StatusTooManyRequests, outbox.Verdict{RetryAfter: time.Minute}},
+		{http.StatusServiceUnavailable, outbox.Verdict{RetryAfter: time.Minute}},
+	} {
+		err := fmt.Errorf("send: %w", &outbox.HTTPError{Status: c.status, RetryAfter: time.Minute})
+		if got := outbox.Classify(err); got != c.want {
+			t.Errorf("HTTP %d with Retry-After 1m: %+v, want %+v", c.status, got, c.want)
+		}
+	}
+}
+
+// TestEdgesAncillaryStepOutlivesItsCallersCancel: past the commit, the
+// caller's context no longer reaches the step: a caller cancelled while
+// the step runs leaves the step's own context live (only AncillaryLease
+// bounds it), so a step that checks it, or waits on it, finishes, and its
+// success is recorded with no warning.
+func TestEdgesAncillaryStepOutlivesItsCallersCancel(t *testing.T) {
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		o := newOutbox(t, db, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var stepErr error
+		w, err := o.Ancillary(ctx, outbox.Message{Topic: "upload"},
+			func(context.Context, *sql.Tx) error { return nil },
+			func(sctx context.Context, _ *outbox.Delivery) error {
+				cancel()
+				<-ctx.Done() // the caller's context has ended
+				stepErr = sctx.Err()
+				return stepErr
+			})
+		if err != nil || w != nil {
+			t.Fatalf("a caller cancelled during the step: %v, %v; want neither error nor warning", w, err)
+		}
+		if stepErr != nil {
+			t.Fatalf("the step's context ended with its caller's: %v", stepErr)
+		}
+		if s, err := o.Stats(context.Background(), db); err != nil || s.Delivered != 1 || s.Leased != 0 || s.Ready != 0 {
+			t.Fatalf("stats %+v, %v; want the step delivered", s, err)
+		}
+	})
+}
+
+// TestEdgesStatsCountOnlyTheirTenant: every figure of Stats is the
+// tenant's own: another tenant holding a message in each state (ready
+// and not due, leased, dead, delivered) leaves this tenant's Stats at
+// zero, and its own Stats count exactly those.
+func TestEdgesStatsCountOnlyTheirTenant(t *testing.T) {
+	clock, cfg := manual()
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		ctx := context.Background()
+		globex, err := tenant.With(ctx, "globex")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := newOutbox(t, db, nil)
+		dead := enqueue(t, globex, o, db, outbox.Message{Topic: "t", MaxAttempts: 1})
+		if d := claim(t, globex, o, "w", 1, time.Minute); len(d) != 1 || d[0].ID != dead {
+			t.Fatalf("claimed %v, want %d", ids(d), dead)
+		} else if out, err := o.Fail(globex, d[0], errors.New("boom")); err != nil || !out.Dead {
+			t.Fatalf("fail: %+v, %v; want it dead", out, err)
+		}
+		delivered := enqueue(t, globex, o, db, outbox.Message{Topic: "t"})
+		if d := claim(t, globex, o, "w", 1, time.Minute); len(d) != 1 || d[0].ID != delivered {
+			t.Fatalf("claimed %v, want %d", ids(d), delivered)
+		} else if err := o.Complete(globex, db, d[0]); err != nil {
+			t.Fatal(err)
+		}
+		leased := enqueue(t, globex, o, db, outbox.Message{Topic: "t"})
+		if d := claim(t, globex, o, "w", 1, time.Minute); len(d) != 1 || d[0].ID != leased {
+			t.Fatalf("claimed %v, want %d", ids(d), leased)
+		}
+		enqueue(t, globex, o, db, outbox.Message{Topic: "t", NotBefore: t0.Add(time.Hour)})
+		clock.Advance(time.Second)
+		if s, err := o.Stats(ctx, db); err != nil || *s != (outbox.Stats{}) {
+			t.Fatalf("the default tenant's stats beside globex's messages: %+v, %v; want all zero", s, err)
+		}
+		want := outbox.Stats{Ready: 1, Leased: 1, Dead: 1, Delivered: 1, OldestPending: time.Second}
+		if s, err := o.Stats(globex, db); err != nil || *s != want {
+			t.Fatalf("globex's stats: %+v, %v; want %+v", s, err, want)
+		}
+	})
+}
