@@ -15,6 +15,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/idempotency"
 	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/tenant"
 )
 
 // The tests of this file try the idempotency promises at their edges (the
@@ -529,6 +530,171 @@ func TestEdgesDuplicateWhileTheRecordIsGone(t *testing.T) {
 		close(release)
 		if err := <-first; err == nil {
 			t.Fatal("the first call stored its response in a record that is gone; want its completion refused")
+		}
+	})
+}
+
+// TestEdgesStepKeysOfTwoTenantsNeverMeet: the tenant is a field of its
+// own in StepKey, apart from the scope: tenant "ab" with scope "c" and
+// tenant "a" with scope "bc", with one key and one step, get two step
+// keys, so the two never share an external side effect.
+func TestEdgesStepKeysOfTwoTenantsNeverMeet(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		keys := map[string]string{}
+		for _, tc := range [][2]string{{"ab", "c"}, {"a", "bc"}} {
+			ctx, err := tenant.With(context.Background(), tc[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.store.Do(ctx, tc[1], "k", "fp", func(_ context.Context, call *idempotency.Call) ([]byte, error) {
+				keys[tc[0]+"/"+tc[1]] = call.StepKey("charge")
+				return []byte("ok"), nil
+			}); err != nil {
+				t.Fatalf("tenant %s, scope %s: %v", tc[0], tc[1], err)
+			}
+		}
+		if len(keys) != 2 || keys["ab/c"] == keys["a/bc"] {
+			t.Fatalf("step keys %v: tenant ab in scope c and tenant a in scope bc share one", keys)
+		}
+	})
+}
+
+// TestEdgesDoTxStepSeesItsOwnTransaction: in DoTx a step saved earlier in
+// the caller's open transaction is a recovery point for the rest of the
+// run: a second Step of the same name returns the saved value and does not
+// run again, though nothing is committed yet.
+func TestEdgesDoTxStepSeesItsOwnTransaction(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var charges atomic.Int64
+		charge := func(context.Context) (string, error) { return fmt.Sprint("ch_", charges.Add(1)), nil }
+		err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			res, err := b.store.DoTx(ctx, tx, "s", "k", "fp", func(ctx context.Context, tx *sql.Tx, call *idempotency.Call) ([]byte, error) {
+				first, err := call.Step(ctx, "charge", charge)
+				if err != nil {
+					return nil, err
+				}
+				again, err := call.Step(ctx, "charge", charge)
+				if err != nil {
+					return nil, err
+				}
+				if again != first || call.ResumedSteps != 1 {
+					return nil, fmt.Errorf("the step again in the same transaction: %q (first %q), %d resumed; want the saved value resumed", again, first, call.ResumedSteps)
+				}
+				return []byte(again), nil
+			})
+			if err == nil && string(res.Response) != "ch_1" {
+				err = fmt.Errorf("%+v, want ch_1", res)
+			}
+			return err
+		})
+		if err != nil || charges.Load() != 1 {
+			t.Fatalf("DoTx: %v, %d charges; want one", err, charges.Load())
+		}
+	})
+}
+
+// TestEdgesDoTxRecordsTheOutcomeAfterTheCallerCancels: a caller whose
+// context ends once fn has run (a client that hangs up), in a transaction
+// it began on a context of its own, gets fn's response from DoTx and can
+// commit it: storing the response does not run on the ended context. The
+// retry replays it, and fn ran once.
+func TestEdgesDoTxRecordsTheOutcomeAfterTheCallerCancels(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var runs atomic.Int64
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error {
+			caller, hangUp := context.WithCancel(ctx)
+			defer hangUp()
+			res, err := b.store.DoTx(caller, tx, "s", "k", "fp", func(context.Context, *sql.Tx, *idempotency.Call) ([]byte, error) {
+				runs.Add(1)
+				hangUp() // fn has done its work; the client goes away
+				return []byte("done"), nil
+			})
+			if err != nil || res.Replayed || string(res.Response) != "done" {
+				return fmt.Errorf("DoTx whose caller hung up after fn ran: %+v, %w; want the fresh response", res, err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.store.Do(ctx, "s", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) {
+			runs.Add(1)
+			return []byte("again"), nil
+		})
+		if err != nil || !res.Replayed || string(res.Response) != "done" || runs.Load() != 1 {
+			t.Fatalf("the retry: %+v, %v, %d runs; want the replay of done, one run", res, err, runs.Load())
+		}
+	})
+}
+
+// TestEdgesReapBatchesStayInTheirTenant: Reap's batches are each one
+// tenant's oldest expired records, never another's. acme's records expired
+// before and after globex's; with batches of one record, a batch that
+// took the oldest of every tenant would come back short for the tenant it
+// runs for, and stop that tenant's reap with its expired records left.
+// After one Reap none is left.
+func TestEdgesReapBatchesStayInTheirTenant(t *testing.T) {
+	t.Parallel()
+	each(t, &idempotency.Options{Retention: time.Hour}, func(t *testing.T, b bundle) {
+		acme, globex := twoTenants(t)
+		for _, r := range []struct {
+			ctx context.Context
+			key string
+		}{{acme, "a1"}, {globex, "g2"}, {acme, "a3"}} {
+			if _, err := b.store.Do(r.ctx, "s", r.key, "fp", func(context.Context, *idempotency.Call) ([]byte, error) { return []byte("ok"), nil }); err != nil {
+				t.Fatalf("%s %s: %v", tenant.From(r.ctx), r.key, err)
+			}
+			b.clock.Advance(time.Minute)
+		}
+		b.clock.Advance(time.Hour)
+		if _, err := b.store.Reap(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		var left int
+		if err := b.db.QueryRowContext(context.Background(), `SELECT count(*) FROM racefree_idempotency`).Scan(&left); err != nil || left != 0 {
+			t.Fatalf("%d expired records left after Reap with batches of one, %v; want none", left, err)
+		}
+	})
+}
+
+// TestEdgesFingerprintKeepsTheQueryApartFromTheBody: the fingerprint
+// ends the query string before the body: ?a=1 with an empty body and ?a=
+// with the body 1, on one path with one key, are two requests, a 422, not
+// a replay of the first.
+func TestEdgesFingerprintKeepsTheQueryApartFromTheBody(t *testing.T) {
+	t.Parallel()
+	each(t, nil, func(t *testing.T, b bundle) {
+		var runs, status atomic.Int64
+		status.Store(http.StatusCreated)
+		h := b.store.Middleware(idempotency.MiddlewareOptions{})(counting(&runs, &status))
+		if rec := do(h, post("/v1/pay?a=1", `"k"`, "")); rec.Code != http.StatusCreated {
+			t.Fatalf("first: %d", rec.Code)
+		}
+		if rec := do(h, post("/v1/pay?a=", `"k"`, "1")); rec.Code != http.StatusUnprocessableEntity || runs.Load() != 1 {
+			t.Fatalf("the query's last byte moved into the body, with the same key: %d, %d runs; want 422, one run", rec.Code, runs.Load())
+		}
+	})
+}
+
+// TestEdgesLeasesOfScopesAndKeysThatRunTogether: scope and key are two
+// fields of the lease's name: key bk in scope a in flight neither holds up
+// nor is held up by key k in scope ab, which runs at once.
+func TestEdgesLeasesOfScopesAndKeysThatRunTogether(t *testing.T) {
+	t.Parallel()
+	each(t, &idempotency.Options{Lease: time.Minute}, func(t *testing.T, b bundle) {
+		finish := stalledDo(b, "a", "bk", "fp", []byte("a/bk"))
+		res, err := b.store.Do(context.Background(), "ab", "k", "fp", func(context.Context, *idempotency.Call) ([]byte, error) { return []byte("ab/k"), nil })
+		if err != nil || res.Replayed || string(res.Response) != "ab/k" {
+			t.Fatalf("key k in scope ab while key bk in scope a is in flight: %+v, %v; want its own run", res, err)
+		}
+		if err := finish(); err != nil {
+			t.Fatalf("key bk in scope a: %v", err)
 		}
 	})
 }
