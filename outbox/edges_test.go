@@ -1114,34 +1114,8 @@ func TestEdgesRelayCountsItsOwnLandedCompletionAsDelivered(t *testing.T) {
 // finds the message delivered at the delivery's own fence, and counts
 // it Delivered, never Stale.
 func TestEdgesRelayCompletionWhoseReplyWasLostIsDelivered(t *testing.T) {
-	dsn := testdb.NewDSN(t, racefree.Postgres)
-	proxy, cut := testdb.NewCutReply(t, dsn)
-	db := testdb.Open(t, cut, nil)
-	// The tenant's name marks the relay's statements for the proxy: once
-	// the handler returns, the next to commit carry its completion.
-	const marker = "cut-completion-tenant"
-	ctx, err := tenant.With(context.Background(), marker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := newOutbox(t, db, nil)
-	armed := make(chan struct{})
-	r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
-		proxy.LoseNextCommit(marker)
-		close(armed)
-		return nil
-	}, &outbox.RelayOptions{Worker: "A", Concurrency: 1, Lease: time.Minute, PollInterval: 5 * time.Millisecond, Tenants: []string{marker}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := runRelay(t, r)
+	ctx, o, r, id, stop := relayWithACutReply(t, "cut-completion-tenant", nil, nil)
 	defer stop()
-	id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
-	<-armed
-	proxy.Wait(t)
-	if proxy.Cuts() != 1 {
-		t.Fatalf("%d replies lost, want the completion's", proxy.Cuts())
-	}
 	waitFor(t, "the relay's completion counted", func() bool { s := r.Stats(); return s.Delivered+s.Stale == 1 })
 	stop()
 	if s := r.Stats(); s.Delivered != 1 || s.Stale != 0 {
@@ -1214,32 +1188,9 @@ func TestEdgesFailRetriedByItsTenureReturnsItsOutcome(t *testing.T) {
 // the handler fails): the relay fails it again, finds its own failure
 // recorded, and counts it Retried, once, never Stale.
 func TestEdgesRelayFailureWhoseReplyWasLostIsCounted(t *testing.T) {
-	dsn := testdb.NewDSN(t, racefree.Postgres)
-	proxy, cut := testdb.NewCutReply(t, dsn)
-	db := testdb.Open(t, cut, nil)
-	const marker = "cut-failure-tenant"
-	ctx, err := tenant.With(context.Background(), marker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := newOutbox(t, db, &outbox.Options{Backoff: func(int) time.Duration { return time.Hour }})
-	armed := make(chan struct{})
-	r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
-		proxy.LoseNextCommit(marker)
-		close(armed)
-		return errors.New("the receiver is down")
-	}, &outbox.RelayOptions{Worker: "A", Concurrency: 1, Lease: time.Minute, PollInterval: 5 * time.Millisecond, Tenants: []string{marker}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := runRelay(t, r)
+	ctx, o, r, id, stop := relayWithACutReply(t, "cut-failure-tenant",
+		&outbox.Options{Backoff: func(int) time.Duration { return time.Hour }}, errors.New("the receiver is down"))
 	defer stop()
-	id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
-	<-armed
-	proxy.Wait(t)
-	if proxy.Cuts() != 1 {
-		t.Fatalf("%d replies lost, want the failure's", proxy.Cuts())
-	}
 	waitFor(t, "the relay's failure counted", func() bool { s := r.Stats(); return s.Retried+s.Stale+s.Dead == 1 })
 	stop()
 	if s := r.Stats(); s.Retried != 1 || s.Stale != 0 || s.Dead != 0 {
@@ -1344,4 +1295,41 @@ func TestEdgesStatsCountOnlyTheirTenant(t *testing.T) {
 			t.Fatalf("globex's stats: %+v, %v; want %+v", s, err, want)
 		}
 	})
+}
+
+// relayWithACutReply runs one relay on PostgreSQL through testdb.CutReply
+// for the tenant marker alone, whose name marks the relay's statements
+// for the proxy, enqueues one message of that tenant, and returns once
+// the proxy lost the reply to the first of those statements to commit
+// after the handler returned handlerErr (nil: the completion's; else the
+// failure's). It returns the tenant's context, the outbox, the relay, the
+// message and what stops the relay.
+func relayWithACutReply(t *testing.T, marker string, opts *outbox.Options, handlerErr error) (context.Context, *outbox.Outbox, *outbox.Relay, int64, func()) {
+	t.Helper()
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	proxy, cut := testdb.NewCutReply(t, dsn)
+	db := testdb.Open(t, cut, nil)
+	ctx, err := tenant.With(context.Background(), marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOutbox(t, db, opts)
+	armed := make(chan struct{})
+	r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
+		proxy.LoseNextCommit(marker)
+		close(armed)
+		return handlerErr
+	}, &outbox.RelayOptions{Worker: "A", Concurrency: 1, Lease: time.Minute, PollInterval: 5 * time.Millisecond, Tenants: []string{marker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runRelay(t, r)
+	id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+	<-armed
+	proxy.Wait(t)
+	if proxy.Cuts() != 1 {
+		stop()
+		t.Fatalf("%d replies lost, want one", proxy.Cuts())
+	}
+	return ctx, o, r, id, stop
 }
