@@ -92,7 +92,9 @@ chain rolled back or truncated.
 With --require-checkpoint an intact chain that no checkpoint anchors (none
 stored, or none in FILE, for its scope) is not proven intact: verify still
 prints every scope's line, then exits 1 with one line on stderr naming
-those scopes. Without it such a chain exits 0: its line says it was not
+those scopes. A tenant with no chain at all exits 1 too: a log deleted
+whole cannot be told from one never written, unless a checkpoint in FILE
+names its scope. Without it such a chain exits 0: its line says it was not
 anchored. A checkpoint vouches for the chain up to its entry; entries
 appended after the last one are as unanchored as a bare chain's.
 Exit status: 0 every chain intact (warnings printed), 1 a chain broken
@@ -399,7 +401,13 @@ func printVerified(stdout io.Writer, format string, results []audit.Result, stor
 		}
 	}
 	var notProven string
-	if v.requireCheckpoint && len(unanchored) > 0 {
+	switch {
+	case v.requireCheckpoint && len(results) == 0:
+		// No chain at all: nothing anchors one, and a log deleted whole
+		// (head, entries and stored checkpoints) looks like a log never
+		// written. Only the scopes of an exported checkpoint could tell.
+		notProven = "no audit chain to verify, so none is anchored by a checkpoint: a log deleted whole could not be told from one never written (--require-checkpoint; verify against exported checkpoints with --checkpoint FILE)"
+	case v.requireCheckpoint && len(unanchored) > 0:
 		notProven = fmt.Sprintf("%d of %d audit chains intact but not anchored by a checkpoint, so a cut tail or a restored older copy could not be told (--require-checkpoint): %s", len(unanchored), len(results), strings.Join(unanchored, ", "))
 	}
 	if broken > 0 {

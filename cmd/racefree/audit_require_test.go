@@ -22,7 +22,8 @@ import (
 // With --checkpoint FILE only the file's checkpoints anchor (one scope of
 // two: exit 1 naming the other; --scope of the anchored one: exit 0). A
 // broken chain next to an unanchored one exits 1 naming both. Over HTTP
-// (--server) the verification's anchored member decides the same way.
+// (--server) the verification's anchored member decides the same way. A
+// tenant with no chain at all exits 1 with the flag, 0 without.
 func TestAuditVerifyRequireCheckpoint(t *testing.T) {
 	t.Parallel()
 	testdb.EachDSN(t, func(t *testing.T, d string) {
@@ -116,6 +117,19 @@ func TestAuditVerifyRequireCheckpoint(t *testing.T) {
 		}
 		if r := runCLI(t, append(viaServer, "--require-checkpoint")...); r.code != 0 {
 			t.Fatalf("verify --server --require-checkpoint with every chain anchored: %+v; want exit 0", r)
+		}
+
+		// A tenant with no chain at all: nothing is anchored, and a log
+		// deleted whole would read the same, so --require-checkpoint
+		// exits 1 (without it, exit 0 and no line).
+		if r := verify("--tenant", "nochain"); r.code != 0 || r.stdout != "" || r.stderr != "" {
+			t.Fatalf("verify of a tenant with no chain without --require-checkpoint: %+v; want exit 0, nothing printed", r)
+		}
+		for _, flags := range [][]string{{"--require-checkpoint"}, {"--require-checkpoint", "--format", "json"}} {
+			r := verify(append([]string{"--tenant", "nochain"}, flags...)...)
+			if r.code != exitAuditUnanchored || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "no audit chain") || !strings.Contains(r.stderr, "--require-checkpoint") {
+				t.Fatalf("verify %q of a tenant with no chain: %+v; want exit 1, one line on stderr", flags, r)
+			}
 		}
 
 		// A broken chain next to an unanchored one: exit 1, both said.
