@@ -46,7 +46,10 @@ func (w *Warning) Unwrap() error { return w.Err }
 // message is retried by the relays
 // (after Options.Backoff, or at once if this process dies: its lease,
 // Options.AncillaryLease, lapses). Give the relays the same handler for
-// m's topic.
+// m's topic. Recording h's outcome is retried while its reply is lost (an
+// error matching [racefree.ErrUnavailable]): a completion or failure that
+// landed is found, never recorded twice, and answered as if its reply
+// had come.
 //
 // m must not be Ordered: an ordered message waits its turn in the relay.
 func (o *Outbox) Ancillary(ctx context.Context, m Message, main func(ctx context.Context, tx *sql.Tx) error, h Handler) (*Warning, error) {
@@ -88,13 +91,21 @@ func (o *Outbox) Ancillary(ctx context.Context, m Message, main func(ctx context
 	cancel()
 	rctx, rcancel := context.WithTimeout(wctx, 30*time.Second)
 	defer rcancel()
+	// Recording the outcome is retried while its reply is lost: a
+	// Complete that landed is found as ErrDelivered, a Fail that landed
+	// answers the outcome it recorded.
 	if herr == nil {
-		if err := o.Complete(rctx, o.db, d); err != nil {
+		err := settle(rctx, nil, func() error { return o.Complete(rctx, o.db, d) })
+		if err != nil && !errors.Is(err, ErrDelivered) {
 			return &Warning{MessageID: d.ID, Err: fmt.Errorf("the step succeeded, recording it failed (it may run again): %w", err)}, nil
 		}
 		return nil, nil
 	}
-	out, ferr := o.Fail(rctx, d, herr)
+	var out *Outcome
+	ferr := settle(rctx, nil, func() (ferr error) {
+		out, ferr = o.Fail(rctx, d, herr)
+		return ferr
+	})
 	if ferr != nil {
 		herr = errors.Join(herr, fmt.Errorf("recording the failure: %w", ferr))
 	}

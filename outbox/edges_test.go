@@ -1333,3 +1333,56 @@ func relayWithACutReply(t *testing.T, marker string, opts *outbox.Options, handl
 	}
 	return ctx, o, r, id, stop
 }
+
+// TestEdgesAncillaryOutcomeWhoseReplyWasLostIsSettled loses the reply to
+// the commit that records an ancillary step's outcome once PostgreSQL
+// committed it (testdb.CutReply, armed by the step): Ancillary records it
+// again, finds what landed, and answers as if the reply had come. A failed
+// step: a *Warning with its Outcome (retried, not dead), the failure
+// recorded once. A step that succeeded: no warning, the message delivered.
+func TestEdgesAncillaryOutcomeWhoseReplyWasLostIsSettled(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		stepErr error
+	}{{"failed", errors.New("the receiver is down")}, {"succeeded", nil}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			const marker = "cut-ancillary-tenant"
+			dsn := testdb.NewDSN(t, racefree.Postgres)
+			proxy, cut := testdb.NewCutReply(t, dsn)
+			db := testdb.Open(t, cut, nil)
+			ctx, err := tenant.With(context.Background(), marker)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := newOutbox(t, db, &outbox.Options{Backoff: func(int) time.Duration { return time.Hour }})
+			w, err := o.Ancillary(ctx, outbox.Message{Topic: "upload"},
+				func(context.Context, *sql.Tx) error { return nil },
+				func(context.Context, *outbox.Delivery) error {
+					proxy.LoseNextCommit(marker)
+					return c.stepErr
+				})
+			if err != nil {
+				t.Fatalf("Ancillary: %v", err)
+			}
+			if proxy.Cuts() != 1 {
+				t.Fatalf("%d replies lost, want one", proxy.Cuts())
+			}
+			if c.stepErr == nil {
+				if w != nil {
+					t.Fatalf("a step that succeeded, its completion's reply lost: warning %v; want none", w)
+				}
+				if s, err := o.Stats(ctx, db); err != nil || s.Delivered != 1 || s.Leased != 0 || s.Ready != 0 {
+					t.Fatalf("stats %+v, %v; want the step delivered", s, err)
+				}
+				return
+			}
+			if w == nil || w.Outcome == nil || w.Outcome.Dead || !errors.Is(w, c.stepErr) || errors.Is(w, racefree.ErrUnavailable) {
+				t.Fatalf("a failed step, its failure's reply lost: warning %v; want the step's error with the outcome recorded (retried)", w)
+			}
+			if m := get(t, ctx, o, w.MessageID); m.State != outbox.Ready || m.Attempts != 1 || len(m.History) != 1 {
+				t.Fatalf("message %+v; want it ready again, its failure recorded once", m)
+			}
+		})
+	}
+}

@@ -536,19 +536,13 @@ func (r *Relay) deliver(hctx context.Context, d *Delivery) {
 		}
 		return
 	}
-	out, ferr := r.o.Fail(fctx, d, err)
 	// A failure whose reply was lost may have landed: Fail again settles
 	// it, recording the failure or finding its own recorded.
-	for attempt, wait := 1, 50*time.Millisecond; attempt < 5 && errors.Is(ferr, racefree.ErrUnavailable); attempt, wait = attempt+1, wait*2 {
-		r.report(ferr)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-fctx.Done():
-		}
-		t.Stop()
+	var out *Outcome
+	ferr := settle(fctx, r.report, func() (ferr error) {
 		out, ferr = r.o.Fail(fctx, d, err)
-	}
+		return ferr
+	})
 	switch {
 	case errors.Is(ferr, racefree.ErrStaleFence) || errors.Is(ferr, racefree.ErrNotHeld):
 		r.stats.stale.Add(1)
