@@ -194,6 +194,9 @@ func New(ctx context.Context, engine Engine, cfg *Config) (*DB, error) {
 	default:
 		return nil, Invalid("Schema", "unknown policy %d", db.cfg.Schema)
 	}
+	if h, ok := engine.(wire.Housekeeper); ok {
+		h.StartHousekeeping()
+	}
 	return db, nil
 }
 
@@ -254,8 +257,14 @@ func (db *DB) CheckWritable(ctx context.Context) error {
 	return db.interpretError(c.CheckWritable(ctx, db.sql))
 }
 
-// Close closes the pool.
-func (db *DB) Close() error { return db.sql.Close() }
+// Close stops the engine's housekeeping (SQLite: the write-ahead log's
+// keeper), then closes the pool.
+func (db *DB) Close() error {
+	if h, ok := db.engine.(wire.Housekeeper); ok {
+		h.StopHousekeeping()
+	}
+	return db.sql.Close()
+}
 
 // ExecContext runs query on the pool.
 func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {

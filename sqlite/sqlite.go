@@ -32,11 +32,13 @@ const BusyTimeout = 10 * time.Second
 var (
 	_ wire.CommitJudge = (*Engine)(nil)
 	_ wire.ManyBinder  = (*Engine)(nil)
+	_ wire.Housekeeper = (*Engine)(nil)
 )
 
 // Engine represents a SQLite database file. It implements [racefree.Engine].
 type Engine struct {
-	db *sql.DB
+	db  *sql.DB
+	wal *walKeeper
 }
 
 // Open opens the SQLite database file at path, creating the file (but not
@@ -91,6 +93,12 @@ func NewEngine(path string) (*Engine, error) { return newEngine(path, true) }
 // newEngine is NewEngine; without create, its connections open the file
 // read/write only, never creating it.
 func newEngine(path string, create bool) (*Engine, error) {
+	return newEngineWAL(path, create, WALLimit, walCheckEvery)
+}
+
+// newEngineWAL is newEngine with the log's limit and the keeper's period
+// given (tests).
+func newEngineWAL(path string, create bool, walLimit int64, walEvery time.Duration) (*Engine, error) {
 	if path == "" {
 		return nil, racefree.Invalid("sqlite path", "empty")
 	}
@@ -111,6 +119,7 @@ func newEngine(path string, create bool) (*Engine, error) {
 	params.Set("_synchronous", "NORMAL")
 	params.Set("_foreign_keys", "1")
 	params.Set("_txlock", "immediate")
+	params.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walLimit))
 	name := path + "?" + params.Encode()
 	if !create {
 		abs, err := filepath.Abs(path)
@@ -124,8 +133,21 @@ func newEngine(path string, create bool) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
-	return &Engine{db: db}, nil
+	file := path
+	if abs, err := filepath.Abs(path); err == nil {
+		file = abs // the log's file, whatever the working directory becomes
+	}
+	return &Engine{db: db, wal: &walKeeper{path: file + "-wal", limit: walLimit, every: walEvery}}, nil
 }
+
+// StartHousekeeping starts what keeps the database file in shape while a
+// DB is open on it: the write-ahead log's keeper (WALLimit). racefree.New
+// calls it once the DB is ready.
+func (e *Engine) StartHousekeeping() { e.wal.start(e.db) }
+
+// StopHousekeeping stops it, and returns once it stopped. DB.Close calls
+// it before it closes the pool.
+func (e *Engine) StopHousekeeping() { e.wal.stop() }
 
 // Name returns [racefree.SQLite].
 func (e *Engine) Name() string { return racefree.SQLite }

@@ -209,6 +209,15 @@ type CommitJudge interface {
 	MayHaveCommitted(err error) bool
 }
 
+// Housekeeper is an Engine with work of its own while a DB is open on it
+// (SQLite: the write-ahead log's keeper). racefree.New starts it once the
+// DB is ready; DB.Close stops it, waiting for it, before it closes the
+// pool.
+type Housekeeper interface {
+	StartHousekeeping()
+	StopHousekeeping()
+}
+
 // ServerBound is a Pipeliner that can make the server end a pipelined
 // transaction's statements at a deadline (PostgreSQL). A pipeline's
 // statements and its commit are all sent before any result comes back, so
