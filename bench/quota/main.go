@@ -197,12 +197,15 @@ func bench() error {
 						return err
 					})
 				}
+				before := on.CombineStats()
 				ops := run.Alternately(ctx, clients, *cellTime, sides...)
-				lib, libNoWait, bareOps, libOn := ops[0].Rate, ops[1].Rate, ops[2].Rate, ops[3].Rate
-				keys := "distinct"
-				if hot {
-					keys = "one hot key"
+				if s := on.CombineStats(); s.Batches > before.Batches {
+					n := s.Batches - before.Batches
+					notes = append(notes, fmt.Sprintf("%s, %d clients, %s: the combiner's batches held %.1f charges on average, mean queue wait %s.",
+						engine, clients, cellKeys(hot), float64(s.Ops-before.Ops)/float64(n), ((s.QueueWait-before.QueueWait)/time.Duration(max(s.Ops-before.Ops, 1))).Round(time.Microsecond)))
 				}
+				lib, libNoWait, bareOps, libOn := ops[0].Rate, ops[1].Rate, ops[2].Rate, ops[3].Rate
+				keys := cellKeys(hot)
 				redisCell, ratio, rr, redisCPU := "—", "—", math.NaN(), "—"
 				if limiter != nil {
 					rr = ops[4].Rate
@@ -318,6 +321,13 @@ func readQuery(engine, name string) ([]byte, error) {
 
 // keyFunc returns the key client c charges on its i-th call: its own key
 // per call (distinct), or one key for all.
+func cellKeys(hot bool) string {
+	if hot {
+		return "one hot key"
+	}
+	return "distinct"
+}
+
 func keyFunc(prefix string, hot bool) func(c, i int) string {
 	if hot {
 		k := prefix + "-hot"
