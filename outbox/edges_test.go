@@ -1297,6 +1297,22 @@ func TestEdgesStatsCountOnlyTheirTenant(t *testing.T) {
 	})
 }
 
+// outboxWithACutReply opens a fresh PostgreSQL database through
+// testdb.CutReply and an outbox on it (opts), and returns the context of
+// the tenant marker, which arms the proxy's cuts, the outbox, the
+// database and the proxy.
+func outboxWithACutReply(t *testing.T, marker string, opts *outbox.Options) (context.Context, *outbox.Outbox, *racefree.DB, *testdb.CutReply) {
+	t.Helper()
+	dsn := testdb.NewDSN(t, racefree.Postgres)
+	proxy, cut := testdb.NewCutReply(t, dsn)
+	db := testdb.Open(t, cut, nil)
+	ctx, err := tenant.With(context.Background(), marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, newOutbox(t, db, opts), db, proxy
+}
+
 // relayWithACutReply runs one relay on PostgreSQL through testdb.CutReply
 // for the tenant marker alone, whose name marks the relay's statements
 // for the proxy, enqueues one message of that tenant, and returns once
@@ -1306,14 +1322,7 @@ func TestEdgesStatsCountOnlyTheirTenant(t *testing.T) {
 // message and what stops the relay.
 func relayWithACutReply(t *testing.T, marker string, opts *outbox.Options, handlerErr error) (context.Context, *outbox.Outbox, *outbox.Relay, int64, func()) {
 	t.Helper()
-	dsn := testdb.NewDSN(t, racefree.Postgres)
-	proxy, cut := testdb.NewCutReply(t, dsn)
-	db := testdb.Open(t, cut, nil)
-	ctx, err := tenant.With(context.Background(), marker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := newOutbox(t, db, opts)
+	ctx, o, db, proxy := outboxWithACutReply(t, marker, opts)
 	armed := make(chan struct{})
 	r, err := o.NewRelay(func(ctx context.Context, d *outbox.Delivery) error {
 		proxy.LoseNextCommit(marker)
@@ -1348,14 +1357,7 @@ func TestEdgesAncillaryOutcomeWhoseReplyWasLostIsSettled(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			const marker = "cut-ancillary-tenant"
-			dsn := testdb.NewDSN(t, racefree.Postgres)
-			proxy, cut := testdb.NewCutReply(t, dsn)
-			db := testdb.Open(t, cut, nil)
-			ctx, err := tenant.With(context.Background(), marker)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o := newOutbox(t, db, &outbox.Options{Backoff: func(int) time.Duration { return time.Hour }})
+			ctx, o, db, proxy := outboxWithACutReply(t, marker, &outbox.Options{Backoff: func(int) time.Duration { return time.Hour }})
 			w, err := o.Ancillary(ctx, outbox.Message{Topic: "upload"},
 				func(context.Context, *sql.Tx) error { return nil },
 				func(context.Context, *outbox.Delivery) error {
