@@ -120,12 +120,14 @@ func newEngineWAL(path string, create bool, walLimit int64, walEvery time.Durati
 	params.Set("_foreign_keys", "1")
 	params.Set("_txlock", "immediate")
 	params.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walLimit))
+	// The absolute path: the log's file whatever the working directory
+	// becomes, and the URI that opens without create.
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
 	name := path + "?" + params.Encode()
 	if !create {
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite %s: %w", path, err)
-		}
 		params.Set("mode", "rw") // SQLITE_OPEN_READWRITE without SQLITE_OPEN_CREATE
 		name = (&url.URL{Scheme: "file", Path: abs, RawQuery: params.Encode()}).String()
 	}
@@ -133,11 +135,7 @@ func newEngineWAL(path string, create bool, walLimit int64, walEvery time.Durati
 	if err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
-	file := path
-	if abs, err := filepath.Abs(path); err == nil {
-		file = abs // the log's file, whatever the working directory becomes
-	}
-	return &Engine{db: db, wal: &walKeeper{path: file + "-wal", limit: walLimit, every: walEvery}}, nil
+	return &Engine{db: db, wal: &walKeeper{path: abs + "-wal", limit: walLimit, every: walEvery}}, nil
 }
 
 // StartHousekeeping starts what keeps the database file in shape while a

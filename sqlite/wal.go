@@ -34,6 +34,15 @@ const walCheckEvery = 250 * time.Millisecond
 // after a checkpoint that a long transaction kept from finishing.
 const walMaxBackoff = 10 * time.Second
 
+// walTightBackoff bounds that wait instead once the log's file is past
+// twice its limit: writes go on while the keeper waits, and a checkpoint
+// that failed only because the machine's cores were too busy for it to
+// take the write lock within restartWait would otherwise leave them up to
+// walMaxBackoff of writes (about a gigabyte at 16 clients here) before
+// the next try. A long reader that keeps every try from finishing costs
+// the writers restartWait a try: a twentieth of their time at most.
+const walTightBackoff = time.Second
+
 // walKeeper bounds the log of one database file while its DB is open
 // (Engine.StartHousekeeping, StopHousekeeping): every walCheckEvery it
 // reads the log file's size and, past limit, checkpoints the log so that
@@ -50,6 +59,7 @@ type walKeeper struct {
 	done   chan struct{}
 
 	restarts atomic.Int64 // RESTART checkpoints that finished: the log started over
+	backoff  atomic.Int64 // the wait after the last try that did not, in ns
 }
 
 // start runs the keeper on db until stop; only its first call starts it.
@@ -83,7 +93,8 @@ func (k *walKeeper) run(ctx context.Context, db *sql.DB) {
 			return
 		case <-t.C:
 		}
-		if fi, err := os.Stat(k.path); err != nil || fi.Size() <= k.limit {
+		fi, err := os.Stat(k.path)
+		if err != nil || fi.Size() <= k.limit {
 			continue
 		}
 		if k.restart(ctx, db) {
@@ -92,10 +103,24 @@ func (k *walKeeper) run(ctx context.Context, db *sql.DB) {
 			continue
 		}
 		// A reader or writer held on: look again later, and later still
-		// while it does, up to walMaxBackoff.
-		backoff = min(2*backoff, walMaxBackoff)
+		// while it does (walBackoff).
+		backoff = walBackoff(backoff, fi.Size(), k.limit)
+		k.backoff.Store(int64(backoff))
 		t.Reset(backoff)
 	}
+}
+
+// walBackoff returns how long the keeper waits before it tries again
+// after a try that did not have the log start over, when it waited
+// backoff before that one and the log's file is size bytes: twice as
+// long, up to walMaxBackoff, or up to walTightBackoff while the file is
+// past twice limit.
+func walBackoff(backoff time.Duration, size, limit int64) time.Duration {
+	backoff = min(2*backoff, walMaxBackoff)
+	if size > 2*limit {
+		backoff = min(backoff, walTightBackoff)
+	}
+	return backoff
 }
 
 // restartWait is how long the keeper's RESTART checkpoint waits for the

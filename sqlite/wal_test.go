@@ -249,3 +249,81 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestTheWALKeeperTriesAgainWithinASecondOnceTheLogIsTwiceItsLimit
+// follows the keeper's wait after a try that did not have the log start
+// over: it doubles from the keeper's period up to walMaxBackoff while the
+// log's file is at most twice its limit, so that a long reader costs the
+// writers little, and never exceeds walTightBackoff past that, so that a
+// try that failed only for want of CPU is made again before the log grows
+// by another walMaxBackoff of writes. The bounds are exact: twice the
+// limit is still loose, one byte more is tight.
+func TestTheWALKeeperTriesAgainWithinASecondOnceTheLogIsTwiceItsLimit(t *testing.T) {
+	const limit = 64 << 20
+	for _, c := range []struct {
+		backoff time.Duration
+		size    int64
+		want    time.Duration
+	}{
+		{250 * time.Millisecond, limit + 1, 500 * time.Millisecond},
+		{4 * time.Second, limit + 1, 8 * time.Second},
+		{8 * time.Second, 2 * limit, walMaxBackoff},
+		{walMaxBackoff, 2 * limit, walMaxBackoff},
+		{250 * time.Millisecond, 2*limit + 1, 500 * time.Millisecond},
+		{500 * time.Millisecond, 2*limit + 1, walTightBackoff},
+		{4 * time.Second, 2*limit + 1, walTightBackoff},
+		{walMaxBackoff, 10 * limit, walTightBackoff},
+	} {
+		if got := walBackoff(c.backoff, c.size, limit); got != c.want {
+			t.Errorf("after waiting %v, with the log at %d bytes (limit %d): waits %v; want %v", c.backoff, c.size, limit, got, c.want)
+		}
+	}
+	if walMaxBackoff != 10*time.Second || walTightBackoff != time.Second {
+		t.Errorf("walMaxBackoff %v, walTightBackoff %v; the docs say 10 s and 1 s", walMaxBackoff, walTightBackoff)
+	}
+}
+
+// TestTheWALKeeperUnderAReaderTriesAgainWithinASecondOnceTheLogIsTwiceItsLimit:
+// a read transaction holds the log, which one write has taken past twice
+// its limit; the keeper, whose period is 800 ms, fails its first try and
+// waits walTightBackoff (1 s) before the next, not twice its period.
+func TestTheWALKeeperUnderAReaderTriesAgainWithinASecondOnceTheLogIsTwiceItsLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "wal.db")
+	e, err := newEngineWAL(path, true, walTestLimit, 800*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := racefree.New(ctx, e, &racefree.Config{Schema: racefree.SchemaMigrate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// Under the limit, the keeper does nothing whenever it looks.
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)"); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := db.SQL().BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback()
+	var n int64
+	if err := reader.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil { // a snapshot on the log
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO t (k, v) VALUES (1, zeroblob(?))", 3*walTestLimit); err != nil {
+		t.Fatal(err)
+	}
+	if size := walSize(t, path+"-wal"); size <= 2*walTestLimit {
+		t.Fatalf("the log holds %d bytes; the test needs more than %d", size, 2*walTestLimit)
+	}
+	waitFor(t, "the keeper's first try", func() bool { return e.wal.backoff.Load() != 0 })
+	if got := time.Duration(e.wal.backoff.Load()); got != walTightBackoff {
+		t.Fatalf("the keeper waits %v after a failed try with the log past twice its limit; want %v", got, walTightBackoff)
+	}
+	if n := e.wal.restarts.Load(); n != 0 {
+		t.Fatalf("the log started over %d times under a reader that held it", n)
+	}
+}
