@@ -288,7 +288,8 @@ func (db *DB) lead(ctx context.Context, batch []*pending) {
 		}
 	}
 	c.answered = len(batch)
-	if len(c.queue) == 0 {
+	idle := len(c.queue) == 0
+	if idle {
 		c.leads--
 	} else {
 		next := c.queue[0]
@@ -297,6 +298,9 @@ func (db *DB) lead(ctx context.Context, batch []*pending) {
 		next.wake <- struct{}{}
 	}
 	c.mu.Unlock()
+	if idle {
+		db.writer.rest() // no batch follows now: the pool is whole again soon
+	}
 }
 
 // take makes the batch that lead leads: lead's operation (not queued),
@@ -402,18 +406,27 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 	}
 	if len(ops) == 1 && len(ops[0].stmts()) == 1 && len(ops[0].op.Begin) == 0 {
 		// One statement alone commits by itself: no BEGIN and COMMIT.
-		return db.retryBatch(waits, func() error { return db.judgeCommit(db.runOp(waits, db.sql, nil, ops[0])) })
+		return db.retryBatch(waits, func() error { return db.judgeCommit(db.runOp(waits, db.sql, db.prepared, ops[0])) })
 	}
 	defer db.prepareOps(ctx, ops)
 	clocks := engineClocks(ops)
 	defer setClocks(clocks, nil) // alone, each reads the clock again
+	if w := db.takeWriter(waits, len(ops)); w != nil {
+		defer w.mu.Unlock()
+		return db.retryBatch(waits, func() error {
+			if err := w.open(waits, db.sql); err != nil { // after a try that broke it
+				return NotCommitted(fmt.Errorf("begin: %w", err))
+			}
+			return db.runOnWriter(ctx, waits, w, ops, clocks)
+		})
+	}
 	return db.retryBatch(waits, func() error {
 		tx, err := db.sql.BeginTx(waits, nil)
 		if err != nil {
 			return NotCommitted(fmt.Errorf("begin: %w", err))
 		}
 		setClocks(clocks, Millis(time.Now())) // under the write lock
-		if err := db.runTx(ctx, tx, ops); err != nil {
+		if err := db.runTx(ctx, tx, txPrepared(db, tx), ops); err != nil {
 			_ = tx.Rollback()
 			return NotCommitted(err) // no COMMIT was sent
 		}
@@ -454,25 +467,25 @@ func setClocks(clocks []*any, v any) {
 // the operations of a form that has Many forms, when they are at least
 // the engine's ManyFrom, each form once for all of them (runMany); the
 // others one by one, in order.
-func (db *DB) runTx(ctx context.Context, tx *sql.Tx, ops []*pending) error {
+func (db *DB) runTx(ctx context.Context, tx Executor, prep preparer, ops []*pending) error {
 	for _, st := range ops[0].op.Begin {
-		if _, err := runStatement(ctx, db, tx, tx, st); err != nil {
+		if _, err := runStatement(ctx, tx, prep, st); err != nil {
 			return err
 		}
 	}
 	b, binds := db.engine.(wire.ManyBinder)
 	if !binds {
-		return db.runOps(ctx, tx, ops)
+		return db.runOps(ctx, tx, prep, ops)
 	}
 	for _, form := range forms(ops) {
 		var err error
 		if many(form[0].op) && len(form) >= max(2, b.ManyFrom()) {
-			err = db.runMany(ctx, tx, b, form)
+			err = db.runMany(ctx, tx, prep, b, form)
 		} else {
 			// Too few for their Many forms, which over an array of one
 			// element (on SQLite, of fewer than eight) cost more than the
 			// statements they stand for.
-			err = db.runOps(ctx, tx, form)
+			err = db.runOps(ctx, tx, prep, form)
 		}
 		if err != nil {
 			return err
@@ -482,9 +495,9 @@ func (db *DB) runTx(ctx context.Context, tx *sql.Tx, ops []*pending) error {
 }
 
 // runOps runs every operation of ops in tx, one by one, in order.
-func (db *DB) runOps(ctx context.Context, tx *sql.Tx, ops []*pending) error {
+func (db *DB) runOps(ctx context.Context, tx Executor, prep preparer, ops []*pending) error {
 	for _, p := range ops {
-		if err := db.runOp(ctx, tx, tx, p); err != nil {
+		if err := db.runOp(ctx, tx, prep, p); err != nil {
 			return err
 		}
 	}
@@ -572,7 +585,7 @@ func missed(st *wire.Statement) bool { return st.IfMissed }
 // exec), an IfMissed one only when the statement before it found no row,
 // and sets p.err to ErrNotFound when a Dest statement found no row. Any
 // other error is returned: the batch fails.
-func (db *DB) runOp(ctx context.Context, exec Executor, tx *sql.Tx, p *pending) error {
+func (db *DB) runOp(ctx context.Context, exec Executor, prep preparer, p *pending) error {
 	p.err, p.many = nil, false
 	found := true // the statement before: a miss runs the IfMissed one after it
 	for _, st := range p.stmts() {
@@ -580,7 +593,7 @@ func (db *DB) runOp(ctx context.Context, exec Executor, tx *sql.Tx, p *pending) 
 			continue
 		}
 		var err error
-		found, err = runStatement(ctx, db, exec, tx, st)
+		found, err = runStatement(ctx, exec, prep, st)
 		if err != nil {
 			return err
 		}
@@ -591,20 +604,29 @@ func (db *DB) runOp(ctx context.Context, exec Executor, tx *sql.Tx, p *pending) 
 	return nil
 }
 
-// runStatement runs st on exec, prepared (DB.prepared) where the engine
-// keeps preparations, and reports whether a Dest statement found its row
-// (true for the others).
-func runStatement(ctx context.Context, db *DB, exec Executor, tx *sql.Tx, st *wire.Statement) (bool, error) {
-	var ps *sql.Stmt
-	if tx == nil {
-		ps = db.prepared(ctx, st.Query)
-	} else if p := db.preparedAlready(st.Query); p != nil {
-		// In a transaction only a preparation the pool already holds:
-		// making one takes a connection of the pool, and the transaction
-		// may hold its last (a pool of one waited for itself for ever).
-		// The batch prepares its statements once it committed.
-		ps = tx.StmtContext(ctx, p)
+// preparer returns a query prepared for where a batch runs it, or nil:
+// the query then runs unprepared. DB.prepared serves the pool,
+// txPrepared a *sql.Tx, writer.prepared the writer's connection.
+type preparer func(ctx context.Context, query string) *sql.Stmt
+
+// txPrepared returns the preparer of tx: only a preparation the pool
+// already holds, made tx's (StmtContext). Making one takes a connection
+// of the pool, and the transaction may hold its last (a pool of one
+// waited for itself for ever); the batch prepares its statements once it
+// committed (prepareOps).
+func txPrepared(db *DB, tx *sql.Tx) preparer {
+	return func(ctx context.Context, query string) *sql.Stmt {
+		if p := db.preparedAlready(query); p != nil {
+			return tx.StmtContext(ctx, p)
+		}
+		return nil
 	}
+}
+
+// runStatement runs st on exec, prepared by prep when it can be, and
+// reports whether a Dest statement found its row (true for the others).
+func runStatement(ctx context.Context, exec Executor, prep preparer, st *wire.Statement) (bool, error) {
+	ps := prep(ctx, st.Query)
 	var rows func(*sql.Rows) error
 	if st.Rows != nil {
 		rows = func(r *sql.Rows) error { return st.Rows(r) }
@@ -696,7 +718,7 @@ func (db *DB) manyBatch(ctx context.Context, p wire.Pipeliner, b wire.ManyBinder
 // over the arguments of every operation in the order of ops, bound by b,
 // and hands each returned row to the operation whose place leads it
 // (manyRows), as manyBatch does in a pipeline.
-func (db *DB) runMany(ctx context.Context, tx *sql.Tx, b wire.ManyBinder, ops []*pending) error {
+func (db *DB) runMany(ctx context.Context, tx Executor, prep preparer, b wire.ManyBinder, ops []*pending) error {
 	forms := ops[0].op.Stmts
 	found := make([][]bool, len(forms))
 	for j, form := range forms {
@@ -714,7 +736,7 @@ func (db *DB) runMany(ctx context.Context, tx *sql.Tx, b wire.ManyBinder, ops []
 		st := &wire.Statement{Query: form.Many, Args: args, Rows: func(r wire.Rows) error {
 			return manyRows(r, ops, j, found[j], sinks)
 		}}
-		if _, err := runStatement(ctx, db, tx, tx, st); err != nil {
+		if _, err := runStatement(ctx, tx, prep, st); err != nil {
 			return err
 		}
 	}

@@ -160,6 +160,7 @@ type DB struct {
 	schema atomic.Int64 // highest schema version seen applied; only grows
 	stmts  sync.Map     // query text -> *sql.Stmt, see Prepared
 	comb   combiner     // see Combine
+	writer writer       // the combiner's connection on SQLite, see writer.go
 }
 
 // New wraps an engine in a DB and checks the schema against cfg.Schema. The
@@ -263,6 +264,7 @@ func (db *DB) Close() error {
 	if h, ok := db.engine.(wire.Housekeeper); ok {
 		h.StopHousekeeping()
 	}
+	db.writer.give()
 	return db.sql.Close()
 }
 

@@ -1,0 +1,270 @@
+package racefree_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/internal/wire"
+)
+
+// The combiner's writer (writer.go): on SQLite a batch of two or more
+// operations runs on a connection kept out of the pool while batches
+// follow one another, its transaction begun and ended by statements.
+// These tests hold it to what a batch in a *sql.Tx promises, and to
+// giving the pool back.
+
+// writerDB opens a SQLite DB with the combiner on, one batch at a time,
+// and a table w (k, v).
+func writerDB(t *testing.T, maxConns int) (*racefree.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "racefree.db")
+	db := testdb.Open(t, "sqlite:"+path, &racefree.Config{Combine: racefree.CombineOn, CombineBatches: 1, MaxOpenConns: maxConns})
+	testdb.ExecAll(t, db,
+		`CREATE TABLE w (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`,
+		`CREATE TABLE w_child (k TEXT PRIMARY KEY, parent TEXT REFERENCES w (k) DEFERRABLE INITIALLY DEFERRED)`,
+		`INSERT INTO w (k, v) VALUES ('gate', 0)`)
+	return db, path
+}
+
+// combined is one operation's outcome: whether its batch ran it, and
+// its error.
+type combined struct {
+	ran bool
+	err error
+}
+
+// batchOf runs ops as one batch: it holds a batch in flight behind a
+// write transaction, queues ops behind it (CombineBatches 1), lets it
+// go, and returns each op's outcome.
+func batchOf(t *testing.T, db *racefree.DB, ops ...*wire.Op) []combined {
+	t.Helper()
+	ctx := context.Background()
+	lock, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.ExecContext(ctx, `UPDATE w SET v = v WHERE k = 'gate'`); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan error, 1)
+	go func() {
+		_, err := wire.Of(db).Combine(ctx, &wire.Op{Group: "g", Key: "gate", Stmts: []*wire.Statement{{Query: `UPDATE w SET v = v + 1 WHERE k = 'gate'`}}})
+		held <- err
+	}()
+	testdb.WaitCombiner(t, db, "the held batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+	before := db.CombineStats().Queued
+	out := make([]combined, len(ops))
+	var wg sync.WaitGroup
+	for i, o := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].ran, out[i].err = wire.Of(db).Combine(ctx, o)
+		}()
+		testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == before+i+1 })
+	}
+	if err := lock.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, held, "the held batch"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	await(t, done, "the batch")
+	return out
+}
+
+func insert(k string, v int) *wire.Op {
+	return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{Query: fmt.Sprintf(`INSERT INTO w (k, v) VALUES ('%s', %d)`, k, v)}}}
+}
+
+func rows(t *testing.T, db *racefree.DB, keys ...string) int {
+	t.Helper()
+	var n int
+	q := `SELECT COUNT(*) FROM w WHERE k IN ('` + strings.Join(keys, `', '`) + `')`
+	if err := db.QueryRowContext(context.Background(), q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// slowQuery returns a query that counts, and runs for about d on this
+// machine as it is now (under -race too).
+func slowQuery(t *testing.T, db *racefree.DB, d time.Duration) string {
+	t.Helper()
+	q := func(n int) string {
+		return fmt.Sprintf(`SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %d) SELECT x FROM c)`, n)
+	}
+	const probe = 20000
+	var n int64
+	t0 := time.Now()
+	if err := db.QueryRowContext(context.Background(), q(probe)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	per := max(time.Since(t0)/probe, 1)
+	return q(max(1, int(d/per)))
+}
+
+// TestTheCombinersWriterRollsBackWhatFailed: a batch whose statement
+// fails, and one whose COMMIT fails (a deferred foreign key), commit
+// nothing, and the next batch runs on the writer as a batch, not alone:
+// the failed one's transaction ended with it.
+func TestTheCombinersWriterRollsBackWhatFailed(t *testing.T) {
+	t.Parallel()
+	db, _ := writerDB(t, 4)
+	for _, c := range []struct {
+		name string
+		bad  *wire.Op
+	}{
+		{"a statement that fails", &wire.Op{Group: "g", Key: "dup", Stmts: []*wire.Statement{{Query: `INSERT INTO w (k, v) VALUES ('gate', 1)`}}}},
+		{"a commit that fails", &wire.Op{Group: "g", Key: "orphan", Stmts: []*wire.Statement{{Query: `INSERT INTO w_child (k, parent) VALUES ('c', 'nobody')`}}}},
+	} {
+		k1, k2 := c.name+" 1", c.name+" 2"
+		before := db.CombineStats()
+		out := batchOf(t, db, insert(k1, 1), c.bad)
+		if out[0].ran || out[1].ran {
+			t.Fatalf("%s: the failed batch reports its operations ran: %+v", c.name, out)
+		}
+		if n := rows(t, db, k1); n != 0 {
+			t.Fatalf("%s: the failed batch left %d rows", c.name, n)
+		}
+		out = batchOf(t, db, insert(k1, 1), insert(k2, 2))
+		if !out[0].ran || !out[1].ran || out[0].err != nil || out[1].err != nil {
+			t.Fatalf("%s: the batch after it: %+v; want both run in it", c.name, out)
+		}
+		s := db.CombineStats()
+		if failed := s.Failed - before.Failed; failed != 1 {
+			t.Fatalf("%s: %d batches failed; want the one", c.name, failed)
+		}
+		if n := rows(t, db, k1, k2); n != 2 {
+			t.Fatalf("%s: the batch after it left %d rows; want 2", c.name, n)
+		}
+	}
+}
+
+// TestTheCombinersWriterCommitsNothingPastTheDeadline: a batch whose
+// earliest Deadline passes while its statements run rolls back rather
+// than commit, and its operations run alone (Combine reports false), as
+// a batch in a *sql.Tx bound to the deadline does.
+func TestTheCombinersWriterCommitsNothingPastTheDeadline(t *testing.T) {
+	t.Parallel()
+	db, _ := writerDB(t, 4)
+	// A statement that runs about 400 ms, on this machine as it is now:
+	// the deadline passes 200 ms after the batch forms, so after its
+	// BEGIN and before its end.
+	var n int64
+	slow := slowQuery(t, db, 400*time.Millisecond)
+	bounded := insert("a bounded", 1)
+	bounded.Stmts = append([]*wire.Statement{{Query: slow, Dest: []any{&n}}}, bounded.Stmts...)
+	bounded.Deadline = time.Now().Add(200 * time.Millisecond)
+	before := db.CombineStats()
+	out := batchOf(t, db, bounded, insert("b free", 2))
+	if out[0].ran || out[1].ran {
+		t.Fatalf("a batch past its deadline: %+v; want its operations handed back to run alone", out)
+	}
+	if got := rows(t, db, "a bounded", "b free"); got != 0 {
+		t.Fatalf("a batch past its deadline committed %d rows", got)
+	}
+	if failed := db.CombineStats().Failed - before.Failed; failed != 1 {
+		t.Fatalf("%d batches failed; want the one", failed)
+	}
+}
+
+// TestTheCombinersWriterGoesBackToThePool: once calls stop combining,
+// the pool is whole again (no connection in use), and a pool of one
+// connection is never kept from its other calls: batches there run in a
+// *sql.Tx, and no call waits for a connection.
+func TestTheCombinersWriterGoesBackToThePool(t *testing.T) {
+	t.Parallel()
+	for _, conns := range []int{4, 1} {
+		t.Run(fmt.Sprintf("MaxOpenConns %d", conns), func(t *testing.T) {
+			db, _ := writerDB(t, conns)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			// Each operation runs a statement of about half a
+			// millisecond, so that calls pile up behind a batch.
+			slow := slowQuery(t, db, 500*time.Microsecond)
+			var wg sync.WaitGroup
+			for c := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 40 {
+						k := fmt.Sprintf("%d-%d", c, i)
+						op := insert(k, i)
+						op.Stmts = append(op.Stmts, &wire.Statement{Query: slow})
+						if _, err := wire.Of(db).Combine(ctx, op); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			done := make(chan struct{})
+			go func() { wg.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				t.Fatal("the calls did not finish in 20 s")
+			}
+			if s := db.CombineStats(); s.MaxBatch < 2 {
+				t.Fatalf("no batch of two or more: %+v", s)
+			}
+			if conns == 1 {
+				if w := db.SQL().Stats().WaitCount; w != 0 {
+					t.Fatalf("a pool of one: calls waited %d times for its connection", w)
+				}
+			}
+			for deadline := time.Now().Add(10 * time.Second); db.SQL().Stats().InUse != 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("10 s after the last call, %d connections are still out of the pool", db.SQL().Stats().InUse)
+				}
+			}
+		})
+	}
+}
+
+// TestTheCombinersWriterIsClosedWithTheDB: DB.Close gives the writer's
+// connection back before it closes the pool, so that no file of the
+// database stays open behind it.
+func TestTheCombinersWriterIsClosedWithTheDB(t *testing.T) {
+	t.Parallel()
+	db, path := writerDB(t, 4)
+	out := batchOf(t, db, insert("a", 1), insert("b", 2))
+	if !out[0].ran || !out[1].ran {
+		t.Fatalf("the batch: %+v", out)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if open := openFiles(t, path); len(open) > 0 {
+		t.Fatalf("after Close, the process still holds %s open", strings.Join(open, ", "))
+	}
+}
+
+// openFiles returns the files of the database at path (the file, its log
+// and its shared memory) that this process holds open.
+func openFiles(t *testing.T, path string) []string {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	var open []string
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err == nil && strings.HasPrefix(target, path) {
+			open = append(open, target)
+		}
+	}
+	return open
+}
