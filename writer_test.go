@@ -2,6 +2,7 @@ package racefree_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -267,4 +268,126 @@ func openFiles(t *testing.T, path string) []string {
 		}
 	}
 	return open
+}
+
+// waitingBatches puts two batches behind a write transaction that holds
+// SQLite's write lock: first a batch of one operation (first, in a
+// *sql.Tx, the writer being in the pool), which gives up at first's
+// Deadline and hands the lead to the two operations queued behind it,
+// which then form a batch on the writer and wait at its BEGIN IMMEDIATE.
+// It returns each call's outcome and how long it took, on a channel, in
+// the order first, then the others as they end, and the transaction.
+type timed struct {
+	key  string
+	ran  bool
+	err  error
+	took time.Duration
+}
+
+func waitingBatches(t *testing.T, db *racefree.DB, first *wire.Op, others ...*wire.Op) (<-chan timed, *sql.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	lock, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback() })
+	if _, err := lock.ExecContext(ctx, `UPDATE w SET v = v WHERE k = 'gate'`); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan timed, 1+len(others))
+	call := func(o *wire.Op) {
+		t0 := time.Now()
+		ran, err := wire.Of(db).Combine(ctx, o)
+		out <- timed{o.Key, ran, err, time.Since(t0)}
+	}
+	go call(first)
+	testdb.WaitCombiner(t, db, "the first batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+	for i, o := range others {
+		go call(o)
+		testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+	}
+	return out, lock
+}
+
+// TestASQLiteBatchGivesUpAtItsDeadlineWhileItWaitsForTheLock: a batch
+// in a *sql.Tx and a batch on the writer, each waiting at BEGIN
+// IMMEDIATE for a write lock held elsewhere, give up at the earliest
+// Deadline of their operations, not after the busy timeout (10 s), and
+// commit nothing: each operation is handed back to run alone.
+func TestASQLiteBatchGivesUpAtItsDeadlineWhileItWaitsForTheLock(t *testing.T) {
+	t.Parallel()
+	db, _ := writerDB(t, 4)
+	first := insert("first", 0)
+	first.Deadline = time.Now().Add(100 * time.Millisecond)
+	bounded := insert("bounded", 1)
+	bounded.Deadline = time.Now().Add(600 * time.Millisecond)
+	out, _ := waitingBatches(t, db, first, bounded, insert("free", 2))
+	for range 3 {
+		r := await(t, out, "a batch waiting for the lock")
+		if r.ran {
+			t.Errorf("%s: ran in a batch that waited for the lock past its deadline; want handed back", r.key)
+		}
+		if r.took > 5*time.Second {
+			t.Errorf("%s: answered after %v, waiting for the lock past its batch's deadline", r.key, r.took)
+		}
+	}
+	if s := db.CombineStats(); s.Failed != 2 {
+		t.Fatalf("%+v; want two batches failed, the second of two operations", s)
+	}
+}
+
+// TestASQLiteBatchOnTheWriterReadsTheClockUnderItsWriteLock: a batch on
+// the writer that waited for the write lock binds its statements' clock
+// (wire.Statement.Clock) as read after its BEGIN IMMEDIATE, once for
+// all of them, as a batch in a *sql.Tx does
+// (TestASQLiteBatchReadsTheClockUnderItsWriteLock).
+func TestASQLiteBatchOnTheWriterReadsTheClockUnderItsWriteLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := writerDB(t, 4)
+	testdb.ExecAll(t, db, `CREATE TABLE w_clock (k TEXT PRIMARY KEY, bound BOOLEAN NOT NULL, at BIGINT NOT NULL)`)
+	clocked := func(k string) *wire.Op {
+		return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
+			Query: `INSERT INTO w_clock (k, bound, at) VALUES (?1, ?2 IS NOT NULL, COALESCE(?2, CAST(unixepoch('subsec') * 1000 AS INTEGER)))`,
+			Args:  []any{k, nil}, Clock: 2}}}
+	}
+	first := insert("first", 0)
+	first.Deadline = time.Now().Add(50 * time.Millisecond)
+	a, b := clocked("a"), clocked("b")
+	out, lock := waitingBatches(t, db, first, a, b)
+	if r := await(t, out, "the first batch"); r.ran {
+		t.Fatalf("the first batch ran; want it to give up at its deadline: %+v", r)
+	}
+	testdb.WaitCombiner(t, db, "the batch on the writer", func(s racefree.CombineStats) bool { return s.Running == 2 })
+	// Not a wait for an event: the clock moves on while the batch waits
+	// for the lock, so that a clock read before the lock is told apart.
+	time.Sleep(20 * time.Millisecond)
+	released := racefree.Millis(time.Now())
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := await(t, out, "the batch on the writer"); !r.ran || r.err != nil {
+			t.Fatalf("%s: %+v; want run in the batch", r.key, r)
+		}
+	}
+	var at [2]int64
+	for i, k := range []string{"a", "b"} {
+		var bound bool
+		if err := db.QueryRowContext(ctx, `SELECT bound, at FROM w_clock WHERE k = ?`, k).Scan(&bound, &at[i]); err != nil {
+			t.Fatal(err)
+		}
+		if !bound || at[i] < released {
+			t.Errorf("%s: the clock bound %v, at %d; want bound, at or after %d, when the lock was released", k, bound, at[i], released)
+		}
+	}
+	if at[0] != at[1] {
+		t.Errorf("the batch's statements at %d and %d; want one reading of the clock", at[0], at[1])
+	}
+	for _, o := range []*wire.Op{a, b} {
+		if o.Stmts[0].Args[1] != nil {
+			t.Errorf("%s's clock after the batch: %v; want nil, the engine's clock, again", o.Key, o.Stmts[0].Args[1])
+		}
+	}
 }
