@@ -318,7 +318,8 @@ func waitingBatches(t *testing.T, db *racefree.DB, first *wire.Op, others ...*wi
 func TestASQLiteBatchGivesUpAtItsDeadlineWhileItWaitsForTheLock(t *testing.T) {
 	t.Parallel()
 	db, _ := writerDB(t, 4)
-	first := insert("first", 0)
+	first := insert("first", 0) // two statements: a transaction, not one alone
+	first.Stmts = append(first.Stmts, &wire.Statement{Query: `UPDATE w SET v = v + 1 WHERE k = 'first'`})
 	first.Deadline = time.Now().Add(100 * time.Millisecond)
 	bounded := insert("bounded", 1)
 	bounded.Deadline = time.Now().Add(600 * time.Millisecond)
