@@ -84,7 +84,10 @@ type Config struct {
 	// Schema says what to do with an outdated schema. Defaults to
 	// SchemaRequireCurrent. A schema newer than the code is always refused.
 	Schema SchemaPolicy
-	// MaxOpenConns bounds the connection pool. Defaults to 10.
+	// MaxOpenConns bounds the connection pool. Defaults to 10. On
+	// SQLite, while combined batches follow one another, one of these
+	// connections is the combiner's writer, out of the pool until 250 ms
+	// after the last batch; a pool of one is never taken so.
 	MaxOpenConns int
 	// TxAttempts bounds how often InTx runs a transaction that the engine
 	// aborted for a transient conflict. Defaults to 10.
