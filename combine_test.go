@@ -1189,10 +1189,20 @@ func TestASQLiteBatchReadsTheClockUnderItsWriteLock(t *testing.T) {
 	if err := await(t, done, "the batch"); err != nil {
 		t.Fatal(err)
 	}
+	clockReadUnderTheLock(t, db, "combine_c", released, op.Stmts)
+}
+
+// clockReadUnderTheLock checks what a batch that waited for the write
+// lock until released bound as its statements' clock (stmts, whose
+// second argument is the clock, inserted rows "a" and "b" of table with
+// whether the clock was bound and its value): one reading, at or after
+// released, and nil again in their arguments once the batch is over.
+func clockReadUnderTheLock(t *testing.T, db *racefree.DB, table string, released int64, stmts []*wire.Statement) {
+	t.Helper()
 	var at [2]int64
 	for i, k := range []string{"a", "b"} {
 		var bound bool
-		if err := db.QueryRowContext(ctx, `SELECT bound, at FROM combine_c WHERE k = ?`, k).Scan(&bound, &at[i]); err != nil {
+		if err := db.QueryRowContext(context.Background(), `SELECT bound, at FROM `+table+` WHERE k = ?`, k).Scan(&bound, &at[i]); err != nil {
 			t.Fatal(err)
 		}
 		if !bound || at[i] < released {
@@ -1202,7 +1212,7 @@ func TestASQLiteBatchReadsTheClockUnderItsWriteLock(t *testing.T) {
 	if at[0] != at[1] {
 		t.Errorf("the batch's statements at %d and %d; want one reading of the clock", at[0], at[1])
 	}
-	for i, st := range op.Stmts {
+	for i, st := range stmts {
 		if st.Args[1] != nil {
 			t.Errorf("statement %d's clock after the batch: %v; want nil, the engine's clock, again", i, st.Args[1])
 		}

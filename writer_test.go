@@ -345,7 +345,6 @@ func TestASQLiteBatchGivesUpAtItsDeadlineWhileItWaitsForTheLock(t *testing.T) {
 // (TestASQLiteBatchReadsTheClockUnderItsWriteLock).
 func TestASQLiteBatchOnTheWriterReadsTheClockUnderItsWriteLock(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	db, _ := writerDB(t, 4)
 	testdb.ExecAll(t, db, `CREATE TABLE w_clock (k TEXT PRIMARY KEY, bound BOOLEAN NOT NULL, at BIGINT NOT NULL)`)
 	clocked := func(k string) *wire.Op {
@@ -373,22 +372,5 @@ func TestASQLiteBatchOnTheWriterReadsTheClockUnderItsWriteLock(t *testing.T) {
 			t.Fatalf("%s: %+v; want run in the batch", r.key, r)
 		}
 	}
-	var at [2]int64
-	for i, k := range []string{"a", "b"} {
-		var bound bool
-		if err := db.QueryRowContext(ctx, `SELECT bound, at FROM w_clock WHERE k = ?`, k).Scan(&bound, &at[i]); err != nil {
-			t.Fatal(err)
-		}
-		if !bound || at[i] < released {
-			t.Errorf("%s: the clock bound %v, at %d; want bound, at or after %d, when the lock was released", k, bound, at[i], released)
-		}
-	}
-	if at[0] != at[1] {
-		t.Errorf("the batch's statements at %d and %d; want one reading of the clock", at[0], at[1])
-	}
-	for _, o := range []*wire.Op{a, b} {
-		if o.Stmts[0].Args[1] != nil {
-			t.Errorf("%s's clock after the batch: %v; want nil, the engine's clock, again", o.Key, o.Stmts[0].Args[1])
-		}
-	}
+	clockReadUnderTheLock(t, db, "w_clock", released, []*wire.Statement{a.Stmts[0], b.Stmts[0]})
 }

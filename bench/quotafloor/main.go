@@ -121,19 +121,9 @@ func bench() error {
 				return nil, err
 			}
 			return func(ctx context.Context, key string, n int, now int64) (int64, error) {
-				tx, err := db.SQL().BeginTx(ctx, nil)
-				if err != nil {
-					return 0, err
-				}
-				defer tx.Rollback()
-				var allowed bool
-				var tat, used, at int64
-				for range n {
-					if err := tx.StmtContext(ctx, st).QueryRowContext(ctx, args(key, now)...).Scan(&allowed, &tat, &used, &at); err != nil {
-						return 0, err
-					}
-				}
-				return tat, tx.Commit()
+				return inTx(ctx, db, func(tx *sql.Tx) (int64, error) {
+					return charges(n, func() *sql.Row { return tx.StmtContext(ctx, st).QueryRowContext(ctx, args(key, now)...) })
+				})
 			}, nil
 		}},
 		{"… rebound to the transaction once a batch, not once a charge", func(ctx context.Context, db *racefree.DB) (func(context.Context, string, int, int64) (int64, error), error) {
@@ -142,20 +132,10 @@ func bench() error {
 				return nil, err
 			}
 			return func(ctx context.Context, key string, n int, now int64) (int64, error) {
-				tx, err := db.SQL().BeginTx(ctx, nil)
-				if err != nil {
-					return 0, err
-				}
-				defer tx.Rollback()
-				var allowed bool
-				var tat, used, at int64
-				ts := tx.StmtContext(ctx, st)
-				for range n {
-					if err := ts.QueryRowContext(ctx, args(key, now)...).Scan(&allowed, &tat, &used, &at); err != nil {
-						return 0, err
-					}
-				}
-				return tat, tx.Commit()
+				return inTx(ctx, db, func(tx *sql.Tx) (int64, error) {
+					ts := tx.StmtContext(ctx, st)
+					return charges(n, func() *sql.Row { return ts.QueryRowContext(ctx, args(key, now)...) })
+				})
 			}, nil
 		}},
 		{"… without RETURNING, then a read of the counter", func(ctx context.Context, db *racefree.DB) (func(context.Context, string, int, int64) (int64, error), error) {
@@ -168,22 +148,19 @@ func bench() error {
 				return nil, err
 			}
 			return func(ctx context.Context, key string, n int, now int64) (int64, error) {
-				tx, err := db.SQL().BeginTx(ctx, nil)
-				if err != nil {
-					return 0, err
-				}
-				defer tx.Rollback()
-				var allowed bool
-				var tat, used, at int64
-				for range n {
-					if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args(key, now)...); err != nil {
-						return 0, err
+				return inTx(ctx, db, func(tx *sql.Tx) (int64, error) {
+					var allowed bool
+					var tat, used, at int64
+					for range n {
+						if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, args(key, now)...); err != nil {
+							return 0, err
+						}
+						if err := tx.StmtContext(ctx, rd).QueryRowContext(ctx, tenant.Default, "bench", key).Scan(&allowed, &tat, &used, &at); err != nil {
+							return 0, err
+						}
 					}
-					if err := tx.StmtContext(ctx, rd).QueryRowContext(ctx, tenant.Default, "bench", key).Scan(&allowed, &tat, &used, &at); err != nil {
-						return 0, err
-					}
-				}
-				return tat, tx.Commit()
+					return tat, nil
+				})
 			}, nil
 		}},
 		{"on one connection kept, prepared there, BEGIN and COMMIT as prepared statements, no *sql.Tx (the combiner's writer)", func(ctx context.Context, db *racefree.DB) (func(context.Context, string, int, int64) (int64, error), error) {
@@ -206,15 +183,12 @@ func bench() error {
 				if _, err := begin.ExecContext(ctx); err != nil {
 					return 0, err
 				}
-				var allowed bool
-				var tat, used, at int64
-				for range n {
-					if err := st.QueryRowContext(ctx, args(key, now)...).Scan(&allowed, &tat, &used, &at); err != nil {
-						_, _ = conn.ExecContext(ctx, "ROLLBACK")
-						return 0, err
-					}
+				tat, err := charges(n, func() *sql.Row { return st.QueryRowContext(ctx, args(key, now)...) })
+				if err != nil {
+					_, _ = conn.ExecContext(ctx, "ROLLBACK")
+					return 0, err
 				}
-				_, err := commit.ExecContext(ctx)
+				_, err = commit.ExecContext(ctx)
 				return tat, err
 			}, nil
 		}},
@@ -233,13 +207,10 @@ func bench() error {
 				if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 					return 0, err
 				}
-				var allowed bool
-				var tat, used, at int64
-				for range n {
-					if err := st.QueryRowContext(ctx, args(key, now)...).Scan(&allowed, &tat, &used, &at); err != nil {
-						_, _ = conn.ExecContext(ctx, "ROLLBACK")
-						return 0, err
-					}
+				tat, err := charges(n, func() *sql.Row { return st.QueryRowContext(ctx, args(key, now)...) })
+				if err != nil {
+					_, _ = conn.ExecContext(ctx, "ROLLBACK")
+					return 0, err
 				}
 				_, err = conn.ExecContext(ctx, "COMMIT")
 				return tat, err
@@ -391,6 +362,33 @@ func open(ctx context.Context, f form) (do func(context.Context, string, int, in
 		return nil, nil, err
 	}
 	return do, done, nil
+}
+
+// charges runs n charges, each the row that row returns, and returns the
+// counter's tat after the last.
+func charges(n int, row func() *sql.Row) (int64, error) {
+	var allowed bool
+	var tat, used, at int64
+	for range n {
+		if err := row().Scan(&allowed, &tat, &used, &at); err != nil {
+			return 0, err
+		}
+	}
+	return tat, nil
+}
+
+// inTx runs f in a transaction of db's pool and commits it.
+func inTx(ctx context.Context, db *racefree.DB, f func(*sql.Tx) (int64, error)) (int64, error) {
+	tx, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	tat, err := f(tx)
+	if err != nil {
+		return 0, err
+	}
+	return tat, tx.Commit()
 }
 
 func named(args []any) []driver.NamedValue {
