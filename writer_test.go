@@ -3,6 +3,7 @@ package racefree_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/internal/wire"
+	sqlitedriver "modernc.org/sqlite"
 )
 
 // The combiner's writer (writer.go): on SQLite a batch of two or more
@@ -152,23 +154,57 @@ func TestTheCombinersWriterRollsBackWhatFailed(t *testing.T) {
 	}
 }
 
+// gates are the points at which racefree_test_wait(id) holds a
+// statement: it enters (entered receives), then waits until release is
+// closed. Only the tests here register one.
+type gate struct{ entered, release chan struct{} }
+
+var gates sync.Map // id -> *gate
+
+func init() {
+	sqlitedriver.MustRegisterScalarFunction("racefree_test_wait", 1, func(_ *sqlitedriver.FunctionContext, args []driver.Value) (driver.Value, error) {
+		id, _ := args[0].(string)
+		if g, ok := gates.Load(id); ok {
+			g.(*gate).entered <- struct{}{}
+			<-g.(*gate).release
+		}
+		return int64(1), nil
+	})
+}
+
 // TestTheCombinersWriterCommitsNothingPastTheDeadline: a batch whose
 // earliest Deadline passes while its statements run rolls back rather
 // than commit, and its operations run alone (Combine reports false), as
-// a batch in a *sql.Tx bound to the deadline does.
+// a batch in a *sql.Tx bound to the deadline does. The batch's first
+// statement waits, inside its transaction, until the deadline passed.
 func TestTheCombinersWriterCommitsNothingPastTheDeadline(t *testing.T) {
 	t.Parallel()
 	db, _ := writerDB(t, 4)
-	// A statement that runs about 400 ms, on this machine as it is now:
-	// the deadline passes 200 ms after the batch forms, so after its
-	// BEGIN and before its end.
+	g := &gate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	gates.Store(t.Name(), g)
+	defer gates.Delete(t.Name())
 	var n int64
-	slow := slowQuery(t, db, 400*time.Millisecond)
 	bounded := insert("a bounded", 1)
-	bounded.Stmts = append([]*wire.Statement{{Query: slow, Dest: []any{&n}}}, bounded.Stmts...)
-	bounded.Deadline = time.Now().Add(200 * time.Millisecond)
+	bounded.Stmts = append([]*wire.Statement{{Query: `SELECT racefree_test_wait('` + t.Name() + `')`, Dest: []any{&n}}}, bounded.Stmts...)
+	// Far enough that the batch begins before it; once the batch runs,
+	// the gate holds it there until the deadline passed.
+	bounded.Deadline = time.Now().Add(2 * time.Second)
+	entered := make(chan bool, 1)
+	go func() {
+		defer close(g.release)
+		select {
+		case <-g.entered:
+			entered <- true
+			time.Sleep(time.Until(bounded.Deadline) + 10*time.Millisecond)
+		case <-time.After(time.Minute):
+			entered <- false
+		}
+	}()
 	before := db.CombineStats()
 	out := batchOf(t, db, bounded, insert("b free", 2))
+	if !<-entered {
+		t.Fatal("the batch never ran its first statement")
+	}
 	if out[0].ran || out[1].ran {
 		t.Fatalf("a batch past its deadline: %+v; want its operations handed back to run alone", out)
 	}
