@@ -84,19 +84,26 @@ func TestInTxCommitCancelledInFlightIsUnavailable(t *testing.T) {
 	if err := lock.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	// The server goes on with the COMMIT the caller gave up on.
-	deadline := time.Now().Add(30 * time.Second)
-	for committedRows(t, db, 1) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the server never committed the transaction whose caller gave up during its COMMIT")
+	// The server goes on with the COMMIT the caller gave up on, unless the
+	// cancel request pgx sends as it closes the connection reaches the
+	// server while the COMMIT still waits for the lock: a race this test
+	// does not control, and which a loaded machine loses (CI, 5 December
+	// 2026). Either way the caller cannot know, which is what InTx must
+	// say; the commit, when it comes, shows why it must.
+	committed := false
+	for deadline := time.Now().Add(5 * time.Second); !committed && time.Now().Before(deadline); {
+		if committed = committedRows(t, db, 1) == 1; !committed {
+			time.Sleep(2 * time.Millisecond)
 		}
-		time.Sleep(2 * time.Millisecond)
+	}
+	if !committed {
+		t.Log("the server rolled the COMMIT back: pgx's cancel request reached it before the lock was free")
 	}
 	if !errors.Is(err, racefree.ErrUnavailable) || !errors.Is(err, context.Canceled) {
-		t.Errorf("the transaction committed after its caller gave up, and InTx returned %v; want ErrUnavailable (the outcome unknown) and context.Canceled", err)
+		t.Errorf("InTx gave up on a COMMIT in flight (the transaction committed: %v) and returned %v; want ErrUnavailable (the outcome unknown) and context.Canceled", committed, err)
 	}
 	if errors.Is(err, racefree.ErrNotCommitted) {
-		t.Errorf("InTx's error %v matches ErrNotCommitted, and the transaction committed", err)
+		t.Errorf("InTx's error %v matches ErrNotCommitted, for a COMMIT in flight (the transaction committed: %v)", err, committed)
 	}
 	if attempts != 1 {
 		t.Errorf("fn ran %d times; want 1 (an unknown outcome is never run again)", attempts)
