@@ -406,7 +406,7 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 	}
 	if len(ops) == 1 && len(ops[0].stmts()) == 1 && len(ops[0].op.Begin) == 0 {
 		// One statement alone commits by itself: no BEGIN and COMMIT.
-		return db.retryBatch(waits, func() error { return db.judgeCommit(db.runOp(waits, db.sql, db.prepared, ops[0])) })
+		return db.retryBatch(waits, func() error { return db.judgeCommit(db.runOp(waits, db.poolRunner(), ops[0])) })
 	}
 	defer db.prepareOps(ctx, ops)
 	clocks := engineClocks(ops)
@@ -426,7 +426,7 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 			return NotCommitted(fmt.Errorf("begin: %w", err))
 		}
 		setClocks(clocks, Millis(time.Now())) // under the write lock
-		if err := db.runTx(ctx, tx, txPrepared(db, tx), ops); err != nil {
+		if err := db.runTx(ctx, txRunner(db, tx), ops); err != nil {
 			_ = tx.Rollback()
 			return NotCommitted(err) // no COMMIT was sent
 		}
@@ -461,31 +461,31 @@ func setClocks(clocks []*any, v any) {
 	}
 }
 
-// runTx runs the first operation's Begin, then every operation of ops, in
-// tx. On an engine that binds Many forms ([wire.ManyBinder]) it runs ops
+// runTx runs the first operation's Begin, then every operation of ops,
+// through run. On an engine that binds Many forms ([wire.ManyBinder]) it runs ops
 // form by form (forms), the forms in the order of their first operation:
 // the operations of a form that has Many forms, when they are at least
 // the engine's ManyFrom, each form once for all of them (runMany); the
 // others one by one, in order.
-func (db *DB) runTx(ctx context.Context, tx Executor, prep preparer, ops []*pending) error {
+func (db *DB) runTx(ctx context.Context, run runner, ops []*pending) error {
 	for _, st := range ops[0].op.Begin {
-		if _, err := runStatement(ctx, tx, prep, st); err != nil {
+		if _, err := run(ctx, st); err != nil {
 			return err
 		}
 	}
 	b, binds := db.engine.(wire.ManyBinder)
 	if !binds {
-		return db.runOps(ctx, tx, prep, ops)
+		return db.runOps(ctx, run, ops)
 	}
 	for _, form := range forms(ops) {
 		var err error
 		if many(form[0].op) && len(form) >= max(2, b.ManyFrom()) {
-			err = db.runMany(ctx, tx, prep, b, form)
+			err = db.runMany(ctx, run, b, form)
 		} else {
 			// Too few for their Many forms, which over an array of one
 			// element (on SQLite, of fewer than eight) cost more than the
 			// statements they stand for.
-			err = db.runOps(ctx, tx, prep, form)
+			err = db.runOps(ctx, run, form)
 		}
 		if err != nil {
 			return err
@@ -494,10 +494,10 @@ func (db *DB) runTx(ctx context.Context, tx Executor, prep preparer, ops []*pend
 	return nil
 }
 
-// runOps runs every operation of ops in tx, one by one, in order.
-func (db *DB) runOps(ctx context.Context, tx Executor, prep preparer, ops []*pending) error {
+// runOps runs every operation of ops through run, one by one, in order.
+func (db *DB) runOps(ctx context.Context, run runner, ops []*pending) error {
 	for _, p := range ops {
-		if err := db.runOp(ctx, tx, prep, p); err != nil {
+		if err := db.runOp(ctx, run, p); err != nil {
 			return err
 		}
 	}
@@ -581,11 +581,11 @@ func (p *pending) stmts() []*wire.Statement {
 // missed reports whether st is an IfMissed statement.
 func missed(st *wire.Statement) bool { return st.IfMissed }
 
-// runOp runs p's statements (pending.stmts) on exec (tx, when not nil, is
-// exec), an IfMissed one only when the statement before it found no row,
-// and sets p.err to ErrNotFound when a Dest statement found no row. Any
-// other error is returned: the batch fails.
-func (db *DB) runOp(ctx context.Context, exec Executor, prep preparer, p *pending) error {
+// runOp runs p's statements (pending.stmts) through run, an IfMissed one
+// only when the statement before it found no row, and sets p.err to
+// ErrNotFound when a Dest statement found no row. Any other error is
+// returned: the batch fails.
+func (db *DB) runOp(ctx context.Context, run runner, p *pending) error {
 	p.err, p.many = nil, false
 	found := true // the statement before: a miss runs the IfMissed one after it
 	for _, st := range p.stmts() {
@@ -593,7 +593,7 @@ func (db *DB) runOp(ctx context.Context, exec Executor, prep preparer, p *pendin
 			continue
 		}
 		var err error
-		found, err = runStatement(ctx, exec, prep, st)
+		found, err = run(ctx, st)
 		if err != nil {
 			return err
 		}
@@ -604,9 +604,30 @@ func (db *DB) runOp(ctx context.Context, exec Executor, prep preparer, p *pendin
 	return nil
 }
 
+// runner runs one statement of a batch where the batch runs, and reports
+// whether a Dest statement found its row (true for the others):
+// DB.poolRunner on the pool, txRunner in a *sql.Tx, writer.run on the
+// combiner's writer.
+type runner func(ctx context.Context, st *wire.Statement) (found bool, err error)
+
+// poolRunner runs each statement on the pool, prepared there
+// (DB.prepared).
+func (db *DB) poolRunner() runner {
+	return func(ctx context.Context, st *wire.Statement) (bool, error) {
+		return statement.Run(ctx, db.sql, db.prepared(ctx, st.Query), statementOf(st))
+	}
+}
+
+// txRunner runs each statement in tx, prepared for it (txPrepared).
+func txRunner(db *DB, tx *sql.Tx) runner {
+	prep := txPrepared(db, tx)
+	return func(ctx context.Context, st *wire.Statement) (bool, error) {
+		return statement.Run(ctx, tx, prep(ctx, st.Query), statementOf(st))
+	}
+}
+
 // preparer returns a query prepared for where a batch runs it, or nil:
-// the query then runs unprepared. DB.prepared serves the pool,
-// txPrepared a *sql.Tx, writer.prepared the writer's connection.
+// the query then runs unprepared.
 type preparer func(ctx context.Context, query string) *sql.Stmt
 
 // txPrepared returns the preparer of tx: only a preparation the pool
@@ -623,15 +644,13 @@ func txPrepared(db *DB, tx *sql.Tx) preparer {
 	}
 }
 
-// runStatement runs st on exec, prepared by prep when it can be, and
-// reports whether a Dest statement found its row (true for the others).
-func runStatement(ctx context.Context, exec Executor, prep preparer, st *wire.Statement) (bool, error) {
-	ps := prep(ctx, st.Query)
-	var rows func(*sql.Rows) error
+// statementOf returns st as package statement runs it.
+func statementOf(st *wire.Statement) statement.Statement {
+	var rows func(statement.Rows) error
 	if st.Rows != nil {
-		rows = func(r *sql.Rows) error { return st.Rows(r) }
+		rows = func(r statement.Rows) error { return st.Rows(r) }
 	}
-	return statement.Run(ctx, exec, ps, statement.Statement{Query: st.Query, Args: st.Args, Rows: rows, Dest: st.Dest, Affected: &st.RowsAffected})
+	return statement.Statement{Query: st.Query, Args: st.Args, Rows: rows, Dest: st.Dest, Affected: &st.RowsAffected}
 }
 
 // pipelineBatch sends ops as one pipelined transaction ([wire.Pipeliner]): the
@@ -714,11 +733,11 @@ func (db *DB) manyBatch(ctx context.Context, p wire.Pipeliner, b wire.ManyBinder
 	return nil
 }
 
-// runMany runs in tx the Many forms that ops share (sameForm), each once
+// runMany runs through run the Many forms that ops share (sameForm), each once
 // over the arguments of every operation in the order of ops, bound by b,
 // and hands each returned row to the operation whose place leads it
 // (manyRows), as manyBatch does in a pipeline.
-func (db *DB) runMany(ctx context.Context, tx Executor, prep preparer, b wire.ManyBinder, ops []*pending) error {
+func (db *DB) runMany(ctx context.Context, run runner, b wire.ManyBinder, ops []*pending) error {
 	forms := ops[0].op.Stmts
 	found := make([][]bool, len(forms))
 	for j, form := range forms {
@@ -727,8 +746,9 @@ func (db *DB) runMany(ctx context.Context, tx Executor, prep preparer, b wire.Ma
 			return err
 		}
 		found[j] = make([]bool, len(ops))
-		// *sql.Rows scans into no nil destination: the columns after the
-		// place go to sinks until the place names their operation.
+		// Rows.Scan, database/sql's and the writer's (statement.Direct),
+		// takes no nil destination: the columns after the place go to
+		// sinks until the place names their operation.
 		sinks := make([]any, len(form.Dest))
 		for k := range sinks {
 			sinks[k] = new(any)
@@ -736,7 +756,7 @@ func (db *DB) runMany(ctx context.Context, tx Executor, prep preparer, b wire.Ma
 		st := &wire.Statement{Query: form.Many, Args: args, Rows: func(r wire.Rows) error {
 			return manyRows(r, ops, j, found[j], sinks)
 		}}
-		if _, err := runStatement(ctx, tx, prep, st); err != nil {
+		if _, err := run(ctx, st); err != nil {
 			return err
 		}
 	}

@@ -7,21 +7,28 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/racefree/racefree/internal/statement"
+	"github.com/racefree/racefree/internal/wire"
 )
 
 // writer is the connection that the combiner's batches run on, on an
 // engine that does not pipeline (SQLite), while batches follow one
 // another: one connection of the pool, kept out of it with the batch's
-// statements prepared on it, and its transaction begun and ended by
-// statements (BEGIN IMMEDIATE, COMMIT, ROLLBACK) rather than a *sql.Tx.
+// statements prepared on it by its driver, and its transaction begun and
+// ended by statements (BEGIN IMMEDIATE, COMMIT, ROLLBACK) rather than a
+// *sql.Tx, each batch run through the driver directly
+// (statement.Direct, inside one sql.Conn.Raw).
 //
 // It is there for the CPU of SQLite's one writer. database/sql watches
 // the context of a *sql.Tx, which is always cancellable, with a
 // goroutine for every statement that returns rows in it, and rebinds a
-// pool statement to the transaction's connection for every call: about
-// a third of a hot quota key's charge in a batch (bench/quotafloor). On
-// a *sql.Conn whose statements run on a context that cannot end, neither
-// happens.
+// pool statement to the transaction's connection for every call: 28% to
+// 29% of a hot quota key's charge in a batch (bench/quotafloor). On a
+// *sql.Conn whose statements run on a context that cannot end, neither
+// happens; and the driver's statements run directly save what
+// database/sql still does around each one (its *sql.Rows, the locks of
+// the connection and of the pool's dependencies): another tenth.
 //
 // A batch takes the writer only when it holds two or more operations or
 // the writer is already out of the pool (batches following one another),
@@ -29,10 +36,10 @@ import (
 // stop coming for writerIdle, the writer goes back to the pool, with its
 // statements closed: while no calls combine, the pool is whole.
 type writer struct {
-	mu    sync.Mutex // held by the batch running on conn, and by give
-	conn  *sql.Conn  // nil: in the pool
-	stmts map[string]*sql.Stmt
-	used  time.Time // when the last batch on conn ended
+	mu    sync.Mutex             // held by the batch running on conn, and by give
+	conn  *sql.Conn              // nil: in the pool
+	stmts map[string]driver.Stmt // prepared on conn's driver connection
+	used  time.Time              // when the last batch on conn ended
 
 	once sync.Once
 	idle *time.Timer // gives conn back once writerIdle passed since used
@@ -73,7 +80,7 @@ func (w *writer) open(ctx context.Context, pool *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	w.conn, w.stmts = c, map[string]*sql.Stmt{}
+	w.conn, w.stmts = c, map[string]driver.Stmt{}
 	return nil
 }
 
@@ -107,81 +114,108 @@ func (w *writer) giveIdle() {
 }
 
 // close closes w's statements and gives its connection back to the pool,
-// or has the pool close it (bad). w.mu is held.
+// or has the pool close it (bad). w.mu is held, and no sql.Conn.Raw of
+// w's connection runs.
 func (w *writer) close(bad bool) {
 	if w.conn == nil {
 		return
 	}
-	for _, st := range w.stmts {
-		_ = st.Close()
-	}
-	if bad {
-		_ = w.conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
+	_ = w.conn.Raw(func(any) error {
+		for _, st := range w.stmts {
+			_ = st.Close()
+		}
+		if bad {
+			return driver.ErrBadConn
+		}
+		return nil
+	})
 	_ = w.conn.Close()
 	w.conn, w.stmts = nil, nil
 }
 
-// prepared returns query prepared on w's connection, preparing it the
-// first time, or nil when that fails: the statement then runs unprepared
-// and reports the error itself.
-func (w *writer) prepared(ctx context.Context, query string) *sql.Stmt {
+// prepared returns query prepared on dc, w's driver connection,
+// preparing it the first time. dc is held (inside sql.Conn.Raw).
+func (w *writer) prepared(ctx context.Context, dc driver.Conn, query string) (driver.Stmt, error) {
 	if st, ok := w.stmts[query]; ok {
-		return st
+		return st, nil
 	}
-	st, err := w.conn.PrepareContext(ctx, query)
+	var st driver.Stmt
+	var err error
+	if pc, ok := dc.(driver.ConnPrepareContext); ok {
+		st, err = pc.PrepareContext(ctx, query)
+	} else {
+		st, err = dc.Prepare(query)
+	}
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	w.stmts[query] = st
-	return st
+	return st, nil
+}
+
+// runner returns the runner of the batch's statements on dc, w's driver
+// connection, each prepared there once (statement.Direct). dc is held.
+func (w *writer) runner(dc driver.Conn) runner {
+	return func(ctx context.Context, st *wire.Statement) (bool, error) {
+		ds, err := w.prepared(ctx, dc, st.Query)
+		if err != nil {
+			return false, err
+		}
+		return statement.Direct(ctx, ds, statementOf(st))
+	}
 }
 
 // runOnWriter runs ops in one transaction on w, as runBatch does in a
-// *sql.Tx: BEGIN IMMEDIATE on waits (the earliest deadline bounds the
-// wait for the write lock), the statements on ctx, then COMMIT, unless
-// waits ended first: then it rolls back and commits nothing, as a
-// *sql.Tx bound to waits would. A statement that fails rolls the
-// transaction back. When ROLLBACK fails too (after a COMMIT that failed,
-// SQLite may have rolled back already), the connection's state is
-// unknown: the pool closes it, and a retry takes another.
+// *sql.Tx, through w's driver connection directly (sql.Conn.Raw): BEGIN
+// IMMEDIATE on waits (the earliest deadline bounds the wait for the
+// write lock), the statements on ctx, then COMMIT, unless waits ended
+// first: then it rolls back and commits nothing, as a *sql.Tx bound to
+// waits would. A statement that fails rolls the transaction back. When
+// ROLLBACK fails too (after a COMMIT that failed, SQLite may have rolled
+// back already), the connection's state is unknown: the pool closes it,
+// and a retry takes another.
 func (db *DB) runOnWriter(ctx, waits context.Context, w *writer, ops []*pending, clocks []*any) error {
 	defer func() { w.used = time.Now() }()
-	if _, err := w.exec(waits, "BEGIN IMMEDIATE"); err != nil {
-		// Nothing began (the write lock was busy past waits, say); should
-		// a transaction be open all the same, it ends here.
-		_, _ = w.exec(ctx, "ROLLBACK")
-		return NotCommitted(fmt.Errorf("begin: %w", err))
+	var bad bool
+	var err error
+	if rerr := w.conn.Raw(func(dc any) error {
+		bad, err = db.runOnDriver(ctx, waits, w.runner(dc.(driver.Conn)), ops, clocks)
+		return nil
+	}); rerr != nil {
+		err, bad = NotCommitted(fmt.Errorf("begin: %w", rerr)), true // nothing ran
 	}
-	rollback := func() {
-		if _, err := w.exec(ctx, "ROLLBACK"); err != nil {
-			w.close(true)
-		}
+	if bad {
+		w.close(true)
 	}
-	setClocks(clocks, Millis(time.Now())) // under the write lock
-	if err := db.runTx(ctx, w.conn, w.prepared, ops); err != nil {
-		rollback()
-		return NotCommitted(err) // no COMMIT was sent
-	}
-	if err := waits.Err(); err != nil {
-		rollback()
-		return NotCommitted(fmt.Errorf("commit: %w", err))
-	}
-	if _, err := w.exec(ctx, "COMMIT"); err != nil {
-		// SQLite keeps the transaction open after some failed commits;
-		// after others it rolled back already.
-		rollback()
-		return db.judgeCommit(fmt.Errorf("commit: %w", err))
-	}
-	return nil
+	return err
 }
 
-// exec runs query on w's connection, prepared there once: BEGIN
-// IMMEDIATE, COMMIT and ROLLBACK, which the driver would otherwise parse
-// on every batch.
-func (w *writer) exec(ctx context.Context, query string) (sql.Result, error) {
-	if st := w.prepared(ctx, query); st != nil {
-		return st.ExecContext(ctx)
+// runOnDriver is runOnWriter's transaction, each statement through run
+// (writer.runner). bad reports that the connection's state is unknown:
+// its ROLLBACK failed.
+func (db *DB) runOnDriver(ctx, waits context.Context, run runner, ops []*pending, clocks []*any) (bad bool, err error) {
+	exec := func(ctx context.Context, query string) error {
+		_, err := run(ctx, &wire.Statement{Query: query})
+		return err
 	}
-	return w.conn.ExecContext(ctx, query)
+	if err := exec(waits, "BEGIN IMMEDIATE"); err != nil {
+		// Nothing began (the write lock was busy past waits, say); should
+		// a transaction be open all the same, it ends here.
+		_ = exec(ctx, "ROLLBACK")
+		return false, NotCommitted(fmt.Errorf("begin: %w", err))
+	}
+	rollback := func() bool { return exec(ctx, "ROLLBACK") != nil }
+	setClocks(clocks, Millis(time.Now())) // under the write lock
+	if err := db.runTx(ctx, run, ops); err != nil {
+		return rollback(), NotCommitted(err) // no COMMIT was sent
+	}
+	if err := waits.Err(); err != nil {
+		return rollback(), NotCommitted(fmt.Errorf("commit: %w", err))
+	}
+	if err := exec(ctx, "COMMIT"); err != nil {
+		// SQLite keeps the transaction open after some failed commits;
+		// after others it rolled back already.
+		return rollback(), db.judgeCommit(fmt.Errorf("commit: %w", err))
+	}
+	return false, nil
 }

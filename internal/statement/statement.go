@@ -23,7 +23,7 @@ type Statement struct {
 	Args  []any
 	// Rows, when not nil, is called once with the statement's rows, to
 	// read them all.
-	Rows func(*sql.Rows) error
+	Rows func(Rows) error
 	// Dest, when Rows is nil and Dest is not, receives the first row.
 	Dest []any
 	// Affected, for a statement with neither Rows nor Dest, receives the
