@@ -59,7 +59,15 @@ func Direct(ctx context.Context, ds driver.Stmt, st Statement) (found bool, err 
 	if err != nil {
 		return false, err
 	}
-	defer dr.Close()
+	// Closed once only, as *sql.Rows closes a driver's rows: the SQLite
+	// driver's Close finalizes a statement it did not keep, and a second
+	// Close would finalize it again.
+	closed := false
+	defer func() {
+		if !closed {
+			_ = dr.Close()
+		}
+	}()
 	r := &directRows{rows: dr, vals: make([]driver.Value, len(dr.Columns()))}
 	found = true
 	if st.Rows != nil {
@@ -73,6 +81,7 @@ func Direct(ctx context.Context, ds driver.Stmt, st Statement) (found bool, err 
 	if r.err != nil {
 		return found, r.err // the driver's Close would report it again
 	}
+	closed = true
 	if err := dr.Close(); err != nil {
 		return false, err
 	}
