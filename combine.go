@@ -606,7 +606,7 @@ func (db *DB) runOp(ctx context.Context, run runner, p *pending) error {
 
 // runner runs one statement of a batch where the batch runs, and reports
 // whether a Dest statement found its row (true for the others):
-// DB.poolRunner on the pool, txRunner in a *sql.Tx, writer.run on the
+// DB.poolRunner on the pool, txRunner in a *sql.Tx, writer.runner on the
 // combiner's writer.
 type runner func(ctx context.Context, st *wire.Statement) (found bool, err error)
 
