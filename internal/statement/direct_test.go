@@ -215,3 +215,25 @@ func TestDirectReportsWhatRunReports(t *testing.T) {
 		})
 	}
 }
+
+// TestDirectRunsAQueryOfSeveralStatementsAgainAndAgain: a query of two
+// statements, which SQLite's driver prepares for each call and finalizes
+// when its rows close, reads through Direct what it reads through Run,
+// call after call: Direct closes the driver's rows once, as *sql.Rows
+// does (closed twice, the statement was finalized twice, and the process
+// died of a segmentation fault within a few hundred calls).
+func TestDirectRunsAQueryOfSeveralStatementsAgainAndAgain(t *testing.T) {
+	t.Parallel()
+	conn := sqliteConn(t)
+	ctx := context.Background()
+	const q = `SELECT 1; SELECT 2`
+	var want int64
+	wantFound, werr := statement.Run(ctx, conn, nil, statement.Statement{Query: q, Dest: []any{&want}})
+	for i := range 1000 {
+		var n int64
+		found, err := direct(t, conn, statement.Statement{Query: q, Dest: []any{&n}})
+		if found != wantFound || n != want || (err == nil) != (werr == nil) {
+			t.Fatalf("call %d: Direct found %v, read %d, %v; Run found %v, read %d, %v", i, found, n, err, wantFound, want, werr)
+		}
+	}
+}
