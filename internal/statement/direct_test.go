@@ -193,7 +193,6 @@ func TestDirectReportsWhatRunReports(t *testing.T) {
 				t.Fatalf("rows failing on the second: %d row(s), %v; want 1, an error", rows, err)
 			}
 			var a, b int64
-			err = nil
 			_, err = via.run(statement.Statement{Query: `SELECT n, k FROM t ORDER BY k`, Rows: func(r statement.Rows) error {
 				if err := r.Scan(&a, &b); err == nil {
 					return errors.New("Scan before Next read a row")
