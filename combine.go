@@ -618,29 +618,19 @@ func (db *DB) poolRunner() runner {
 	}
 }
 
-// txRunner runs each statement in tx, prepared for it (txPrepared).
+// txRunner runs each statement in tx, prepared for it when the pool
+// holds its preparation already (made tx's: StmtContext), else
+// unprepared. Making one would take a connection of the pool, and the
+// transaction may hold its last (a pool of one waited for itself for
+// ever); the batch prepares its statements once it committed
+// (prepareOps).
 func txRunner(db *DB, tx *sql.Tx) runner {
-	prep := txPrepared(db, tx)
 	return func(ctx context.Context, st *wire.Statement) (bool, error) {
-		return statement.Run(ctx, tx, prep(ctx, st.Query), statementOf(st))
-	}
-}
-
-// preparer returns a query prepared for where a batch runs it, or nil:
-// the query then runs unprepared.
-type preparer func(ctx context.Context, query string) *sql.Stmt
-
-// txPrepared returns the preparer of tx: only a preparation the pool
-// already holds, made tx's (StmtContext). Making one takes a connection
-// of the pool, and the transaction may hold its last (a pool of one
-// waited for itself for ever); the batch prepares its statements once it
-// committed (prepareOps).
-func txPrepared(db *DB, tx *sql.Tx) preparer {
-	return func(ctx context.Context, query string) *sql.Stmt {
-		if p := db.preparedAlready(query); p != nil {
-			return tx.StmtContext(ctx, p)
+		var ps *sql.Stmt
+		if p := db.preparedAlready(st.Query); p != nil {
+			ps = tx.StmtContext(ctx, p)
 		}
-		return nil
+		return statement.Run(ctx, tx, ps, statementOf(st))
 	}
 }
 

@@ -28,7 +28,8 @@ import (
 // *sql.Conn whose statements run on a context that cannot end, neither
 // happens; and the driver's statements run directly save what
 // database/sql still does around each one (its *sql.Rows, the locks of
-// the connection and of the pool's dependencies): another tenth.
+// the connection and of the pool's dependencies): about 8% more of a
+// hot key's charge (docs/performance.md).
 //
 // A batch takes the writer only when it holds two or more operations or
 // the writer is already out of the pool (batches following one another),
@@ -135,17 +136,11 @@ func (w *writer) close(bad bool) {
 
 // prepared returns query prepared on dc, w's driver connection,
 // preparing it the first time. dc is held (inside sql.Conn.Raw).
-func (w *writer) prepared(ctx context.Context, dc driver.Conn, query string) (driver.Stmt, error) {
+func (w *writer) prepared(dc driver.Conn, query string) (driver.Stmt, error) {
 	if st, ok := w.stmts[query]; ok {
 		return st, nil
 	}
-	var st driver.Stmt
-	var err error
-	if pc, ok := dc.(driver.ConnPrepareContext); ok {
-		st, err = pc.PrepareContext(ctx, query)
-	} else {
-		st, err = dc.Prepare(query)
-	}
+	st, err := dc.Prepare(query) // SQLite prepares without waiting on anything
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +152,7 @@ func (w *writer) prepared(ctx context.Context, dc driver.Conn, query string) (dr
 // connection, each prepared there once (statement.Direct). dc is held.
 func (w *writer) runner(dc driver.Conn) runner {
 	return func(ctx context.Context, st *wire.Statement) (bool, error) {
-		ds, err := w.prepared(ctx, dc, st.Query)
+		ds, err := w.prepared(dc, st.Query)
 		if err != nil {
 			return false, err
 		}

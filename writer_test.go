@@ -164,6 +164,64 @@ func TestTheCombinersWriterRollsBackWhatFailed(t *testing.T) {
 	}
 }
 
+// TestTheCombinersWriterClosesAConnectionItCannotRollBack: when a
+// failed batch's ROLLBACK fails too (its transaction already ended), the
+// connection's state is unknown, and the writer has the pool close it:
+// neither the writer nor the pool keeps it, and the next batch runs on
+// the writer on another connection. The failing operation ends the
+// batch's transaction itself, marks the connection with a temporary
+// table, then fails; afterwards no connection of the pool (of two) holds
+// the mark.
+func TestTheCombinersWriterClosesAConnectionItCannotRollBack(t *testing.T) {
+	t.Parallel()
+	db, _ := writerDB(t, 2)
+	bad := &wire.Op{Group: "g", Key: "bad", Stmts: []*wire.Statement{
+		{Query: `ROLLBACK`},
+		{Query: `CREATE TEMP TABLE writer_mark (x)`}, // outside any transaction: it stays
+		{Query: `INSERT INTO w (k, v) VALUES ('gate', 1)`},
+	}}
+	out := batchOf(t, db, insert("a", 1), bad)
+	if out[0].ran || out[1].ran {
+		t.Fatalf("the failed batch reports its operations ran: %+v", out)
+	}
+	if n := rows(t, db, "a"); n != 0 {
+		t.Fatalf("the failed batch left %d rows", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var conns []*sql.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for i := range 2 { // every connection of the pool, the writer's once it gave it back
+		c, err := db.SQL().Conn(ctx)
+		if err != nil {
+			t.Fatalf("connection %d of the pool: %v", i+1, err)
+		}
+		conns = append(conns, c)
+		var n int
+		if err := c.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_temp_master WHERE name = 'writer_mark'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatal("the connection whose ROLLBACK failed is still in the pool")
+		}
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	conns = nil
+	out = batchOf(t, db, insert("b", 1), insert("c", 2))
+	if !out[0].ran || !out[1].ran || out[0].err != nil || out[1].err != nil {
+		t.Fatalf("the batch after it: %+v; want both run in it", out)
+	}
+	if n := rows(t, db, "b", "c"); n != 2 {
+		t.Fatalf("the batch after it left %d rows; want 2", n)
+	}
+}
+
 // gates are the points at which racefree_test_wait(id) holds a
 // statement: it enters (entered receives), then waits until release is
 // closed. Only the tests here register one.

@@ -69,13 +69,7 @@ func Direct(ctx context.Context, ds driver.Stmt, st Statement) (found bool, err 
 		}
 	}()
 	r := &directRows{rows: dr, vals: make([]driver.Value, len(dr.Columns()))}
-	found = true
-	if st.Rows != nil {
-		err = st.Rows(r)
-	} else if found = r.Next(); found {
-		err = r.Scan(st.Dest...)
-	}
-	if err != nil {
+	if found, err = read(r, st); err != nil {
 		return false, err
 	}
 	if r.err != nil {

@@ -60,19 +60,26 @@ func Run(ctx context.Context, exec Executor, ps *sql.Stmt, st Statement) (found 
 		return false, err
 	}
 	defer rows.Close()
-	found = true
-	if st.Rows != nil {
-		err = st.Rows(rows)
-	} else if found = rows.Next(); found {
-		err = rows.Scan(st.Dest...)
-	}
-	if err != nil {
+	if found, err = read(rows, st); err != nil {
 		return false, err
 	}
 	if err := rows.Close(); err != nil {
 		return false, err
 	}
 	return found, rows.Err()
+}
+
+// read reads rows as st asks, for Run and Direct: every row through
+// st.Rows, or the first into st.Dest. found is false only when st.Dest
+// found no row.
+func read(rows Rows, st Statement) (found bool, err error) {
+	if st.Rows != nil {
+		return true, st.Rows(rows)
+	}
+	if !rows.Next() {
+		return false, nil
+	}
+	return true, rows.Scan(st.Dest...)
 }
 
 // CloseRows closes rows that were read to their end and returns the error
