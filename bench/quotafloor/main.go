@@ -38,6 +38,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,6 +89,30 @@ SELECT place, allowed, tat, 0, now FROM f WHERE place > 0`
 const foldWrite = `INSERT INTO racefree_quotas AS q (tenant, scope, key, kind, tat, used, updated_at, expires_at)
 VALUES (?1, ?2, ?3, 'gcra', ?4, 0, ?5, ?4)
 ON CONFLICT (tenant, scope, key, kind) DO UPDATE SET tat = excluded.tat, updated_at = excluded.updated_at, expires_at = excluded.expires_at`
+
+// hotRead and hotCharge are a batch's charges of one key, all of one
+// size n, decided at once, as a combiner could run them on SQLite: the
+// charges allowed are the first k in the batch's order, where k is how
+// many of the m charges of n·T fit under now + B·T from max(tat, now).
+// That is what m charges of consume_gcra.sql one after the other decide
+// when they are all of one size: once one is refused, none after it
+// fits. hotRead reads the counter before the charge, so that each caller
+// can be told its own decision and counter: the k-th charge's tat is
+// max(tat, now) + k·n·T. ?1 tenant, ?2 scope, ?3 key, ?4 n, ?5 T, ?6 B,
+// ?7 the clock, ?8 m.
+const (
+	hotRead   = `SELECT tat FROM racefree_quotas WHERE tenant = ?1 AND scope = ?2 AND key = ?3 AND kind = 'gcra'`
+	hotCharge = `INSERT INTO racefree_quotas AS q (tenant, scope, key, kind, tat, used, updated_at, expires_at)
+SELECT ?1, ?2, ?3, 'gcra', now + k * ?4 * ?5, 0, now, now + k * ?4 * ?5
+FROM (SELECT now, MIN(?8, ?6 / ?4) AS k FROM (SELECT ?7 AS now)) AS c
+WHERE k > 0
+ON CONFLICT (tenant, scope, key, kind) DO UPDATE SET
+  tat        = MAX(q.tat, excluded.updated_at) + MIN(?8, MAX(0, (excluded.updated_at + ?6 * ?5 - MAX(q.tat, excluded.updated_at)) / (?4 * ?5))) * ?4 * ?5,
+  updated_at = excluded.updated_at,
+  expires_at = MAX(q.tat, excluded.updated_at) + MIN(?8, MAX(0, (excluded.updated_at + ?6 * ?5 - MAX(q.tat, excluded.updated_at)) / (?4 * ?5))) * ?4 * ?5
+WHERE excluded.updated_at + ?6 * ?5 - MAX(q.tat, excluded.updated_at) >= ?4 * ?5
+RETURNING tat, updated_at`
+)
 
 func main() { run.Main(short, cellTime, bench) }
 
@@ -248,6 +273,57 @@ func bench() error {
 						tat = dest[1].(int64)
 					}
 					_, err := ex.ExecContext(ctx, "COMMIT", nil)
+					return err
+				})
+				return tat, err
+			}, nil
+		}},
+		{"… the batch's charges of the key, all of one size, as one statement that admits the first k (a read of the counter before it), through the driver directly", func(ctx context.Context, db *racefree.DB) (func(context.Context, string, int, int64) (int64, error), error) {
+			conn, err := db.SQL().Conn(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var rd, ch driver.Stmt
+			if err := conn.Raw(func(dc any) error {
+				pc := dc.(driver.ConnPrepareContext)
+				if rd, err = pc.PrepareContext(ctx, hotRead); err != nil {
+					return err
+				}
+				ch, err = pc.PrepareContext(ctx, hotCharge)
+				return err
+			}); err != nil {
+				return nil, err
+			}
+			dest := make([]driver.Value, 2)
+			return func(ctx context.Context, key string, n int, now int64) (tat int64, err error) {
+				err = conn.Raw(func(dc any) error {
+					ex := dc.(driver.ExecerContext)
+					if _, err := ex.ExecContext(ctx, "BEGIN IMMEDIATE", nil); err != nil {
+						return err
+					}
+					fail := func(err error) error {
+						_, _ = ex.ExecContext(ctx, "ROLLBACK", nil)
+						return err
+					}
+					rows, err := rd.(driver.StmtQueryContext).QueryContext(ctx, named([]any{tenant.Default, "bench", key}))
+					if err != nil {
+						return fail(err)
+					}
+					if err := rows.Next(dest[:1]); err != nil && !errors.Is(err, io.EOF) {
+						rows.Close()
+						return fail(err)
+					}
+					rows.Close()
+					rows, err = ch.(driver.StmtQueryContext).QueryContext(ctx, named(append(args(key, now), int64(n))))
+					if err == nil {
+						err = rows.Next(dest)
+						rows.Close()
+					}
+					if err != nil {
+						return fail(err)
+					}
+					tat = dest[0].(int64)
+					_, err = ex.ExecContext(ctx, "COMMIT", nil)
 					return err
 				})
 				return tat, err
