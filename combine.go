@@ -68,6 +68,7 @@ type CombineStats struct {
 	Ops       int64         // operations in those batches
 	MaxBatch  int           // the largest batch
 	Many      int64         // operations in those batches whose statements ran as Many forms: one statement per form for many operations ([wire.ManyBinder])
+	Folded    int64         // operations in those batches that ran folded with others of their key ([wire.Op].Fold)
 	QueueWait time.Duration // summed over the operations: from Combine to their batch's start
 	Failed    int64         // batches that failed whole, committed nothing, and whose operations ran alone
 	Unknown   int64         // batches whose outcome is unknown (the commit got no answer): each operation was answered the batch's error, none ran alone
@@ -106,6 +107,7 @@ type pending struct {
 	followed bool       // its batch runs another op of its key right after it: its IfMissed statements may run
 	leads    bool       // handed the lead: it takes its batch when it wakes
 	many     bool       // its statements ran as Many forms (settleMany)
+	folded   bool       // it ran in a fold ([wire.Op].Fold)
 	ran      bool
 	err      error
 }
@@ -266,6 +268,9 @@ func (db *DB) lead(ctx context.Context, batch []*pending) {
 		for _, p := range batch {
 			if p.many {
 				c.stats.Many++
+			}
+			if p.folded {
+				c.stats.Folded++
 			}
 		}
 	case alone:
@@ -494,14 +499,50 @@ func (db *DB) runTx(ctx context.Context, run runner, ops []*pending) error {
 	return nil
 }
 
-// runOps runs every operation of ops through run, one by one, in order.
+// runOps runs every operation of ops through run, one by one, in order,
+// but for a run of two or more that fold together (foldRun), which runs
+// at once (runFold).
 func (db *DB) runOps(ctx context.Context, run runner, ops []*pending) error {
-	for _, p := range ops {
-		if err := db.runOp(ctx, run, p); err != nil {
+	for i := 0; i < len(ops); {
+		n := foldRun(ops[i:])
+		var err error
+		if n >= 2 {
+			err = runFold(ctx, run, ops[i:i+n])
+		} else {
+			n, err = 1, db.runOp(ctx, run, ops[i])
+		}
+		if err != nil {
 			return err
 		}
+		i += n
 	}
 	return nil
+}
+
+// foldRun returns how many operations from ops[0] on fold together: ops[0]
+// has a Fold and a FoldAs, and those after it that follow it with its Key
+// and its FoldAs ([wire.Op].Fold).
+func foldRun(ops []*pending) int {
+	first := ops[0].op
+	if first.Fold == nil || first.FoldAs == "" {
+		return 1
+	}
+	n := 1
+	for n < len(ops) && ops[n].op.Key == first.Key && ops[n].op.FoldAs == first.FoldAs {
+		n++
+	}
+	return n
+}
+
+// runFold runs ops, a run of operations that fold together, through the
+// first one's Fold, in the order they came; each counts as run.
+func runFold(ctx context.Context, run runner, ops []*pending) error {
+	folded := make([]*wire.Op, len(ops))
+	for i, p := range ops {
+		p.err, p.many, p.folded = nil, false, true
+		folded[i] = p.op
+	}
+	return ops[0].op.Fold(ctx, wire.Run(run), folded)
 }
 
 // forms splits ops by form (sameForm), in the order of each form's first
@@ -586,7 +627,7 @@ func missed(st *wire.Statement) bool { return st.IfMissed }
 // ErrNotFound when a Dest statement found no row. Any other error is
 // returned: the batch fails.
 func (db *DB) runOp(ctx context.Context, run runner, p *pending) error {
-	p.err, p.many = nil, false
+	p.err, p.many, p.folded = nil, false, false
 	found := true // the statement before: a miss runs the IfMissed one after it
 	for _, st := range p.stmts() {
 		if st.IfMissed && found {

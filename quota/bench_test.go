@@ -127,6 +127,7 @@ func BenchmarkConsumeHotKeyCombinedSQLite(b *testing.B) {
 			cputime.PerOp(b, cpu, b.N)
 			if n := s.Batches - before.Batches; n > 0 {
 				b.ReportMetric(float64(s.Ops-before.Ops)/float64(n), "ops/batch")
+				b.ReportMetric(float64(s.Folded-before.Folded)/float64(s.Ops-before.Ops), "folded/op")
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/racefree/racefree"
@@ -431,15 +432,18 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 		clock := wire.Of(l.db).ClockArg()
 		st := &wire.Statement{Query: l.q.Get(name), Args: []any{id, l.scope, key, n, arg, p.limit(), clock}, Clock: 7,
 			Dest: []any{&allowed, &tat, &used, &now}}
-		stmts := []*wire.Statement{st}
+		op := &send.Op{Key: l.combineKey(key), Stmts: []*wire.Statement{st}}
 		var read refusalRead
 		if wire.Of(l.db).CanPipeline() {
 			st.Many = l.q.Get(name + "_many")
 		} else {
 			// At the charge's clock: the counter as the refusal saw it.
-			stmts = append(stmts, read.statement(l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), clock}, 3))
+			op.Stmts = append(op.Stmts, read.statement(l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), clock}, 3))
+			if p.Kind == GCRA {
+				op.Fold, op.FoldAs = l.foldGCRA, fmt.Sprintf("quota gcra %d %d %d %v", n, arg, p.limit(), clock)
+			}
 		}
-		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Stmts: stmts})
+		way, err := send.Do(ctx, l.db, exec, op)
 		switch {
 		case way == send.NotSent:
 			return Decision{}, false, nil
@@ -469,6 +473,58 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 			return Decision{}, true, fmt.Errorf("counter keeps moving: %w", racefree.ErrRetryable)
 		}
 	}
+}
+
+// foldGCRA runs ops, two or more GCRA charges of one key under one
+// policy, all of the same units, that follow one another in a SQLite
+// batch ([wire.Op].Fold, FoldAs), at once: consume_gcra_fold.sql decides
+// and charges them in one statement, as consume_gcra.sql one charge
+// after the other would (the first k allowed, the others refused), and
+// fold_gcra_read.sql reads the counter before it, from which each
+// charge's own decision and counter follow: the i-th (from 1) is allowed
+// when i <= k, and its counter is t + min(i, k)*n*T, where t is max(tat,
+// now). A refused charge gets its row with allowed false, the counter it
+// was refused on, as PostgreSQL's statement returns it. Each charge's
+// Dest is consumeCombined's. A counter the statement moved by other than
+// a whole number of charges of the fold is an error: the batch commits
+// nothing, and its charges run alone.
+func (l *Limiter) foldGCRA(ctx context.Context, run wire.Run, ops []*wire.Op) error {
+	args := ops[0].Stmts[0].Args // tenant, scope, key, n, T, B, clock
+	now, ok := args[6].(int64)
+	if !ok {
+		return fmt.Errorf("quota: a fold of charges at clock %v, not the batch's", args[6])
+	}
+	step := args[3].(int64) * args[4].(int64)
+	var before sql.NullInt64
+	found, err := run(ctx, &wire.Statement{Query: l.q.Get("fold_gcra_read"), Args: args[:3], Dest: []any{&before}})
+	if err != nil {
+		return err
+	}
+	t := now
+	if found && before.Int64 > now {
+		t = before.Int64
+	}
+	m := int64(len(ops))
+	var tat, at int64
+	charged, err := run(ctx, &wire.Statement{Query: l.q.Get("consume_gcra_fold"), Args: append(slices.Clone(args), m), Dest: []any{&tat, &at}})
+	if err != nil {
+		return err
+	}
+	k := int64(0)
+	if charged {
+		k = (tat - t) / step
+		if at != now || k < 1 || k > m || t+k*step != tat {
+			return fmt.Errorf("quota: a fold of %d charges of %d ms moved the counter from %d to %d at %d", m, step, t, tat, at)
+		}
+	}
+	for i, op := range ops {
+		d := op.Stmts[0].Dest
+		*d[0].(*bool) = int64(i) < k
+		*d[1].(*int64) = t + min(int64(i)+1, k)*step
+		*d[2].(*int64) = 0
+		*d[3].(*int64) = now
+	}
+	return nil
 }
 
 // refusalRead is the read of the counter a combined charge was refused

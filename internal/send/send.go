@@ -31,6 +31,10 @@ type Op struct {
 	// any result comes back: a later one finds what it needs in the
 	// transaction, not in an earlier one's result.
 	Stmts []*wire.Statement
+	// Fold and FoldAs let a run of operations of Key that follow one
+	// another in a batch run at once ([wire.Op].Fold).
+	Fold   func(ctx context.Context, run wire.Run, ops []*wire.Op) error
+	FoldAs string
 	// Pipeline lets Stmts travel pipelined, in one round trip, when they
 	// were not batched, exec is the pool of an engine that pipelines
 	// (PostgreSQL) and the tenant is registered.
@@ -71,7 +75,7 @@ const (
 // not a way taken: Do goes on to the next.
 func Do(ctx context.Context, db *racefree.DB, exec racefree.Executor, op *Op) (Way, error) {
 	if op.Key != "" {
-		if ran, err := Combined(ctx, db, exec, op.Key, op.Stmts...); ran {
+		if ran, err := combined(ctx, db, exec, op); ran {
 			return Together, wire.Of(db).InterpretError(err)
 		}
 	}

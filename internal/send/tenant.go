@@ -274,16 +274,17 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 	return true, wire.Of(db).Pipeline(ctx, append([]*wire.Statement{{Query: writeSet(db), Args: []any{id}}}, stmts...)...)
 }
 
-// Combined runs stmts, the statements of one racefree operation on key,
+// combined runs op's statements, those of one racefree operation on op.Key,
 // for the tenant ctx names, in a batch with concurrent operations of the
 // same tenant ([wire.DB].Combine): one transaction and one commit for
 // the batch, which on PostgreSQL begins with set_config(…, true) with the
 // tenant, unless the role is one that row-level security does not bind.
-// key must name everything the operation writes, prefixed by the
+// op.Key must name everything the operation writes, prefixed by the
 // primitive, so that operations on one row run in the order they came,
 // each on the state the one before it left, and on PostgreSQL never in one
 // batch ([wire.Op].Key). A Dest
 // statement that finds no row makes the error match [racefree.ErrNotFound].
+// A run of op's key that folds (op.Fold) runs at once ([wire.Op].Fold).
 //
 // It reports false, and runs nothing, unless exec is the pool,
 // [racefree.Config.Combine] is on and the tenant is already registered, or
@@ -297,11 +298,11 @@ func Pipelined(ctx context.Context, db *racefree.DB, exec racefree.Executor, stm
 // ctx's deadline bounds the batch ([wire.Op.Deadline]): a batch still
 // waiting for the database (a lock another transaction holds) when the
 // earliest deadline of its operations passes gives up and commits
-// nothing, and Combined reports false like for any batch that failed as a
+// nothing, and combined reports false like for any batch that failed as a
 // whole; the caller's own attempt then ends at once on its expired ctx.
 // Without it a caller that led a batch would wait for it past its
 // deadline: a request bounded to a second answered after a minute.
-func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key string, stmts ...*wire.Statement) (bool, error) {
+func combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, op *Op) (bool, error) {
 	deadline, _ := ctx.Deadline()
 	if !wire.Of(db).Combining() || !pooled(db, exec) {
 		return false, nil
@@ -317,7 +318,7 @@ func Combined(ctx context.Context, db *racefree.DB, exec racefree.Executor, key 
 	if db.Engine() == racefree.Postgres && !writeBypasses(ctx, db, exec) {
 		begin = []*wire.Statement{{Query: writeSet(db), Args: []any{id}}}
 	}
-	ran, err := wire.Of(db).Combine(ctx, &wire.Op{Group: id, Key: key, Begin: begin, Stmts: stmts, Deadline: deadline})
+	ran, err := wire.Of(db).Combine(ctx, &wire.Op{Group: id, Key: op.Key, Begin: begin, Stmts: op.Stmts, Fold: op.Fold, FoldAs: op.FoldAs, Deadline: deadline})
 	return ran, wire.Of(db).InterpretError(err)
 }
 

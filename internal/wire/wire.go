@@ -264,6 +264,22 @@ type Op struct {
 	// binds them (ManyBinder) the batch runs each form once for all of
 	// them (one statement over arrays, not one per operation).
 	Stmts []*Statement
+	// Fold, with FoldAs, runs at once a run of operations of one Key in a
+	// batch that runs its operations one after the other (SQLite): two
+	// or more that follow one another there, each with this FoldAs (not
+	// empty), which names everything their outcomes depend on beside the
+	// Key (the primitive, its statement, every argument but the clock).
+	// DB.Combine calls the first one's Fold with the run's operations in
+	// the order they came, in place of their statements: it runs its own
+	// statements through run, in the batch's transaction, and fills each
+	// operation's Dest as its statements one after the other would have,
+	// each deciding on the state the one before it left. An operation it
+	// folded counts as run, its Dest statement as having found its row.
+	// Its error fails the batch, which commits nothing, and its
+	// operations run alone. An engine that keeps keys apart (DB.keysApart)
+	// never holds such a run.
+	Fold   func(ctx context.Context, run Run, ops []*Op) error
+	FoldAs string
 	// Deadline, when not zero, bounds the batch that holds op: a batch
 	// gives up at the earliest Deadline of its operations, commits
 	// nothing, and its operations run alone (Combine reports false), so
@@ -274,6 +290,11 @@ type Op struct {
 	// batch unbounded by op, as Combine says.
 	Deadline time.Time
 }
+
+// Run runs one statement in a batch's transaction, as the batch runs its
+// operations' statements, and reports whether a Dest statement found its
+// row (true for the others). DB.Combine hands one to an Op's Fold.
+type Run func(ctx context.Context, st *Statement) (found bool, err error)
 
 // WritableChecker is an Engine that can tell whether the node it reaches
 // accepts writes. The PostgreSQL engine implements it.

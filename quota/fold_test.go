@@ -1,0 +1,133 @@
+package quota_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/quota"
+	"github.com/racefree/racefree/tenant"
+)
+
+// TestAFoldOfChargesDecidesAsTheChargesInTurn queues charges of one GCRA
+// key in a known order behind a batch held in flight, and gives each
+// caller the decision it gets alone, to the millisecond: the same
+// charges, one after the other, each in a transaction of its own, on
+// another key charged as this one was before. On SQLite two or more
+// charges of one size that follow one another in the batch run as one
+// fold (consume_gcra_fold.sql: the first k allowed), and a run of another
+// size breaks it; the cases take each bound of k: all allowed, some, none
+// (no row written), a counter behind the clock, one in the future, a key
+// with no counter, a run cut by a charge of another size, and charges of
+// one size whose clocks differ (Config.Clock), which never fold; another
+// tenant's counter of the key is full throughout. On
+// PostgreSQL, which keeps a batch's keys apart, the charges run one batch
+// each and nothing folds.
+func TestAFoldOfChargesDecidesAsTheChargesInTurn(t *testing.T) {
+	t.Parallel()
+	clock, cfg := manual(t0)
+	cfg.Combine, cfg.CombineBatches = racefree.CombineOn, 1
+	cases := []struct {
+		name    string
+		burst   int64
+		before  []int64       // charged before, in turn, each alone
+		advance time.Duration // then the clock moves
+		step    time.Duration // and moves again before each charge of the batch
+		sizes   []int64       // the batch's charges, in order
+		folded  int64         // of them, in folds on SQLite
+	}{
+		{"a key with no counter, all allowed", 100, nil, 0, 0, []int64{1, 1, 1, 1, 1, 1}, 6},
+		{"a key with no counter, the first ten allowed", 10, nil, 0, 0, []int64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 12},
+		{"a key with no counter, charges of three", 10, nil, 0, 0, []int64{3, 3, 3, 3, 3}, 5},
+		{"room for exactly one", 10, []int64{9}, 0, 0, []int64{1, 1, 1}, 3},
+		{"room for exactly two of three", 10, []int64{4}, 0, 0, []int64{3, 3, 3}, 3},
+		{"room for none: nothing written", 10, []int64{10}, 0, 0, []int64{1, 1, 1, 1}, 4},
+		{"room for none, the counter ahead by less than a charge", 10, []int64{8}, 0, 0, []int64{3, 3}, 2},
+		{"a counter the clock passed: a full bucket", 10, []int64{10}, time.Hour, 0, []int64{2, 2, 2, 2, 2, 2}, 6},
+		{"a counter partly refilled", 10, []int64{10}, 250 * time.Millisecond, 0, []int64{1, 1, 1, 1}, 4},
+		{"runs cut by charges of other sizes", 10, []int64{2}, 0, 0, []int64{1, 1, 2, 2, 2, 1, 3, 1, 1}, 7},
+		{"no run of one size", 10, nil, 0, 0, []int64{1, 2, 1, 2, 1}, 0},
+		{"charges of one size at clocks apart: no fold", 3, []int64{3}, 0, 100 * time.Millisecond, []int64{1, 1, 1, 1}, 0},
+	}
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		l := setup(t, db)
+		consume(t, l, db, "warm", 1, gcra) // registers the tenant
+		for i, c := range cases {
+			clock.Set(t0)
+			p := quota.Policy{Kind: quota.GCRA, Rate: 10, Per: time.Second, Burst: c.burst, Wait: time.Minute}
+			aloneKey, hotKey := fmt.Sprintf("fold-%d-alone", i), fmt.Sprintf("fold-%d-hot", i)
+			for _, n := range c.before {
+				consume(t, l, db, aloneKey, n, p)
+				consume(t, l, db, hotKey, n, p)
+			}
+			// Another tenant's counter of the key, full: never this one's.
+			if _, err := l.Consume(as(t, "acme"), db, hotKey, c.burst, p); err != nil {
+				t.Fatal(err)
+			}
+			base := t0.Add(c.advance)
+			alone := make([]quota.Decision, len(c.sizes))
+			for j, n := range c.sizes {
+				clock.Set(base.Add(time.Duration(j+1) * c.step))
+				tx, err := db.SQL().BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				alone[j] = consume(t, l, tx, aloneKey, n, p)
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := make([]quota.Decision, len(c.sizes))
+			calls := make([]func(), len(c.sizes))
+			for j, n := range c.sizes {
+				calls[j] = func() {
+					clock.Set(base.Add(time.Duration(j+1) * c.step))
+					d, err := l.Consume(ctx, db, hotKey, n, p)
+					if err != nil {
+						t.Errorf("%s, charge %d: %v", c.name, j, err)
+					}
+					got[j] = d
+				}
+			}
+			before := db.CombineStats()
+			inTurn(t, ctx, l, db, calls...)()
+			for j := range c.sizes {
+				if got[j] != alone[j] {
+					t.Errorf("%s, charge %d of %d units: %+v, want %+v as alone", c.name, j, c.sizes[j], got[j], alone[j])
+				}
+			}
+			if hot, alone := tatOf(t, db, hotKey), tatOf(t, db, aloneKey); hot != alone {
+				t.Errorf("%s: the counter ends at %d, alone at %d", c.name, hot, alone)
+			}
+			s := db.CombineStats()
+			folded := c.folded
+			if db.Engine() != racefree.SQLite {
+				folded = 0
+			}
+			if got := s.Folded - before.Folded; got != folded || s.Failed != before.Failed {
+				t.Errorf("%s: %d charges folded, %d batches failed; want %d folded, none failed", c.name, got, s.Failed-before.Failed, folded)
+			}
+		}
+	})
+}
+
+// tatOf returns the GCRA counter of key in the default tenant, or -1 when
+// it has none.
+func tatOf(t *testing.T, db *racefree.DB, key string) int64 {
+	t.Helper()
+	var tat int64
+	err := db.QueryRowContext(context.Background(), bind(db, `SELECT tat FROM racefree_quotas WHERE tenant = $1 AND key = $2 AND kind = 'gcra'`), tenant.Default, key).Scan(&tat)
+	if errors.Is(err, sql.ErrNoRows) {
+		return -1
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tat
+}
