@@ -138,7 +138,10 @@ type pending struct {
 // after the other, each seeing the writes of those before it, operations
 // of one key share a batch, each deciding on the state the one before it
 // left, as if it had run alone just after it: a hot key commits many
-// operations at once.
+// operations at once. There, a run of two or more operations of one key
+// with one FoldAs that follow one another runs at once, through the
+// first one's Fold ([wire.Op].Fold), which decides each of them as they
+// would one after the other.
 //
 // It reports whether op ran. False, with a nil error, when Config.Combine
 // is off, or when op's batch failed as a whole and the database is known
@@ -471,7 +474,8 @@ func setClocks(clocks []*any, v any) {
 // form by form (forms), the forms in the order of their first operation:
 // the operations of a form that has Many forms, when they are at least
 // the engine's ManyFrom, each form once for all of them (runMany); the
-// others one by one, in order.
+// others one by one, in order, each run of them that folds at once
+// (runOps).
 func (db *DB) runTx(ctx context.Context, run runner, ops []*pending) error {
 	for _, st := range ops[0].op.Begin {
 		if _, err := run(ctx, st); err != nil {

@@ -311,7 +311,11 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // they came and deciding on the counter the one before it left, so that
 // a hot key commits many charges at once; a refusal reads the counter it
 // was refused on in the batch, right after it, when a later charge of its
-// key follows it there, and after the batch otherwise. On PostgreSQL
+// key follows it there, and after the batch otherwise. GCRA charges of
+// one size that follow one another there run as one fold
+// (consume_gcra_fold.sql): one statement admits the first k that fit,
+// which is what they decide one after the other, and each caller gets
+// its own decision. On PostgreSQL
 // a batch holds each key once, and a batch of two or more charges of one
 // kind runs as one statement over arrays (consume_gcra_many.sql,
 // consume_window_many.sql) that locks the counters in the batch's order
@@ -408,6 +412,8 @@ func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope +
 // Wait); a SlidingWindow charge goes through consumeSlidingCombined. On
 // PostgreSQL a batch of two or more charges of one kind runs as one
 // statement over arrays (consume_gcra_many, consume_window_many). A
+// On SQLite a GCRA charge folds with the charges of its key of the same
+// units and clock that follow it in its batch (foldGCRA). A
 // refusal that returns no row (SQLite, or a counter inserted after the
 // statement's snapshot) reads the counter it was refused on: on SQLite in
 // the batch, right after the charge, when a later charge of the key
