@@ -411,8 +411,8 @@ func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope +
 // transaction and one commit, bounded by ctx's deadline, the policy's
 // Wait); a SlidingWindow charge goes through consumeSlidingCombined. On
 // PostgreSQL a batch of two or more charges of one kind runs as one
-// statement over arrays (consume_gcra_many, consume_window_many). A
-// On SQLite a GCRA charge folds with the charges of its key of the same
+// statement over arrays (consume_gcra_many, consume_window_many). On
+// SQLite a GCRA charge folds with the charges of its key of the same
 // units and clock that follow it in its batch (foldGCRA). A
 // refusal that returns no row (SQLite, or a counter inserted after the
 // statement's snapshot) reads the counter it was refused on: on SQLite in

@@ -11,7 +11,10 @@
 //     the combiner's writer (writer.go); then with the connection taken
 //     and the statement prepared anew for each batch; then through the
 //     driver's connection directly (sql.Conn.Raw), with nothing of
-//     database/sql around a statement;
+//     database/sql around a statement; then the batch's charges, all of
+//     one size, as one statement that admits the first k that fit, after
+//     a read of the counter (consume_gcra_fold.sql's form, which the
+//     combiner's batches now run on SQLite: quota.go, foldGCRA);
 //
 // and, last, one statement over a JSON array of the batch's charges that
 // folds them one after the other (a recursive CTE), then one write of
@@ -90,30 +93,6 @@ const foldWrite = `INSERT INTO racefree_quotas AS q (tenant, scope, key, kind, t
 VALUES (?1, ?2, ?3, 'gcra', ?4, 0, ?5, ?4)
 ON CONFLICT (tenant, scope, key, kind) DO UPDATE SET tat = excluded.tat, updated_at = excluded.updated_at, expires_at = excluded.expires_at`
 
-// hotRead and hotCharge are a batch's charges of one key, all of one
-// size n, decided at once, as a combiner could run them on SQLite: the
-// charges allowed are the first k in the batch's order, where k is how
-// many of the m charges of n·T fit under now + B·T from max(tat, now).
-// That is what m charges of consume_gcra.sql one after the other decide
-// when they are all of one size: once one is refused, none after it
-// fits. hotRead reads the counter before the charge, so that each caller
-// can be told its own decision and counter: the k-th charge's tat is
-// max(tat, now) + k·n·T. ?1 tenant, ?2 scope, ?3 key, ?4 n, ?5 T, ?6 B,
-// ?7 the clock, ?8 m.
-const (
-	hotRead   = `SELECT tat FROM racefree_quotas WHERE tenant = ?1 AND scope = ?2 AND key = ?3 AND kind = 'gcra'`
-	hotCharge = `INSERT INTO racefree_quotas AS q (tenant, scope, key, kind, tat, used, updated_at, expires_at)
-SELECT ?1, ?2, ?3, 'gcra', now + k * ?4 * ?5, 0, now, now + k * ?4 * ?5
-FROM (SELECT now, MIN(?8, ?6 / ?4) AS k FROM (SELECT ?7 AS now)) AS c
-WHERE k > 0
-ON CONFLICT (tenant, scope, key, kind) DO UPDATE SET
-  tat        = MAX(q.tat, excluded.updated_at) + MIN(?8, MAX(0, (excluded.updated_at + ?6 * ?5 - MAX(q.tat, excluded.updated_at)) / (?4 * ?5))) * ?4 * ?5,
-  updated_at = excluded.updated_at,
-  expires_at = MAX(q.tat, excluded.updated_at) + MIN(?8, MAX(0, (excluded.updated_at + ?6 * ?5 - MAX(q.tat, excluded.updated_at)) / (?4 * ?5))) * ?4 * ?5
-WHERE excluded.updated_at + ?6 * ?5 - MAX(q.tat, excluded.updated_at) >= ?4 * ?5
-RETURNING tat, updated_at`
-)
-
 func main() { run.Main(short, cellTime, bench) }
 
 // form is one way to run a batch: prepare readies it on a fresh DB and
@@ -136,6 +115,16 @@ func bench() error {
 		return errors.New("consume_gcra.sql has no RETURNING clause")
 	}
 	chargeOnly := charge[:i]
+	// A batch's charges of one key, all of one size, as the combiner
+	// folds them: the counter read, then one statement for all of them.
+	var hotRead, hotCharge string
+	for name, q := range map[string]*string{"fold_gcra_read.sql": &hotRead, "consume_gcra_fold.sql": &hotCharge} {
+		b, err := os.ReadFile(filepath.Join(*sqlDir, name))
+		if err != nil {
+			return err
+		}
+		*q = string(b)
+	}
 	args := func(key string, now int64) []any {
 		return []any{tenant.Default, "bench", key, int64(1), int64(interval), int64(burst), now}
 	}
@@ -278,7 +267,7 @@ func bench() error {
 				return tat, err
 			}, nil
 		}},
-		{"… the batch's charges of the key, all of one size, as one statement that admits the first k (a read of the counter before it), through the driver directly", func(ctx context.Context, db *racefree.DB) (func(context.Context, string, int, int64) (int64, error), error) {
+		{"… the batch's charges of the key, all of one size, as one statement that admits the first k (consume_gcra_fold.sql, after fold_gcra_read.sql), through the driver directly (the combiner's folds)", func(ctx context.Context, db *racefree.DB) (func(context.Context, string, int, int64) (int64, error), error) {
 			conn, err := db.SQL().Conn(ctx)
 			if err != nil {
 				return nil, err

@@ -268,13 +268,15 @@ type Op struct {
 	// batch that runs its operations one after the other (SQLite): two
 	// or more that follow one another there, each with this FoldAs (not
 	// empty), which names everything their outcomes depend on beside the
-	// Key (the primitive, its statement, every argument but the clock).
+	// Key (the primitive, its statements, every argument, and the clock
+	// unless it is the batch's: Statement.Clock).
 	// DB.Combine calls the first one's Fold with the run's operations in
-	// the order they came, in place of their statements: it runs its own
-	// statements through run, in the batch's transaction, and fills each
-	// operation's Dest as its statements one after the other would have,
-	// each deciding on the state the one before it left. An operation it
-	// folded counts as run, its Dest statement as having found its row.
+	// the order they came, in place of their statements, none of which
+	// runs: it runs its own statements through run, in the batch's
+	// transaction, and fills each operation's Dest as its statements one
+	// after the other would have, each deciding on the state the one
+	// before it left. An operation it folded counts as run, and as having
+	// found its rows.
 	// Its error fails the batch, which commits nothing, and its
 	// operations run alone. An engine that keeps keys apart (DB.keysApart)
 	// never holds such a run.
