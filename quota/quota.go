@@ -311,9 +311,10 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // they came and deciding on the counter the one before it left, so that
 // a hot key commits many charges at once; a refusal reads the counter it
 // was refused on in the batch, right after it, when a later charge of its
-// key follows it there, and after the batch otherwise. GCRA charges of
-// one size that follow one another there run as one fold
-// (consume_gcra_fold.sql): one statement admits the first k that fit,
+// key follows it there, and after the batch otherwise. GCRA and
+// FixedWindow charges of one size that follow one another there run as
+// one fold (consume_gcra_fold.sql, consume_window_fold.sql): one
+// statement admits the first k that fit,
 // which is what they decide one after the other, and each caller gets
 // its own decision. On PostgreSQL
 // a batch holds each key once, and a batch of two or more charges of one
@@ -412,8 +413,9 @@ func (l *Limiter) combineKey(key string) string { return "quota\x00" + l.scope +
 // Wait); a SlidingWindow charge goes through consumeSlidingCombined. On
 // PostgreSQL a batch of two or more charges of one kind runs as one
 // statement over arrays (consume_gcra_many, consume_window_many). On
-// SQLite a GCRA charge folds with the charges of its key of the same
-// units and clock that follow it in its batch (foldGCRA). A
+// SQLite a GCRA or FixedWindow charge folds with the charges of its key
+// of the same policy, units and clock that follow it in its batch
+// (foldGCRA, foldWindow). A
 // refusal that returns no row (SQLite, or a counter inserted after the
 // statement's snapshot) reads the counter it was refused on: on SQLite in
 // the batch, right after the charge, when a later charge of the key
@@ -445,8 +447,9 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 		} else {
 			// At the charge's clock: the counter as the refusal saw it.
 			op.Stmts = append(op.Stmts, read.statement(l.q.Get("state"), []any{id, l.scope, key, string(p.Kind), clock}, 3))
-			if p.Kind == GCRA {
-				op.Fold, op.FoldAs = l.foldGCRA, fmt.Sprintf("quota gcra %d %d %d %v", n, arg, p.limit(), clock)
+			op.Fold, op.FoldAs = l.foldGCRA, fmt.Sprintf("quota %s %d %d %d %v", p.Kind, n, arg, p.limit(), clock)
+			if p.Kind == FixedWindow {
+				op.Fold = l.foldWindow
 			}
 		}
 		way, err := send.Do(ctx, l.db, exec, op)
@@ -489,18 +492,15 @@ func (l *Limiter) consumeCombined(ctx context.Context, exec racefree.Executor, k
 // fold_gcra_read.sql reads the counter before it, from which each
 // charge's own decision and counter follow: the i-th (from 1) is allowed
 // when i <= k, and its counter is t + min(i, k)*n*T, where t is max(tat,
-// now). A refused charge gets its row with allowed false, the counter it
-// was refused on, as PostgreSQL's statement returns it. Each charge's
-// Dest is consumeCombined's. A counter the statement moved by other than
-// a whole number of charges of the fold is an error: the batch commits
+// now) (settleFold). A counter the statement moved by other than a
+// whole number of charges of the fold is an error: the batch commits
 // nothing, and its charges run alone.
 func (l *Limiter) foldGCRA(ctx context.Context, run wire.Run, ops []*wire.Op) error {
-	args := ops[0].Stmts[0].Args // tenant, scope, key, n, T, B, clock
-	now, ok := args[6].(int64)
-	if !ok {
-		return fmt.Errorf("quota: a fold of charges at clock %v, not the batch's", args[6])
+	args, now, err := foldArgs(ops)
+	if err != nil {
+		return err
 	}
-	step := args[3].(int64) * args[4].(int64)
+	step := args[3].(int64) * args[4].(int64) // n*T
 	var before sql.NullInt64
 	found, err := run(ctx, &wire.Statement{Query: l.q.Get("fold_gcra_read"), Args: args[:3], Dest: []any{&before}})
 	if err != nil {
@@ -510,27 +510,98 @@ func (l *Limiter) foldGCRA(ctx context.Context, run wire.Run, ops []*wire.Op) er
 	if found && before.Int64 > now {
 		t = before.Int64
 	}
-	m := int64(len(ops))
-	var tat, at int64
-	charged, err := run(ctx, &wire.Statement{Query: l.q.Get("consume_gcra_fold"), Args: append(slices.Clone(args), m), Dest: []any{&tat, &at}})
+	var tat, used int64
+	charged, err := run(ctx, &wire.Statement{Query: l.q.Get("consume_gcra_fold"), Args: append(slices.Clone(args), int64(len(ops))), Dest: []any{&tat, &used}})
 	if err != nil {
 		return err
 	}
-	k := int64(0)
-	if charged {
-		k = (tat - t) / step
-		if at != now || k < 1 || k > m || t+k*step != tat {
-			return fmt.Errorf("quota: a fold of %d charges of %d ms moved the counter from %d to %d at %d", m, step, t, tat, at)
-		}
+	k, err := foldCount(charged, t, tat, step, len(ops))
+	if err != nil {
+		return err
 	}
+	settleFold(ops, k, now, func(j int64) (int64, int64) { return t + j*step, 0 })
+	return nil
+}
+
+// foldWindow is foldGCRA for fixed-window charges: consume_window_fold.sql
+// admits the first k that fit in the window, fold_window_read.sql reads
+// the counter before it, and the i-th charge's counter is the window's
+// start with u + min(i, k)*n used, where u is what the window had used
+// (0 for a row of an earlier window).
+func (l *Limiter) foldWindow(ctx context.Context, run wire.Run, ops []*wire.Op) error {
+	args, now, err := foldArgs(ops)
+	if err != nil {
+		return err
+	}
+	n, per := args[3].(int64), args[4].(int64)
+	start := now - now%per
+	var tat0, used0 sql.NullInt64
+	found, err := run(ctx, &wire.Statement{Query: l.q.Get("fold_window_read"), Args: args[:3], Dest: []any{&tat0, &used0}})
+	if err != nil {
+		return err
+	}
+	u := int64(0)
+	if found && tat0.Int64 == start {
+		u = used0.Int64
+	}
+	var tat, used int64
+	charged, err := run(ctx, &wire.Statement{Query: l.q.Get("consume_window_fold"), Args: append(slices.Clone(args), int64(len(ops))), Dest: []any{&tat, &used}})
+	if err != nil {
+		return err
+	}
+	if charged && tat != start {
+		return fmt.Errorf("quota: a fold of %d charges wrote the window of %d, at %d", len(ops), tat, now)
+	}
+	k, err := foldCount(charged, u, used, n, len(ops))
+	if err != nil {
+		return err
+	}
+	settleFold(ops, k, now, func(j int64) (int64, int64) { return start, u + j*n })
+	return nil
+}
+
+// foldArgs returns the arguments of the charges ops fold (tenant, scope,
+// key, n, the policy's step, its limit, the clock: consumeCombined's),
+// which FoldAs makes the same for all of them, and the clock, which must
+// be Unix milliseconds: the batch's, or Config.Clock's.
+func foldArgs(ops []*wire.Op) ([]any, int64, error) {
+	args := ops[0].Stmts[0].Args
+	now, ok := args[6].(int64)
+	if !ok {
+		return nil, 0, fmt.Errorf("quota: a fold of charges at clock %v, not the batch's", args[6])
+	}
+	return args, now, nil
+}
+
+// foldCount returns k, how many of the m charges of a fold its statement
+// charged, from the counter before it (from) and after it (to), each
+// charge moving it by step: 0 when the statement wrote nothing
+// (charged false). A counter moved by other than one to m whole charges
+// is an error.
+func foldCount(charged bool, from, to, step int64, m int) (int64, error) {
+	if !charged {
+		return 0, nil
+	}
+	k := (to - from) / step
+	if k < 1 || k > int64(m) || from+k*step != to {
+		return 0, fmt.Errorf("quota: a fold of %d charges of %d moved the counter from %d to %d", m, step, from, to)
+	}
+	return k, nil
+}
+
+// settleFold fills each charge's Dest (consumeCombined's: allowed, tat,
+// used, now) as the charge alone would have found it: the i-th (from 1)
+// is allowed when i <= k, and its counter, counter(j), is the counter
+// after j = min(i, k) charges of the fold: after its own when allowed,
+// the one it was refused on otherwise, as PostgreSQL's statement returns
+// it.
+func settleFold(ops []*wire.Op, k, now int64, counter func(j int64) (tat, used int64)) {
 	for i, op := range ops {
 		d := op.Stmts[0].Dest
 		*d[0].(*bool) = int64(i) < k
-		*d[1].(*int64) = t + min(int64(i)+1, k)*step
-		*d[2].(*int64) = 0
+		*d[1].(*int64), *d[2].(*int64) = counter(min(int64(i)+1, k))
 		*d[3].(*int64) = now
 	}
-	return nil
 }
 
 // refusalRead is the read of the counter a combined charge was refused
