@@ -17,7 +17,7 @@ import (
 // foldCaseOf is a case of TestAFoldOfChargesDecidesAsTheChargesInTurn.
 type foldCaseOf struct {
 	name    string
-	burst   int64         // GCRA's burst, a fixed window's limit
+	burst   int64         // GCRA's burst, a window's limit
 	before  []int64       // charged before, in turn, each alone
 	advance time.Duration // then the clock moves
 	step    time.Duration // and moves again before each charge of the batch
@@ -25,17 +25,18 @@ type foldCaseOf struct {
 	folded  int64         // of them, in folds on SQLite
 }
 
-// TestAFoldOfChargesDecidesAsTheChargesInTurn queues charges of one GCRA
-// or fixed-window key in a known order behind a batch held in flight, and gives each
+// TestAFoldOfChargesDecidesAsTheChargesInTurn queues charges of one key,
+// of each kind, in a known order behind a batch held in flight, and gives each
 // caller the decision it gets alone, to the millisecond: the same
 // charges, one after the other, each in a transaction of its own, on
 // another key charged as this one was before. On SQLite two or more
 // charges of one size that follow one another in the batch run as one
-// fold (consume_gcra_fold.sql, consume_window_fold.sql: the first k
-// allowed), and a run of another
+// fold (consume_gcra_fold.sql, consume_window_fold.sql,
+// consume_sliding_fold.sql: the first k allowed), and a run of another
 // size breaks it; the cases take each bound of k: all allowed, some, none
-// (no row written), a counter behind the clock (a window past), one in
-// the future, a key
+// (no row written), a counter behind the clock (a window past, the
+// window before weighing half or most of its count), one in the future,
+// a key
 // with no counter, a run cut by a charge of another size, and charges of
 // one size whose clocks differ (Config.Clock), which never fold; another
 // tenant's counter of the key is full throughout. On
@@ -55,6 +56,8 @@ func TestAFoldOfChargesDecidesAsTheChargesInTurn(t *testing.T) {
 		{"room for none, the counter ahead by less than a charge", 10, []int64{8}, 0, 0, []int64{3, 3}, 2},
 		{"a counter the clock passed: a full bucket", 10, []int64{10}, time.Hour, 0, []int64{2, 2, 2, 2, 2, 2}, 6},
 		{"a counter partly refilled", 10, []int64{10}, 250 * time.Millisecond, 0, []int64{1, 1, 1, 1}, 4},
+		{"the next window, half of the one before weighing", 10, []int64{10}, 1500 * time.Millisecond, 0, []int64{1, 1, 1, 1, 1, 1, 1}, 7},
+		{"the next window, most of the one before weighing", 10, []int64{4, 4}, 1100 * time.Millisecond, 0, []int64{2, 2, 2}, 3},
 		{"runs cut by charges of other sizes", 10, []int64{2}, 0, 0, []int64{1, 1, 2, 2, 2, 1, 3, 1, 1}, 7},
 		{"no run of one size", 10, nil, 0, 0, []int64{1, 2, 1, 2, 1}, 0},
 		{"charges of one size at clocks apart: no fold", 3, []int64{3}, 0, 100 * time.Millisecond, []int64{1, 1, 1, 1}, 0},
@@ -62,7 +65,7 @@ func TestAFoldOfChargesDecidesAsTheChargesInTurn(t *testing.T) {
 	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
 		l := setup(t, db)
 		consume(t, l, db, "warm", 1, gcra) // registers the tenant
-		for _, kind := range []quota.Kind{quota.GCRA, quota.FixedWindow} {
+		for _, kind := range []quota.Kind{quota.GCRA, quota.FixedWindow, quota.SlidingWindow} {
 			for i, c := range cases {
 				t.Run(fmt.Sprintf("%s %d", kind, i), func(t *testing.T) { foldCase(t, db, l, clock, kind, i, c) })
 			}
@@ -71,14 +74,14 @@ func TestAFoldOfChargesDecidesAsTheChargesInTurn(t *testing.T) {
 }
 
 // foldCase is one case of TestAFoldOfChargesDecidesAsTheChargesInTurn, of
-// kind: a GCRA policy of 10 a second with the case's burst, or a fixed
-// window of the burst a second.
+// kind: a GCRA policy of 10 a second with the case's burst, or a window
+// (fixed or sliding) of the burst a second.
 func foldCase(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock, kind quota.Kind, i int, c foldCaseOf) {
 	ctx := context.Background()
 	clock.Set(t0)
 	p := quota.Policy{Kind: quota.GCRA, Rate: 10, Per: time.Second, Burst: c.burst, Wait: time.Minute}
-	if kind == quota.FixedWindow {
-		p = quota.Policy{Kind: quota.FixedWindow, Rate: c.burst, Per: time.Second, Wait: time.Minute}
+	if kind != quota.GCRA {
+		p = quota.Policy{Kind: kind, Rate: c.burst, Per: time.Second, Wait: time.Minute}
 	}
 	aloneKey, hotKey := fmt.Sprintf("fold-%s-%d-alone", kind, i), fmt.Sprintf("fold-%s-%d-hot", kind, i)
 	for _, n := range c.before {

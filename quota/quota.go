@@ -311,10 +311,10 @@ func (l *Limiter) check(key string, n int64, p Policy) error {
 // they came and deciding on the counter the one before it left, so that
 // a hot key commits many charges at once; a refusal reads the counter it
 // was refused on in the batch, right after it, when a later charge of its
-// key follows it there, and after the batch otherwise. GCRA and
-// FixedWindow charges of one size that follow one another there run as
-// one fold (consume_gcra_fold.sql, consume_window_fold.sql): one
-// statement admits the first k that fit,
+// key follows it there, and after the batch otherwise. Charges of one
+// size that follow one another there run as one fold
+// (consume_gcra_fold.sql, consume_window_fold.sql,
+// consume_sliding_fold.sql): one statement admits the first k that fit,
 // which is what they decide one after the other, and each caller gets
 // its own decision. On PostgreSQL
 // a batch holds each key once, and a batch of two or more charges of one
@@ -519,7 +519,7 @@ func (l *Limiter) foldGCRA(ctx context.Context, run wire.Run, ops []*wire.Op) er
 	if err != nil {
 		return err
 	}
-	settleFold(ops, k, now, func(j int64) (int64, int64) { return t + j*step, 0 })
+	settleFold(ops, k, now, func(j int64) []int64 { return []int64{t + j*step, 0} })
 	return nil
 }
 
@@ -556,12 +556,13 @@ func (l *Limiter) foldWindow(ctx context.Context, run wire.Run, ops []*wire.Op) 
 	if err != nil {
 		return err
 	}
-	settleFold(ops, k, now, func(j int64) (int64, int64) { return start, u + j*n })
+	settleFold(ops, k, now, func(j int64) []int64 { return []int64{start, u + j*n} })
 	return nil
 }
 
 // foldArgs returns the arguments of the charges ops fold (tenant, scope,
-// key, n, the policy's step, its limit, the clock: consumeCombined's),
+// key, n, the policy's step or window, its limit, the clock:
+// consumeCombined's and consumeSlidingCombined's),
 // which FoldAs makes the same for all of them, and the clock, which must
 // be Unix milliseconds: the batch's, or Config.Clock's.
 func foldArgs(ops []*wire.Op) ([]any, int64, error) {
@@ -590,17 +591,20 @@ func foldCount(charged bool, from, to, step int64, m int) (int64, error) {
 }
 
 // settleFold fills each charge's Dest (consumeCombined's: allowed, tat,
-// used, now) as the charge alone would have found it: the i-th (from 1)
-// is allowed when i <= k, and its counter, counter(j), is the counter
-// after j = min(i, k) charges of the fold: after its own when allowed,
-// the one it was refused on otherwise, as PostgreSQL's statement returns
-// it.
-func settleFold(ops []*wire.Op, k, now int64, counter func(j int64) (tat, used int64)) {
+// used, now; consumeSlidingCombined's: allowed, tat, used, prev, now) as
+// the charge alone would have found it: the i-th (from 1) is allowed
+// when i <= k, and its counter, counter(j) (the columns between allowed
+// and now), is the counter after j = min(i, k) charges of the fold:
+// after its own when allowed, the one it was refused on otherwise, as
+// PostgreSQL's statement returns it.
+func settleFold(ops []*wire.Op, k, now int64, counter func(j int64) []int64) {
 	for i, op := range ops {
 		d := op.Stmts[0].Dest
 		*d[0].(*bool) = int64(i) < k
-		*d[1].(*int64), *d[2].(*int64) = counter(min(int64(i)+1, k))
-		*d[3].(*int64) = now
+		for c, v := range counter(min(int64(i)+1, k)) {
+			*d[1+c].(*int64) = v
+		}
+		*d[len(d)-1].(*int64) = now
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/racefree/racefree"
@@ -69,7 +70,9 @@ func (l *Limiter) consumeSliding(ctx context.Context, exec racefree.Executor, ke
 // consumeSlidingCombined charges as consumeSliding does, through the
 // combiner (consumeCombined): on SQLite in the batch's transaction, on
 // PostgreSQL as its own statement in the batch's pipeline, which shares
-// the batch's round trip and commit. A refusal that returns no row reads
+// the batch's round trip and commit. On SQLite it folds with the charges
+// of its key of the same policy, units and clock that follow it in its
+// batch (foldSliding). A refusal that returns no row reads
 // the counter it was refused on as consumeCombined's does: in the batch
 // when a later charge of the key follows it there (SQLite), else after
 // the batch, in a statement of its own for ctx's tenant.
@@ -86,13 +89,14 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 		clock := wire.Of(l.db).ClockArg()
 		st := &wire.Statement{Query: l.q.Get("consume_sliding"), Args: []any{id, l.scope, key, n, p.Per.Milliseconds(), p.Rate, clock}, Clock: 7,
 			Dest: []any{&allowed, &tat, &used, &prev, &now}}
-		stmts := []*wire.Statement{st}
+		op := &send.Op{Key: l.combineKey(key), Stmts: []*wire.Statement{st}}
 		var read refusalRead
 		if !wire.Of(l.db).CanPipeline() {
 			// At the charge's clock: the counter as the refusal saw it.
-			stmts = append(stmts, read.statement(l.q.Get("state_sliding"), []any{id, l.scope, key, clock}, 4))
+			op.Stmts = append(op.Stmts, read.statement(l.q.Get("state_sliding"), []any{id, l.scope, key, clock}, 4))
+			op.Fold, op.FoldAs = l.foldSliding, fmt.Sprintf("quota %s %d %d %d %v", p.Kind, n, p.Per.Milliseconds(), p.Rate, clock)
 		}
-		way, err := send.Do(ctx, l.db, exec, &send.Op{Key: l.combineKey(key), Stmts: stmts})
+		way, err := send.Do(ctx, l.db, exec, op)
 		switch {
 		case way == send.NotSent:
 			return Decision{}, false, nil
@@ -122,6 +126,43 @@ func (l *Limiter) consumeSlidingCombined(ctx context.Context, exec racefree.Exec
 			return Decision{}, true, fmt.Errorf("counter keeps moving: %w", racefree.ErrRetryable)
 		}
 	}
+}
+
+// foldSliding is foldGCRA for sliding-window charges:
+// consume_sliding_fold.sql admits the first k that fit, and
+// fold_sliding_read.sql reads the counter before it, which counts (cur,
+// last) seen from now (slidingCounts); the i-th charge's counter is the
+// current window's start with cur + min(i, k)*n used and last as its
+// prev.
+func (l *Limiter) foldSliding(ctx context.Context, run wire.Run, ops []*wire.Op) error {
+	args, now, err := foldArgs(ops)
+	if err != nil {
+		return err
+	}
+	n, w := args[3].(int64), args[4].(int64)
+	var tat0, used0, prev0 sql.NullInt64
+	found, err := run(ctx, &wire.Statement{Query: l.q.Get("fold_sliding_read"), Args: args[:3], Dest: []any{&tat0, &used0, &prev0}})
+	if err != nil {
+		return err
+	}
+	start, cur, last := now-now%w, int64(0), int64(0)
+	if found {
+		start, cur, last = slidingCounts(w, now, tat0.Int64, used0.Int64, prev0.Int64)
+	}
+	var tat, used, prev int64
+	charged, err := run(ctx, &wire.Statement{Query: l.q.Get("consume_sliding_fold"), Args: append(slices.Clone(args), int64(len(ops))), Dest: []any{&tat, &used, &prev}})
+	if err != nil {
+		return err
+	}
+	if charged && (tat != start || prev != last) {
+		return fmt.Errorf("quota: a fold of %d charges wrote the window of %d with %d before it, at %d", len(ops), tat, prev, now)
+	}
+	k, err := foldCount(charged, cur, used, n, len(ops))
+	if err != nil {
+		return err
+	}
+	settleFold(ops, k, now, func(j int64) []int64 { return []int64{start, cur + j*n, last} })
+	return nil
 }
 
 // stateSliding reads key's sliding-window counter and the clock, sending
