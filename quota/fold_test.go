@@ -38,7 +38,9 @@ type foldCaseOf struct {
 // window before weighing half or most of its count), one in the future,
 // a key
 // with no counter, a run cut by a charge of another size, and charges of
-// one size whose clocks differ (Config.Clock), which never fold; another
+// one size whose clocks differ (Config.Clock), which never fold, and a
+// charge alone in its run, refused, that no charge of its key follows
+// (it reads the counter it was refused on after the batch); another
 // tenant's counter of the key is full throughout. On
 // PostgreSQL, which keeps a batch's keys apart, the charges run one batch
 // each and nothing folds.
@@ -60,6 +62,7 @@ func TestAFoldOfChargesDecidesAsTheChargesInTurn(t *testing.T) {
 		{"the next window, most of the one before weighing", 10, []int64{4, 4}, 1100 * time.Millisecond, 0, []int64{2, 2, 2}, 3},
 		{"runs cut by charges of other sizes", 10, []int64{2}, 0, 0, []int64{1, 1, 2, 2, 2, 1, 3, 1, 1}, 7},
 		{"no run of one size", 10, nil, 0, 0, []int64{1, 2, 1, 2, 1}, 0},
+		{"a run, then a lone charge refused, last of its key in the batch", 10, []int64{8}, 0, 0, []int64{1, 1, 3}, 2},
 		{"charges of one size at clocks apart: no fold", 3, []int64{3}, 0, 100 * time.Millisecond, []int64{1, 1, 1, 1}, 0},
 	}
 	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
