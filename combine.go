@@ -513,7 +513,7 @@ func (db *DB) runOps(ctx context.Context, run runner, ops []*pending) error {
 		if n >= 2 {
 			err = runFold(ctx, run, ops[i:i+n])
 		} else {
-			n, err = 1, db.runOp(ctx, run, ops[i])
+			err = db.runOp(ctx, run, ops[i]) // n is 1
 		}
 		if err != nil {
 			return err

@@ -502,18 +502,14 @@ func (l *Limiter) foldGCRA(ctx context.Context, run wire.Run, ops []*wire.Op) er
 	}
 	step := args[3].(int64) * args[4].(int64) // n*T
 	var before sql.NullInt64
-	found, err := run(ctx, &wire.Statement{Query: l.q.Get("fold_gcra_read"), Args: args[:3], Dest: []any{&before}})
+	var tat int64
+	found, charged, err := l.foldStatements(ctx, run, "gcra", args, len(ops), []any{&before}, []any{&tat})
 	if err != nil {
 		return err
 	}
 	t := now
 	if found && before.Int64 > now {
 		t = before.Int64
-	}
-	var tat, used int64
-	charged, err := run(ctx, &wire.Statement{Query: l.q.Get("consume_gcra_fold"), Args: append(slices.Clone(args), int64(len(ops))), Dest: []any{&tat, &used}})
-	if err != nil {
-		return err
 	}
 	k, err := foldCount(charged, t, tat, step, len(ops))
 	if err != nil {
@@ -536,18 +532,14 @@ func (l *Limiter) foldWindow(ctx context.Context, run wire.Run, ops []*wire.Op) 
 	n, per := args[3].(int64), args[4].(int64)
 	start := now - now%per
 	var tat0, used0 sql.NullInt64
-	found, err := run(ctx, &wire.Statement{Query: l.q.Get("fold_window_read"), Args: args[:3], Dest: []any{&tat0, &used0}})
+	var tat, used int64
+	found, charged, err := l.foldStatements(ctx, run, "window", args, len(ops), []any{&tat0, &used0}, []any{&tat, &used})
 	if err != nil {
 		return err
 	}
 	u := int64(0)
 	if found && tat0.Int64 == start {
 		u = used0.Int64
-	}
-	var tat, used int64
-	charged, err := run(ctx, &wire.Statement{Query: l.q.Get("consume_window_fold"), Args: append(slices.Clone(args), int64(len(ops))), Dest: []any{&tat, &used}})
-	if err != nil {
-		return err
 	}
 	if charged && tat != start {
 		return fmt.Errorf("quota: a fold of %d charges wrote the window of %d, at %d", len(ops), tat, now)
@@ -572,6 +564,19 @@ func foldArgs(ops []*wire.Op) ([]any, int64, error) {
 		return nil, 0, fmt.Errorf("quota: a fold of charges at clock %v, not the batch's", args[6])
 	}
 	return args, now, nil
+}
+
+// foldStatements runs a fold's two statements for the policy kind
+// (gcra, window, sliding): fold_<kind>_read.sql, the key's counter before
+// the fold, into read (found: it has one), then consume_<kind>_fold.sql,
+// the fold's m charges, into wrote (charged: it wrote the counter). Both
+// take args (foldArgs'), the charge statement m after them.
+func (l *Limiter) foldStatements(ctx context.Context, run wire.Run, kind string, args []any, m int, read, wrote []any) (found, charged bool, err error) {
+	if found, err = run(ctx, &wire.Statement{Query: l.q.Get("fold_" + kind + "_read"), Args: args[:3], Dest: read}); err != nil {
+		return false, false, err
+	}
+	charged, err = run(ctx, &wire.Statement{Query: l.q.Get("consume_" + kind + "_fold"), Args: append(slices.Clone(args), int64(m)), Dest: wrote})
+	return found, charged, err
 }
 
 // foldCount returns k, how many of the m charges of a fold its statement

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/racefree/racefree"
@@ -141,18 +140,14 @@ func (l *Limiter) foldSliding(ctx context.Context, run wire.Run, ops []*wire.Op)
 	}
 	n, w := args[3].(int64), args[4].(int64)
 	var tat0, used0, prev0 sql.NullInt64
-	found, err := run(ctx, &wire.Statement{Query: l.q.Get("fold_sliding_read"), Args: args[:3], Dest: []any{&tat0, &used0, &prev0}})
+	var tat, used, prev int64
+	found, charged, err := l.foldStatements(ctx, run, "sliding", args, len(ops), []any{&tat0, &used0, &prev0}, []any{&tat, &used, &prev})
 	if err != nil {
 		return err
 	}
 	start, cur, last := now-now%w, int64(0), int64(0)
 	if found {
 		start, cur, last = slidingCounts(w, now, tat0.Int64, used0.Int64, prev0.Int64)
-	}
-	var tat, used, prev int64
-	charged, err := run(ctx, &wire.Statement{Query: l.q.Get("consume_sliding_fold"), Args: append(slices.Clone(args), int64(len(ops))), Dest: []any{&tat, &used, &prev}})
-	if err != nil {
-		return err
 	}
 	if charged && (tat != start || prev != last) {
 		return fmt.Errorf("quota: a fold of %d charges wrote the window of %d with %d before it, at %d", len(ops), tat, prev, now)

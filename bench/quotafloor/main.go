@@ -283,7 +283,7 @@ func bench() error {
 			}); err != nil {
 				return nil, err
 			}
-			dest := make([]driver.Value, 2)
+			dest := make([]driver.Value, 1)
 			return func(ctx context.Context, key string, n int, now int64) (tat int64, err error) {
 				err = conn.Raw(func(dc any) error {
 					ex := dc.(driver.ExecerContext)

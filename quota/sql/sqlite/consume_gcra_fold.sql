@@ -11,8 +11,8 @@
 -- negative), and the counter ends at t + k*n*T. The DO UPDATE's WHERE
 -- is k >= 1; with k = 0, SQLite writes nothing and returns no row. A key
 -- with no row admits min(?8, B / n) >= 1 (n <= B is checked before).
--- It returns the counter after the last charge allowed, and now. ?7 is
--- never NULL here: the batch binds its clock (racefree.DB.Combine).
+-- It returns the counter after the last charge allowed. ?7 is never
+-- NULL here: the batch binds its clock (racefree.DB.Combine).
 INSERT INTO racefree_quotas AS q (tenant, scope, key, kind, tat, used, updated_at, expires_at)
 SELECT ?1, ?2, ?3, 'gcra', ?7 + k * ?4 * ?5, 0, ?7, ?7 + k * ?4 * ?5
 FROM (SELECT MIN(?8, ?6 / ?4) AS k) AS fresh
@@ -22,4 +22,4 @@ ON CONFLICT (tenant, scope, key, kind) DO UPDATE SET
   updated_at = excluded.updated_at,
   expires_at = MAX(q.tat, excluded.updated_at) + MIN(?8, (excluded.updated_at + ?6 * ?5 - MAX(q.tat, excluded.updated_at)) / (?4 * ?5)) * ?4 * ?5
 WHERE excluded.updated_at + ?6 * ?5 - MAX(q.tat, excluded.updated_at) >= ?4 * ?5
-RETURNING tat, updated_at
+RETURNING tat
