@@ -50,7 +50,8 @@ import (
 var (
 	short    = flag.Bool("short", false, "run each row for 200 ms")
 	cellTime = flag.Duration("time", 3*time.Second, "how long each row runs")
-	sqlDir   = flag.String("sql", "../claim/sql/sqlite", "the directory of racefree's SQLite claim statements")
+	engine   = flag.String("engine", racefree.SQLite, "sqlite, or postgres (the server TEST_DATABASE_URL names)")
+	sqlDir   = flag.String("sql", "", "the directory of racefree's claim statements (empty: ../claim/sql/ENGINE)")
 	batch    = flag.Int("batch", 1, "pairs per transaction: N acquires in one, then their N releases in another (1: each statement commits alone)")
 )
 
@@ -82,13 +83,79 @@ var (
 
 func bench() error {
 	ctx := context.Background()
-	acquire, err := os.ReadFile(filepath.Join(*sqlDir, "acquire.sql"))
-	if err != nil {
-		return err
+	if *sqlDir == "" {
+		*sqlDir = filepath.Join("..", "claim", "sql", *engine)
 	}
-	release, err := os.ReadFile(filepath.Join(*sqlDir, "release.sql"))
+	var (
+		rows []row
+		err  error
+	)
+	open := openSQLite
+	switch {
+	case *engine == racefree.Postgres && *batch > 1:
+		return fmt.Errorf("-batch is for SQLite's one writer: on PostgreSQL run the claims bench")
+	case *engine == racefree.Postgres:
+		base := os.Getenv("TEST_DATABASE_URL")
+		if base == "" {
+			return fmt.Errorf("-engine postgres: TEST_DATABASE_URL is not set")
+		}
+		if rows, err = pgRows(*sqlDir); err != nil {
+			return err
+		}
+		open = func(ctx context.Context, r row) (run.Op, func(), error) { return openPostgres(ctx, base, r) }
+	case *engine == racefree.SQLite:
+		if rows, err = sqliteRows(*sqlDir); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("-engine: %q is not sqlite or postgres", *engine)
+	}
+	ops := make([]run.Op, len(rows))
+	for i, r := range rows {
+		op, done, err := open(ctx, r)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+		defer done()
+		ops[i] = op
+	}
+	results := run.Alternately(ctx, 1, *cellTime, ops...)
+	n := max(*batch, 1)
+	for i := range results { // a call ran n pairs
+		results[i].Rate *= float64(n)
+		results[i].CPU /= time.Duration(n)
+		results[i].ServerCPU /= time.Duration(n)
+	}
+	floor := results[len(results)-1]
+	fmt.Printf("Claim Acquire then Release on %s at one client, distinct keys, %d pairs a transaction, %v a row.\n\n", *engine, n, *cellTime)
+	if *engine == racefree.Postgres {
+		fmt.Println("| what runs | pairs/s | CPU per pair (this process + the server) | bare / this (CPU) |")
+	} else {
+		fmt.Println("| what runs | pairs/s | CPU per pair | bare / this (CPU) |")
+	}
+	fmt.Println("|---|---|---|---|")
+	for i, r := range rows {
+		cpu := results[i].CPU.Round(100 * time.Nanosecond).String()
+		if *engine == racefree.Postgres {
+			cpu = fmt.Sprintf("%v+%v", results[i].CPU.Round(100*time.Nanosecond), results[i].ServerCPU.Round(100*time.Nanosecond))
+		}
+		fmt.Printf("| %s | %.0f | %s | %.2f× |\n", r.name, results[i].Rate, cpu,
+			float64(floor.CPU+floor.ServerCPU)/float64(results[i].CPU+results[i].ServerCPU))
+	}
+	return nil
+}
+
+// sqliteRows are SQLite's rows: the library (unless -batch), racefree's
+// statements read from dir on its table, then without one part at a
+// time, then the bare statements.
+func sqliteRows(dir string) ([]row, error) {
+	acquire, err := os.ReadFile(filepath.Join(dir, "acquire.sql"))
 	if err != nil {
-		return err
+		return nil, err
+	}
+	release, err := os.ReadFile(filepath.Join(dir, "release.sql"))
+	if err != nil {
+		return nil, err
 	}
 	statements := func(goClock bool) func(ctx context.Context, db *racefree.DB) (run.Op, error) {
 		return func(ctx context.Context, db *racefree.DB) (run.Op, error) {
@@ -117,74 +184,55 @@ func bench() error {
 			})
 		}
 	}
-	library := func(ctx context.Context, db *racefree.DB) (run.Op, error) {
-		claims := claim.New(db)
-		return func(ctx context.Context, c, i int) error {
-			key := fmt.Sprintf("k-%d-%d", c, i)
-			cl, err := claims.Acquire(ctx, db, key, "w", ttl)
-			if err != nil {
-				return err
-			}
-			return claims.Release(ctx, db, key, "w", cl.Fence)
-		}, nil
-	}
-	bares := func(ctx context.Context, db *racefree.DB) (run.Op, error) {
-		table, acquire, release := bare.Statements(db.Engine())
-		if _, err := db.ExecContext(ctx, table); err != nil {
-			return nil, err
-		}
-		return pairs(ctx, db, pair{
-			acquire:     acquire,
-			release:     release,
-			acquireArgs: func(key string) []any { return []any{key, "w", time.Now().UnixMilli(), ttl.Milliseconds()} },
-			fence: func(row *sql.Row) (fence int64, err error) {
-				err = row.Scan(&fence)
-				return fence, err
-			},
-			releaseArgs: func(key string, fence int64) []any { return []any{key, "w", time.Now().UnixMilli(), fence} },
-		})
-	}
 	var rows []row
 	if *batch <= 1 {
 		rows = append(rows, row{name: "claim.Acquire + Release (the library, combiner off)", pair: library})
 	}
-	rows = append(rows, []row{
+	return append(rows, []row{
 		{name: "racefree's two statements on its table", pair: statements(false)},
 		{name: "… the clock bound from the process", pair: statements(true)},
 		{name: "… WITHOUT ROWID", ddl: append(rowidless[:3:3], expiry), pair: statements(false)},
 		{name: "… without the reaper's expiry index", ddl: []string{dropExpiry}, pair: statements(false)},
 		{name: "… without all three", ddl: rowidless, pair: statements(true)},
 		{name: "two bare statements on a minimal table", pair: bares},
-	}...)
-	ops := make([]run.Op, len(rows))
-	for i, r := range rows {
-		op, done, err := open(ctx, r)
-		if err != nil {
-			return fmt.Errorf("%s: %w", r.name, err)
-		}
-		defer done()
-		ops[i] = op
-	}
-	results := run.Alternately(ctx, 1, *cellTime, ops...)
-	n := max(*batch, 1)
-	for i := range results { // a call ran n pairs
-		results[i].Rate *= float64(n)
-		results[i].CPU /= time.Duration(n)
-	}
-	floor := results[len(results)-1]
-	fmt.Printf("Claim Acquire then Release on SQLite at one client, distinct keys, %d pairs a transaction, %v a row.\n\n", n, *cellTime)
-	fmt.Println("| what runs | pairs/s | CPU per pair | bare / this (CPU) |")
-	fmt.Println("|---|---|---|---|")
-	for i, r := range rows {
-		fmt.Printf("| %s | %.0f | %v | %.2f× |\n", r.name, results[i].Rate, results[i].CPU.Round(100*time.Nanosecond),
-			float64(floor.CPU)/float64(results[i].CPU))
-	}
-	return nil
+	}...), nil
 }
 
-// open makes r's database, a fresh SQLite file with the combiner off,
+// library is one client's claim.Acquire then Release of a fresh key.
+func library(ctx context.Context, db *racefree.DB) (run.Op, error) {
+	claims := claim.New(db)
+	return func(ctx context.Context, c, i int) error {
+		key := fmt.Sprintf("k-%d-%d", c, i)
+		cl, err := claims.Acquire(ctx, db, key, "w", ttl)
+		if err != nil {
+			return err
+		}
+		return claims.Release(ctx, db, key, "w", cl.Fence)
+	}, nil
+}
+
+// bares is the two bare statements of the claims bench on a minimal
+// table, created on db.
+func bares(ctx context.Context, db *racefree.DB) (run.Op, error) {
+	table, acquire, release := bare.Statements(db.Engine())
+	if _, err := db.ExecContext(ctx, table); err != nil {
+		return nil, err
+	}
+	return pairs(ctx, db, pair{
+		acquire:     acquire,
+		release:     release,
+		acquireArgs: func(key string) []any { return []any{key, "w", time.Now().UnixMilli(), ttl.Milliseconds()} },
+		fence: func(row *sql.Row) (fence int64, err error) {
+			err = row.Scan(&fence)
+			return fence, err
+		},
+		releaseArgs: func(key string, fence int64) []any { return []any{key, "w", time.Now().UnixMilli(), fence} },
+	})
+}
+
+// openSQLite makes r's database, a fresh SQLite file with the combiner off,
 // and warms its pair up; done closes and removes it.
-func open(ctx context.Context, r row) (op run.Op, done func(), err error) {
+func openSQLite(ctx context.Context, r row) (op run.Op, done func(), err error) {
 	dir, err := os.MkdirTemp("", "racefree-claimfloor")
 	if err != nil {
 		return nil, nil, err

@@ -59,6 +59,9 @@ func overHTTP(ctx context.Context, name string, off, on *racefree.DB, redisCells
 		return nil
 	}
 	for _, n := range clients {
+		if err := freshStatistics(ctx, off); err != nil {
+			return p, nil, err
+		}
 		pair := func(base, prefix string) run.Op {
 			return func(ctx context.Context, c, i int) error {
 				url := fmt.Sprintf("%s/v1/claims/%s-%d-%d", base, prefix, c, i)
