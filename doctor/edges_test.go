@@ -269,3 +269,121 @@ func TestPostgresChecksTheSchemaItsTablesResolveTo(t *testing.T) {
 		return ok && strings.Contains(f.Detail, "racefree_schema_migrations")
 	})
 }
+
+// TestPostgresStaleStatisticsAtItsEdges tries stale-statistics and
+// autovacuum-off at their edges, on racefree_tenants with its own
+// autovacuum turned off (so that only the test analyzes it):
+//   - autovacuum-off (info) names the table, with the ALTER TABLE that
+//     resets it, and, where the server's autovacuum is off, the server;
+//   - 1,000 rows and no ANALYZE yet: never-analyzed, not stale;
+//   - analyzed with a few rows: 999 rows changed since is not stale,
+//     1,000 is (info, with the ANALYZE that clears it);
+//   - analyzed with n rows: n changed since is not stale, n + 1 is;
+//   - the fixes clear both findings (the server's part stays while its
+//     autovacuum is off).
+func TestPostgresStaleStatisticsAtItsEdges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := owner.SQL().ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	next := 0
+	insert := func(n int) {
+		t.Helper()
+		exec(`INSERT INTO racefree_tenants (id, created_at) SELECT 'stale-' || i, 0 FROM generate_series($1::int, $2::int) i`, next, next+n-1)
+		next += n
+	}
+	// mods waits until the statistics count n rows changed since the
+	// table's last ANALYZE (a backend reports its counts a moment after
+	// its commit), and returns the rows that ANALYZE counted.
+	mods := func(n int64) (tuples float64) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			var got int64
+			err := owner.SQL().QueryRowContext(ctx, `SELECT s.n_mod_since_analyze, c.reltuples FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+				WHERE s.relid = 'racefree_tenants'::regclass`).Scan(&got, &tuples)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == n {
+				return tuples
+			}
+		}
+		t.Fatalf("waited a minute for %d rows changed since the last ANALYZE", n)
+		return 0
+	}
+	stale := func(wantStale bool) {
+		t.Helper()
+		rep := check(t, owner, doctor.Options{})
+		f, ok := find(rep, doctor.StaleStatistics)
+		if ok != wantStale || (ok && !strings.Contains(f.Detail, "racefree_tenants")) {
+			t.Fatalf("stale-statistics found %v (%q), want %v", ok, f.Detail, wantStale)
+		}
+		if ok {
+			want(t, rep, doctor.StaleStatistics, doctor.Info)
+			if f.Fix != "ANALYZE racefree_tenants;" {
+				t.Fatalf("fix %q", f.Fix)
+			}
+		}
+	}
+	var serverOn bool
+	if err := owner.SQL().QueryRowContext(ctx, `SELECT current_setting('autovacuum')::boolean`).Scan(&serverOn); err != nil {
+		t.Fatal(err)
+	}
+
+	exec(`ALTER TABLE racefree_tenants SET (autovacuum_enabled = off)`)
+	rep := check(t, owner, doctor.Options{})
+	f := want(t, rep, doctor.AutovacuumOff, doctor.Info)
+	if !strings.Contains(f.Detail, "racefree_tenants turn it off") || !strings.Contains(f.Fix, "ALTER TABLE racefree_tenants RESET (autovacuum_enabled);") ||
+		strings.Contains(f.Detail, "on the server") == serverOn {
+		t.Fatalf("autovacuum-off %+v (the server's autovacuum on: %v)", f, serverOn)
+	}
+
+	// Never analyzed: every row inserted counts as changed, and
+	// never-analyzed reports it, not stale-statistics.
+	insert(1000)
+	var rows int64
+	if err := owner.SQL().QueryRowContext(ctx, `SELECT count(*) FROM racefree_tenants`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	mods(rows)
+	rep = check(t, owner, doctor.Options{})
+	if f, ok := find(rep, doctor.NeverAnalyzed); !ok || !strings.Contains(f.Detail, "racefree_tenants") {
+		t.Fatalf("never-analyzed %v %+v", ok, f)
+	}
+	stale(false)
+
+	exec(`DELETE FROM racefree_tenants WHERE id LIKE 'stale-%'`)
+	mods(rows + 1000) // counted before the ANALYZE, not after it
+	exec(`ANALYZE racefree_tenants`)
+	mods(0)
+	insert(999)
+	mods(999)
+	stale(false)
+	insert(1)
+	mods(1000)
+	stale(true)
+
+	exec(`ANALYZE racefree_tenants`)
+	n := int64(mods(0))
+	insert(int(n))
+	mods(n)
+	stale(false)
+	insert(1)
+	mods(n + 1)
+	stale(true)
+
+	exec(`ANALYZE racefree_tenants`)
+	mods(0)
+	stale(false)
+	exec(`ALTER TABLE racefree_tenants RESET (autovacuum_enabled)`)
+	f, ok := find(check(t, owner, doctor.Options{}), doctor.AutovacuumOff)
+	if ok == serverOn || strings.Contains(f.Detail, "racefree_tenants") {
+		t.Fatalf("after the reset: autovacuum-off %v %+v (the server's autovacuum on: %v)", ok, f, serverOn)
+	}
+}
