@@ -47,6 +47,13 @@
 //     after it; the ownership and analysis checks look there too);
 //   - a racefree_ table that holds rows has been analyzed (never-analyzed,
 //     severity info: the planner guesses its size);
+//   - a racefree_ table analyzed once has not changed since by 1,000 rows
+//     or more and by more rows than it held then (stale-statistics,
+//     severity info: PostgreSQL keeps the plans it cached for racefree's
+//     statements until the statistics change, and a batch planned on a
+//     small table may read the whole table), and autovacuum, which keeps
+//     them current, is on for the server and for each racefree_ table
+//     (autovacuum-off, severity info);
 //   - two sessions of the pool never share a server process and one never
 //     changes it, unless the pool's statements are not prepared
 //     (pooler-prepared-statements: a pooler in transaction or statement
