@@ -30,6 +30,9 @@ var rlsSQL string
 //go:embed sql/postgres/analyze.sql
 var analyzeSQL string
 
+//go:embed sql/postgres/counts.sql
+var countsSQL string
+
 //go:embed sql/postgres/statistics.sql
 var statisticsSQL string
 
@@ -40,7 +43,7 @@ var backendSQL string
 var sqliteDurabilitySQL string
 
 func init() {
-	for _, q := range []*string{&settingsSQL, &replicationSQL, &rlsSQL, &analyzeSQL, &statisticsSQL, &backendSQL, &sqliteDurabilitySQL} {
+	for _, q := range []*string{&settingsSQL, &replicationSQL, &rlsSQL, &analyzeSQL, &countsSQL, &statisticsSQL, &backendSQL, &sqliteDurabilitySQL} {
 		*q = query.Embedded(*q)
 	}
 }
@@ -186,8 +189,10 @@ func Check(ctx context.Context, db *racefree.DB, opts Options) (Report, error) {
 		err = c.role(ctx, opts.Role)
 		c.schema(ctx)
 		c.rls(ctx)
-		c.analyze(ctx)
-		c.statistics(ctx)
+		if c.counted(ctx) {
+			c.analyze(ctx)
+			c.statistics(ctx)
+		}
 		c.pooler(ctx)
 	} else {
 		c.sqlite(ctx)
@@ -384,6 +389,23 @@ func (c *checker) rls(ctx context.Context) {
 		c.add(RLSNotForced, Error, strings.Join(fixes, " "),
 			"row-level security is not both enabled and forced on %s: a role that owns the table, or any role when it is not enabled, reads and writes every tenant's rows", strings.Join(names, ", "))
 	}
+}
+
+// counted reports whether the checking session counts the rows its
+// statements change (track_counts), which the analysis checks read.
+// Without the counts they cannot judge: analyze-not-judged, a warning,
+// stands in for never-analyzed, stale-statistics and autovacuum-off.
+func (c *checker) counted(ctx context.Context) bool {
+	var on bool
+	if err := c.q.QueryRowContext(ctx, countsSQL).Scan(&on); err != nil {
+		c.notJudged(AnalyzeNotJudged, "whether racefree's tables' statistics are current", err)
+		return false
+	}
+	if !on {
+		c.add(AnalyzeNotJudged, Warn, "ALTER SYSTEM SET track_counts = on; SELECT pg_reload_conf(); (and drop any ALTER ROLE or ALTER DATABASE … SET track_counts = off)",
+			"track_counts is off for this session: PostgreSQL does not count the rows its statements change, so whether racefree's tables were analyzed and their statistics are current cannot be judged, and autovacuum, which acts on those counts, does not analyze or vacuum for them")
+	}
+	return on
 }
 
 func (c *checker) analyze(ctx context.Context) {

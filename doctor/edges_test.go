@@ -387,3 +387,26 @@ func TestPostgresStaleStatisticsAtItsEdges(t *testing.T) {
 		t.Fatalf("after the reset: autovacuum-off %v %+v (the server's autovacuum on: %v)", ok, f, serverOn)
 	}
 }
+
+// TestPostgresTrackCountsOffIsNotJudged: a session with track_counts off
+// cannot judge the statistics: analyze-not-judged (a warning, with the
+// setting that fixes it), and neither never-analyzed nor
+// stale-statistics nor autovacuum-off, though a table holds a row never
+// analyzed and the server's autovacuum may be off; the same database
+// with track_counts on reports never-analyzed.
+func TestPostgresTrackCountsOffIsNotJudged(t *testing.T) {
+	t.Parallel()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	if _, err := owner.SQL().Exec(`INSERT INTO racefree_tenants (id, created_at) VALUES ('doctor-uncounted', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, owner, doctor.Options{}, "never-analyzed with the counts on", has(doctor.NeverAnalyzed))
+	off := testdb.Open(t, d+"&track_counts=off", nil)
+	rep := check(t, off, doctor.Options{})
+	f := want(t, rep, doctor.AnalyzeNotJudged, doctor.Warn)
+	if !strings.Contains(f.Detail, "track_counts is off") || !strings.Contains(f.Fix, "track_counts = on") {
+		t.Fatalf("analyze-not-judged %+v", f)
+	}
+	none(t, rep, doctor.NeverAnalyzed, doctor.StaleStatistics, doctor.AutovacuumOff)
+}
