@@ -54,6 +54,9 @@
 //     small table may read the whole table), and autovacuum, which keeps
 //     them current, is on for the server and for each racefree_ table
 //     (autovacuum-off, severity info);
+//   - the checking session counts the rows its statements change
+//     (track_counts), which the three checks above read: off, they are
+//     not judged (analyze-not-judged, a warning);
 //   - two sessions of the pool never share a server process and one never
 //     changes it, unless the pool's statements are not prepared
 //     (pooler-prepared-statements: a pooler in transaction or statement
