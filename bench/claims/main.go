@@ -32,7 +32,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"flag"
 	"fmt"
 	"math"
@@ -43,7 +42,6 @@ import (
 	"time"
 
 	"github.com/bsm/redislock"
-	_ "github.com/jackc/pgx/v5/stdlib" // autovacuumNote's connection
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/bench/internal/bare"
 	"github.com/racefree/racefree/bench/internal/chart"
@@ -130,7 +128,7 @@ func bench() error {
 	}
 	for _, e := range engines {
 		if e.Name == racefree.Postgres {
-			if n, err := autovacuumNote(ctx, e.DSN); err != nil {
+			if n, err := run.AutovacuumNote(ctx, e.DSN); err != nil {
 				return err
 			} else if n != "" {
 				notes = append(notes, n)
@@ -252,41 +250,10 @@ func bench() error {
 	return nil
 }
 
-// freshStatistics runs ANALYZE on db's claims tables on PostgreSQL before
-// a cell, as autovacuum's analyze does once a table changed by a tenth:
-// each cell's rows make the table many times larger than the last cell
-// left it. PostgreSQL keeps a prepared statement's generic plan until the
-// statistics of a table it reads change, however large the table grows
-// meanwhile: a statement over arrays planned while the table held a few
-// hundred rows joins its arrays to a sequential scan of the whole table,
-// a plan that costs more with every row. Without it, on a server with
-// autovacuum off, the combiner's cells at 16 clients ran at a fifth of
-// their rate in two runs of three, the server spending 450 µs to 2 ms of
-// CPU a pair (docs/performance.md).
+// freshStatistics analyzes the claims tables on PostgreSQL before a
+// cell (run.FreshStatistics).
 func freshStatistics(ctx context.Context, db *racefree.DB) error {
-	if db.Engine() != racefree.Postgres {
-		return nil
-	}
-	_, err := db.ExecContext(ctx, "ANALYZE racefree_claims, racefree_claim_floors, bench_bare_claims")
-	return err
-}
-
-// autovacuumNote says when the server at url runs with autovacuum off:
-// its tables are then analyzed only by the bench, before each cell.
-func autovacuumNote(ctx context.Context, url string) (string, error) {
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	var on string
-	if err := db.QueryRowContext(ctx, "SHOW autovacuum").Scan(&on); err != nil {
-		return "", err
-	}
-	if on == "on" {
-		return "", nil
-	}
-	return "PostgreSQL's autovacuum is off on this server: the bench runs ANALYZE on the claims tables before each cell, as autovacuum's analyze would.", nil
+	return run.FreshStatistics(ctx, db, "racefree_claims", "racefree_claim_floors", "bench_bare_claims")
 }
 
 // cpuOf is the CPU time of one call of r, this process's and the

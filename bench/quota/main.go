@@ -79,6 +79,15 @@ func bench() error {
 		}
 		defer on.Close()
 		combined[e.Name] = on
+		if e.Name == racefree.Postgres {
+			n, err := run.AutovacuumNote(ctx, e.DSN)
+			if err != nil {
+				return err
+			}
+			if n != "" {
+				notes = append(notes, n)
+			}
+		}
 	}
 	if note != "" {
 		notes = append(notes, note)
@@ -196,6 +205,9 @@ func bench() error {
 						}
 						return err
 					})
+				}
+				if err := run.FreshStatistics(ctx, db, "racefree_quotas"); err != nil {
+					return err
 				}
 				before := on.CombineStats()
 				ops := run.Alternately(ctx, clients, *cellTime, sides...)
