@@ -23,7 +23,7 @@ import (
 // no Idempotency-Key, so that the claim calls run on the pool and the
 // combiner can batch them. It returns the chart's panel and each number
 // of clients' results (off, then the combiner).
-func overHTTP(ctx context.Context, name string, off, on *racefree.DB, redisCells map[int]run.Result) (chart.Panel, map[int][]run.Result, error) {
+func overHTTP(ctx context.Context, name string, off, on *racefree.DB, redisCells map[int]run.Result, notes *[]string) (chart.Panel, map[int][]run.Result, error) {
 	p := panel(name + ", HTTP")
 	cells := map[int][]run.Result{}
 	urls := make([]string, 2)
@@ -77,9 +77,13 @@ func overHTTP(ctx context.Context, name string, off, on *racefree.DB, redisCells
 		if *cpuProf != "" {
 			offOp, onOp = labelledOp(offOp, name+"-off-client"), labelledOp(onOp, name+"-on-client")
 		}
+		before := on.CombineStats()
 		r := run.Alternately(ctx, n, *cellTime, offOp, onOp)
 		row(name+", HTTP", n, r, redisCells, &p)
 		cells[n] = r
+		if note := batchNote(name+", HTTP", n, before, on.CombineStats()); note != "" {
+			*notes = append(*notes, note)
+		}
 	}
 	return p, cells, nil
 }

@@ -19,9 +19,11 @@
 // a CPU profile of the HTTP cells, whose samples carry the label cell:
 // ENGINE-SIDE-ROLE, SIDE off or on (the combiner), ROLE server (the
 // HTTP server's connection goroutines and what they start) or client.
-// After the table, a note compares each HTTP cell with the Go API's cell
-// of the same engine and clients (when both ran): its rate and its CPU
-// time per pair.
+// After the table, a note says what the combiner's batches held in each
+// cell of more than one client (calls a batch, the share through a
+// statement over arrays, the queue wait), and another compares each HTTP
+// cell with the Go API's cell of the same engine and clients (when both
+// ran): its rate and its CPU time per pair.
 //
 // PostgreSQL comes from TEST_DATABASE_URL (a schema of its own, dropped at
 // the end), Redis from -redis (127.0.0.1:6379); a missing one is left out
@@ -211,13 +213,17 @@ func bench() error {
 				}
 				cell := fmt.Sprintf("%d-%d", n, time.Now().UnixNano())
 				b, _ := bare.Pair(ctx, off, "bare-"+cell, ttl)
+				before := on.CombineStats()
 				r := run.Alternately(ctx, n, *cellTime, pair(off, "off-"+cell), pair(on, "on-"+cell), b)
 				row(e.Name, n, r, redisCells, &goAPI)
 				goCells[n] = r
+				if note := batchNote(e.Name+", Go API", n, before, on.CombineStats()); note != "" {
+					notes = append(notes, note)
+				}
 			}
 			panels = append(panels, goAPI)
 		}
-		http, httpCells, err := overHTTP(ctx, e.Name, off, on, redisCells)
+		http, httpCells, err := overHTTP(ctx, e.Name, off, on, redisCells, &notes)
 		if err != nil {
 			off.Close()
 			on.Close()
@@ -254,6 +260,20 @@ func bench() error {
 // cell (run.FreshStatistics).
 func freshStatistics(ctx context.Context, db *racefree.DB) error {
 	return run.FreshStatistics(ctx, db, "racefree_claims", "racefree_claim_floors", "bench_bare_claims")
+}
+
+// batchNote says what the combiner's batches held in one cell: calls a
+// batch on average, the share that ran through a statement over arrays,
+// and the mean queue wait, from the stats before and after it.
+func batchNote(cell string, clients int, before, after racefree.CombineStats) string {
+	n := after.Batches - before.Batches
+	if n == 0 || clients == 1 {
+		return ""
+	}
+	ops := after.Ops - before.Ops
+	return fmt.Sprintf("%s, %d clients: the combiner's batches held %.1f calls on average, %.0f%% of them through a statement over arrays, mean queue wait %s.",
+		cell, clients, float64(ops)/float64(n), 100*float64(after.Many-before.Many)/float64(max(ops, 1)),
+		((after.QueueWait - before.QueueWait) / time.Duration(max(ops, 1))).Round(time.Microsecond))
 }
 
 // cpuOf is the CPU time of one call of r, this process's and the
