@@ -1,5 +1,6 @@
 // Command claimfloor measures what each part of SQLite's claims table
-// costs one Acquire then Release at one client: racefree's own
+// (or, with -engine postgres, of PostgreSQL's claims: below) costs one
+// Acquire then Release at one client: racefree's own
 // statements (claim/sql/sqlite/acquire.sql and release.sql, read from
 // the repository) on the table as racefree migrates it, then on that
 // table without one part at a time, beside the library's calls and the
@@ -10,9 +11,20 @@
 // alternately, slice by slice, so that a shared machine's load falls on
 // all of them alike.
 //
-//	go run ./claimfloor              # 3 s a row
-//	go run ./claimfloor -short       # 200 ms a row: checks that it runs
-//	go run ./claimfloor -batch 16    # 16 acquires in one transaction, then their 16 releases
+//	go run ./claimfloor                   # 3 s a row
+//	go run ./claimfloor -short            # 200 ms a row: checks that it runs
+//	go run ./claimfloor -batch 16         # 16 acquires in one transaction, then their 16 releases
+//	go run ./claimfloor -engine postgres  # the same on PostgreSQL (TEST_DATABASE_URL)
+//
+// -engine postgres runs PostgreSQL's rows (postgres.go): the library,
+// then racefree's statements (claim/sql/postgres) as the library sends
+// them on the pool for a role that row-level security does not bind
+// (acquire.sql and raise_new.sql in one round trip, then release.sql),
+// then without raise_new, the timeline's floor, the lock taken before
+// the clock, or the reaper's expiry index, one at a time, then without
+// all four, then the bare statements; each row in a fresh schema,
+// analyzed after its warm-up, and the CPU printed is this process's and
+// the server's.
 //
 // -batch N (N > 1) runs the statements as the combiner's batches run them
 // on SQLite at their best: N acquires of N keys in one transaction, then
