@@ -220,6 +220,28 @@ func (c *checker) notJudged(code, what string, err error) {
 	c.add(code, Warn, "", "could not judge %s, so it is not known to be safe: %v", what, oneLine(err))
 }
 
+// each runs query and calls scan on each row it returns. A query, a scan
+// or the rows' end that fails leaves code's not-judged finding about
+// what, and each reports false: the check then judges nothing.
+func (c *checker) each(ctx context.Context, query, code, what string, scan func(*sql.Rows) error) bool {
+	rows, err := c.q.QueryContext(ctx, query)
+	if err == nil {
+		for err == nil && rows.Next() {
+			err = scan(rows)
+		}
+		if err != nil {
+			rows.Close()
+		} else {
+			err = statement.CloseRows(rows)
+		}
+	}
+	if err != nil {
+		c.notJudged(code, what, err)
+		return false
+	}
+	return true
+}
+
 func (c *checker) settings(ctx context.Context) {
 	var fsync, fpw string
 	var recovery bool
@@ -359,19 +381,12 @@ func (c *checker) rls(ctx context.Context) {
 	if c.version < tenantsVersion {
 		return // tables not yet bound by row-level security: schema-behind says so
 	}
-	rows, err := c.q.QueryContext(ctx, rlsSQL)
-	if err != nil {
-		c.notJudged(RLSNotJudged, "racefree's tables' row-level security", err)
-		return
-	}
 	var names, fixes []string
-	for rows.Next() {
+	if !c.each(ctx, rlsSQL, RLSNotJudged, "racefree's tables' row-level security", func(rows *sql.Rows) error {
 		var name string
 		var enabled, forced bool
 		if err := rows.Scan(&name, &enabled, &forced); err != nil {
-			rows.Close()
-			c.notJudged(RLSNotJudged, "racefree's tables' row-level security", err)
-			return
+			return err
 		}
 		names = append(names, name)
 		if !enabled {
@@ -380,9 +395,8 @@ func (c *checker) rls(ctx context.Context) {
 		if !forced {
 			fixes = append(fixes, "ALTER TABLE "+name+" FORCE ROW LEVEL SECURITY;")
 		}
-	}
-	if err := statement.CloseRows(rows); err != nil {
-		c.notJudged(RLSNotJudged, "racefree's tables' row-level security", err)
+		return nil
+	}) {
 		return
 	}
 	if len(names) > 0 {
@@ -409,23 +423,15 @@ func (c *checker) counted(ctx context.Context) bool {
 }
 
 func (c *checker) analyze(ctx context.Context) {
-	rows, err := c.q.QueryContext(ctx, analyzeSQL)
-	if err != nil {
-		c.notJudged(AnalyzeNotJudged, "whether racefree's tables were analyzed", err)
-		return
-	}
 	var names []string
-	for rows.Next() {
+	if !c.each(ctx, analyzeSQL, AnalyzeNotJudged, "whether racefree's tables were analyzed", func(rows *sql.Rows) error {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			c.notJudged(AnalyzeNotJudged, "whether racefree's tables were analyzed", err)
-			return
+			return err
 		}
 		names = append(names, name)
-	}
-	if err := statement.CloseRows(rows); err != nil {
-		c.notJudged(AnalyzeNotJudged, "whether racefree's tables were analyzed", err)
+		return nil
+	}) {
 		return
 	}
 	if len(names) > 0 {
@@ -445,20 +451,13 @@ func (c *checker) analyze(ctx context.Context) {
 // bench, on a server with autovacuum off, the server spent 450 µs to 2
 // ms of CPU a pair instead of about 100 (docs/performance.md).
 func (c *checker) statistics(ctx context.Context) {
-	rows, err := c.q.QueryContext(ctx, statisticsSQL)
-	if err != nil {
-		c.notJudged(AnalyzeNotJudged, "whether racefree's tables' statistics are current", err)
-		return
-	}
 	var stale, off []string
 	serverOff := false
-	for rows.Next() {
+	if !c.each(ctx, statisticsSQL, AnalyzeNotJudged, "whether racefree's tables' statistics are current", func(rows *sql.Rows) error {
 		var name string
 		var s, o, so bool
 		if err := rows.Scan(&name, &s, &o, &so); err != nil {
-			rows.Close()
-			c.notJudged(AnalyzeNotJudged, "whether racefree's tables' statistics are current", err)
-			return
+			return err
 		}
 		if s {
 			stale = append(stale, name)
@@ -467,9 +466,8 @@ func (c *checker) statistics(ctx context.Context) {
 			off = append(off, name)
 		}
 		serverOff = serverOff || so
-	}
-	if err := statement.CloseRows(rows); err != nil {
-		c.notJudged(AnalyzeNotJudged, "whether racefree's tables' statistics are current", err)
+		return nil
+	}) {
 		return
 	}
 	if len(stale) > 0 {
