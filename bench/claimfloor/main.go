@@ -254,18 +254,32 @@ func openSQLite(ctx context.Context, r row) (op run.Op, done func(), err error) 
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
-	done = func() { db.Close(); os.RemoveAll(dir) }
+	return prepareRow(ctx, db, r, func() { db.Close(); os.RemoveAll(dir) }, false)
+}
+
+// prepareRow runs r's schema change on db, makes its op and warms it up,
+// then, when analyze is set, runs ANALYZE (PostgreSQL: a table without
+// statistics can be planned through the expiry index); on an error it
+// calls done.
+func prepareRow(ctx context.Context, db *racefree.DB, r row, done func(), analyze bool) (run.Op, func(), error) {
 	for _, q := range r.ddl {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			done()
 			return nil, nil, err
 		}
 	}
-	if op, err = r.pair(ctx, db); err != nil {
+	op, err := r.pair(ctx, db)
+	if err != nil {
 		done()
 		return nil, nil, err
 	}
 	run.For(ctx, 1, *cellTime/10, func(ctx context.Context, c, i int) error { return op(ctx, c+1000, i) })
+	if analyze {
+		if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+			done()
+			return nil, nil, err
+		}
+	}
 	return op, done, nil
 }
 

@@ -18,13 +18,12 @@ import (
 // The parts of PostgreSQL's acquire.sql a row takes away, each as the
 // text it replaces and the text it puts instead.
 const (
-	pgTimeline     = `((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40) + 1 AS tl_floor`
-	pgNoTimeline   = `1::bigint AS tl_floor`
-	pgLock         = "WITH locked AS (\n  SELECT 1 FROM racefree_claims AS l WHERE l.tenant = $1 AND l.ns = $2 AND l.key = $3 FOR UPDATE\n), clock AS ("
-	pgNoLock       = "WITH clock AS ("
-	pgAfterLock    = "\n  FROM (SELECT count(*) FROM locked) AS after_the_lock"
-	pgDropExpiry   = `DROP INDEX racefree_claims_tenant_expiry`
-	pgRaiseNewFile = "raise_new.sql"
+	pgTimeline   = `((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40) + 1 AS tl_floor`
+	pgNoTimeline = `1::bigint AS tl_floor`
+	pgLock       = "WITH locked AS (\n  SELECT 1 FROM racefree_claims AS l WHERE l.tenant = $1 AND l.ns = $2 AND l.key = $3 FOR UPDATE\n), clock AS ("
+	pgNoLock     = "WITH clock AS ("
+	pgAfterLock  = "\n  FROM (SELECT count(*) FROM locked) AS after_the_lock"
+	pgDropExpiry = `DROP INDEX racefree_claims_tenant_expiry`
 )
 
 // pgRows are PostgreSQL's rows: the library; its statements sent as it
@@ -45,7 +44,7 @@ func pgRows(dir string) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	raiseNew, err := read(pgRaiseNewFile)
+	raiseNew, err := read("raise_new.sql")
 	if err != nil {
 		return nil, err
 	}
@@ -157,28 +156,5 @@ func openPostgres(ctx context.Context, base string, r row) (op run.Op, done func
 		return nil, nil, err
 	}
 	done = func() { db.Close(); drop() }
-	return prepareRow(ctx, db, r, done)
-}
-
-// prepareRow runs r's schema change on db, makes its op and warms it up,
-// then runs ANALYZE (a table without statistics can be planned through
-// the expiry index on PostgreSQL); on an error it calls done.
-func prepareRow(ctx context.Context, db *racefree.DB, r row, done func()) (run.Op, func(), error) {
-	for _, q := range r.ddl {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			done()
-			return nil, nil, err
-		}
-	}
-	op, err := r.pair(ctx, db)
-	if err != nil {
-		done()
-		return nil, nil, err
-	}
-	run.For(ctx, 1, *cellTime/10, func(ctx context.Context, c, i int) error { return op(ctx, c+1000, i) })
-	if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
-		done()
-		return nil, nil, err
-	}
-	return op, done, nil
+	return prepareRow(ctx, db, r, done, true)
 }
