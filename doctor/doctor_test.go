@@ -256,7 +256,9 @@ func TestPostgresSynchronousCommitOff(t *testing.T) {
 // "ok": it cannot see whether the standby is synchronous); a session with
 // synchronous_commit local is no-standby-waits again; with the standby
 // stopped, sync-standby-not-streaming (an error), for that session too,
-// and no no-standby-waits: nothing streams.
+// and no no-standby-waits: nothing streams. Its autovacuum is on, as the
+// shared test server's is not: autovacuum-off only while a table turns
+// it off, naming that table and its fix alone.
 func TestPostgresReplication(t *testing.T) {
 	t.Parallel()
 	c := testdb.NewCluster(t)
@@ -273,6 +275,23 @@ func TestPostgresReplication(t *testing.T) {
 	want(t, rep, doctor.FullPageWritesOff, doctor.Error)
 	want(t, rep, doctor.NoStandbyWaits, doctor.Warn)
 	want(t, check(t, app, doctor.Options{}), doctor.NoStandbyWaits, doctor.Warn)
+
+	// This server's autovacuum is on (PostgreSQL's default; the shared
+	// test server runs with it off): no autovacuum-off until a table
+	// turns it off for itself, and then a finding that names that table
+	// alone, with its fix alone.
+	var autovacuum bool
+	if err := owner.SQL().QueryRowContext(context.Background(), `SELECT current_setting('autovacuum')::boolean`).Scan(&autovacuum); err != nil || !autovacuum {
+		t.Fatalf("the cluster's autovacuum: %v, %v", autovacuum, err)
+	}
+	none(t, rep, doctor.AutovacuumOff)
+	testdb.ExecAll(t, owner.SQL(), `ALTER TABLE racefree_claims SET (autovacuum_enabled = off)`)
+	f := want(t, check(t, owner, doctor.Options{}), doctor.AutovacuumOff, doctor.Info)
+	if !strings.HasPrefix(f.Detail, "racefree_claims turn it off (autovacuum_enabled): ") || f.Fix != "ALTER TABLE racefree_claims RESET (autovacuum_enabled);" {
+		t.Fatalf("autovacuum-off on a server whose autovacuum is on: %+v", f)
+	}
+	testdb.ExecAll(t, owner.SQL(), `ALTER TABLE racefree_claims RESET (autovacuum_enabled)`)
+	none(t, check(t, owner, doctor.Options{}), doctor.AutovacuumOff)
 
 	testdb.ExecAll(t, c.Primary.DB(t),
 		`ALTER SYSTEM SET fsync = on`,
