@@ -36,9 +36,9 @@ type foldCaseOf struct {
 // size breaks it; the cases take each bound of k: all allowed, some, none
 // (no row written), a counter behind the clock (a window past, the
 // window before weighing half or most of its count), one in the future,
-// a key
-// with no counter, a run cut by a charge of another size, and charges of
-// one size whose clocks differ (Config.Clock), which never fold, and a
+// a key with no counter (at a window's start and within one), a run cut
+// by a charge of another size, and charges of one size whose clocks
+// differ (Config.Clock), which never fold, and a
 // charge alone in its run, refused, that no charge of its key follows
 // (it reads the counter it was refused on after the batch); another
 // tenant's counter of the key is full throughout. On
@@ -52,6 +52,7 @@ func TestAFoldOfChargesDecidesAsTheChargesInTurn(t *testing.T) {
 		{"a key with no counter, all allowed", 100, nil, 0, 0, []int64{1, 1, 1, 1, 1, 1}, 6},
 		{"a key with no counter, the first ten allowed", 10, nil, 0, 0, []int64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 12},
 		{"a key with no counter, charges of three", 10, nil, 0, 0, []int64{3, 3, 3, 3, 3}, 5},
+		{"a key with no counter, mid-window", 10, nil, 250 * time.Millisecond, 0, []int64{1, 1, 1}, 3},
 		{"room for exactly one", 10, []int64{9}, 0, 0, []int64{1, 1, 1}, 3},
 		{"room for exactly two of three", 10, []int64{4}, 0, 0, []int64{3, 3, 3}, 3},
 		{"room for none: nothing written", 10, []int64{10}, 0, 0, []int64{1, 1, 1, 1}, 4},
