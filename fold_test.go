@@ -52,7 +52,8 @@ func (f *folds) op(key, foldAs string, v int) (*wire.Op, *int64) {
 // the first one's Fold, each run of two or more operations that follow
 // one another there with one Key and one FoldAs, in the order they came,
 // in the batch's transaction; an operation alone, one of another key, or
-// one of another FoldAs runs its own statements. A Fold's error fails
+// one of another FoldAs runs its own statements; a run may end the
+// batch. A Fold's error fails
 // the batch, which commits nothing, not even what the Fold wrote, and its
 // operations run alone. It holds for a batch on the combiner's writer
 // and for one in a *sql.Tx (a pool of one connection).
@@ -73,34 +74,36 @@ func TestCombinerFoldsARunOfOneKey(t *testing.T) {
 			c2, gc2 := f.op("c", "x", 7)
 			d1, gd1 := f.op("d", "", 8) // no FoldAs: never folds
 			d2, gd2 := f.op("d", "", 9)
+			z1, gz1 := f.op("z", "x", 10) // a run that ends the batch
+			z2, gz2 := f.op("z", "x", 11)
 			before := db.CombineStats()
-			out := batchOf(t, db, c2, a1, d1, a2, b1, c1, a3, d2, a4)
+			out := batchOf(t, db, c2, z1, a1, d1, a2, b1, c1, z2, a3, d2, a4)
 			for i, o := range out {
 				if !o.ran || o.err != nil {
 					t.Fatalf("operation %d: %+v; want it run in the batch", i, o)
 				}
 			}
-			want := [][]string{{"a", "a", "a"}, {"c", "c"}}
+			want := [][]string{{"a", "a", "a"}, {"c", "c"}, {"z", "z"}}
 			if !slices.EqualFunc(f.runs, want, slices.Equal) {
 				t.Fatalf("folds %v; want %v", f.runs, want)
 			}
 			// c2 came before c1: a run keeps the order the calls came in.
-			places := map[string]int64{"a1": *ga1, "a2": *ga2, "a3": *ga3, "c2": *gc2, "c1": *gc1, "a4": *ga4, "b1": *gb1, "d1": *gd1, "d2": *gd2}
-			wantPlaces := map[string]int64{"a1": 0, "a2": 1, "a3": 2, "c2": 0, "c1": 1, "a4": -1, "b1": -1, "d1": -1, "d2": -1}
+			places := map[string]int64{"a1": *ga1, "a2": *ga2, "a3": *ga3, "c2": *gc2, "c1": *gc1, "a4": *ga4, "b1": *gb1, "d1": *gd1, "d2": *gd2, "z1": *gz1, "z2": *gz2}
+			wantPlaces := map[string]int64{"a1": 0, "a2": 1, "a3": 2, "c2": 0, "c1": 1, "a4": -1, "b1": -1, "d1": -1, "d2": -1, "z1": 0, "z2": 1}
 			for k, v := range wantPlaces {
 				if places[k] != v {
 					t.Errorf("%s: place %d in its fold; want %d (-1: ran its own statements)", k, places[k], v)
 				}
 			}
 			s := db.CombineStats()
-			if folded := s.Folded - before.Folded; folded != 5 || s.Failed != before.Failed {
-				t.Fatalf("%d operations folded, %d batches failed; want 5 and none", folded, s.Failed-before.Failed)
+			if folded := s.Folded - before.Folded; folded != 7 || s.Failed != before.Failed {
+				t.Fatalf("%d operations folded, %d batches failed; want 7 and none", folded, s.Failed-before.Failed)
 			}
 			// The folds wrote their rows; the operations alone theirs.
-			if n := rows(t, db, "a folded 0", "a folded 1", "a folded 2", "c folded 0", "c folded 1", "a alone 4", "b alone 5", "d alone 8", "d alone 9"); n != 9 {
-				t.Fatalf("%d of the 9 rows written (5 by folds, 4 alone)", n)
+			if n := rows(t, db, "a folded 0", "a folded 1", "a folded 2", "c folded 0", "c folded 1", "a alone 4", "b alone 5", "d alone 8", "d alone 9", "z folded 0", "z folded 1"); n != 11 {
+				t.Fatalf("%d of the 11 rows written (7 by folds, 4 alone)", n)
 			}
-			if n := rows(t, db, "a alone 1", "a alone 2", "a alone 3", "c alone 6", "c alone 7"); n != 0 {
+			if n := rows(t, db, "a alone 1", "a alone 2", "a alone 3", "c alone 6", "c alone 7", "z alone 10", "z alone 11"); n != 0 {
 				t.Fatalf("%d rows of folded operations' own statements; want none", n)
 			}
 

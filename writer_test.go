@@ -360,6 +360,27 @@ func TestTheCombinersWriterGoesBackToThePool(t *testing.T) {
 	}
 }
 
+// TestTheCombinersWriterTakesNoConnectionForABatchOfOne: a batch of one
+// operation, while the writer holds no connection, runs in a *sql.Tx
+// whose commit gives its connection back: the writer takes one out of
+// the pool only for a batch of two or more, so a call that does not
+// combine never keeps a connection from the pool's other calls.
+func TestTheCombinersWriterTakesNoConnectionForABatchOfOne(t *testing.T) {
+	t.Parallel()
+	db, _ := writerDB(t, 4)
+	op := insert("alone", 1) // two statements: not the statement that commits by itself
+	op.Stmts = append(op.Stmts, &wire.Statement{Query: `UPDATE w SET v = v + 1 WHERE k = 'alone'`})
+	if out := batchOf(t, db, op); !out[0].ran || out[0].err != nil {
+		t.Fatalf("the batch of one: %+v", out[0])
+	}
+	if in := db.SQL().Stats().InUse; in != 0 {
+		t.Fatalf("after a batch of one, %d connections are out of the pool; want none", in)
+	}
+	if got := rows(t, db, "alone"); got != 1 {
+		t.Fatalf("the batch of one committed %d rows", got)
+	}
+}
+
 // TestTheCombinersWriterIsClosedWithTheDB: DB.Close gives the writer's
 // connection back before it closes the pool, so that no file of the
 // database stays open behind it.
