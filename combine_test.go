@@ -368,7 +368,10 @@ func heldCombiner(t *testing.T, db *racefree.DB) (call func(queued, running int)
 // queues, however many wait. A quarter above the floor of 2 tells a
 // quarter from another fraction of CombineMax. Without CombineBatches,
 // the bound is half of MaxOpenConns (here 2) on PostgreSQL and 1 on
-// SQLite, whose every call then queues behind the one batch.
+// SQLite, whose every call then queues behind the one batch. With
+// neither set and a pool of 16, PostgreSQL's defaults: the second batch
+// starts when 8 would wait (a quarter of CombineMax 32), and no third
+// starts however many wait (CombineBatches 2, not half the pool).
 func TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -376,6 +379,7 @@ func TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax(t *testing.T) {
 	}{
 		{"CombineBatches 2", racefree.Config{Combine: racefree.CombineOn, CombineMax: 12, CombineBatches: 2}},
 		{"CombineBatches unset, MaxOpenConns 4", racefree.Config{Combine: racefree.CombineOn, CombineMax: 12, MaxOpenConns: 4}},
+		{"both unset, MaxOpenConns 16", racefree.Config{Combine: racefree.CombineOn, MaxOpenConns: 16}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			testdb.Each(t, &c.cfg, func(t *testing.T, db *racefree.DB) {
@@ -383,6 +387,18 @@ func TestCombinerStartsAnotherBatchAtAQuarterOfCombineMax(t *testing.T) {
 				if c.cfg.CombineBatches == 0 && db.Engine() == racefree.SQLite {
 					for q := range 8 {
 						call(q, 1) // one batch at a time: every call queues
+					}
+					release()
+					return
+				}
+				if c.cfg.CombineMax == 0 {
+					call(0, 1)
+					for q := 1; q <= 7; q++ {
+						call(q, 1) // under a quarter of 32: it queues
+					}
+					call(0, 9) // 8 would wait: a second batch, with the seven queued
+					for q := 1; q <= 8; q++ {
+						call(q, 9) // two in flight: it queues, however many wait
 					}
 					release()
 					return

@@ -108,14 +108,20 @@ type Config struct {
 	// Defaults to CombineDefault, which combines: CombineOff makes each
 	// call commit alone.
 	Combine CombinePolicy
-	// CombineMax bounds the operations of one batch. Defaults to 64.
+	// CombineMax bounds the operations of one batch. Defaults to 64 on
+	// SQLite and to 32 on PostgreSQL, where a quarter of it waiting
+	// starts a second batch (CombineBatches).
 	CombineMax int
 	// CombineBatches bounds the batches that run at once; a batch
 	// beyond the first starts only when a quarter of CombineMax
 	// operations wait for one. Defaults to 1 on SQLite, whose single
-	// writer a second batch would wait for, and to half of MaxOpenConns
-	// on PostgreSQL, whose server commits concurrent transactions
-	// together.
+	// writer a second batch would wait for, and to 2 on PostgreSQL (1
+	// when MaxOpenConns is below 4): one batch runs on the server while
+	// the next gathers its calls and travels, where more batches at once
+	// split the same calls into smaller batches, each paying its own
+	// statements and commit (docs/performance.md, "How many batches at
+	// once on PostgreSQL"). Raise it for a server with cores to spare
+	// behind a long round trip.
 	CombineBatches int
 	// RequireSynchronousReplication makes every write check, in its own
 	// transaction and with no round trip of its own, that its commit will
@@ -148,9 +154,6 @@ func (c *Config) withDefaults() Config {
 	if out.TxBackoff <= 0 {
 		out.TxBackoff = 5 * time.Millisecond
 	}
-	if out.CombineMax <= 0 {
-		out.CombineMax = 64
-	}
 	return out
 }
 
@@ -174,10 +177,17 @@ func New(ctx context.Context, engine Engine, cfg *Config) (*DB, error) {
 	if db.cfg.RequireSynchronousReplication && engine.Name() != Postgres {
 		return nil, Invalid("RequireSynchronousReplication", "%s has no standbys to replicate to: the option needs PostgreSQL", engine.Name())
 	}
+	_, pipelines := engine.(wire.Pipeliner)
+	if db.cfg.CombineMax <= 0 {
+		db.cfg.CombineMax = 64
+		if pipelines {
+			db.cfg.CombineMax = 32
+		}
+	}
 	if db.cfg.CombineBatches <= 0 {
 		db.cfg.CombineBatches = 1
-		if _, ok := engine.(wire.Pipeliner); ok {
-			db.cfg.CombineBatches = max(1, db.cfg.MaxOpenConns/2)
+		if pipelines {
+			db.cfg.CombineBatches = max(1, min(2, db.cfg.MaxOpenConns/2))
 		}
 	}
 	db.sql.SetMaxOpenConns(db.cfg.MaxOpenConns)
