@@ -367,8 +367,8 @@ func heldCombiner(t *testing.T, db *racefree.DB) (call func(queued, running int)
 // earlier nor later; with CombineBatches (2) in flight, every call
 // queues, however many wait. A quarter above the floor of 2 tells a
 // quarter from another fraction of CombineMax. Without CombineBatches,
-// the bound is half of MaxOpenConns (here 2) on PostgreSQL and 1 on
-// SQLite, whose every call then queues behind the one batch. With
+// the bound is 2 on PostgreSQL (half of MaxOpenConns 4 here, the same)
+// and 1 on SQLite, whose every call then queues behind the one batch. With
 // neither set and a pool of 16, PostgreSQL's defaults: the second batch
 // starts when 8 would wait (a quarter of CombineMax 32), and no third
 // starts however many wait (CombineBatches 2, not half the pool).
