@@ -57,7 +57,7 @@ func TestCreateVerifyListRevoke(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if k.Tenant != "acme" || k.ID != c.ID || k.Scopes != apikey.Read|apikey.Write || k.Name != "ci" || k.Revoked() {
+		if k.Tenant != "acme" || k.ID != c.ID || k.Scopes != apikey.Read|apikey.Write || k.Name != "ci" || k.Revoked() || !k.CreatedAt.Equal(c.CreatedAt) {
 			t.Fatalf("verified %+v", k)
 		}
 		// A tenant whose id contains '_' parses too.
@@ -184,7 +184,9 @@ func TestMalformedKeysTouchNothing(t *testing.T) {
 			"", "rfk_", "Bearer " + c.Token, " " + c.Token, c.Token + " ", c.Token + "0", c.Token[:len(c.Token)-1],
 			strings.ToUpper(c.Token), "rfk__" + c.ID + "_" + secret, "rfk_-acme_" + c.ID + "_" + secret,
 			"rfk_ac me_" + c.ID + "_" + secret, "rfk_acme" + c.ID + "_" + secret, "rfk_acme_" + c.ID + secret,
-			"rfk_acme_" + strings.ToUpper(c.ID) + "_" + secret, "rfk_acme_" + c.ID + "_" + strings.Repeat("g", 64),
+			"rfk_acme_" + strings.ToUpper(c.ID) + "_" + secret,
+			// Each separator replaced by another byte, the length kept.
+			"rfk_acme_" + c.ID + "-" + secret, "rfk_acme-" + c.ID + "_" + secret, "rfk_acme_" + c.ID + "0" + secret, "rfk_acme_" + c.ID + "_" + strings.Repeat("g", 64),
 			"rfk_" + strings.Repeat("a", 65) + "_" + c.ID + "_" + secret, "rfk_acme\x00_" + c.ID + "_" + secret,
 			"xyz_acme_" + c.ID + "_" + secret, strings.Repeat("x", 10000),
 		}
@@ -258,6 +260,11 @@ func TestParseScopes(t *testing.T) {
 	}
 	if !apikey.AllScopes.Has(apikey.Admin) || apikey.Admin.Has(apikey.Write) || (apikey.Read | apikey.Write).Has(apikey.Admin) {
 		t.Error("Has: scopes are independent")
+	}
+	// A set of scopes is granted whole or not at all.
+	if !(apikey.Read | apikey.Write).Has(apikey.Read|apikey.Write) || apikey.Read.Has(apikey.Read|apikey.Write) ||
+		(apikey.Read | apikey.Admin).Has(apikey.AllScopes) || !apikey.AllScopes.Has(apikey.Write|apikey.Admin) {
+		t.Error("Has: a key that lacks one scope of a set was granted the set, or one with all of them was not")
 	}
 }
 

@@ -1,8 +1,10 @@
 package apikey_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,9 +30,11 @@ func flipLast(s string) string {
 // TestEdgesEachPartOfAKeyChangedAlone changes one part of a key's text
 // alone (its tenant, its id, its secret) into a part of another real key
 // and into one that matches nothing, after the key itself was verified
-// and cached and with the cache off: each is ErrRefused. A cache keyed by
-// less than the whole text (the secret alone, the tenant and id alone)
-// would answer one of them with the cached key.
+// and cached and with the cache off: each is ErrRefused, tried twice. A
+// cache keyed by less than the whole text (the secret alone, the tenant
+// and id alone) would answer one of them with the cached key, and one that
+// remembered a key found by its tenant and id before its secret matched
+// would answer the second try.
 func TestEdgesEachPartOfAKeyChangedAlone(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
@@ -61,9 +65,12 @@ func TestEdgesEachPartOfAKeyChangedAlone(t *testing.T) {
 			if k, err := s.Verify(ctx, a.Token); err != nil || k.ID != a.ID {
 				t.Fatalf("the key itself: %+v, %v", k, err)
 			}
-			for name, text := range changed {
-				if k, err := s.Verify(ctx, text); !errors.Is(err, apikey.ErrRefused) {
-					t.Errorf("cache TTL %v: %s changed alone: %+v, %v; want ErrRefused", ttl, name, k, err)
+			// Each twice: a refusal is never remembered as the key.
+			for try := 1; try <= 2; try++ {
+				for name, text := range changed {
+					if k, err := s.Verify(ctx, text); !errors.Is(err, apikey.ErrRefused) {
+						t.Errorf("cache TTL %v: %s changed alone, try %d: %+v, %v; want ErrRefused", ttl, name, try, k, err)
+					}
 				}
 			}
 			if k, err := s.Verify(ctx, a.Token); err != nil || k.ID != a.ID || k.Tenant != "acme" {
@@ -195,6 +202,68 @@ func TestEdgesOneKeyIDInTwoTenants(t *testing.T) {
 		}
 		if k, err := s.Verify(ctx, bToken); err != nil || k.Revoked() {
 			t.Fatalf("revoking acme's key revoked globex's of the same id: %+v, %v", k, err)
+		}
+	})
+}
+
+// TestEdgesListIsOldestFirstAndRevokeKeepsItsTime: on the engine's
+// (injected) clock, List returns a tenant's keys by creation time, those
+// of one millisecond by id, whatever order their random ids have; and a
+// second Revoke, a millisecond or a minute later, keeps the first's time
+// to the millisecond, in what it returns and in what List shows.
+func TestEdgesListIsOldestFirstAndRevokeKeepsItsTime(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		clock.Set(t0)
+		s := newStore(t, db, -1)
+		var made []apikey.Created
+		for i := range 8 {
+			if i%4 != 0 { // two pairs of keys share a millisecond
+				clock.Advance(time.Millisecond)
+			}
+			c, err := s.Create(ctx, "acme", apikey.Read, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			made = append(made, c)
+		}
+		want := slices.Clone(made)
+		slices.SortStableFunc(want, func(a, b apikey.Created) int {
+			return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+		})
+		keys, err := s.List(ctx, "acme")
+		if err != nil || len(keys) != len(want) {
+			t.Fatalf("list: %d keys, %v; want %d", len(keys), err, len(want))
+		}
+		for i := range want {
+			if keys[i].ID != want[i].ID || !keys[i].CreatedAt.Equal(want[i].CreatedAt) {
+				t.Fatalf("list[%d] = %s at %v; want %s at %v (oldest first, then by id)", i, keys[i].ID, keys[i].CreatedAt, want[i].ID, want[i].CreatedAt)
+			}
+		}
+
+		clock.Advance(time.Second)
+		first, err := s.Revoke(ctx, "acme", made[0].ID)
+		if err != nil || !first.RevokedAt.Equal(clock.Now()) {
+			t.Fatalf("revoke: %+v, %v; want revoked at %v", first, err, clock.Now())
+		}
+		for _, later := range []time.Duration{time.Millisecond, time.Minute} {
+			clock.Advance(later)
+			again, err := s.Revoke(ctx, "acme", made[0].ID)
+			if err != nil || !again.RevokedAt.Equal(first.RevokedAt) {
+				t.Fatalf("revoke again %v later: %+v, %v; want the first revocation's time %v", later, again, err, first.RevokedAt)
+			}
+		}
+		keys, err = s.List(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if k.ID == made[0].ID && !k.RevokedAt.Equal(first.RevokedAt) {
+				t.Fatalf("listed revoked at %v; want %v", k.RevokedAt, first.RevokedAt)
+			}
 		}
 	})
 }
