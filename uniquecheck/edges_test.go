@@ -603,3 +603,106 @@ func TestEdgesRowSecurityGivesNoVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgesNullKeyGroupsListTheirRows: on PostgreSQL with NULLS NOT
+// DISTINCT, a group whose key is NULL lists its rows as a group of a value
+// does: three rows each, past the pair that min and max name, so that both
+// groups are read again to list their keys (NULL matched to NULL).
+func TestEdgesNullKeyGroupsListTheirRows(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+	exec(t, db.SQL(), `INSERT INTO users VALUES (1, NULL), (2, 'a'), (3, NULL), (4, 'a'), (5, NULL), (6, 'a'), (7, 'b')`)
+	rep, err := uniquecheck.Check(context.Background(), db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, NullsNotDistinct: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.DuplicateGroups != 2 || rep.SurplusRows != 4 || len(rep.Groups) != 2 {
+		t.Fatalf("%d groups (%d listed), %d surplus; want 2, 4", rep.DuplicateGroups, len(rep.Groups), rep.SurplusRows)
+	}
+	for _, g := range rep.Groups {
+		want := "[2,4,6]"
+		if g.Values[0] == nil {
+			want = "[1,3,5]"
+		}
+		got, _ := json.Marshal(g.PrimaryKeys)
+		if g.Count != 3 || string(got) != want {
+			t.Errorf("group %v: %d rows, keys %s; want 3 rows, keys %s", g.Values, g.Count, got, want)
+		}
+	}
+}
+
+// TestEdgesAKeyAndAPredicateEndingInALineComment: a key expression and a
+// predicate that each end in a -- comment, as they may be copied from a
+// migration, are checked as written on both engines: the comment ends at
+// its line, never swallowing what the check puts after it.
+func TestEdgesAKeyAndAPredicateEndingInALineComment(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT, deleted_at BIGINT)`)
+		exec(t, db.SQL(), `INSERT INTO users VALUES (1, 'a', NULL), (2, 'A', NULL), (3, 'a', 5), (4, 'b', NULL)`)
+		rep, err := uniquecheck.Check(context.Background(), db, uniquecheck.Spec{Table: "users",
+			Keys: []string{"lower(email) -- the address, as typed", "1 -- a constant"}, Where: "deleted_at IS NULL -- live rows only"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(rep.Groups)
+		if rep.DuplicateGroups != 1 || rep.SurplusRows != 1 || len(rep.Groups) != 1 || string(rep.Groups[0].PrimaryKeys[0]) != "1" || string(rep.Groups[0].PrimaryKeys[1]) != "2" {
+			t.Fatalf("%d groups, %d surplus, %s; want the live rows 1 and 2", rep.DuplicateGroups, rep.SurplusRows, got)
+		}
+	})
+}
+
+// TestEdgesRowsOfATableAsItsEngineCounts: Checker.Rows, the CLI's
+// progress figure, is 0 and not exact for a PostgreSQL table never
+// analyzed (pg_class says -1), the planner's estimate once analyzed, and
+// an exact count on SQLite.
+func TestEdgesRowsOfATableAsItsEngineCounts(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, d string) {
+		db := testdb.Open(t, d, nil)
+		ctx := context.Background()
+		exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+		c, err := uniquecheck.New(db.Engine(), db.SQL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db.Engine() == racefree.Postgres {
+			if n, exact, err := c.Rows(ctx, "users"); err != nil || n != 0 || exact {
+				t.Fatalf("never analyzed: %d, exact %v, %v; want 0, false", n, exact, err)
+			}
+		}
+		exec(t, db.SQL(), `INSERT INTO users VALUES (1, 'a'), (2, 'a'), (3, 'b')`)
+		if db.Engine() == racefree.Postgres {
+			exec(t, db.SQL(), `ANALYZE users`)
+		}
+		n, exact, err := c.Rows(ctx, "users")
+		if err != nil || n != 3 || exact != (db.Engine() == racefree.SQLite) {
+			t.Fatalf("three rows: %d, exact %v, %v; want 3, exact on SQLite only", n, exact, err)
+		}
+	})
+}
+
+// TestEdgesExistingIndexIsAnIndex: IndexName is warned about only when an
+// index of that name exists; a table or a view of that name is not one,
+// on either engine.
+func TestEdgesExistingIndexIsAnIndex(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+		exec(t, db.SQL(), `CREATE TABLE users_email (id INTEGER PRIMARY KEY)`)
+		exec(t, db.SQL(), `CREATE VIEW users_email_v AS SELECT id FROM users`)
+		for _, name := range []string{"users_email", "users_email_v"} {
+			rep, err := uniquecheck.Check(ctx, db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, IndexName: name})
+			if err != nil || len(rep.Warnings) != 0 {
+				t.Fatalf("IndexName %s, a table or view: warnings %q, %v; want none", name, rep.Warnings, err)
+			}
+		}
+		exec(t, db.SQL(), `CREATE INDEX users_email_i ON users (email)`)
+		rep, err := uniquecheck.Check(ctx, db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, IndexName: "users_email_i"})
+		if err != nil || !strings.Contains(strings.Join(rep.Warnings, "\n"), "already exists") {
+			t.Fatalf("IndexName of an index: warnings %q, %v; want that it exists", rep.Warnings, err)
+		}
+	})
+}

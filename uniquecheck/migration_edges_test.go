@@ -48,6 +48,12 @@ func TestEdgesMigrationFindsEachUniqueIndex(t *testing.T) {
 			[]want{{[]string{"lower(a)"}, "d IS NULL", []string{"line 1 updates a, a column of this index", "line 2 updates d, a column of this index"}}}, nil, ""},
 		{"", "CREATE TABLE fresh (id INTEGER, CHECK (id > 0));\nINSERT INTO fresh SELECT id FROM items;\n", nil, nil, "UNIQUE constraint"},
 		{"", "CREATE TABLE fresh (id INTEGER, UNIQUE (id));\nINSERT INTO fresh SELECT id FROM items;\n", nil, []string{`line 2: copies existing rows into "fresh", which this migration creates with a UNIQUE constraint`}, ""},
+		// A TRUNCATE and a column renamed there and back, before the
+		// index: each is a note of the spec it precedes.
+		{racefree.Postgres, "TRUNCATE items;\nCREATE UNIQUE INDEX t1 ON items (a);\n",
+			[]want{{[]string{"a"}, "", []string{`line 1 truncates "items" before this index is built`}}}, nil, ""},
+		{"", "ALTER TABLE items RENAME COLUMN b TO b2;\nALTER TABLE items RENAME COLUMN b2 TO b;\nCREATE UNIQUE INDEX r1 ON items (b);\n",
+			[]want{{[]string{"b"}, "", []string{"line 1 renames column b to b2, a column of this index", "line 2 renames column b2 to b, a column of this index"}}}, nil, ""},
 		{racefree.SQLite, "UPDATE [items] SET a = 'x;y';\nCREATE UNIQUE INDEX s1 ON [items] (a) WHERE a <> 'x,y';\n;\n",
 			[]want{{[]string{"a"}, "a <> 'x,y'", []string{"line 1 updates a, a column of this index"}}}, nil, "skipped"},
 	}

@@ -24,6 +24,7 @@ ALTER TABLE users ADD CONSTRAINT users_handle_key UNIQUE (handle, tenant_id),
 CREATE TABLE fresh (id int);
 CREATE UNIQUE INDEX ON fresh (id);
 CREATE UNIQUE INDEX u_email ON users (email);
+ALTER TABLE users ADD CONSTRAINT users_nick_key UNIQUE NULLS NOT DISTINCT (nick);
 `
 	specs, warns, err := uniquecheck.FromMigration(racefree.Postgres, file)
 	if err != nil {
@@ -44,6 +45,7 @@ CREATE UNIQUE INDEX u_email ON users (email);
 		{`"users"`, "", "users_handle_key", []string{`"handle"`, `"tenant_id"`}, false, false, "line 7"},
 		{`"users"`, "", "", []string{`upper('x')`}, false, false, "line 7"},
 		{`"users"`, "", "u_email", []string{`email`}, false, false, "line 12"},
+		{`"users"`, "", "users_nick_key", []string{`"nick"`}, true, false, "line 13"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("specs:\n got %+v\nwant %+v", got, want)
