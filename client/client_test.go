@@ -234,6 +234,26 @@ func TestReleaseAfterALostReplyMayHaveReleased(t *testing.T) {
 				}
 			})
 		}
+		t.Run("reaped before the retry", func(t *testing.T) {
+			// The lost release freed the key and a reaper deleted its row
+			// before the retry, which is refused not-held: the release
+			// may well have happened, so its outcome is unknown.
+			key := "reaped"
+			c := lossyTransport(t, func() {
+				if n, err := claim.New(db).Reap(ctx, 0, 100); err != nil || n < 1 {
+					t.Errorf("reap: %d, %v", n, err)
+				}
+			})
+			cl, err := c.Acquire(ctx, key, "w1", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Release(ctx, key, "w1", cl.Fence)
+			var u *client.OutcomeUnknownError
+			if !errors.As(err, &u) || !errors.Is(err, racefree.ErrUnavailable) || !errors.Is(u.Answer, racefree.ErrNotHeld) {
+				t.Fatalf("release after a lost reply, the row reaped since: %v; want an *OutcomeUnknownError matching ErrUnavailable, its answer not-held", err)
+			}
+		})
 		t.Run("stale with no lost reply", func(t *testing.T) {
 			cl, err := other.Acquire(ctx, "stale", "w1", time.Minute)
 			if err != nil {

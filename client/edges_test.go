@@ -196,3 +196,147 @@ func TestEdgesRetryClasses(t *testing.T) {
 		})
 	})
 }
+
+// TestEdgesWaitsBetweenAttempts: the wait before a retry is the server's
+// Retry-After when it asks for more than the client's backoff, and never
+// more than MaxBackoff: a Retry-After of an hour under a MaxBackoff of a
+// millisecond retries at once, and one of a second under a MaxBackoff of
+// an hour waits that second (a lower bound, which a slow machine only
+// lengthens).
+func TestEdgesWaitsBetweenAttempts(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	h := server.New(db, server.Options{Token: "secret"}).Handler()
+	ctx := context.Background()
+	if _, err := claim.New(db).Acquire(ctx, db, "held", "someone", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	get := func(retryAfter string, maxBackoff, guard time.Duration) (time.Duration, error) {
+		f := &faulty{h: h, answer: problem(503, "unavailable", retryAfter), fail: 1, got: make(chan struct{}, 1)}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		c, err := client.New(srv.URL, &client.Options{Key: "secret", Attempts: 2, Backoff: time.Millisecond, MaxBackoff: maxBackoff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gctx, cancel := context.WithTimeout(ctx, guard)
+		defer cancel()
+		start := time.Now()
+		_, err = c.Get(gctx, "held")
+		return time.Since(start), err
+	}
+	if _, err := get("3600", time.Millisecond, time.Minute); err != nil {
+		t.Fatalf("Retry-After of an hour, MaxBackoff 1ms: %v; want the retry at once, and the claim", err)
+	}
+	took, err := get("1", time.Hour, time.Minute)
+	if err != nil || took < time.Second {
+		t.Fatalf("Retry-After 1, MaxBackoff an hour: %v after %v; want the claim after at least 1s", err, took)
+	}
+}
+
+// TestEdgesAnswersBetweenTheServerAndTheClient: what a proxy or the
+// network may answer instead of the server. A 503 without a problem body
+// (a proxy's page) matches racefree.ErrUnavailable after its retries; a
+// 200 or a problem whose body was cut short is retried like a lost reply,
+// never decoded as it is; and a call whose context ends during its last
+// attempt returns the context's error, not "server unreachable".
+func TestEdgesAnswersBetweenTheServerAndTheClient(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	h := server.New(db, server.Options{Token: "secret"}).Handler()
+	ctx := context.Background()
+	if _, err := claim.New(db).Acquire(ctx, db, "held", "someone", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	start := func(f *faulty, attempts int) *client.Client {
+		f.h, f.got = h, make(chan struct{}, 1)
+		srv := httptest.NewServer(f)
+		t.Cleanup(srv.Close)
+		c, err := client.New(srv.URL, &client.Options{Key: "secret", Attempts: attempts, Backoff: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	page := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("<html><body>Service Unavailable</body></html>"))
+	}
+	f := &faulty{answer: page, fail: 2}
+	if _, err := start(f, 2).Get(ctx, "held"); !errors.Is(err, racefree.ErrUnavailable) || f.requests() != 2 {
+		t.Fatalf("a proxy's 503 page: %v after %d requests; want ErrUnavailable after 2", err, f.requests())
+	}
+
+	cut := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"key":"held","holder":"nob`))
+	}
+	f = &faulty{answer: cut, fail: 1}
+	if got, err := start(f, 2).Get(ctx, "held"); err != nil || got.Holder != "someone" || f.requests() != 2 {
+		t.Fatalf("a reply cut short: %+v, %v after %d requests; want the claim from the retry, after 2", got, err, f.requests())
+	}
+
+	// A problem cut short likewise: read whole it would be the held
+	// claim's 409, but cut it is no answer at all.
+	cutProblem := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusConflict)
+		_, _ = w.Write([]byte(`{"type":"urn:racefree:problem:he`))
+	}
+	f = &faulty{answer: cutProblem, fail: 1}
+	if _, err := start(f, 2).Acquire(ctx, "held", "me", time.Minute); !errors.Is(err, racefree.ErrHeld) || f.requests() != 2 {
+		t.Fatalf("a problem cut short: %v after %d requests; want the retry's ErrHeld, after 2", err, f.requests())
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f = &faulty{answer: func(w http.ResponseWriter) {
+		cancel()
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	}, fail: 1}
+	_, err := start(f, 1).Get(cctx, "held")
+	var u *client.UnreachableError
+	if !errors.Is(err, context.Canceled) || errors.As(err, &u) {
+		t.Fatalf("cancelled during the last attempt: %v; want context.Canceled, not an *UnreachableError", err)
+	}
+}
+
+// TestEdgesClientBoundsBeforeAnyRequest: New refuses a server URL with no
+// host or of another scheme than http and https; a claim's TTL of
+// exactly claim.MinTTL and claim.MaxTTL is sent, and one with a fraction
+// of a millisecond is an InputError before any request, as the library
+// refuses it.
+func TestEdgesClientBoundsBeforeAnyRequest(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"http:///v1", "https://", "ftp://example.com", "file:///tmp/x", "ws://localhost:8080"} {
+		if _, err := client.New(u, nil); !errors.Is(err, racefree.ErrInvalidInput) {
+			t.Errorf("New(%q): %v; want an InputError", u, err)
+		}
+	}
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	f := &faulty{h: server.New(db, server.Options{Token: "secret"}).Handler()}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c, err := client.New(srv.URL, &client.Options{Key: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, ttl := range []time.Duration{claim.MinTTL, claim.MaxTTL} {
+		key := "k" + strconv.Itoa(i)
+		if cl, err := c.Acquire(ctx, key, "w", ttl); err != nil || cl.ExpiresAt.Sub(cl.ClaimedAt) != ttl {
+			t.Fatalf("ttl %v: %+v, %v; want a claim of exactly that ttl", ttl, cl, err)
+		}
+	}
+	before := f.requests()
+	if _, err := c.Acquire(ctx, "k", "w", claim.MinTTL+time.Millisecond/2); !errors.Is(err, racefree.ErrInvalidInput) || f.requests() != before {
+		t.Fatalf("a ttl with half a millisecond: %v after %d requests; want an InputError and none", err, f.requests()-before)
+	}
+}
