@@ -238,8 +238,9 @@ func TestEdgesWaitsBetweenAttempts(t *testing.T) {
 // network may answer instead of the server. A 503 without a problem body
 // (a proxy's page) matches racefree.ErrUnavailable after its retries; a
 // 200 or a problem whose body was cut short is retried like a lost reply,
-// never decoded as it is; and a call whose context ends during its last
-// attempt returns the context's error, not "server unreachable".
+// never decoded as it is; Attempts 0 is the default, five; and a call
+// whose context ends during its last attempt returns the context's error,
+// not "server unreachable".
 func TestEdgesAnswersBetweenTheServerAndTheClient(t *testing.T) {
 	t.Parallel()
 	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
@@ -293,6 +294,20 @@ func TestEdgesAnswersBetweenTheServerAndTheClient(t *testing.T) {
 		t.Fatalf("a problem cut short: %v after %d requests; want the retry's ErrHeld, after 2", err, f.requests())
 	}
 
+	// Attempts 0 is the default, five: a server that drops every
+	// connection gets five requests.
+	f = &faulty{h: h, fail: 100, got: make(chan struct{}, 1)}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	dflt, err := client.New(srv.URL, &client.Options{Key: "secret", Backoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unreachable *client.UnreachableError
+	if _, err := dflt.Get(ctx, "held"); !errors.As(err, &unreachable) || f.requests() != 5 {
+		t.Fatalf("Attempts 0, every connection dropped: %v after %d requests; want an *UnreachableError after the default 5", err, f.requests())
+	}
+
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f = &faulty{answer: func(w http.ResponseWriter) {
@@ -301,7 +316,7 @@ func TestEdgesAnswersBetweenTheServerAndTheClient(t *testing.T) {
 			conn.Close()
 		}
 	}, fail: 1}
-	_, err := start(f, 1).Get(cctx, "held")
+	_, err = start(f, 1).Get(cctx, "held")
 	var u *client.UnreachableError
 	if !errors.Is(err, context.Canceled) || errors.As(err, &u) {
 		t.Fatalf("cancelled during the last attempt: %v; want context.Canceled, not an *UnreachableError", err)

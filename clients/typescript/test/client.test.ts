@@ -16,6 +16,7 @@ import {
   TokenUsedProblem,
   TokenUnknownProblem,
   TransportError,
+  UnavailableProblem,
   UnauthorizedProblem,
   createClient,
   type RacefreeProblem,
@@ -262,4 +263,68 @@ onEach("credentials: none is unauthorized, a read key may read and not write", a
   await rejects(reader.claims.get(unique("k")), NotFoundProblem);
   const refused = await rejects(reader.claims.acquire(unique("k"), "a", 1000), InsufficientScopeProblem);
   assert.equal(refused.status, 403);
+});
+
+/**
+ * between is a fetch that answers the first `fail` requests itself with
+ * answer (what a proxy or the network may answer instead of the server)
+ * and passes the others to the server; it counts every request.
+ */
+function between(fail: number, answer: (request: Request) => Promise<Response>) {
+  const f = {
+    requests: 0,
+    fetch: async (request: Request): Promise<Response> => {
+      f.requests++;
+      if (f.requests <= fail) return answer(request);
+      return fetch(request);
+    },
+  };
+  return f;
+}
+
+const unavailable = (retryAfter: string) => async () =>
+  new Response(JSON.stringify({ type: "urn:racefree:problem:unavailable", title: "unavailable", status: 503 }), {
+    status: 503,
+    headers: { "Content-Type": "application/problem+json", "Retry-After": retryAfter },
+  });
+
+// The wait before a retry is the server's Retry-After (in seconds) when it
+// asks for more than the backoff, never more than maxBackoffMs: an hour
+// under a maxBackoffMs of 1 retries at once; a second under an hour's
+// waits that second (a lower bound, which a slow machine only lengthens).
+onEach("retries wait the server's Retry-After, bounded by maxBackoffMs", async (_t, rf, s) => {
+  const key = unique("ra");
+  await rf.claims.acquire(key, "w1", 60_000);
+  const hour = between(1, unavailable("3600"));
+  const got = await client(s, { fetch: hour.fetch, attempts: 2, backoffMs: 1, maxBackoffMs: 1 }).claims.get(key);
+  assert.equal(got.holder, "w1");
+  assert.equal(hour.requests, 2);
+  const second = between(1, unavailable("1"));
+  const start = Date.now();
+  await client(s, { fetch: second.fetch, attempts: 2, backoffMs: 1, maxBackoffMs: 3_600_000 }).claims.get(key);
+  const took = Date.now() - start;
+  assert.ok(took >= 1000 && second.requests === 2, `Retry-After 1: the retry after ${took} ms, ${second.requests} requests; want at least 1000 ms, 2`);
+});
+
+// What stands between the server and the client: a proxy's 503 page
+// (no problem body) is an UnavailableProblem; attempts bounds the
+// requests exactly, 5 by default; a call aborted during its last
+// attempt throws the signal's reason, never a TransportError.
+onEach("answers between the server and the client", async (_t, _rf, s) => {
+  const page = between(3, async () => new Response("<html><body>Service Unavailable</body></html>", { status: 503, headers: { "Content-Type": "text/html" } }));
+  const err = await rejects(client(s, { fetch: page.fetch, attempts: 3, backoffMs: 1 }).claims.get(unique("page")), UnavailableProblem);
+  assert.equal(err.status, 503);
+  assert.equal(page.requests, 3);
+
+  const refused = between(100, async () => { throw new TypeError("fetch failed: connection refused"); });
+  await rejects(client(s, { fetch: refused.fetch, backoffMs: 1, maxBackoffMs: 1 }).claims.get(unique("down")), TransportError);
+  assert.equal(refused.requests, 5, "the default attempts");
+
+  const ac = new AbortController();
+  const reason = new Error("the caller gave up");
+  const aborting = between(1, async () => {
+    ac.abort(reason);
+    throw new TypeError("fetch failed: aborted");
+  });
+  await assert.rejects(client(s, { fetch: aborting.fetch, attempts: 1 }).claims.get(unique("gone"), { signal: ac.signal }), (e) => e === reason);
 });
