@@ -197,6 +197,17 @@ func TestEdgesRetryClasses(t *testing.T) {
 	})
 }
 
+// heldServer returns the handler of a server on a new SQLite database,
+// with the token "secret", whose claim "held" is someone's for an hour.
+func heldServer(t *testing.T) http.Handler {
+	t.Helper()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	if _, err := claim.New(db).Acquire(context.Background(), db, "held", "someone", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	return server.New(db, server.Options{Token: "secret"}).Handler()
+}
+
 // TestEdgesWaitsBetweenAttempts: the wait before a retry is the server's
 // Retry-After when it asks for more than the client's backoff, and never
 // more than MaxBackoff: a Retry-After of an hour under a MaxBackoff of a
@@ -205,12 +216,8 @@ func TestEdgesRetryClasses(t *testing.T) {
 // lengthens).
 func TestEdgesWaitsBetweenAttempts(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
-	h := server.New(db, server.Options{Token: "secret"}).Handler()
+	h := heldServer(t)
 	ctx := context.Background()
-	if _, err := claim.New(db).Acquire(ctx, db, "held", "someone", time.Hour); err != nil {
-		t.Fatal(err)
-	}
 	get := func(retryAfter string, maxBackoff, guard time.Duration) (time.Duration, error) {
 		f := &faulty{h: h, answer: problem(503, "unavailable", retryAfter), fail: 1, got: make(chan struct{}, 1)}
 		srv := httptest.NewServer(f)
@@ -243,12 +250,8 @@ func TestEdgesWaitsBetweenAttempts(t *testing.T) {
 // not "server unreachable".
 func TestEdgesAnswersBetweenTheServerAndTheClient(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
-	h := server.New(db, server.Options{Token: "secret"}).Handler()
+	h := heldServer(t)
 	ctx := context.Background()
-	if _, err := claim.New(db).Acquire(ctx, db, "held", "someone", time.Hour); err != nil {
-		t.Fatal(err)
-	}
 	start := func(f *faulty, attempts int) *client.Client {
 		f.h, f.got = h, make(chan struct{}, 1)
 		srv := httptest.NewServer(f)
