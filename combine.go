@@ -746,9 +746,14 @@ func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire
 // their keys), bound by b. It hands each returned row to the operation
 // whose place leads the row (manyRows), so that every caller reads its
 // own row whatever order the rows come back in. bound, sent after Begin,
-// is runBatch's server-side bound ([wire.ServerBound]), if any.
+// is runBatch's server-side bound ([wire.ServerBound]), if any; then, on
+// an engine that plans a statement for its values ([wire.GenericPlanner]),
+// the setting that runs the forms on their generic plans.
 func (db *DB) manyBatch(ctx context.Context, p wire.Pipeliner, b wire.ManyBinder, bound []*wire.Statement, ops []*pending) error {
 	stmts := append(append([]*wire.Statement(nil), ops[0].op.Begin...), bound...)
+	if g, ok := db.engine.(wire.GenericPlanner); ok {
+		stmts = append(stmts, g.GenericPlan())
+	}
 	forms := ops[0].op.Stmts
 	found := make([][]bool, len(forms))
 	for j, form := range forms {

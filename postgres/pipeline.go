@@ -27,6 +27,17 @@ func (e *Engine) Bound(d time.Duration) *wire.Statement {
 		Args: []any{strconv.FormatInt(max(d.Milliseconds(), 1), 10)}}
 }
 
+// GenericPlan returns set_config('plan_cache_mode', 'force_generic_plan',
+// true) ([wire.GenericPlanner]): the prepared statements after it in its
+// transaction run on their generic plans, made once per connection, and
+// the setting ends with the transaction, so that no statement outside
+// the combiner's batches is planned otherwise than PostgreSQL chooses. A
+// statement pgx does not prepare (the exec and simple_protocol modes, for
+// a transaction-mode pooler) is planned at each run whatever the setting.
+func (e *Engine) GenericPlan() *wire.Statement {
+	return &wire.Statement{Query: `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`}
+}
+
 // ManyFrom returns 2 ([wire.ManyBinder]): in a pipeline, a statement over
 // arrays of two operations costs less than their two statements.
 func (e *Engine) ManyFrom() int { return 2 }

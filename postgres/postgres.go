@@ -25,6 +25,7 @@ var (
 	_ wire.Pipeliner       = (*Engine)(nil)
 	_ wire.ManyBinder      = (*Engine)(nil)
 	_ wire.ServerBound     = (*Engine)(nil)
+	_ wire.GenericPlanner  = (*Engine)(nil)
 	_ wire.CommitJudge     = (*Engine)(nil)
 	_ wire.WritableChecker = (*Engine)(nil)
 )

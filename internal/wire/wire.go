@@ -233,6 +233,23 @@ type ServerBound interface {
 	Bound(d time.Duration) *Statement
 }
 
+// GenericPlanner is implemented by an engine whose server, given a
+// prepared statement's values, may plan it again at every run: PostgreSQL
+// plans a statement for its values five times, then keeps one generic
+// plan only when that plan's estimate is no dearer than theirs. A Many
+// form's generic plan counts its arrays at 10 elements, so over a batch of
+// two to eight the values' plan is always estimated cheaper, and the
+// server planned the form at every batch, at a cost above the form's own
+// run (docs/performance.md, "A plan at every batch"). A pipelined batch of
+// DB.Combine that runs Many forms sends GenericPlan after its Begin and
+// its bound, so that the forms run on one plan per connection.
+type GenericPlanner interface {
+	// GenericPlan returns a statement that, sent in a pipeline, makes
+	// the server run the later prepared statements of its transaction on
+	// their generic plans. Its setting ends with the transaction.
+	GenericPlan() *Statement
+}
+
 // Op is one operation for DB.Combine (the combiner): the statements of one primitive
 // call on the pool, on one key.
 type Op struct {
