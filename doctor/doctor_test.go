@@ -304,6 +304,23 @@ func TestPostgresReplication(t *testing.T) {
 	want(t, rep, doctor.ReplicationNotJudged, doctor.Warn)
 	none(t, rep, doctor.FsyncOff, doctor.FullPageWritesOff, doctor.NoStandbyWaits, doctor.SyncStandbyNotStreaming)
 
+	// The quorum the no-standby-waits fix recommends: the standby's
+	// sync_state is quorum, which waits for each commit as sync does.
+	testdb.ExecAll(t, c.Primary.DB(t),
+		`ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 (*)'`,
+		`SELECT pg_reload_conf()`,
+	)
+	var quorum bool
+	for deadline := time.Now().Add(30 * time.Second); !quorum && time.Now().Before(deadline); {
+		if err := owner.SQL().QueryRowContext(context.Background(), `SELECT count(*) FILTER (WHERE sync_state = 'quorum') > 0 FROM pg_stat_replication`).Scan(&quorum); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !quorum {
+		t.Fatal("the standby never became a quorum standby")
+	}
+	none(t, check(t, owner, doctor.Options{}), durability...)
+
 	local := testdb.Open(t, c.Primary.URL+"&synchronous_commit=local", nil)
 	want(t, check(t, local, doctor.Options{}), doctor.NoStandbyWaits, doctor.Warn)
 

@@ -410,3 +410,57 @@ func TestPostgresTrackCountsOffIsNotJudged(t *testing.T) {
 	}
 	none(t, rep, doctor.NeverAnalyzed, doctor.StaleStatistics, doctor.AutovacuumOff)
 }
+
+// TestEdgesSQLiteEverySafeModeIsJudged seeds the journal modes and
+// synchronous levels the doctor's first test leaves out: the TRUNCATE and
+// PERSIST journals, as safe as DELETE, and the EXTRA level, safer than
+// FULL. Each with FULL or EXTRA is judged and found sound, never
+// sqlite-not-judged; each rollback journal with NORMAL is the warning,
+// and a report of that warning alone fails the check, as any warning
+// does.
+func TestEdgesSQLiteEverySafeModeIsJudged(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{MaxOpenConns: 1})
+	exec := func(q string) {
+		t.Helper()
+		if _, err := db.SQL().Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	all := []string{doctor.SQLiteWALNormal, doctor.SQLiteSynchronousOff, doctor.SQLiteRollbackNormal, doctor.SQLiteJournalUnsafe, doctor.SQLiteNotJudged}
+	for _, journal := range []string{"WAL", "DELETE", "TRUNCATE", "PERSIST"} {
+		exec(`PRAGMA journal_mode = ` + journal)
+		for _, level := range []string{"FULL", "EXTRA"} {
+			exec(`PRAGMA synchronous = ` + level)
+			rep := check(t, db, doctor.Options{})
+			none(t, rep, all...)
+			if rep.Failed() {
+				t.Errorf("journal %s, synchronous %s: the check failed: %v", journal, level, rep.Findings)
+			}
+		}
+		if journal == "WAL" {
+			continue
+		}
+		exec(`PRAGMA synchronous = NORMAL`)
+		rep := check(t, db, doctor.Options{})
+		want(t, rep, doctor.SQLiteRollbackNormal, doctor.Warn)
+		if !rep.Failed() {
+			t.Errorf("journal %s with NORMAL, a warning alone: the check passed: %v", journal, rep.Findings)
+		}
+	}
+}
+
+// TestEdgesFindingInOneLine writes a finding with a fix and one without:
+// the fix comes after the detail inside "(fix: …)", and a finding without
+// one has no such part.
+func TestEdgesFindingInOneLine(t *testing.T) {
+	t.Parallel()
+	f := doctor.Finding{Code: doctor.FsyncOff, Severity: doctor.Error, Detail: "fsync is off", Fix: "ALTER SYSTEM SET fsync = on;"}
+	if got, want := f.String(), "error fsync-off: fsync is off (fix: ALTER SYSTEM SET fsync = on;)"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	f.Fix = ""
+	if got, want := f.String(), "error fsync-off: fsync is off"; got != want {
+		t.Errorf("without a fix: String() = %q, want %q", got, want)
+	}
+}
