@@ -22,7 +22,7 @@ import {
   type RacefreeProblem,
   type paths,
 } from "../src/index.js";
-import { client, onEach, Recorder, sign, unique } from "./servers.js";
+import { client, onEach, Recorder, sign, unavailable, unique } from "./servers.js";
 
 /** rejects awaits p's failure and returns it, checked to be an instance of Class. */
 async function rejects<T>(p: Promise<unknown>, Class: new (...args: never[]) => T): Promise<T> {
@@ -282,11 +282,6 @@ function between(fail: number, answer: (request: Request) => Promise<Response>) 
   return f;
 }
 
-const unavailable = (retryAfter: string) => async () =>
-  new Response(JSON.stringify({ type: "urn:racefree:problem:unavailable", title: "unavailable", status: 503 }), {
-    status: 503,
-    headers: { "Content-Type": "application/problem+json", "Retry-After": retryAfter },
-  });
 
 // The wait before a retry is the server's Retry-After (in seconds) when it
 // asks for more than the backoff, never more than maxBackoffMs: an hour
@@ -295,11 +290,11 @@ const unavailable = (retryAfter: string) => async () =>
 onEach("retries wait the server's Retry-After, bounded by maxBackoffMs", async (_t, rf, s) => {
   const key = unique("ra");
   await rf.claims.acquire(key, "w1", 60_000);
-  const hour = between(1, unavailable("3600"));
+  const hour = between(1, async () => unavailable("3600"));
   const got = await client(s, { fetch: hour.fetch, attempts: 2, backoffMs: 1, maxBackoffMs: 1 }).claims.get(key);
   assert.equal(got.holder, "w1");
   assert.equal(hour.requests, 2);
-  const second = between(1, unavailable("1"));
+  const second = between(1, async () => unavailable("1"));
   const start = Date.now();
   await client(s, { fetch: second.fetch, attempts: 2, backoffMs: 1, maxBackoffMs: 3_600_000 }).claims.get(key);
   const took = Date.now() - start;

@@ -47,6 +47,14 @@ export function sign(secret: string, id: string, body: string) {
   return { "webhook-id": id, "webhook-timestamp": ts, "webhook-signature": `v1,${sig}` };
 }
 
+/** unavailable is the 503 problem a server answers when it cannot tell (a commit reply it lost), with its Retry-After. */
+export function unavailable(retryAfter: string): Response {
+  return new Response(JSON.stringify({ type: "urn:racefree:problem:unavailable", title: "unavailable", status: 503 }), {
+    status: 503,
+    headers: { "Content-Type": "application/problem+json", "Retry-After": retryAfter },
+  });
+}
+
 /**
  * Recorder is a fetch that forwards to the server and records each
  * request's Idempotency-Key (and path); loseReplies makes it drop that
@@ -71,10 +79,7 @@ export class Recorder {
       await response.arrayBuffer();
       await this.between();
       if (this.lostAs503) {
-        return new Response(JSON.stringify({ type: "urn:racefree:problem:unavailable", title: "unavailable", status: 503 }), {
-          status: 503,
-          headers: { "Content-Type": "application/problem+json", "Retry-After": "0" },
-        });
+        return unavailable("0");
       }
       throw new TypeError("fetch failed: the reply was lost");
     }
