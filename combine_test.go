@@ -1234,3 +1234,52 @@ func clockReadUnderTheLock(t *testing.T, db *racefree.DB, table string, released
 		}
 	}
 }
+
+// TestCombinerManyFormsRunOnGenericPlans runs rounds of four inserts at
+// once through the combiner on a PostgreSQL pool of one connection, so
+// that they share pipelined batches and run their Many form, and reads
+// from that connection how PostgreSQL planned the form: on its generic
+// plan at every run (wire.GenericPlanner), never for its values, and the
+// connection plans as PostgreSQL chooses once the batches are over.
+func TestCombinerManyFormsRunOnGenericPlans(t *testing.T) {
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), &racefree.Config{Combine: racefree.CombineOn, MaxOpenConns: 1})
+	ctx := context.Background()
+	testdb.ExecAll(t, db, `CREATE TABLE combine_g (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`)
+	const many = `-- combine_g many
+		WITH a AS (SELECT * FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS a(k, v, i)),
+		ins AS (INSERT INTO combine_g (k, v) SELECT k, v FROM a RETURNING k)
+		SELECT a.i FROM a JOIN ins USING (k)`
+	var runs, custom int
+	for round := 0; runs < 6; round++ {
+		if round == 300 {
+			t.Fatalf("after %d rounds the Many form ran %d times, want 6: no batches of two or more formed", round, runs)
+		}
+		errs := make(chan error, 4)
+		for w := range 4 {
+			go func() {
+				k := fmt.Sprintf("k%d-%d", round, w)
+				_, err := wire.Of(db).Combine(ctx, &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
+					Query: `INSERT INTO combine_g (k, v) VALUES ($1, $2)`, Many: many, Args: []any{k, int64(w)},
+				}}})
+				errs <- err
+			}()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		runs, custom = 0, 0
+		if err := db.QueryRowContext(ctx, `SELECT COALESCE(sum(generic_plans + custom_plans), 0), COALESCE(sum(custom_plans), 0)
+			FROM pg_prepared_statements WHERE statement LIKE '-- combine_g many%'`).Scan(&runs, &custom); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if custom != 0 {
+		t.Errorf("the Many form: %d of its %d runs planned for their values, want every run on the generic plan", custom, runs)
+	}
+	var mode string
+	if err := db.QueryRowContext(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil || mode != "auto" {
+		t.Errorf("the connection's plan_cache_mode after the batches: %q (%v), want auto", mode, err)
+	}
+}
