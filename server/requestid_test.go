@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -63,5 +64,47 @@ func TestRequestIDIsEchoedAndLogged(t *testing.T) {
 		if !found {
 			t.Errorf("%s %s: no access-log line with request_id %q and status %d:\n%s", c.method, c.path, c.id, code, logs.String())
 		}
+	}
+}
+
+// TestEdgesRequestIDAtItsCharactersAndRepeats tries the ids at the edges
+// of what the server keeps: ! and ~, the first and last visible ASCII
+// characters, are kept; DEL, past them, is replaced; two X-Request-Id
+// headers are ambiguous and replaced by one of the server's own; and the
+// ids the server makes up differ from request to request.
+func TestEdgesRequestIDAtItsCharactersAndRepeats(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	h := server.New(db, server.Options{}).Handler()
+	get := func(ids ...string) string {
+		t.Helper()
+		req := httptest.NewRequest("GET", "/v1/nothing", nil)
+		for _, id := range ids {
+			req.Header.Add("X-Request-Id", id)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Result().Header.Get("X-Request-Id")
+	}
+	for _, id := range []string{"!", "~", "!trace~", "a!b~c"} {
+		if got := get(id); got != id {
+			t.Errorf("X-Request-Id %q: answered %q, want it kept", id, got)
+		}
+	}
+	for _, id := range []string{"trace\x7f", "\x7f", "trace\x20id"} {
+		if got := get(id); got == id || got == "" {
+			t.Errorf("X-Request-Id %q: answered %q, want one of the server's own", id, got)
+		}
+	}
+	if got := get("trace-a", "trace-b"); got == "trace-a" || got == "trace-b" || got == "" {
+		t.Errorf("two X-Request-Id headers: answered %q, want one of the server's own", got)
+	}
+	own := map[string]bool{}
+	for range 3 {
+		id := get()
+		if len(id) != 24 || own[id] {
+			t.Errorf("the server's own id %q: want 24 hex digits, new each time (so far %v)", id, own)
+		}
+		own[id] = true
 	}
 }
