@@ -89,6 +89,23 @@ func hasNot(codes ...string) func(doctor.Report) bool {
 	}
 }
 
+// sqliteCodes are the codes of the SQLite checks' findings.
+var sqliteCodes = []string{doctor.SQLiteWALNormal, doctor.SQLiteSynchronousOff, doctor.SQLiteRollbackNormal, doctor.SQLiteJournalUnsafe, doctor.SQLiteNotJudged}
+
+// oneConnection opens a SQLite database on a pool of one connection, the
+// one the checks read, and returns it with exec, which runs a statement
+// (a PRAGMA) there.
+func oneConnection(t *testing.T) (*racefree.DB, func(string)) {
+	t.Helper()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{MaxOpenConns: 1})
+	return db, func(q string) {
+		t.Helper()
+		if _, err := db.SQL().Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
 // TestSQLiteJournalAndSynchronous seeds each SQLite journal mode and
 // synchronous level on the pool's one connection and wants the finding
 // each means for a power loss: WAL + NORMAL (the default) info only,
@@ -96,14 +113,8 @@ func hasNot(codes ...string) func(doctor.Report) bool {
 // a warning, a MEMORY journal an error.
 func TestSQLiteJournalAndSynchronous(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{MaxOpenConns: 1})
-	exec := func(q string) {
-		t.Helper()
-		if _, err := db.SQL().Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	all := []string{doctor.SQLiteWALNormal, doctor.SQLiteSynchronousOff, doctor.SQLiteRollbackNormal, doctor.SQLiteJournalUnsafe, doctor.SQLiteNotJudged}
+	db, exec := oneConnection(t)
+	all := sqliteCodes
 	rep := check(t, db, doctor.Options{})
 	want(t, rep, doctor.SQLiteWALNormal, doctor.Info)
 	if rep.Failed() {

@@ -420,20 +420,13 @@ func TestPostgresTrackCountsOffIsNotJudged(t *testing.T) {
 // does.
 func TestEdgesSQLiteEverySafeModeIsJudged(t *testing.T) {
 	t.Parallel()
-	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), &racefree.Config{MaxOpenConns: 1})
-	exec := func(q string) {
-		t.Helper()
-		if _, err := db.SQL().Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	all := []string{doctor.SQLiteWALNormal, doctor.SQLiteSynchronousOff, doctor.SQLiteRollbackNormal, doctor.SQLiteJournalUnsafe, doctor.SQLiteNotJudged}
+	db, exec := oneConnection(t)
 	for _, journal := range []string{"WAL", "DELETE", "TRUNCATE", "PERSIST"} {
 		exec(`PRAGMA journal_mode = ` + journal)
 		for _, level := range []string{"FULL", "EXTRA"} {
 			exec(`PRAGMA synchronous = ` + level)
 			rep := check(t, db, doctor.Options{})
-			none(t, rep, all...)
+			none(t, rep, sqliteCodes...)
 			if rep.Failed() {
 				t.Errorf("journal %s, synchronous %s: the check failed: %v", journal, level, rep.Findings)
 			}
