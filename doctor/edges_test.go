@@ -109,6 +109,49 @@ func TestPostgresRoleFindingFixes(t *testing.T) {
 	}
 }
 
+// TestEdgesRoleNotJudgedWhenItsQueryFails: when the role judgement's
+// catalogue query fails (pg_has_role, shadowed for the application
+// role's connections by a function that raises, ahead of pg_catalog in
+// their search path), doctor reports role-not-judged, a warning naming
+// the cause, and the report fails: a role it could not judge is never
+// silence. The same role, clean (TestPostgresAppRoleIsClean), passes once
+// the query works again.
+func TestEdgesRoleNotJudgedWhenItsQueryFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	u, err := url.Parse(testdb.AppDSN(t, owner, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := u.Query().Get("search_path")
+	q := u.Query()
+	q.Set("search_path", schema+",pg_catalog")
+	u.RawQuery = q.Encode()
+	app, err := dsn.Open(ctx, u.String(), &racefree.Config{Schema: racefree.SchemaAllowOutdated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	testdb.ExecAll(t, owner, `CREATE FUNCTION `+schema+`.pg_has_role(a oid, b oid, priv text) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'the catalogue cannot be read (test)';
+END $$`)
+	rep := check(t, app, doctor.Options{})
+	f := want(t, rep, doctor.RoleNotJudged, doctor.Warn)
+	if !strings.Contains(f.Detail, "the catalogue cannot be read") {
+		t.Errorf("detail %q does not say why", f.Detail)
+	}
+	if !rep.Failed() {
+		t.Errorf("a role not judged passes: %v", rep.Findings)
+	}
+	testdb.ExecAll(t, owner, `DROP FUNCTION `+schema+`.pg_has_role(oid, oid, text)`)
+	if rep := check(t, app, doctor.Options{}); rep.Failed() {
+		t.Fatalf("the application role, judged again: %v", rep.Findings)
+	}
+}
+
 // TestSchemaBehindByOneVersion tries schema-behind at its edge on both
 // engines: a schema exactly one version behind the binary's is
 // schema-behind (a warning) naming that version, and at the binary's

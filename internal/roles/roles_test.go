@@ -170,7 +170,8 @@ func TestJudgeFollowsMemberships(t *testing.T) {
 }
 
 // TestJudgeTheRoleItself: the role's own attributes and ownership, and
-// the privileges it inherits from the owner without SET ROLE.
+// the privileges it inherits from the owner without SET ROLE; a
+// superuser's own CREATEROLE is no finding of its own.
 func TestJudgeTheRoleItself(t *testing.T) {
 	t.Parallel()
 	g := setup(t)
@@ -180,10 +181,11 @@ func TestJudgeTheRoleItself(t *testing.T) {
 		`CREATE ROLE `+p+`bypass BYPASSRLS`,
 		`CREATE ROLE `+p+`super SUPERUSER NOBYPASSRLS IN ROLE `+g.roles.Bypass,
 		`CREATE ROLE `+p+`both SUPERUSER BYPASSRLS`,
+		`CREATE ROLE `+p+`supercr SUPERUSER CREATEROLE NOBYPASSRLS`,
 		`CREATE ROLE `+p+`inherit INHERIT IN ROLE `+g.owner,
 	)
 	t.Cleanup(func() {
-		for _, r := range []string{"bypass", "inherit", "super", "both"} {
+		for _, r := range []string{"bypass", "inherit", "super", "both", "supercr"} {
 			_, _ = g.admin.ExecContext(context.Background(), `DROP ROLE `+p+r)
 		}
 	})
@@ -197,6 +199,8 @@ func TestJudgeTheRoleItself(t *testing.T) {
 		// A superuser is every role's member: only its own attributes count.
 		{p + "super", []roles.Kind{roles.Superuser}, true, true, `is a superuser`},
 		{p + "both", []roles.Kind{roles.Superuser, roles.BypassRLS}, true, true, `is a superuser`},
+		// Its CREATEROLE adds nothing to a superuser: no second finding.
+		{p + "supercr", []roles.Kind{roles.Superuser}, true, true, `is a superuser`},
 		{p + "bypass", []roles.Kind{roles.BypassRLS}, true, true, `has BYPASSRLS`},
 		{g.owner, []roles.Kind{roles.Owner}, true, true, `owns the tables`},
 		{p + "inherit", []roles.Kind{roles.Owner}, false, true, `has, without SET ROLE, the privileges of "` + g.owner + `"`},
