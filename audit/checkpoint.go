@@ -170,6 +170,9 @@ func (l *Log) checkpoints(ctx context.Context, scope string, after int64, latest
 			if err := rows.Scan(&c.N, &c.Seq, &c.MAC, &at, &c.Prev, &c.KeyID, &c.Sig); err != nil {
 				return err
 			}
+			if c.Prev == nil { // SQLite returns an empty BLOB as NULL: the first has Prev []byte{}, as Checkpoint made it
+				c.Prev = []byte{}
+			}
 			c.At = racefree.FromMillis(at)
 			out = append(out, c)
 		}
