@@ -361,6 +361,9 @@ func (l *Log) List(ctx context.Context, scope string, after int64, limit int) ([
 			if err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Action, &r.Subject, &r.Data, &r.KeyID, &r.PrevMAC, &r.MAC); err != nil {
 				return err
 			}
+			if r.PrevMAC == nil { // SQLite returns an empty BLOB as NULL: entry 1 has []byte{}, as Append made it
+				r.PrevMAC = []byte{}
+			}
 			r.At = racefree.FromMillis(at)
 			out = append(out, r)
 		}

@@ -281,12 +281,13 @@ func TestEdgesLatestCheckpointOfEachTenant(t *testing.T) {
 	})
 }
 
-// TestEdgesCheckpointsReadBackAsMade: a checkpoint read back by
+// TestEdgesCheckpointsAndEntriesReadBackAsMade: a checkpoint read back by
 // Checkpoints and LatestCheckpoint equals the one Checkpoint returned, on
 // both engines, the first one's empty Prev included: []byte{}, never nil
 // (which JSON writes as null, where the export format and the HTTP API
-// promise a base64 string).
-func TestEdgesCheckpointsReadBackAsMade(t *testing.T) {
+// promise a base64 string); and List gives entry 1 the empty PrevMAC
+// that Append gave it.
+func TestEdgesCheckpointsAndEntriesReadBackAsMade(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
@@ -320,6 +321,14 @@ func TestEdgesCheckpointsReadBackAsMade(t *testing.T) {
 		var out strings.Builder
 		if err := WriteCheckpoints(&out, read[0]); err != nil || !strings.Contains(out.String(), `"prev":""`) {
 			t.Errorf("the first checkpoint exported: %s, %v; want \"prev\":\"\"", out.String(), err)
+		}
+		// Entries too: List gives entry 1 the empty PrevMAC Append gave it.
+		entries, err := l.List(ctx, "s", 0, 2)
+		if err != nil || len(entries) != 2 {
+			t.Fatalf("List: %d, %v", len(entries), err)
+		}
+		if entries[0].PrevMAC == nil || len(entries[0].PrevMAC) != 0 || !bytes.Equal(entries[1].PrevMAC, entries[0].MAC) {
+			t.Errorf("entries listed: PrevMAC %#v then %x; want []byte{}, then entry 1's MAC %x", entries[0].PrevMAC, entries[1].PrevMAC, entries[0].MAC)
 		}
 	})
 }
