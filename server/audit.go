@@ -63,9 +63,6 @@ func toAuditEntryJSON(r *audit.Record) auditEntryJSON {
 	default:
 		e.DataBase64 = r.Data
 	}
-	if e.PrevMAC == nil {
-		e.PrevMAC = []byte{}
-	}
 	return e
 }
 
