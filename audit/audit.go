@@ -146,9 +146,7 @@ func (l *Log) Append(ctx context.Context, exec racefree.Executor, scope string, 
 	if err := e.validate(); err != nil {
 		return Record{}, err
 	}
-	if e.Data == nil {
-		e.Data = []byte{}
-	}
+	e.Data = notNil(e.Data)
 	t := tenant.From(ctx)
 	var rec Record
 	err := l.inTx(ctx, exec, func(tx *sql.Tx) error {
@@ -277,9 +275,7 @@ func (l *Log) appendShaped(ctx context.Context, tx *sql.Tx, t, scope string, e E
 			return Record{}, fmt.Errorf("%w: %q", ErrUnknownKey, r.KeyID)
 		}
 		r.At = racefree.FromMillis(at)
-		if r.PrevMAC == nil {
-			r.PrevMAC = []byte{}
-		}
+		r.PrevMAC = notNil(r.PrevMAC)
 		r.MAC = newMacer(key).sum(&entryInput{t, scope, r.Seq, r.PrevMAC, at, r.Actor, r.Action, r.Subject, r.Data})
 		// The insert's trigger moves the head to this entry, in the same
 		// statement: its number, its MAC and, after a rotation entry, its
@@ -361,9 +357,7 @@ func (l *Log) List(ctx context.Context, scope string, after int64, limit int) ([
 			if err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Action, &r.Subject, &r.Data, &r.KeyID, &r.PrevMAC, &r.MAC); err != nil {
 				return err
 			}
-			if r.PrevMAC == nil { // SQLite returns an empty BLOB as NULL: entry 1 has []byte{}, as Append made it
-				r.PrevMAC = []byte{}
-			}
+			r.PrevMAC = notNil(r.PrevMAC) // entry 1's, as Append made it
 			r.At = racefree.FromMillis(at)
 			out = append(out, r)
 		}
@@ -469,4 +463,15 @@ func (l *Log) head(ctx context.Context, t, scope string) (headRow, error) {
 		return err
 	})
 	return h, wire.Of(l.db).InterpretError(err)
+}
+
+// notNil returns b, or an empty slice for nil. SQLite scans an empty BLOB
+// as nil; an entry's or a checkpoint's empty field (entry 1's PrevMAC,
+// the first checkpoint's Prev, data never given) is []byte{} on both
+// engines, stored as such and written as "" in JSON, never null.
+func notNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }

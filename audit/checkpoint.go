@@ -114,9 +114,7 @@ func (l *Log) checkpoint(ctx context.Context, tx *sql.Tx, t, scope string) (Chec
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("head: %w", err)
 	}
-	if c.Prev == nil { // SQLite returns an empty BLOB as NULL
-		c.Prev = []byte{}
-	}
+	c.Prev = notNil(c.Prev)
 	c.At = racefree.FromMillis(at)
 	c.Sig = ed25519.Sign(priv, c.signed())
 	if _, err := tx.ExecContext(ctx, l.q.Get("set_checkpoint"), t, scope, c.N, c.Seq, c.MAC, at, c.Prev, c.KeyID, c.Sig); err != nil {
@@ -170,9 +168,7 @@ func (l *Log) checkpoints(ctx context.Context, scope string, after int64, latest
 			if err := rows.Scan(&c.N, &c.Seq, &c.MAC, &at, &c.Prev, &c.KeyID, &c.Sig); err != nil {
 				return err
 			}
-			if c.Prev == nil { // SQLite returns an empty BLOB as NULL: the first has Prev []byte{}, as Checkpoint made it
-				c.Prev = []byte{}
-			}
+			c.Prev = notNil(c.Prev) // the first's, as Checkpoint made it
 			c.At = racefree.FromMillis(at)
 			out = append(out, c)
 		}

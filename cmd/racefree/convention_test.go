@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http/httptest"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/audit"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/server"
 )
@@ -157,14 +155,7 @@ func TestCommandsCreateNoDatabase(t *testing.T) {
 // body), and without it one line of text.
 func TestClientCommandsOnBothEngines(t *testing.T) {
 	t.Parallel()
-	var ringText bytes.Buffer
-	if err := audit.Keygen(&ringText, "m1", "s1"); err != nil {
-		t.Fatal(err)
-	}
-	ring, err := audit.ParseKeyring(ringText.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ring := writeKeyring(t, t.TempDir())
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		srv := httptest.NewServer(server.New(db, server.Options{AuditKeys: ring}).Handler())
 		defer srv.Close()

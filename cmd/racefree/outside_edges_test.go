@@ -134,14 +134,7 @@ func TestEdgesAuditVerifyParallelAtItsBound(t *testing.T) {
 // It also checks what a client command prints of a claim no longer live.
 func TestEdgesServerCommandsRefuseFlagsTheyWouldIgnore(t *testing.T) {
 	t.Parallel()
-	var ringText bytes.Buffer
-	if err := audit.Keygen(&ringText, "m1", "s1"); err != nil {
-		t.Fatal(err)
-	}
-	ring, err := audit.ParseKeyring(ringText.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ring := writeKeyring(t, t.TempDir())
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		srv := httptest.NewServer(server.New(db, server.Options{AuditKeys: ring}).Handler())
