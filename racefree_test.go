@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +19,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(openChildEnv) != "" {
+		os.Exit(openChild())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func open(t *testing.T, d string, policy racefree.SchemaPolicy) (*racefree.DB, error) {
 	t.Helper()
