@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,9 @@ var (
 	backticked = regexp.MustCompile("`([^`]*)`")
 	// mutantNumber is a catalogue number in the mutants column.
 	mutantNumber = regexp.MustCompile(`^[0-9]{3,4}$`)
+	// indexEntry is a page's entry in GUARANTEES.md's index, with the
+	// count of its rows.
+	indexEntry = regexp.MustCompile(`(?m)^- \[(docs/[a-z]+\.md)\]\(docs/[a-z]+\.md#what-is-guaranteed\):.*\((\d+) rows\)$`)
 	// patchNumber is the number a catalogue file name starts with.
 	patchNumber = regexp.MustCompile(`^([0-9]{3,4})-.*\.patch$`)
 )
@@ -94,6 +98,33 @@ func TestGuaranteesAreProven(t *testing.T) {
 	t.Run("rows", func(t *testing.T) {
 		for _, p := range checkRows(rows, catalogue) {
 			t.Error(p)
+		}
+	})
+
+	// The index of GUARANTEES.md says how many rows each page holds: a
+	// reader judges a page's coverage by it, so it must be the count.
+	t.Run("the_index_counts_each_pages_rows", func(t *testing.T) {
+		data, err := os.ReadFile("GUARANTEES.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := map[string]int{}
+		for _, g := range rows {
+			if g.file != "GUARANTEES.md" {
+				count[g.file]++
+			}
+		}
+		listed := map[string]bool{}
+		for _, m := range indexEntry.FindAllStringSubmatch(string(data), -1) {
+			listed[m[1]] = true
+			if n, _ := strconv.Atoi(m[2]); n != count[m[1]] {
+				t.Errorf("GUARANTEES.md says %s holds %d rows; it holds %d", m[1], n, count[m[1]])
+			}
+		}
+		for page := range count {
+			if !listed[page] {
+				t.Errorf("GUARANTEES.md lists no count of %s's rows", page)
+			}
 		}
 	})
 
