@@ -3,6 +3,7 @@ package outbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,7 +45,8 @@ type HTTPOptions struct {
 	// URLFor picks the URL of each delivery (by topic, say). An error is
 	// a permanent failure.
 	URLFor func(d *Delivery) (string, error)
-	// Client sends the requests (http.DefaultClient's transport when nil).
+	// Client sends the requests (http.DefaultClient's transport when nil),
+	// through a copy that follows no redirect turning the POST into a GET.
 	Client *http.Client
 	// Timeout bounds each request (30s when 0). Keep it well below the
 	// relay's lease.
@@ -89,7 +91,10 @@ const maxBody = 512
 //   - Racefree-Outbox-Topic and Racefree-Outbox-Attempt.
 //
 // A 2xx answer is a delivery; any other answer is an *HTTPError,
-// classified by Classify; a network error or a timeout is transient.
+// classified by Classify; a network error or a timeout is transient. A
+// redirect is followed only when it repeats the POST (307, 308); a 301,
+// 302 or 303, which would turn it into a GET without the payload, is the
+// answer (an *HTTPError, transient), never a delivery.
 func HTTPHandler(opts HTTPOptions) (Handler, error) {
 	if opts.URLFor == nil {
 		if err := checkURL(opts.URL); err != nil {
@@ -109,6 +114,7 @@ func HTTPHandler(opts HTTPOptions) (Handler, error) {
 	if client == nil {
 		client = &http.Client{}
 	}
+	client = keepPOST(client)
 	return func(ctx context.Context, d *Delivery) error {
 		target := opts.URL
 		if opts.URLFor != nil {
@@ -154,6 +160,31 @@ func HTTPHandler(opts HTTPOptions) (Handler, error) {
 	}, nil
 }
 
+// keepPOST returns a copy of c that follows a redirect only when it
+// repeats the POST with its payload (307, 308). A 301, 302 or 303 would
+// make it a GET without the payload, and the answer to that GET (a 2xx
+// from a page that takes no message) is no delivery: the delivery's
+// answer is then the redirect itself, an *HTTPError (transient, as every
+// non-4xx). c's own CheckRedirect, or Go's default of at most 10
+// redirects, judges the rest.
+func keepPOST(c *http.Client) *http.Client {
+	cp := *c
+	next := c.CheckRedirect
+	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.Method != via[0].Method {
+			return http.ErrUseLastResponse
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &cp
+}
+
 func checkURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -168,11 +199,17 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
+	// Seconds: a number past MaxDelay reads as MaxDelay before it is made
+	// a Duration, whose nanoseconds would overflow and wrap to a delay of
+	// any size, a second or none.
 	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
 		if s <= 0 {
 			return 0
 		}
-		return min(time.Duration(s)*time.Second, MaxDelay)
+		if s > int64(MaxDelay/time.Second) {
+			return MaxDelay
+		}
+		return time.Duration(s) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
