@@ -274,8 +274,13 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 					}
 					return perr
 				}
-				if s, aerr := strconv.Atoi(resp.Header.Get("Retry-After")); aerr == nil {
-					retryAfter = time.Duration(s) * time.Second
+				if s, aerr := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); aerr == nil && s > 0 {
+					// Bounded before it is made a Duration, whose
+					// nanoseconds would wrap round past 292 years.
+					retryAfter = c.opts.MaxBackoff
+					if s < int64(c.opts.MaxBackoff/time.Second) {
+						retryAfter = time.Duration(s) * time.Second
+					}
 				}
 				err = perr
 			}

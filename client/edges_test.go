@@ -213,7 +213,7 @@ func heldServer(t *testing.T) http.Handler {
 // more than MaxBackoff: a Retry-After of an hour under a MaxBackoff of a
 // millisecond retries at once, and one of a second under a MaxBackoff of
 // an hour waits that second (a lower bound, which a slow machine only
-// lengthens).
+// lengthens), and one too large for a Duration waits MaxBackoff.
 func TestEdgesWaitsBetweenAttempts(t *testing.T) {
 	t.Parallel()
 	h := heldServer(t)
@@ -238,6 +238,12 @@ func TestEdgesWaitsBetweenAttempts(t *testing.T) {
 	took, err := get("1", time.Hour, time.Minute)
 	if err != nil || took < time.Second {
 		t.Fatalf("Retry-After 1, MaxBackoff an hour: %v after %v; want the claim after at least 1s", err, took)
+	}
+	// Seconds whose nanoseconds pass 2^64 (about 0.29 s once wrapped
+	// round) ask for more than MaxBackoff: the wait is MaxBackoff.
+	took, err = get("18446744074", time.Second, time.Minute)
+	if err != nil || took < time.Second {
+		t.Fatalf("Retry-After 18446744074, MaxBackoff 1s: %v after %v; want the claim after at least 1s", err, took)
 	}
 }
 
