@@ -41,40 +41,6 @@ func sqliteCode(err error) int {
 	return se.Code()
 }
 
-// TestEdgesOpenExistingKeepsTheSettings holds the edge between Open and
-// OpenExisting: a database opened without create (the commands that only
-// use a database someone else made) has every setting Open's has: WAL,
-// synchronous NORMAL, foreign keys, the busy timeout, and transactions
-// that begin IMMEDIATE, so that a command writing beside a running
-// server waits for the lock instead of failing at once.
-func TestEdgesOpenExistingKeepsTheSettings(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	_, path := edgesDB(t, nil)
-	db, err := OpenExisting(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "1", "foreign_keys": "1", "busy_timeout": "10000"} {
-		var got string
-		if err := db.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got); err != nil || got != want {
-			t.Errorf("OpenExisting: PRAGMA %s = %q, %v; want %q", pragma, got, err, want)
-		}
-	}
-	tx, err := db.SQL().BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if tx2, err := db.SQL().BeginTx(short, nil); err == nil {
-		_ = tx2.Rollback()
-		t.Fatal("OpenExisting: a second transaction began while the first held the write lock: BEGIN is not IMMEDIATE")
-	}
-}
-
 // TestEdgesBusyAndLockedAreRetryableWhateverTheirExtendedCode holds the
 // edge of SQLite's extended result codes, which the driver reports: a
 // transaction whose read snapshot another writer overtook fails its

@@ -23,18 +23,40 @@ func TestOpenRejectsWhatIsNotAFile(t *testing.T) {
 	}
 }
 
+// TestConnectionSettings: every connection, of Open and of OpenExisting
+// (which never creates the file) alike, runs in WAL mode with synchronous
+// NORMAL, foreign keys on, a 10 s busy timeout and transactions that
+// begin IMMEDIATE.
 func TestConnectionSettings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "r.db"), &racefree.Config{Schema: racefree.SchemaMigrate})
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := sqlite.Open(ctx, path, &racefree.Config{Schema: racefree.SchemaMigrate})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	checkSettings(t, db, "Open")
+	if !errors.Is(wire.Of(db).InterpretError(context.Canceled), context.Canceled) {
+		t.Fatal("InterpretError must keep errors it does not know")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	existing, err := sqlite.OpenExisting(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer existing.Close()
+	checkSettings(t, existing, "OpenExisting")
+}
+
+func checkSettings(t *testing.T, db *racefree.DB, opened string) {
+	t.Helper()
+	ctx := context.Background()
 	for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "1", "foreign_keys": "1", "busy_timeout": "10000"} {
 		var got string
 		if err := db.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got); err != nil || got != want {
-			t.Errorf("PRAGMA %s = %q, %v; want %q", pragma, got, err, want)
+			t.Errorf("%s: PRAGMA %s = %q, %v; want %q", opened, pragma, got, err, want)
 		}
 	}
 	// An IMMEDIATE transaction holds the write lock from BEGIN: a second
@@ -48,13 +70,7 @@ func TestConnectionSettings(t *testing.T) {
 	defer cancel()
 	if tx2, err := db.SQL().BeginTx(short, nil); err == nil {
 		_ = tx2.Rollback()
-		t.Fatal("a second transaction began while the first held the write lock: BEGIN is not IMMEDIATE")
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	if !errors.Is(wire.Of(db).InterpretError(context.Canceled), context.Canceled) {
-		t.Fatal("InterpretError must keep errors it does not know")
+		t.Fatalf("%s: a second transaction began while the first held the write lock: BEGIN is not IMMEDIATE", opened)
 	}
 }
 
