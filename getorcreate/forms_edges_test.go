@@ -148,11 +148,17 @@ func TestEdgesASelectThatChangesDataIsRefused(t *testing.T) {
 // refuses it and deletes nothing. On PostgreSQL: [ is an array's, not a
 // quote; block comments nest; a carriage return ends a -- comment; an
 // E'…' continued on the next line escapes there too; with
-// standard_conforming_strings off a backslash escapes in '…'. On SQLite:
-// block comments do not nest; E'\' is a word and a string with no
-// escape; $q$ is a parameter, not a dollar quote; a Tcl variable's (…)
-// holds a quote. Selects that use arrays (ARRAY[1, 2], a[1]), nested
-// comments, dollar quotes, or SQLite's [email], read the row; a select
+// standard_conforming_strings off a backslash escapes in '…' and in
+// n'…'; a dollar quote whose body begins with its own tag's tail
+// ($a$a$'$a$) ends at its second $a$, not its first; $$'$$ is a dollar
+// quote, so its quote opens no string. On SQLite: block comments do not
+// nest; E'\' is a word and a string with no escape; $q$ is a parameter,
+// not a dollar quote; a Tcl variable's (…) holds a quote; a -- comment
+// runs past a carriage return to the newline; a `…` name ends at its
+// backquote, not at a double quote. Selects that use arrays (ARRAY[1,
+// 2], a[1]), nested comments, dollar quotes, SQLite's [email], Windows
+// line endings or columns named insert_time and last_update read the
+// row; a select
 // that only the other engine's reading finds a second statement in is
 // refused, and the error names that reading.
 func TestEdgesASelectIsJudgedAsEachEngineReadsIt(t *testing.T) {
@@ -169,6 +175,9 @@ func TestEdgesASelectIsJudgedAsEachEngineReadsIt(t *testing.T) {
 			{sel: "WITH v AS (SELECT 1 AS a) -- then\r, gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1)"},
 			{sel: "WITH v AS (SELECT E'x'\n'\\' ' AS a), gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1)"},
 			{sel: "WITH v AS (SELECT 'x\\' AS a, ' AS b), gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1)", off: true},
+			{sel: "WITH v AS (SELECT $a$a$'$a$ AS a), gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1)"},
+			{sel: "WITH v AS (SELECT $$'$$ AS a), gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1)"},
+			{sel: `WITH v AS (SELECT n'\'' AS a), gone AS (DELETE FROM users RETURNING 1) SELECT id, email FROM users WHERE lower(email) = lower(?1) --'`, off: true},
 		},
 		racefree.SQLite: {
 			{sel: "WITH k AS (SELECT 1 /* /* */ AS a) DELETE FROM users WHERE lower(email) = lower(?1) RETURNING id, email -- */"},
@@ -176,6 +185,8 @@ func TestEdgesASelectIsJudgedAsEachEngineReadsIt(t *testing.T) {
 			{sel: "WITH k AS (SELECT lower(?1) AS e, $q$ AS z) DELETE FROM users WHERE lower(email) = (SELECT e FROM k) RETURNING id, coalesce($q$, email)", args: []any{sql.Named("q$", nil)}},
 			{sel: "WITH k AS (SELECT lower(?1) AS e, $a(') AS z) DELETE FROM users WHERE lower(email) = (SELECT e FROM k) RETURNING id, email", args: []any{sql.Named("a(')", nil)}},
 			{sel: "WITH k AS (SELECT lower(?1) AS e, @a(') AS z) DELETE FROM users WHERE lower(email) = (SELECT e FROM k) RETURNING id, email", args: []any{sql.Named("a(')", nil)}},
+			{sel: "WITH k AS (SELECT lower(?1) AS e) -- x\r'\nDELETE FROM users WHERE lower(email) = (SELECT e FROM k) RETURNING id, email --'"},
+			{sel: "WITH k AS (SELECT lower(?1) AS `e\"`) DELETE FROM users WHERE lower(email) = (SELECT `e\"` FROM k) RETURNING id, email"},
 		},
 	}
 	reads := map[string][]string{
@@ -183,10 +194,14 @@ func TestEdgesASelectIsJudgedAsEachEngineReadsIt(t *testing.T) {
 			"SELECT id, email FROM users WHERE lower(email) = lower(?1) AND ARRAY[1, 2] <> ARRAY[3] AND (ARRAY['a]', 'b'])[1] = 'a]'",
 			"SELECT id, email /* outer /* inner */ still a comment */ FROM users WHERE lower(email) = lower(?1)",
 			"SELECT id, email FROM users WHERE lower(email) = lower(?1) AND handle <> $q$delete$q$",
+			"SELECT id, email\r\nFROM users\r\nWHERE lower(email) = lower(?1);\r\n",
+			"SELECT id AS insert_time, email AS last_update FROM users WHERE lower(email) = lower(?1)",
 		},
 		racefree.SQLite: {
 			"SELECT id, [email] FROM users WHERE lower([email]) = lower(?1) AND handle <> 'C:\\'",
 			"SELECT id, email /* a /* b */ FROM users WHERE lower(email) = lower(?1)",
+			"SELECT id, email\r\nFROM users\r\nWHERE lower(email) = lower(?1);\r\n",
+			"SELECT id AS insert_time, email AS last_update FROM users WHERE lower(email) = lower(?1)",
 		},
 	}
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
