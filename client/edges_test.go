@@ -213,7 +213,8 @@ func heldServer(t *testing.T) http.Handler {
 // more than MaxBackoff: a Retry-After of an hour under a MaxBackoff of a
 // millisecond retries at once, and one of a second under a MaxBackoff of
 // an hour waits that second (a lower bound, which a slow machine only
-// lengthens), and one too large for a Duration waits MaxBackoff.
+// lengthens), and one too large for a Duration waits MaxBackoff; the
+// client's own backoff doubles up to MaxBackoff and no further.
 func TestEdgesWaitsBetweenAttempts(t *testing.T) {
 	t.Parallel()
 	h := heldServer(t)
@@ -244,6 +245,21 @@ func TestEdgesWaitsBetweenAttempts(t *testing.T) {
 	took, err = get("18446744074", time.Second, time.Minute)
 	if err != nil || took < time.Second {
 		t.Fatalf("Retry-After 18446744074, MaxBackoff 1s: %v after %v; want the claim after at least 1s", err, took)
+	}
+	// Without a Retry-After the wait doubles from Backoff, never past
+	// MaxBackoff: six waits of at most 50 ms, where 50 ms doubled six
+	// times would take 3.15 s.
+	f := &faulty{h: h, answer: problem(503, "unavailable", ""), fail: 6, got: make(chan struct{}, 8)}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c, err := client.New(srv.URL, &client.Options{Key: "secret", Attempts: 7, Backoff: 50 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
+	defer cancel()
+	if _, err := c.Get(gctx, "held"); err != nil {
+		t.Fatalf("six 503s, Backoff and MaxBackoff 50ms: %v; want the claim well within 2.5s", err)
 	}
 }
 
