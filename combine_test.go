@@ -1283,3 +1283,41 @@ func TestCombinerManyFormsRunOnGenericPlans(t *testing.T) {
 		t.Errorf("the connection's plan_cache_mode after the batches: %q (%v), want auto", mode, err)
 	}
 }
+
+// TestCombinerWaitsForAConnectionNoLongerThanItsDeadline: on PostgreSQL,
+// where the server bounds a batch's statements, the batch's wait for a
+// pooled connection is the client's alone, and it too ends at the
+// earliest Deadline of its operations. With the only connection held
+// elsewhere, a batch bounded to 300 ms gives up then and commits
+// nothing, and its operation is handed back to run alone, as on SQLite;
+// it does not wait for the connection (up to the combiner's minute) and
+// commit once its caller had long given up.
+func TestCombinerWaitsForAConnectionNoLongerThanItsDeadline(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), &racefree.Config{Combine: racefree.CombineOn, MaxOpenConns: 1})
+	testdb.ExecAll(t, db, `CREATE TABLE w (k TEXT PRIMARY KEY, v BIGINT NOT NULL)`)
+	ctx := context.Background()
+	held, err := db.SQL().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := insert("bounded", 1)
+	op.Deadline = time.Now().Add(300 * time.Millisecond)
+	out := testdb.Within(t, 20*time.Second, "a batch bounded to 300 ms, every connection held", func() combined {
+		ran, err := wire.Of(db).Combine(ctx, op)
+		return combined{ran, err}
+	})
+	if out.ran {
+		t.Fatalf("the batch ran (%v); want it handed back, past its deadline", out.err)
+	}
+	if s := db.CombineStats(); s.Failed != 1 || s.Batches != 0 {
+		t.Fatalf("combiner %+v; want one batch failed, none committed", s)
+	}
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testdb.WaitCombiner(t, db, "an idle combiner", func(s racefree.CombineStats) bool { return s.Running == 0 && s.Queued == 0 })
+	if got := rows(t, db, "bounded"); got != 0 {
+		t.Fatalf("a batch past its deadline committed %d rows", got)
+	}
+}
