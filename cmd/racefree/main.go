@@ -24,7 +24,8 @@
 // Every command but serve and migrate up refuses a SQLite path that names
 // no file, and creates none. Every failure prints one line on stderr and
 // exits non-zero; a usage error (unknown command or flag, a flag's bad
-// value, a missing argument) exits 2.
+// value, a missing argument) and any other bad input that a primitive
+// refuses before changing anything (racefree.ErrInvalidInput) exit 2.
 package main
 
 import (
@@ -34,6 +35,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/racefree/racefree"
 	"github.com/spf13/cobra"
 )
 
@@ -74,8 +76,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "racefree: %s\n", oneLine(err.Error()))
 	var ee *exitError
-	if errors.As(err, &ee) {
+	switch {
+	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, racefree.ErrInvalidInput):
+		return exitUsage // refused before anything changed
 	}
 	return 1
 }

@@ -113,8 +113,8 @@ func TestOutboxDeadLettersAndStats(t *testing.T) {
 			{"outbox", "stats", "--db", dsn, "--tenant", "a b"}, // not a tenant
 			{"outbox", "dead", "list", "--db", dsn, "--limit", "0"},
 		} {
-			if r := runCLI(t, bad...); r.code != 1 || !strings.Contains(r.stderr, "invalid") {
-				t.Errorf("%v: exit %d, stderr %q; want 1 and an InputError", bad, r.code, r.stderr)
+			if r := runCLI(t, bad...); r.code != exitUsage || !strings.Contains(r.stderr, "invalid") {
+				t.Errorf("%v: exit %d, stderr %q; want 2 and an InputError", bad, r.code, r.stderr)
 			}
 		}
 	})

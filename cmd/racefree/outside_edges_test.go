@@ -313,9 +313,9 @@ func TestEdgesMigrateUpAtItsBounds(t *testing.T) {
 // TestEdgesOutboxCommandsNameTheirMessages: a repair names its messages:
 // over HTTP (--server), which repairs one id at a time, a redrive or
 // discard with no id is bad input, not a success that did nothing; 0 is
-// no message id for list, redrive or discard (bad input of the dead
-// commands exits 1, as docs/outbox.md says); and enqueue refuses a header
-// given twice, exit 2, rather than keep one of its values. Each prints one
+// no message id for list, redrive or discard (bad input exits 2, as
+// docs/outbox.md says); and enqueue refuses a header given twice, exit 2,
+// rather than keep one of its values. Each prints one
 // line and changes nothing.
 func TestEdgesOutboxCommandsNameTheirMessages(t *testing.T) {
 	t.Parallel()
@@ -327,11 +327,11 @@ func TestEdgesOutboxCommandsNameTheirMessages(t *testing.T) {
 			args []string
 			code int
 		}{
-			{[]string{"outbox", "dead", "redrive", "--server", srv.URL}, 1},
-			{[]string{"outbox", "dead", "discard", "--server", srv.URL}, 1},
-			{[]string{"outbox", "dead", "list", "0", "--db", d}, 1},
-			{[]string{"outbox", "dead", "redrive", "0", "--db", d}, 1},
-			{[]string{"outbox", "dead", "discard", "0", "--db", d}, 1},
+			{[]string{"outbox", "dead", "redrive", "--server", srv.URL},  exitUsage},
+			{[]string{"outbox", "dead", "discard", "--server", srv.URL},  exitUsage},
+			{[]string{"outbox", "dead", "list", "0", "--db", d},  exitUsage},
+			{[]string{"outbox", "dead", "redrive", "0", "--db", d},  exitUsage},
+			{[]string{"outbox", "dead", "discard", "0", "--db", d},  exitUsage},
 			{[]string{"outbox", "enqueue", "mail", "--db", d, "--header", "X-Trace=1", "--header", "X-Trace=2"}, exitUsage},
 		} {
 			r := runCLI(t, c.args...)
