@@ -387,12 +387,22 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 		}
 		ctx, cancel := context.WithTimeout(ctx, combineTimeout)
 		defer cancel()
+		// The wait for a connection is the client's alone: the server
+		// bounds only what it runs. So it ends at the earliest Deadline
+		// on every engine, or a batch that got a connection late would
+		// commit operations whose callers had given up long before.
+		waits := ctx
+		if !deadline.IsZero() && serverBound {
+			var cancel context.CancelFunc
+			waits, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
 		return db.retryBatch(ctx, func() error {
 			var bound []*wire.Statement
 			if serverBound && !deadline.IsZero() {
 				bound = append(bound, sb.Bound(max(time.Until(deadline), time.Millisecond)))
 			}
-			return db.pipelineBatch(ctx, p, bound, ops)
+			return db.pipelineBatch(ctx, waits, p, bound, ops)
 		})
 	}
 	// No timeout on SQLite, whose busy timeout bounds every wait. The
@@ -690,14 +700,15 @@ func statementOf(st *wire.Statement) statement.Statement {
 
 // pipelineBatch sends ops as one pipelined transaction ([wire.Pipeliner]): the
 // first operation's Begin, then bound (runBatch's server-side bound, if
-// any), then every operation's statements. A Dest
+// any), then every operation's statements. waits bounds the wait for a
+// connection, ctx the round trip. A Dest
 // statement that finds no row is an outcome of its operation, not an error
 // of the batch.
-func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire.Statement, ops []*pending) error {
+func (db *DB) pipelineBatch(ctx, waits context.Context, p wire.Pipeliner, bound []*wire.Statement, ops []*pending) error {
 	if b, ok := db.engine.(wire.ManyBinder); ok && len(ops) >= max(2, b.ManyFrom()) && many(ops[0].op) {
 		// One operation alone runs its own statements: a statement over
 		// arrays of one element costs more than the statement it stands for.
-		return db.manyBatch(ctx, p, b, bound, ops)
+		return db.manyBatch(ctx, waits, p, b, bound, ops)
 	}
 	stmts := append(append([]*wire.Statement(nil), ops[0].op.Begin...), bound...)
 	off := len(stmts)
@@ -728,7 +739,7 @@ func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire
 			}})
 		}
 	}
-	if err := db.pipelineFresh(ctx, p, stmts); err != nil {
+	if err := db.pipelineFresh(ctx, waits, p, stmts); err != nil {
 		return err
 	}
 	for i, s := range all {
@@ -749,7 +760,7 @@ func (db *DB) pipelineBatch(ctx context.Context, p wire.Pipeliner, bound []*wire
 // is runBatch's server-side bound ([wire.ServerBound]), if any; then, on
 // an engine that plans a statement for its values ([wire.GenericPlanner]),
 // the setting that runs the forms on their generic plans.
-func (db *DB) manyBatch(ctx context.Context, p wire.Pipeliner, b wire.ManyBinder, bound []*wire.Statement, ops []*pending) error {
+func (db *DB) manyBatch(ctx, waits context.Context, p wire.Pipeliner, b wire.ManyBinder, bound []*wire.Statement, ops []*pending) error {
 	stmts := append(append([]*wire.Statement(nil), ops[0].op.Begin...), bound...)
 	if g, ok := db.engine.(wire.GenericPlanner); ok {
 		stmts = append(stmts, g.GenericPlan())
@@ -766,7 +777,7 @@ func (db *DB) manyBatch(ctx context.Context, p wire.Pipeliner, b wire.ManyBinder
 			return manyRows(r, ops, j, found[j], nil)
 		}})
 	}
-	if err := db.pipelineFresh(ctx, p, stmts); err != nil {
+	if err := db.pipelineFresh(ctx, waits, p, stmts); err != nil {
 		return err
 	}
 	settleMany(ops, found)

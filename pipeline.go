@@ -92,24 +92,25 @@ func (db *DB) pipeline(ctx context.Context, stmts ...*wire.Statement) error {
 	if !ok {
 		return errors.ErrUnsupported
 	}
-	return db.retry(ctx, func() error { return db.pipelineFresh(ctx, p, stmts) })
+	return db.retry(ctx, func() error { return db.pipelineFresh(ctx, ctx, p, stmts) })
 }
 
 // pipelineFresh runs stmts once, on another pooled connection when the
 // one it got was broken before anything was sent: database/sql's own
-// allowance, three tries.
-func (db *DB) pipelineFresh(ctx context.Context, p wire.Pipeliner, stmts []*wire.Statement) error {
+// allowance, three tries. waits bounds each wait for a connection (which
+// nothing of stmts has reached yet), ctx the round trip.
+func (db *DB) pipelineFresh(ctx, waits context.Context, p wire.Pipeliner, stmts []*wire.Statement) error {
 	var err error
 	for range 3 {
-		if err = db.pipelineOnce(ctx, p, stmts); !errors.Is(err, driver.ErrBadConn) {
+		if err = db.pipelineOnce(ctx, waits, p, stmts); !errors.Is(err, driver.ErrBadConn) {
 			break
 		}
 	}
 	return err
 }
 
-func (db *DB) pipelineOnce(ctx context.Context, p wire.Pipeliner, stmts []*wire.Statement) error {
-	conn, err := db.sql.Conn(ctx)
+func (db *DB) pipelineOnce(ctx, waits context.Context, p wire.Pipeliner, stmts []*wire.Statement) error {
+	conn, err := db.sql.Conn(waits)
 	if err != nil {
 		return NotCommitted(err) // nothing was sent
 	}
