@@ -291,3 +291,38 @@ func TestCoreEdgesReapCountsFromTheDelivery(t *testing.T) {
 		}
 	})
 }
+
+// TestCoreEdgesDeadPagesOfOne pages the dead letters one at a time, each
+// page resumed after the last id returned: each dead message is listed
+// once, in order, and the listing ends, at most one page later.
+func TestCoreEdgesDeadPagesOfOne(t *testing.T) {
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		o := newOutbox(t, db, nil)
+		var want []int64
+		for range 3 {
+			id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t"})
+			dieNow(t, ctx, o, id)
+			want = append(want, id)
+		}
+		var got []int64
+		var after int64
+		for page := 0; page <= len(want); page++ {
+			rs, err := o.Dead(ctx, db, outbox.Filter{}, after, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) == 0 {
+				break
+			}
+			if len(rs) != 1 {
+				t.Fatalf("a page of 1 held %d messages", len(rs))
+			}
+			got = append(got, rs[0].ID)
+			after = rs[0].ID
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("pages of one listed %v, want %v", got, want)
+		}
+	})
+}
