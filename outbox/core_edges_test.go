@@ -113,25 +113,31 @@ func TestCoreEdgesNotifyAtEnqueue(t *testing.T) {
 // TestCoreEdgesADelayedMessageIsCreatedWhenEnqueued holds a delayed
 // message's CreatedAt to the enqueue's instant and its AvailableAt to its
 // due time, and Stats' OldestPending to the time since the enqueue, in
-// milliseconds read as such.
+// milliseconds read as such; with and without the NOTIFY, which on
+// PostgreSQL is another statement.
 func TestCoreEdgesADelayedMessageIsCreatedWhenEnqueued(t *testing.T) {
 	clock, cfg := manual()
 	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		ctx := context.Background()
-		o := newOutbox(t, db, nil)
-		start := clock.Now()
-		id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t", NotBefore: start.Add(time.Hour)})
-		r := get(t, ctx, o, id)
-		if !r.CreatedAt.Equal(start) || !r.AvailableAt.Equal(start.Add(time.Hour)) {
-			t.Errorf("created %v, available %v; want %v and an hour later", r.CreatedAt, r.AvailableAt, start)
-		}
-		clock.Advance(90 * time.Second)
-		s, err := o.Stats(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.OldestPending != 90*time.Second || s.Ready != 1 || s.Due != 0 {
-			t.Errorf("stats 90s after a delayed enqueue: %+v; want 1 ready, none due, pending for 90s", s)
+		for _, noNotify := range []bool{false, true} {
+			ctx, err := tenant.With(context.Background(), fmt.Sprintf("delayed-%v", noNotify))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := newOutbox(t, db, &outbox.Options{NoNotify: noNotify})
+			start := clock.Now()
+			id := enqueue(t, ctx, o, db, outbox.Message{Topic: "t", NotBefore: start.Add(time.Hour)})
+			r := get(t, ctx, o, id)
+			if !r.CreatedAt.Equal(start) || !r.AvailableAt.Equal(start.Add(time.Hour)) {
+				t.Errorf("NoNotify %v: created %v, available %v; want %v and an hour later", noNotify, r.CreatedAt, r.AvailableAt, start)
+			}
+			clock.Advance(90 * time.Second)
+			s, err := o.Stats(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.OldestPending != 90*time.Second || s.Ready != 1 || s.Due != 0 {
+				t.Errorf("NoNotify %v: stats 90s after a delayed enqueue: %+v; want 1 ready, none due, pending for 90s", noNotify, s)
+			}
 		}
 	})
 }
