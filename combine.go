@@ -448,11 +448,30 @@ func (db *DB) runBatch(ctx context.Context, batch []*pending) error {
 			_ = tx.Rollback()
 			return NotCommitted(err) // no COMMIT was sent
 		}
+		if err := expired(waits); err != nil {
+			_ = tx.Rollback()
+			return NotCommitted(fmt.Errorf("commit: %w", err))
+		}
 		if err := tx.Commit(); err != nil {
 			return db.judgeCommit(fmt.Errorf("commit: %w", err))
 		}
 		return nil
 	})
+}
+
+// expired returns ctx's error, or context.DeadlineExceeded once the
+// clock has passed ctx's deadline though its timer has not fired yet: on
+// a loaded machine a timer fires late (tens of milliseconds), and a batch
+// whose deadline passed must not send its COMMIT in that gap, after its
+// callers, whose own timers fired first, were told it failed.
+func expired(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // engineClocks returns the clock parameters of ops' statements

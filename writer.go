@@ -204,7 +204,7 @@ func (db *DB) runOnDriver(ctx, waits context.Context, run runner, ops []*pending
 	if err := db.runTx(ctx, run, ops); err != nil {
 		return rollback(), NotCommitted(err) // no COMMIT was sent
 	}
-	if err := waits.Err(); err != nil {
+	if err := expired(waits); err != nil {
 		return rollback(), NotCommitted(fmt.Errorf("commit: %w", err))
 	}
 	if err := exec(ctx, "COMMIT"); err != nil {
