@@ -327,11 +327,11 @@ func TestEdgesOutboxCommandsNameTheirMessages(t *testing.T) {
 			args []string
 			code int
 		}{
-			{[]string{"outbox", "dead", "redrive", "--server", srv.URL},  exitUsage},
-			{[]string{"outbox", "dead", "discard", "--server", srv.URL},  exitUsage},
-			{[]string{"outbox", "dead", "list", "0", "--db", d},  exitUsage},
-			{[]string{"outbox", "dead", "redrive", "0", "--db", d},  exitUsage},
-			{[]string{"outbox", "dead", "discard", "0", "--db", d},  exitUsage},
+			{[]string{"outbox", "dead", "redrive", "--server", srv.URL}, exitUsage},
+			{[]string{"outbox", "dead", "discard", "--server", srv.URL}, exitUsage},
+			{[]string{"outbox", "dead", "list", "0", "--db", d}, exitUsage},
+			{[]string{"outbox", "dead", "redrive", "0", "--db", d}, exitUsage},
+			{[]string{"outbox", "dead", "discard", "0", "--db", d}, exitUsage},
 			{[]string{"outbox", "enqueue", "mail", "--db", d, "--header", "X-Trace=1", "--header", "X-Trace=2"}, exitUsage},
 		} {
 			r := runCLI(t, c.args...)
