@@ -38,6 +38,18 @@ func edgesDB(t *testing.T, engine string, cfg racefree.Config) *racefree.DB {
 	return db
 }
 
+// eachEdges runs body on each engine, as parallel subtests, with a DB
+// made by edgesDB with cfg.
+func eachEdges(t *testing.T, cfg racefree.Config, body func(t *testing.T, db *racefree.DB)) {
+	t.Helper()
+	for _, engine := range testdb.Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			body(t, edgesDB(t, engine, cfg))
+		})
+	}
+}
+
 // edgesOp returns an operation of key k made of queries, which name no
 // parameter.
 func edgesOp(k string, queries ...string) *wire.Op {
@@ -75,38 +87,34 @@ func edgesBehind(t *testing.T, db *racefree.DB, calls ...func()) {
 // take their row locks in one order and never deadlock each other.
 func TestEdgesABatchRunsItsOperationsInTheOrderOfTheirKeys(t *testing.T) {
 	t.Parallel()
-	for _, engine := range testdb.Engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			db := edgesDB(t, engine, racefree.Config{})
-			ctx := context.Background()
-			var calls []func()
-			errs := make([]error, 3)
-			for i, k := range []string{"c", "a", "b"} {
-				calls = append(calls, func() {
-					ran, err := wire.Of(db).Combine(ctx, edgesOp(k, logRow(k)))
-					if err == nil && !ran {
-						err = errors.New("its batch failed")
-					}
-					errs[i] = err
-				})
-			}
-			before := db.CombineStats()
-			edgesBehind(t, db, calls...)
-			for i, err := range errs {
-				if err != nil {
-					t.Fatalf("call %d: %v", i, err)
+	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		var calls []func()
+		errs := make([]error, 3)
+		for i, k := range []string{"c", "a", "b"} {
+			calls = append(calls, func() {
+				ran, err := wire.Of(db).Combine(ctx, edgesOp(k, logRow(k)))
+				if err == nil && !ran {
+					err = errors.New("its batch failed")
 				}
+				errs[i] = err
+			})
+		}
+		before := db.CombineStats()
+		edgesBehind(t, db, calls...)
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("call %d: %v", i, err)
 			}
-			if s := db.CombineStats(); s.Batches-before.Batches != 2 {
-				t.Fatalf("%d batches, want 2: the held one, then the three keys in one (%+v)", s.Batches-before.Batches, s)
-			}
-			got := testdb.Strings(t, db, `SELECT k FROM edges_log ORDER BY id`)
-			if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
-				t.Fatalf("the batch wrote %v, want %v: the order of the keys, not of arrival", got, want)
-			}
-		})
-	}
+		}
+		if s := db.CombineStats(); s.Batches-before.Batches != 2 {
+			t.Fatalf("%d batches, want 2: the held one, then the three keys in one (%+v)", s.Batches-before.Batches, s)
+		}
+		got := testdb.Strings(t, db, `SELECT k FROM edges_log ORDER BY id`)
+		if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
+			t.Fatalf("the batch wrote %v, want %v: the order of the keys, not of arrival", got, want)
+		}
+	})
 }
 
 // TestEdgesABatchGivesUpAtTheEarliestDeadlineOfItsOperations: a batch of
@@ -116,59 +124,55 @@ func TestEdgesABatchRunsItsOperationsInTheOrderOfTheirKeys(t *testing.T) {
 // the later one (or, on SQLite, for the busy timeout).
 func TestEdgesABatchGivesUpAtTheEarliestDeadlineOfItsOperations(t *testing.T) {
 	t.Parallel()
-	for _, engine := range testdb.Engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			db := edgesDB(t, engine, racefree.Config{})
-			ctx := context.Background()
-			lock, err := db.SQL().BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lock.Rollback()
-			if _, err := lock.ExecContext(ctx, `UPDATE edges_gate SET v = v WHERE k = 'gate'`); err != nil {
-				t.Fatal(err)
-			}
-			bump := `UPDATE edges_gate SET v = v + 1 WHERE k = 'gate'`
-			t0 := time.Now()
-			out := make(chan timed, 3)
-			call := func(op *wire.Op) {
-				ran, err := wire.Of(db).Combine(ctx, op)
-				out <- timed{op.Key, ran, err, time.Since(t0)}
-			}
-			gate := edgesOp("gate", bump, logRow("gate"))
-			gate.Deadline = t0.Add(time.Second)
-			go call(gate)
-			testdb.WaitCombiner(t, db, "the first batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
-			early := edgesOp("early", bump, logRow("early"))
-			early.Deadline = t0.Add(2 * time.Second)
-			late := edgesOp("late", bump, logRow("late"))
-			late.Deadline = t0.Add(time.Minute)
-			for i, op := range []*wire.Op{late, early} {
-				go call(op)
-				testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
-			}
-			for range 3 {
-				select {
-				case r := <-out:
-					if r.ran {
-						t.Errorf("%s: ran (%v) in a batch that waited for the lock past its deadline; want handed back", r.key, r.err)
-					}
-				case <-time.After(8 * time.Second):
-					t.Fatalf("8 s on, a batch bounded to 2 s still waits for the lock: %+v", db.CombineStats())
+	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		lock, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback()
+		if _, err := lock.ExecContext(ctx, `UPDATE edges_gate SET v = v WHERE k = 'gate'`); err != nil {
+			t.Fatal(err)
+		}
+		bump := `UPDATE edges_gate SET v = v + 1 WHERE k = 'gate'`
+		t0 := time.Now()
+		out := make(chan timed, 3)
+		call := func(op *wire.Op) {
+			ran, err := wire.Of(db).Combine(ctx, op)
+			out <- timed{op.Key, ran, err, time.Since(t0)}
+		}
+		gate := edgesOp("gate", bump, logRow("gate"))
+		gate.Deadline = t0.Add(time.Second)
+		go call(gate)
+		testdb.WaitCombiner(t, db, "the first batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+		early := edgesOp("early", bump, logRow("early"))
+		early.Deadline = t0.Add(2 * time.Second)
+		late := edgesOp("late", bump, logRow("late"))
+		late.Deadline = t0.Add(time.Minute)
+		for i, op := range []*wire.Op{late, early} {
+			go call(op)
+			testdb.WaitCombiner(t, db, "the queue", func(s racefree.CombineStats) bool { return s.Queued == i+1 })
+		}
+		for range 3 {
+			select {
+			case r := <-out:
+				if r.ran {
+					t.Errorf("%s: ran (%v) in a batch that waited for the lock past its deadline; want handed back", r.key, r.err)
 				}
+			case <-time.After(8 * time.Second):
+				t.Fatalf("8 s on, a batch bounded to 2 s still waits for the lock: %+v", db.CombineStats())
 			}
-			if s := db.CombineStats(); s.Failed != 2 || s.Batches != 0 {
-				t.Fatalf("%+v; want two batches failed, none committed", s)
-			}
-			if err := lock.Rollback(); err != nil {
-				t.Fatal(err)
-			}
-			if got := testdb.Strings(t, db, `SELECT k FROM edges_log`); len(got) != 0 {
-				t.Fatalf("batches past their deadline wrote %v", got)
-			}
-		})
-	}
+		}
+		if s := db.CombineStats(); s.Failed != 2 || s.Batches != 0 {
+			t.Fatalf("%+v; want two batches failed, none committed", s)
+		}
+		if err := lock.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if got := testdb.Strings(t, db, `SELECT k FROM edges_log`); len(got) != 0 {
+			t.Fatalf("batches past their deadline wrote %v", got)
+		}
+	})
 }
 
 // TestEdgesABatchRunsToItsEndWhenItsLeaderGivesUp: the caller that leads
@@ -177,40 +181,36 @@ func TestEdgesABatchGivesUpAtTheEarliestDeadlineOfItsOperations(t *testing.T) {
 // caller is told its operation ran, once.
 func TestEdgesABatchRunsToItsEndWhenItsLeaderGivesUp(t *testing.T) {
 	t.Parallel()
-	for _, engine := range testdb.Engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			db := edgesDB(t, engine, racefree.Config{})
-			ctx := context.Background()
-			lock, err := db.SQL().BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lock.Rollback()
-			if _, err := lock.ExecContext(ctx, `UPDATE edges_gate SET v = v WHERE k = 'gate'`); err != nil {
-				t.Fatal(err)
-			}
-			lctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			out := make(chan combined, 1)
-			go func() {
-				ran, err := wire.Of(db).Combine(lctx, edgesOp("leader", `UPDATE edges_gate SET v = v + 1 WHERE k = 'gate'`, logRow("leader")))
-				out <- combined{ran, err}
-			}()
-			testdb.WaitCombiner(t, db, "the leader's batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
-			cancel()
-			if err := lock.Rollback(); err != nil {
-				t.Fatal(err)
-			}
-			r := await(t, out, "the leader")
-			if !r.ran || r.err != nil {
-				t.Fatalf("the leader that gave up: ran %v, %v; want its batch's outcome: ran, no error", r.ran, r.err)
-			}
-			if got := testdb.Strings(t, db, `SELECT k FROM edges_log`); !slices.Equal(got, []string{"leader"}) {
-				t.Fatalf("rows %v, want the leader's once", got)
-			}
-		})
-	}
+	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		lock, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback()
+		if _, err := lock.ExecContext(ctx, `UPDATE edges_gate SET v = v WHERE k = 'gate'`); err != nil {
+			t.Fatal(err)
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		out := make(chan combined, 1)
+		go func() {
+			ran, err := wire.Of(db).Combine(lctx, edgesOp("leader", `UPDATE edges_gate SET v = v + 1 WHERE k = 'gate'`, logRow("leader")))
+			out <- combined{ran, err}
+		}()
+		testdb.WaitCombiner(t, db, "the leader's batch", func(s racefree.CombineStats) bool { return s.Running == 1 })
+		cancel()
+		if err := lock.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		r := await(t, out, "the leader")
+		if !r.ran || r.err != nil {
+			t.Fatalf("the leader that gave up: ran %v, %v; want its batch's outcome: ran, no error", r.ran, r.err)
+		}
+		if got := testdb.Strings(t, db, `SELECT k FROM edges_log`); !slices.Equal(got, []string{"leader"}) {
+			t.Fatalf("rows %v, want the leader's once", got)
+		}
+	})
 }
 
 // TestEdgesABatchKeepsTheConfiguredClock: with Config.Clock set, an
@@ -220,39 +220,36 @@ func TestEdgesABatchRunsToItsEndWhenItsLeaderGivesUp(t *testing.T) {
 func TestEdgesABatchKeepsTheConfiguredClock(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
-	for _, engine := range testdb.Engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			db := edgesDB(t, engine, racefree.Config{Clock: racefree.NewManualClock(at)})
-			ctx := context.Background()
-			stamp := func(k string) *wire.Op {
-				q := `INSERT INTO edges_log (k, at) VALUES (?1, COALESCE(?2, CAST(unixepoch('subsec') * 1000 AS INTEGER)))`
-				if engine == racefree.Postgres {
-					q = `INSERT INTO edges_log (k, at) VALUES ($1, COALESCE($2::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint))`
-				}
-				return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{
-					{Query: q, Args: []any{k, wire.Of(db).ClockArg()}, Clock: 2},
-					{Query: `UPDATE edges_gate SET v = v + 1 WHERE k = 'gate'`},
-				}}
+	eachEdges(t, racefree.Config{Clock: racefree.NewManualClock(at)}, func(t *testing.T, db *racefree.DB) {
+		engine := db.Engine()
+		ctx := context.Background()
+		stamp := func(k string) *wire.Op {
+			q := `INSERT INTO edges_log (k, at) VALUES (?1, COALESCE(?2, CAST(unixepoch('subsec') * 1000 AS INTEGER)))`
+			if engine == racefree.Postgres {
+				q = `INSERT INTO edges_log (k, at) VALUES ($1, COALESCE($2::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint))`
 			}
-			combine := func(k string) {
-				ran, err := wire.Of(db).Combine(ctx, stamp(k))
-				if err != nil || !ran {
-					t.Errorf("%s: ran %v, %v", k, ran, err)
-				}
+			return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{
+				{Query: q, Args: []any{k, wire.Of(db).ClockArg()}, Clock: 2},
+				{Query: `UPDATE edges_gate SET v = v + 1 WHERE k = 'gate'`},
+			}}
+		}
+		combine := func(k string) {
+			ran, err := wire.Of(db).Combine(ctx, stamp(k))
+			if err != nil || !ran {
+				t.Errorf("%s: ran %v, %v", k, ran, err)
 			}
-			combine("alone")
-			edgesBehind(t, db, func() { combine("b1") }, func() { combine("b2") })
-			var n int
-			if err := db.QueryRowContext(ctx, fmt.Sprintf(`SELECT COUNT(*) FROM edges_log WHERE at = %d`, racefree.Millis(at))).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n != 3 {
-				t.Fatalf("%d of 3 rows carry the configured clock's %d: %v", n, racefree.Millis(at),
-					testdb.Strings(t, db, `SELECT k || ' ' || CAST(at AS TEXT) FROM edges_log`))
-			}
-		})
-	}
+		}
+		combine("alone")
+		edgesBehind(t, db, func() { combine("b1") }, func() { combine("b2") })
+		var n int
+		if err := db.QueryRowContext(ctx, fmt.Sprintf(`SELECT COUNT(*) FROM edges_log WHERE at = %d`, racefree.Millis(at))).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 3 {
+			t.Fatalf("%d of 3 rows carry the configured clock's %d: %v", n, racefree.Millis(at),
+				testdb.Strings(t, db, `SELECT k || ' ' || CAST(at AS TEXT) FROM edges_log`))
+		}
+	})
 }
 
 // TestEdgesARefusedOperationAloneInItsBatchRunsAlone: a batch of one
@@ -262,23 +259,19 @@ func TestEdgesABatchKeepsTheConfiguredClock(t *testing.T) {
 // combiner counts a failed batch, not an unknown outcome.
 func TestEdgesARefusedOperationAloneInItsBatchRunsAlone(t *testing.T) {
 	t.Parallel()
-	for _, engine := range testdb.Engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			db := edgesDB(t, engine, racefree.Config{})
-			ctx := context.Background()
-			testdb.ExecAll(t, db, logRow("taken"))
-			before := db.CombineStats()
-			ran, err := wire.Of(db).Combine(ctx, edgesOp("taken", logRow("taken")))
-			if ran || err != nil {
-				t.Fatalf("a refused operation alone in its batch: ran %v, %v; want false, nil: it runs alone", ran, err)
-			}
-			s := db.CombineStats()
-			if s.Failed-before.Failed != 1 || s.Unknown != before.Unknown {
-				t.Fatalf("%+v; want one failed batch, no unknown outcome", s)
-			}
-		})
-	}
+	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		testdb.ExecAll(t, db, logRow("taken"))
+		before := db.CombineStats()
+		ran, err := wire.Of(db).Combine(ctx, edgesOp("taken", logRow("taken")))
+		if ran || err != nil {
+			t.Fatalf("a refused operation alone in its batch: ran %v, %v; want false, nil: it runs alone", ran, err)
+		}
+		s := db.CombineStats()
+		if s.Failed-before.Failed != 1 || s.Unknown != before.Unknown {
+			t.Fatalf("%+v; want one failed batch, no unknown outcome", s)
+		}
+	})
 }
 
 // TestEdgesAManyFormThatMissesWithoutDestIsNoError: an operation whose
@@ -288,64 +281,61 @@ func TestEdgesARefusedOperationAloneInItsBatchRunsAlone(t *testing.T) {
 // never ErrNotFound; the one whose row came back gets RowsAffected 1.
 func TestEdgesAManyFormThatMissesWithoutDestIsNoError(t *testing.T) {
 	t.Parallel()
-	for _, engine := range testdb.Engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			db := edgesDB(t, engine, racefree.Config{})
-			ctx := context.Background()
-			testdb.ExecAll(t, db, logRow("here"))
-			n := 2 // PostgreSQL's ManyFrom
-			bump := func(k string) *wire.Op {
+	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
+		engine := db.Engine()
+		ctx := context.Background()
+		testdb.ExecAll(t, db, logRow("here"))
+		n := 2 // PostgreSQL's ManyFrom
+		bump := func(k string) *wire.Op {
+			return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
+				Query: `UPDATE edges_log SET n = n + 1 WHERE k = $1`,
+				Many: `WITH a AS (SELECT * FROM unnest($1::text[]) WITH ORDINALITY AS a(k, i)),
+					up AS (UPDATE edges_log AS l SET n = n + 1 FROM a WHERE l.k = a.k RETURNING a.i)
+					SELECT i FROM up`,
+				Args: []any{k},
+			}}}
+		}
+		if engine == racefree.SQLite {
+			n = 8 // SQLite's ManyFrom
+			bump = func(k string) *wire.Op {
 				return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
-					Query: `UPDATE edges_log SET n = n + 1 WHERE k = $1`,
-					Many: `WITH a AS (SELECT * FROM unnest($1::text[]) WITH ORDINALITY AS a(k, i)),
-						up AS (UPDATE edges_log AS l SET n = n + 1 FROM a WHERE l.k = a.k RETURNING a.i)
-						SELECT i FROM up`,
+					Query: `UPDATE edges_log SET n = n + 1 WHERE k = ?1`,
+					Many: `UPDATE edges_log SET n = n + 1 WHERE k IN (SELECT j.value ->> 0 FROM json_each(?1) AS j)
+						RETURNING ?2 ->> ('$."' || hex(k) || '"')`,
 					Args: []any{k},
 				}}}
 			}
-			if engine == racefree.SQLite {
-				n = 8 // SQLite's ManyFrom
-				bump = func(k string) *wire.Op {
-					return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{
-						Query: `UPDATE edges_log SET n = n + 1 WHERE k = ?1`,
-						Many: `UPDATE edges_log SET n = n + 1 WHERE k IN (SELECT j.value ->> 0 FROM json_each(?1) AS j)
-							RETURNING ?2 ->> ('$."' || hex(k) || '"')`,
-						Args: []any{k},
-					}}}
+		}
+		ops := []*wire.Op{bump("here")}
+		for i := range n - 1 {
+			ops = append(ops, bump(fmt.Sprint("missing", i)))
+		}
+		errs := make([]error, len(ops))
+		var calls []func()
+		for i, op := range ops {
+			calls = append(calls, func() {
+				ran, err := wire.Of(db).Combine(ctx, op)
+				if err == nil && !ran {
+					err = errors.New("its batch failed")
 				}
+				errs[i] = err
+			})
+		}
+		before := db.CombineStats()
+		edgesBehind(t, db, calls...)
+		if s := db.CombineStats(); s.Many-before.Many != int64(n) {
+			t.Fatalf("%d operations ran Many forms, want %d (%+v)", s.Many-before.Many, n, s)
+		}
+		for i, op := range ops {
+			want := int64(0)
+			if i == 0 {
+				want = 1
 			}
-			ops := []*wire.Op{bump("here")}
-			for i := range n - 1 {
-				ops = append(ops, bump(fmt.Sprint("missing", i)))
+			if errs[i] != nil || op.Stmts[0].RowsAffected != want {
+				t.Errorf("%s: %v, RowsAffected %d; want no error and %d", op.Key, errs[i], op.Stmts[0].RowsAffected, want)
 			}
-			errs := make([]error, len(ops))
-			var calls []func()
-			for i, op := range ops {
-				calls = append(calls, func() {
-					ran, err := wire.Of(db).Combine(ctx, op)
-					if err == nil && !ran {
-						err = errors.New("its batch failed")
-					}
-					errs[i] = err
-				})
-			}
-			before := db.CombineStats()
-			edgesBehind(t, db, calls...)
-			if s := db.CombineStats(); s.Many-before.Many != int64(n) {
-				t.Fatalf("%d operations ran Many forms, want %d (%+v)", s.Many-before.Many, n, s)
-			}
-			for i, op := range ops {
-				want := int64(0)
-				if i == 0 {
-					want = 1
-				}
-				if errs[i] != nil || op.Stmts[0].RowsAffected != want {
-					t.Errorf("%s: %v, RowsAffected %d; want no error and %d", op.Key, errs[i], op.Stmts[0].RowsAffected, want)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestEdgesABatchWithADeadlineReportsEachStatementsRows: each statement
@@ -356,42 +346,38 @@ func TestEdgesAManyFormThatMissesWithoutDestIsNoError(t *testing.T) {
 // batch's order.
 func TestEdgesABatchWithADeadlineReportsEachStatementsRows(t *testing.T) {
 	t.Parallel()
-	for _, engine := range testdb.Engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			db := edgesDB(t, engine, racefree.Config{})
-			ctx := context.Background()
-			testdb.ExecAll(t, db, logRow("a-here"))
-			ops := []*wire.Op{
-				edgesOp("a-here", `UPDATE edges_log SET n = n + 1 WHERE k = 'a-here'`),
-				edgesOp("b-gone", `UPDATE edges_log SET n = n + 1 WHERE k = 'b-gone'`),
-				edgesOp("c-new", logRow("c-new")),
-			}
-			want := []int64{1, 0, 1}
-			errs := make([]error, len(ops))
-			var calls []func()
-			for i, op := range ops {
-				op.Deadline = time.Now().Add(time.Minute)
-				calls = append(calls, func() {
-					ran, err := wire.Of(db).Combine(ctx, op)
-					if err == nil && !ran {
-						err = errors.New("its batch failed")
-					}
-					errs[i] = err
-				})
-			}
-			before := db.CombineStats()
-			edgesBehind(t, db, calls...)
-			if s := db.CombineStats(); s.Batches-before.Batches != 2 {
-				t.Fatalf("%d batches, want 2: the held one, then the three in one (%+v)", s.Batches-before.Batches, s)
-			}
-			for i, op := range ops {
-				if errs[i] != nil || op.Stmts[0].RowsAffected != want[i] {
-					t.Errorf("%s: %v, RowsAffected %d; want no error and %d", op.Key, errs[i], op.Stmts[0].RowsAffected, want[i])
+	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		testdb.ExecAll(t, db, logRow("a-here"))
+		ops := []*wire.Op{
+			edgesOp("a-here", `UPDATE edges_log SET n = n + 1 WHERE k = 'a-here'`),
+			edgesOp("b-gone", `UPDATE edges_log SET n = n + 1 WHERE k = 'b-gone'`),
+			edgesOp("c-new", logRow("c-new")),
+		}
+		want := []int64{1, 0, 1}
+		errs := make([]error, len(ops))
+		var calls []func()
+		for i, op := range ops {
+			op.Deadline = time.Now().Add(time.Minute)
+			calls = append(calls, func() {
+				ran, err := wire.Of(db).Combine(ctx, op)
+				if err == nil && !ran {
+					err = errors.New("its batch failed")
 				}
+				errs[i] = err
+			})
+		}
+		before := db.CombineStats()
+		edgesBehind(t, db, calls...)
+		if s := db.CombineStats(); s.Batches-before.Batches != 2 {
+			t.Fatalf("%d batches, want 2: the held one, then the three in one (%+v)", s.Batches-before.Batches, s)
+		}
+		for i, op := range ops {
+			if errs[i] != nil || op.Stmts[0].RowsAffected != want[i] {
+				t.Errorf("%s: %v, RowsAffected %d; want no error and %d", op.Key, errs[i], op.Stmts[0].RowsAffected, want[i])
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestEdgesCombineStatsCountWhatRan: CombineStats counts every
@@ -401,29 +387,25 @@ func TestEdgesABatchWithADeadlineReportsEachStatementsRows(t *testing.T) {
 // held, and none of either once every batch ended.
 func TestEdgesCombineStatsCountWhatRan(t *testing.T) {
 	t.Parallel()
-	for _, engine := range testdb.Engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			db := edgesDB(t, engine, racefree.Config{})
-			ctx := context.Background()
-			run := func(k string) func() {
-				return func() {
-					if ran, err := wire.Of(db).Combine(ctx, edgesOp(k, logRow(k))); !ran || err != nil {
-						t.Errorf("%s: ran %v, %v", k, ran, err)
-					}
+	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
+		ctx := context.Background()
+		run := func(k string) func() {
+			return func() {
+				if ran, err := wire.Of(db).Combine(ctx, edgesOp(k, logRow(k))); !ran || err != nil {
+					t.Errorf("%s: ran %v, %v", k, ran, err)
 				}
 			}
-			edgesBehind(t, db, run("a"), run("b"), run("c"))
-			run("d")()
-			s := db.CombineStats()
-			if s.Batches != 3 || s.Ops != 5 || s.MaxBatch != 3 {
-				t.Errorf("%+v; want 3 batches (the held one, a b c, d), 5 operations, the largest of 3", s)
-			}
-			if s.Queued != 0 || s.Running != 0 {
-				t.Errorf("%+v; want nothing queued or running once every batch ended", s)
-			}
-		})
-	}
+		}
+		edgesBehind(t, db, run("a"), run("b"), run("c"))
+		run("d")()
+		s := db.CombineStats()
+		if s.Batches != 3 || s.Ops != 5 || s.MaxBatch != 3 {
+			t.Errorf("%+v; want 3 batches (the held one, a b c, d), 5 operations, the largest of 3", s)
+		}
+		if s.Queued != 0 || s.Running != 0 {
+			t.Errorf("%+v; want nothing queued or running once every batch ended", s)
+		}
+	})
 }
 
 // TestEdgesOperationsOfTwoManyFormsRunEachTheirOwn: eight operations of
@@ -434,74 +416,71 @@ func TestEdgesCombineStatsCountWhatRan(t *testing.T) {
 // run as Many forms.
 func TestEdgesOperationsOfTwoManyFormsRunEachTheirOwn(t *testing.T) {
 	t.Parallel()
-	for _, engine := range testdb.Engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			db := edgesDB(t, engine, racefree.Config{})
-			ctx := context.Background()
-			ins := &wire.Statement{
-				Query: `INSERT INTO edges_log (k) VALUES (?1)`,
-				Many: `INSERT INTO edges_log (k) SELECT j.value ->> 0 FROM json_each(?1) AS j
-					RETURNING ?2 ->> ('$."' || hex(k) || '"')`,
+	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
+		engine := db.Engine()
+		ctx := context.Background()
+		ins := &wire.Statement{
+			Query: `INSERT INTO edges_log (k) VALUES (?1)`,
+			Many: `INSERT INTO edges_log (k) SELECT j.value ->> 0 FROM json_each(?1) AS j
+				RETURNING ?2 ->> ('$."' || hex(k) || '"')`,
+		}
+		bump := &wire.Statement{
+			Query: `UPDATE edges_log SET n = n + 1 WHERE k = ?1`,
+			Many: `UPDATE edges_log SET n = n + 1 WHERE k IN (SELECT j.value ->> 0 FROM json_each(?1) AS j)
+				RETURNING ?2 ->> ('$."' || hex(k) || '"')`,
+		}
+		if engine == racefree.Postgres {
+			ins = &wire.Statement{
+				Query: `INSERT INTO edges_log (k) VALUES ($1)`,
+				Many: `WITH a AS (SELECT * FROM unnest($1::text[]) WITH ORDINALITY AS a(k, i)),
+					ins AS (INSERT INTO edges_log (k) SELECT k FROM a RETURNING k)
+					SELECT a.i FROM a JOIN ins USING (k)`,
 			}
-			bump := &wire.Statement{
-				Query: `UPDATE edges_log SET n = n + 1 WHERE k = ?1`,
-				Many: `UPDATE edges_log SET n = n + 1 WHERE k IN (SELECT j.value ->> 0 FROM json_each(?1) AS j)
-					RETURNING ?2 ->> ('$."' || hex(k) || '"')`,
+			bump = &wire.Statement{
+				Query: `UPDATE edges_log SET n = n + 1 WHERE k = $1`,
+				Many: `WITH a AS (SELECT * FROM unnest($1::text[]) WITH ORDINALITY AS a(k, i)),
+					up AS (UPDATE edges_log AS l SET n = n + 1 FROM a WHERE l.k = a.k RETURNING a.i)
+					SELECT i FROM up`,
 			}
-			if engine == racefree.Postgres {
-				ins = &wire.Statement{
-					Query: `INSERT INTO edges_log (k) VALUES ($1)`,
-					Many: `WITH a AS (SELECT * FROM unnest($1::text[]) WITH ORDINALITY AS a(k, i)),
-						ins AS (INSERT INTO edges_log (k) SELECT k FROM a RETURNING k)
-						SELECT a.i FROM a JOIN ins USING (k)`,
+		}
+		op := func(form *wire.Statement, k string) *wire.Op {
+			return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{Query: form.Query, Many: form.Many, Args: []any{k}}}}
+		}
+		var ops []*wire.Op
+		for i := range 8 {
+			testdb.ExecAll(t, db, logRow(fmt.Sprint("old", i)))
+			ops = append(ops, op(ins, fmt.Sprint("new", i)), op(bump, fmt.Sprint("old", i)))
+		}
+		errs := make([]error, len(ops))
+		var calls []func()
+		for i, o := range ops {
+			calls = append(calls, func() {
+				ran, err := wire.Of(db).Combine(ctx, o)
+				if err == nil && !ran {
+					err = errors.New("its batch failed")
 				}
-				bump = &wire.Statement{
-					Query: `UPDATE edges_log SET n = n + 1 WHERE k = $1`,
-					Many: `WITH a AS (SELECT * FROM unnest($1::text[]) WITH ORDINALITY AS a(k, i)),
-						up AS (UPDATE edges_log AS l SET n = n + 1 FROM a WHERE l.k = a.k RETURNING a.i)
-						SELECT i FROM up`,
-				}
+				errs[i] = err
+			})
+		}
+		before := db.CombineStats()
+		edgesBehind(t, db, calls...)
+		for i, o := range ops {
+			if errs[i] != nil || o.Stmts[0].RowsAffected != 1 {
+				t.Errorf("%s: %v, RowsAffected %d; want no error and 1", o.Key, errs[i], o.Stmts[0].RowsAffected)
 			}
-			op := func(form *wire.Statement, k string) *wire.Op {
-				return &wire.Op{Group: "g", Key: k, Stmts: []*wire.Statement{{Query: form.Query, Many: form.Many, Args: []any{k}}}}
-			}
-			var ops []*wire.Op
-			for i := range 8 {
-				testdb.ExecAll(t, db, logRow(fmt.Sprint("old", i)))
-				ops = append(ops, op(ins, fmt.Sprint("new", i)), op(bump, fmt.Sprint("old", i)))
-			}
-			errs := make([]error, len(ops))
-			var calls []func()
-			for i, o := range ops {
-				calls = append(calls, func() {
-					ran, err := wire.Of(db).Combine(ctx, o)
-					if err == nil && !ran {
-						err = errors.New("its batch failed")
-					}
-					errs[i] = err
-				})
-			}
-			before := db.CombineStats()
-			edgesBehind(t, db, calls...)
-			for i, o := range ops {
-				if errs[i] != nil || o.Stmts[0].RowsAffected != 1 {
-					t.Errorf("%s: %v, RowsAffected %d; want no error and 1", o.Key, errs[i], o.Stmts[0].RowsAffected)
-				}
-			}
-			if s := db.CombineStats(); s.Many-before.Many != 16 || s.Failed != before.Failed {
-				t.Errorf("%+v; want all 16 operations run as Many forms, no batch failed", s)
-			}
-			var news, bumped int
-			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM edges_log WHERE k LIKE 'new%'`).Scan(&news); err != nil {
-				t.Fatal(err)
-			}
-			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM edges_log WHERE k LIKE 'old%' AND n = 1`).Scan(&bumped); err != nil {
-				t.Fatal(err)
-			}
-			if news != 8 || bumped != 8 {
-				t.Fatalf("%d rows inserted and %d updated once, want 8 and 8", news, bumped)
-			}
-		})
-	}
+		}
+		if s := db.CombineStats(); s.Many-before.Many != 16 || s.Failed != before.Failed {
+			t.Errorf("%+v; want all 16 operations run as Many forms, no batch failed", s)
+		}
+		var news, bumped int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM edges_log WHERE k LIKE 'new%'`).Scan(&news); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM edges_log WHERE k LIKE 'old%' AND n = 1`).Scan(&bumped); err != nil {
+			t.Fatal(err)
+		}
+		if news != 8 || bumped != 8 {
+			t.Fatalf("%d rows inserted and %d updated once, want 8 and 8", news, bumped)
+		}
+	})
 }

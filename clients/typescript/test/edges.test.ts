@@ -66,14 +66,25 @@ test("keep: a signal aborted before it starts ends it at once, with no renewal",
   assert.equal(h.calls, 0, "no renewal");
 });
 
-test("keep: a renewal that never answers ends at the lease's deadline, and the claim lapses", { timeout: 30_000 }, async () => {
+// The test bounds its own wait and stops the heartbeat whatever happens:
+// a renewal left unbounded must fail this test, not hold the process open.
+test("keep: a renewal that never answers ends at the lease's deadline, and the claim lapses", async () => {
   const h = hang();
   const started = Date.now();
   const kept = keep("k", 7, 300, h.renew);
-  const reason = await kept.done;
-  assert.ok(reason instanceof ClaimLapsedError, String(reason));
-  assert.equal(reason.fence, 7);
-  assert.ok(Date.now() - started >= 300 - 5, "not before the TTL");
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error("no end 10 s after a 300 ms lease: the renewal in flight is unbounded")), 10_000);
+  });
+  try {
+    const reason = await Promise.race([kept.done, bound]);
+    assert.ok(reason instanceof ClaimLapsedError, String(reason));
+    assert.equal(reason.fence, 7);
+    assert.ok(Date.now() - started >= 300 - 5, "not before the TTL");
+  } finally {
+    clearTimeout(timer);
+    await kept.stop();
+  }
 });
 
 test("keep: stop returns once the renewal in flight has ended", async () => {
