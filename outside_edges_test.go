@@ -81,6 +81,43 @@ func edgesBehind(t *testing.T, db *racefree.DB, calls ...func()) {
 	wait()
 }
 
+// lockGate returns a transaction that holds edges_gate's row 'gate'
+// until it ends (at the latest, when the test does): a batch that writes
+// the row waits for it.
+func lockGate(t *testing.T, db *racefree.DB) *sql.Tx {
+	t.Helper()
+	ctx := context.Background()
+	lock, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Rollback() })
+	if _, err := lock.ExecContext(ctx, `UPDATE edges_gate SET v = v WHERE k = 'gate'`); err != nil {
+		t.Fatal(err)
+	}
+	return lock
+}
+
+// combineBehind queues ops' calls, in the order given, behind a batch held
+// in flight (edgesBehind), and returns each call's error; a call whose
+// batch failed without one gets an error that says so.
+func combineBehind(t *testing.T, db *racefree.DB, ops ...*wire.Op) []error {
+	t.Helper()
+	errs := make([]error, len(ops))
+	var calls []func()
+	for i, op := range ops {
+		calls = append(calls, func() {
+			ran, err := wire.Of(db).Combine(context.Background(), op)
+			if err == nil && !ran {
+				err = errors.New("its batch failed")
+			}
+			errs[i] = err
+		})
+	}
+	edgesBehind(t, db, calls...)
+	return errs
+}
+
 // TestEdgesABatchRunsItsOperationsInTheOrderOfTheirKeys: operations of
 // three keys queued in the order c, a, b share one batch, which runs them
 // in the order of their keys, a, b, c, so that two processes' batches
@@ -88,20 +125,12 @@ func edgesBehind(t *testing.T, db *racefree.DB, calls ...func()) {
 func TestEdgesABatchRunsItsOperationsInTheOrderOfTheirKeys(t *testing.T) {
 	t.Parallel()
 	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
-		ctx := context.Background()
-		var calls []func()
-		errs := make([]error, 3)
-		for i, k := range []string{"c", "a", "b"} {
-			calls = append(calls, func() {
-				ran, err := wire.Of(db).Combine(ctx, edgesOp(k, logRow(k)))
-				if err == nil && !ran {
-					err = errors.New("its batch failed")
-				}
-				errs[i] = err
-			})
+		var ops []*wire.Op
+		for _, k := range []string{"c", "a", "b"} {
+			ops = append(ops, edgesOp(k, logRow(k)))
 		}
 		before := db.CombineStats()
-		edgesBehind(t, db, calls...)
+		errs := combineBehind(t, db, ops...)
 		for i, err := range errs {
 			if err != nil {
 				t.Fatalf("call %d: %v", i, err)
@@ -126,14 +155,7 @@ func TestEdgesABatchGivesUpAtTheEarliestDeadlineOfItsOperations(t *testing.T) {
 	t.Parallel()
 	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		lock, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Rollback()
-		if _, err := lock.ExecContext(ctx, `UPDATE edges_gate SET v = v WHERE k = 'gate'`); err != nil {
-			t.Fatal(err)
-		}
+		lock := lockGate(t, db)
 		bump := `UPDATE edges_gate SET v = v + 1 WHERE k = 'gate'`
 		t0 := time.Now()
 		out := make(chan timed, 3)
@@ -183,14 +205,7 @@ func TestEdgesABatchRunsToItsEndWhenItsLeaderGivesUp(t *testing.T) {
 	t.Parallel()
 	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
-		lock, err := db.SQL().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Rollback()
-		if _, err := lock.ExecContext(ctx, `UPDATE edges_gate SET v = v WHERE k = 'gate'`); err != nil {
-			t.Fatal(err)
-		}
+		lock := lockGate(t, db)
 		lctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		out := make(chan combined, 1)
@@ -283,7 +298,6 @@ func TestEdgesAManyFormThatMissesWithoutDestIsNoError(t *testing.T) {
 	t.Parallel()
 	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
 		engine := db.Engine()
-		ctx := context.Background()
 		testdb.ExecAll(t, db, logRow("here"))
 		n := 2 // PostgreSQL's ManyFrom
 		bump := func(k string) *wire.Op {
@@ -310,19 +324,8 @@ func TestEdgesAManyFormThatMissesWithoutDestIsNoError(t *testing.T) {
 		for i := range n - 1 {
 			ops = append(ops, bump(fmt.Sprint("missing", i)))
 		}
-		errs := make([]error, len(ops))
-		var calls []func()
-		for i, op := range ops {
-			calls = append(calls, func() {
-				ran, err := wire.Of(db).Combine(ctx, op)
-				if err == nil && !ran {
-					err = errors.New("its batch failed")
-				}
-				errs[i] = err
-			})
-		}
 		before := db.CombineStats()
-		edgesBehind(t, db, calls...)
+		errs := combineBehind(t, db, ops...)
 		if s := db.CombineStats(); s.Many-before.Many != int64(n) {
 			t.Fatalf("%d operations ran Many forms, want %d (%+v)", s.Many-before.Many, n, s)
 		}
@@ -347,7 +350,6 @@ func TestEdgesAManyFormThatMissesWithoutDestIsNoError(t *testing.T) {
 func TestEdgesABatchWithADeadlineReportsEachStatementsRows(t *testing.T) {
 	t.Parallel()
 	eachEdges(t, racefree.Config{}, func(t *testing.T, db *racefree.DB) {
-		ctx := context.Background()
 		testdb.ExecAll(t, db, logRow("a-here"))
 		ops := []*wire.Op{
 			edgesOp("a-here", `UPDATE edges_log SET n = n + 1 WHERE k = 'a-here'`),
@@ -355,20 +357,11 @@ func TestEdgesABatchWithADeadlineReportsEachStatementsRows(t *testing.T) {
 			edgesOp("c-new", logRow("c-new")),
 		}
 		want := []int64{1, 0, 1}
-		errs := make([]error, len(ops))
-		var calls []func()
-		for i, op := range ops {
+		for _, op := range ops {
 			op.Deadline = time.Now().Add(time.Minute)
-			calls = append(calls, func() {
-				ran, err := wire.Of(db).Combine(ctx, op)
-				if err == nil && !ran {
-					err = errors.New("its batch failed")
-				}
-				errs[i] = err
-			})
 		}
 		before := db.CombineStats()
-		edgesBehind(t, db, calls...)
+		errs := combineBehind(t, db, ops...)
 		if s := db.CombineStats(); s.Batches-before.Batches != 2 {
 			t.Fatalf("%d batches, want 2: the held one, then the three in one (%+v)", s.Batches-before.Batches, s)
 		}
@@ -451,19 +444,8 @@ func TestEdgesOperationsOfTwoManyFormsRunEachTheirOwn(t *testing.T) {
 			testdb.ExecAll(t, db, logRow(fmt.Sprint("old", i)))
 			ops = append(ops, op(ins, fmt.Sprint("new", i)), op(bump, fmt.Sprint("old", i)))
 		}
-		errs := make([]error, len(ops))
-		var calls []func()
-		for i, o := range ops {
-			calls = append(calls, func() {
-				ran, err := wire.Of(db).Combine(ctx, o)
-				if err == nil && !ran {
-					err = errors.New("its batch failed")
-				}
-				errs[i] = err
-			})
-		}
 		before := db.CombineStats()
-		edgesBehind(t, db, calls...)
+		errs := combineBehind(t, db, ops...)
 		for i, o := range ops {
 			if errs[i] != nil || o.Stmts[0].RowsAffected != 1 {
 				t.Errorf("%s: %v, RowsAffected %d; want no error and 1", o.Key, errs[i], o.Stmts[0].RowsAffected)
