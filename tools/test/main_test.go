@@ -15,6 +15,7 @@ func TestHasPackage(t *testing.T) {
 		{[]string{"-race"}, false},
 		{[]string{"-run", "TestX"}, false},
 		{[]string{"-run=TestX", "-count", "1"}, false},
+		{[]string{"-skip", "TestSlow"}, false},
 		{[]string{"-race", "./claim"}, true},
 		{[]string{"-timeout", "30m", "./..."}, true},
 		{[]string{"github.com/racefree/racefree/claim"}, true},
