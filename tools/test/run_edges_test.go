@@ -34,7 +34,9 @@ func command(t *testing.T) string {
 			return
 		}
 		built.path = filepath.Join(dir, "test")
-		out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput()
+		// -trimpath: the plain build's flags in CI (go vet's), whose
+		// compiled dependencies it reuses.
+		out, err := exec.Command("go", "build", "-trimpath", "-o", built.path, ".").CombinedOutput()
 		if err != nil {
 			built.err = errors.New(string(out))
 		}
