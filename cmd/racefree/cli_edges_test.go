@@ -64,23 +64,8 @@ func TestEdgesAuditCheckpointFileOfAnotherTenant(t *testing.T) {
 		if _, err := l.Append(acme, db, "orders", audit.Entry{Actor: "bob", Action: "login"}); err != nil {
 			t.Fatal(err)
 		}
-		r := runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys)
-		cps, err := audit.ReadCheckpoints(strings.NewReader(r.stdout))
-		if r.code != 0 || err != nil || len(cps) != 2 {
-			t.Fatalf("checkpoint of the default tenant: %+v, %v", r, err)
-		}
-		for i := range cps {
-			cps[i].Tenant = "" // as exported before tenancy
-		}
-		var file bytes.Buffer
-		if err := audit.WriteCheckpoints(&file, cps...); err != nil {
-			t.Fatal(err)
-		}
-		cpFile := filepath.Join(dir, "old.jsonl")
-		if err := os.WriteFile(cpFile, file.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--tenant", "acme", "--checkpoint", cpFile)
+		cpFile := oldCheckpointFile(t, d, keys, dir, 2)
+		r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--tenant", "acme", "--checkpoint", cpFile)
 		if want := "orders: intact, 1 entries, no checkpoint (a cut tail or a restored older copy would go unnoticed)\n"; r.code != 0 || r.stdout != want {
 			t.Fatalf("verify --tenant acme against the default tenant's old checkpoints: %+v; want exactly %q, exit 0", r, want)
 		}

@@ -22,6 +22,34 @@ import (
 	"github.com/racefree/racefree/tenant"
 )
 
+// oldCheckpointFile exports the default tenant's checkpoints of the
+// database at d (audit checkpoint, want of them) to a file in dir as a
+// release before tenancy wrote them, without a tenant, and returns its
+// path.
+func oldCheckpointFile(t *testing.T, d, keys, dir string, want int) string {
+	t.Helper()
+	r := runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys)
+	cps, err := audit.ReadCheckpoints(strings.NewReader(r.stdout))
+	if r.code != 0 || err != nil || len(cps) != want {
+		t.Fatalf("checkpoint: %+v, %v; want %d checkpoints", r, err, want)
+	}
+	for i := range cps {
+		cps[i].Tenant = "" // as exported before tenancy
+	}
+	var file bytes.Buffer
+	if err := audit.WriteCheckpoints(&file, cps...); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(file.String(), `"tenant"`) {
+		t.Fatalf("the file still names a tenant: %s", file.String())
+	}
+	cpFile := filepath.Join(dir, "old.jsonl")
+	if err := os.WriteFile(cpFile, file.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cpFile
+}
+
 // TestEdgesAuditVerifyAgainstAnOldCheckpointFile: audit verify
 // --checkpoint FILE holds the chains to checkpoints exported before
 // tenancy (no tenant member: the default tenant's), and verifies every
@@ -36,31 +64,13 @@ func TestEdgesAuditVerifyAgainstAnOldCheckpointFile(t *testing.T) {
 		db := testdb.Open(t, d, nil)
 		l, _ := audit.New(db, ring)
 		appendLogins(t, l, db, "orders", "orders", "orders", "orders", "orders", "billing")
-		r := runCLI(t, "audit", "checkpoint", "--db", d, "--keys", keys)
-		cps, err := audit.ReadCheckpoints(strings.NewReader(r.stdout))
-		if r.code != 0 || err != nil || len(cps) != 2 {
-			t.Fatalf("checkpoint: %+v, %v", r, err)
-		}
-		for i := range cps {
-			cps[i].Tenant = "" // as exported before tenancy
-		}
-		var file bytes.Buffer
-		if err := audit.WriteCheckpoints(&file, cps...); err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(file.String(), `"tenant"`) {
-			t.Fatalf("the file still names a tenant: %s", file.String())
-		}
-		cpFile := filepath.Join(dir, "old.jsonl")
-		if err := os.WriteFile(cpFile, file.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		cpFile := oldCheckpointFile(t, d, keys, dir, 2)
 		if r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--checkpoint", cpFile); r.code != 0 || strings.Count(r.stdout, "anchored by a checkpoint") != 2 {
 			t.Fatalf("verify against the old file before any change: %+v; want both scopes anchored", r)
 		}
 
 		cutAuditTail(t, db, l, "orders", true)
-		r = runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--checkpoint", cpFile, "--scope", "orders")
+		r := runCLI(t, "audit", "verify", "--db", d, "--keys", keys, "--checkpoint", cpFile, "--scope", "orders")
 		if r.code != 1 || !strings.HasPrefix(r.stdout, "orders: BROKEN at ") {
 			t.Fatalf("verify of a tail cut after an old checkpoint: %+v; want orders broken, exit 1", r)
 		}
