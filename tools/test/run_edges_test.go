@@ -24,6 +24,15 @@ var built struct {
 	err  error
 }
 
+// TestMain removes the command built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.path != "" {
+		os.RemoveAll(filepath.Dir(built.path))
+	}
+	os.Exit(code)
+}
+
 // command builds this package's command once and returns its path.
 func command(t *testing.T) string {
 	t.Helper()
