@@ -102,7 +102,7 @@ test("keep: stop returns once the renewal in flight has ended", async () => {
 // The TTL counts from when the last renewal that succeeded was sent, as
 // the server counts it, not from its reply: a reply held 600 ms moves
 // the client's deadline no later than the server's expiry, and once
-// renewals fail the lapse is reported by then (300 ms of slack; a reply
+// renewals fail the lapse is reported by then (400 ms of slack; a reply
 // counted from its arrival reports it 600 ms late).
 test("keep: the TTL counts from when the renewal was sent, however late its reply", { timeout: 30_000 }, async () => {
   let sent = 0;
@@ -115,7 +115,7 @@ test("keep: the TTL counts from when the renewal was sent, however late its repl
   const reason = await kept.done;
   const late = Date.now() - (sent + ttl);
   assert.ok(reason instanceof ClaimLapsedError, String(reason));
-  assert.ok(late < 300, `the lapse reported ${late} ms after the lease the server kept ended`);
+  assert.ok(late < 400, `the lapse reported ${late} ms after the lease the server kept ended`);
 });
 
 test("idempotencyHeader: 1 to 255 printable characters, a quote and a backslash escaped", () => {
