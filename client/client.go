@@ -191,6 +191,10 @@ func sentinel(e *Error) error {
 		return racefree.ErrSchemaOutdated
 	case "unavailable", "idempotency-unavailable", "not-ready":
 		return racefree.ErrUnavailable
+	case "read-only":
+		return &racefree.ReadOnlyError{Reason: e.Detail}
+	case "not-durable":
+		return &racefree.NotDurableError{Reason: e.Detail}
 	case "unauthorized":
 		return ErrUnauthorized
 	case "insufficient-scope":

@@ -234,3 +234,50 @@ func TestEdgesStopWaitsForARenewalInFlight(t *testing.T) {
 		t.Fatalf("stop returned while %d renewal(s) still ran", n)
 	}
 }
+
+// TestEdgesStopCancelsTheRenewalInFlight: a renewal's context is the kept
+// context's, so stop cancels a renewal in flight (its context ends with
+// context.Canceled at once, not with context.DeadlineExceeded at the
+// lease's deadline) and stop returns without waiting for the deadline.
+func TestEdgesStopCancelsTheRenewalInFlight(t *testing.T) {
+	t.Parallel()
+	const ttl = 1500 * time.Millisecond // the first renewal at 500ms, its deadline 1s later
+	entered := make(chan struct{})
+	ended := make(chan error, 1)
+	var once sync.Once
+	renew := func(ctx context.Context) error {
+		once.Do(func() { close(entered) })
+		<-ctx.Done()
+		select {
+		case ended <- ctx.Err():
+		default:
+		}
+		return ctx.Err()
+	}
+	_, stop := heartbeat.Keep(context.Background(), ttl, renew, isRefused)
+	<-entered
+	stop()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the renewal in flight ended with %v; want context.Canceled by stop, not the lease's deadline", err)
+	}
+}
+
+// TestEdgesTheKeptContextEndsWithTheCallers: the kept context is derived
+// from the caller's: cancelling the caller's context ends it, with the
+// caller's cause.
+func TestEdgesTheKeptContextEndsWithTheCallers(t *testing.T) {
+	t.Parallel()
+	const ttl = 150 * time.Millisecond
+	l := newLease(ttl, 0)
+	parent, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	kept, stop := heartbeat.Keep(parent, ttl, l.renew, isRefused)
+	defer stop()
+	keepsAlive(t, kept, l, 2)
+	gone := errors.New("the caller is done")
+	cancel(gone)
+	waitDone(t, kept)
+	if got := context.Cause(kept); !errors.Is(got, gone) {
+		t.Fatalf("cause = %v; want the caller's cause", got)
+	}
+}
