@@ -34,38 +34,9 @@ func executors(db *racefree.DB) []racefree.Executor {
 // was created.
 func TestOutsideEdgesAContextThatEndsBetweenRounds(t *testing.T) {
 	t.Parallel()
-	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		setup(t, db)
-		q := queries[db.Engine()]
-		if _, created, err := userByEmail(context.Background(), db, db, q.insert, "a@x", "h"); err != nil || !created {
-			t.Fatalf("first: %v, %v", created, err)
-		}
-		for _, exec := range executors(db) {
-			ctx, cancel := context.WithCancel(context.Background())
-			scans := 0
-			var u user
-			created, err := getorcreate.Do(ctx, exec, getorcreate.Query{
-				Insert: q.insertNoTarget, InsertArgs: []any{"b@x", "h"},
-				Select: q.sel, SelectArgs: []any{"b@x"},
-			}, func(row *sql.Row) error {
-				scans++
-				err := row.Scan(&u.id, &u.email)
-				if scans == 2 { // the select's: the caller gives up now
-					cancel()
-				}
-				return err
-			})
-			cancel()
-			if created || !errors.Is(err, context.Canceled) || errors.Is(err, racefree.ErrUnavailable) {
-				t.Fatalf("%T: a ctx that ended after the first round: created %v, %v; want context.Canceled alone", exec, created, err)
-			}
-			if scans != 2 {
-				t.Fatalf("%T: %d scans, want 2 (one insert, one select): a statement was sent after the ctx ended", exec, scans)
-			}
-		}
-		if got := count(t, db); got != 1 {
-			t.Fatalf("%d rows, want 1", got)
-		}
+	cancelAtScan(t, 2, func(engine string) getorcreate.Query { // the select's scan: the caller gives up now
+		q := queries[engine]
+		return getorcreate.Query{Insert: q.insertNoTarget, InsertArgs: []any{"b@x", "h"}, Select: q.sel, SelectArgs: []any{"b@x"}}
 	})
 }
 
@@ -75,6 +46,19 @@ func TestOutsideEdgesAContextThatEndsBetweenRounds(t *testing.T) {
 // never an unknown outcome, on every executor.
 func TestOutsideEdgesAContextThatEndsBeforeTheSelect(t *testing.T) {
 	t.Parallel()
+	cancelAtScan(t, 1, func(engine string) getorcreate.Query { // the insert's scan (no row: the key exists)
+		q := queries[engine]
+		return getorcreate.Query{Insert: q.insert, InsertArgs: []any{"a@x", "h2"}, Select: q.sel, SelectArgs: []any{"a@x"}}
+	})
+}
+
+// cancelAtScan runs Do on every executor after a first user was created,
+// with a ctx that ends at the at-th scan, and checks what both tests
+// promise: Do returns an error matching context.Canceled and never an
+// unknown outcome, it created nothing, it scanned twice, one insert and
+// one select (no round sent after the ctx ended), and the table holds
+// one row.
+func cancelAtScan(t *testing.T, at int, query func(engine string) getorcreate.Query) {
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		setup(t, db)
 		q := queries[db.Engine()]
@@ -85,20 +69,20 @@ func TestOutsideEdgesAContextThatEndsBeforeTheSelect(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			scans := 0
 			var u user
-			created, err := getorcreate.Do(ctx, exec, getorcreate.Query{
-				Insert: q.insert, InsertArgs: []any{"a@x", "h2"},
-				Select: q.sel, SelectArgs: []any{"a@x"},
-			}, func(row *sql.Row) error {
+			created, err := getorcreate.Do(ctx, exec, query(db.Engine()), func(row *sql.Row) error {
 				scans++
 				err := row.Scan(&u.id, &u.email)
-				if scans == 1 { // the insert's (no row: the key exists)
+				if scans == at {
 					cancel()
 				}
 				return err
 			})
 			cancel()
 			if created || !errors.Is(err, context.Canceled) || errors.Is(err, racefree.ErrUnavailable) {
-				t.Fatalf("%T: a ctx that ended before the select: created %v, %v; want an error matching context.Canceled", exec, created, err)
+				t.Fatalf("%T: a ctx that ended at scan %d: created %v, %v; want context.Canceled, not an unknown outcome", exec, at, created, err)
+			}
+			if scans != 2 {
+				t.Fatalf("%T: %d scans, want 2 (one insert, one select): a statement was sent after the ctx ended", exec, scans)
 			}
 		}
 		if got := count(t, db); got != 1 {
