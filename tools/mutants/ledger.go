@@ -413,31 +413,42 @@ func (lr *ledgerRun) write() error {
 }
 
 // caughtLine is a verdict line of a runner's output, as report prints it,
-// perhaps quoted ("> ").
-var caughtLine = regexp.MustCompile(`^(?:> )?caught +(\S+\.patch) +\([0-9.]+s\) +by (\S+)`)
+// perhaps quoted ("> "); notCaughtLine is any other verdict line.
+var (
+	caughtLine    = regexp.MustCompile(`^(?:> )?caught +(\S+\.patch) +\([0-9.]+s\) +by (\S+)`)
+	notCaughtLine = regexp.MustCompile(`^(?:> )?(?:SURVIVED|BROKEN|TIMEOUT|BASELINE FAILED) +(\S+\.patch) `)
+)
 
-// seed writes the ledger from a runner's output on this same tree: every
-// mutant it reports caught, with today's key; nothing else.
+// seed merges a runner's output on this same tree into the ledger: every
+// mutant it reports caught is recorded with today's key, every mutant it
+// reports otherwise is dropped, and the entries of mutants the output does
+// not mention stay as they were (a CI run judges only those the ledger
+// does not record as caught).
 func (lr *ledgerRun) seed(rn *runner) int {
 	data, err := os.ReadFile(rn.fromLog)
 	if err != nil {
 		rn.out.printf("mutants: ledger: %v\n", err)
 		return 1
 	}
-	lr.entries = map[string]ledgerEntry{}
 	for line := range strings.Lines(string(data)) {
-		m := caughtLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		if key, ok := lr.keys[m[1]]; ok {
-			lr.entries[m[1]] = ledgerEntry{key: key, by: m[2]}
+		if m := caughtLine.FindStringSubmatch(line); m != nil {
+			if key, ok := lr.keys[m[1]]; ok {
+				lr.entries[m[1]] = ledgerEntry{key: key, by: m[2]}
+			}
+		} else if m := notCaughtLine.FindStringSubmatch(line); m != nil {
+			delete(lr.entries, m[1])
 		}
 	}
 	if err := lr.write(); err != nil {
 		rn.out.printf("mutants: ledger: %v\n", err)
 		return 1
 	}
-	rn.out.printf("mutants: ledger: wrote %s from %s: %d of %d mutants caught\n", rn.ledger, rn.fromLog, len(lr.entries), len(lr.todo))
+	current := 0
+	for name, e := range lr.entries {
+		if e.key == lr.keys[name] {
+			current++
+		}
+	}
+	rn.out.printf("mutants: ledger: wrote %s from %s: %d of %d mutants caught on today's inputs\n", rn.ledger, rn.fromLog, current, len(lr.todo))
 	return 0
 }

@@ -92,18 +92,27 @@ func TestLedgerRunsOnlyWhatChanged(t *testing.T) {
 }
 
 // TestLedgerFromALog checks that a runner's output (as CI prints it, or
-// quoted) seeds the ledger with exactly the mutants it reports caught.
+// quoted) merges into the ledger: the mutants it reports caught are
+// recorded, those it reports otherwise are dropped, and the rest stay.
 func TestLedgerFromALog(t *testing.T) {
 	t.Parallel()
 	root := newTinyRepo(t)
 	addMutant(t, root, "01-calc.patch", "Add subtracts", "calc/calc.go", "a + b", "a - b")
 	addMutant(t, root, "02-calc.patch", "Add multiplies", "calc/calc.go", "a + b", "a * b")
+	addMutant(t, root, "03-calc.patch", "Add divides", "calc/calc.go", "a + b", "a / b")
 	log := filepath.Join(t.TempDir(), "ci.log")
 	text := "> caught   01-calc.patch  (1.2s)  by calc:TestAdd/two  Add subtracts\nSURVIVED 02-calc.patch  (1.0s)  Add multiplies\n"
 	if err := os.WriteFile(log, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "ledger.tsv")
+	before := map[string]ledgerEntry{
+		"02-calc.patch": {key: strings.Repeat("2", 64), by: "calc:TestAdd"},
+		"03-calc.patch": {key: strings.Repeat("3", 64), by: "calc:TestAdd/three"},
+	}
+	if err := writeLedger(file, before); err != nil {
+		t.Fatal(err)
+	}
 	all, err := loadCatalogue(filepath.Join(root, filepath.FromSlash(catalogueDir)))
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +126,10 @@ func TestLedgerFromALog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 1 || entries["01-calc.patch"].by != "calc:TestAdd/two" {
-		t.Fatalf("ledger = %v, want 01-calc.patch caught by calc:TestAdd/two alone", entries)
+	if len(entries) != 2 || entries["01-calc.patch"].by != "calc:TestAdd/two" || entries["03-calc.patch"] != before["03-calc.patch"] {
+		t.Fatalf("ledger = %v, want 01-calc.patch caught by calc:TestAdd/two and 03-calc.patch as it was", entries)
+	}
+	if !strings.Contains(out.String(), "1 of 3 mutants caught on today's inputs") {
+		t.Fatalf("output %q does not count the one mutant caught on today's inputs", out.String())
 	}
 }
