@@ -51,10 +51,8 @@ func TestOptionBounds(t *testing.T) {
 // (accepted) and -1ms (an InputError).
 func TestTTLBounds(t *testing.T) {
 	t.Parallel()
-	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+	eachOnAClock(t, nil, func(t *testing.T, db *racefree.DB, s *onetime.Store, clock *racefree.ManualClock) {
 		ctx := context.Background()
-		s := newStore(t, db, nil)
 		for _, ttl := range []time.Duration{onetime.MinTTL, onetime.MaxTTL} {
 			c, err := s.Issue(ctx, db, "login", "u", ttl)
 			if err != nil || !c.ExpiresAt.Equal(t0.Add(ttl)) {
@@ -155,11 +153,8 @@ func TestEdgesARotationWhoseRetirementFailsChangesNothing(t *testing.T) {
 // as Expired), as RevokeCodes promises of expired codes.
 func TestEdgesRevokeCodesAtTheExactMillisecond(t *testing.T) {
 	t.Parallel()
-	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+	eachOnAClock(t, nil, func(t *testing.T, db *racefree.DB, s *onetime.Store, clock *racefree.ManualClock) {
 		ctx := context.Background()
-		clock.Set(t0)
-		s := newStore(t, db, nil)
 		live, err := s.Issue(ctx, db, "reset", "live", time.Second+time.Millisecond)
 		if err != nil {
 			t.Fatal(err)

@@ -36,6 +36,18 @@ func newStore(t testing.TB, db *racefree.DB, opts *onetime.Options) *onetime.Sto
 	return s
 }
 
+// eachOnAClock runs body on each engine (testdb.Each, one after another)
+// with a store made with opts, on a manual clock set to t0 as each
+// engine's run begins.
+func eachOnAClock(t *testing.T, opts *onetime.Options, body func(t *testing.T, db *racefree.DB, s *onetime.Store, clock *racefree.ManualClock)) {
+	t.Helper()
+	clock := racefree.NewManualClock(t0)
+	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		body(t, db, newStore(t, db, opts), clock)
+	})
+}
+
 // together runs fn n times at once and returns the outcomes.
 func together[T any](t *testing.T, n int, fn func() (T, error)) []T {
 	t.Helper()
@@ -173,11 +185,8 @@ func TestConsumeOutcomes(t *testing.T) {
 
 func TestExpiryIsTheExactMillisecond(t *testing.T) {
 	t.Parallel()
-	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+	eachOnAClock(t, &onetime.Options{Grace: 10 * time.Second, Secret: secret}, func(t *testing.T, db *racefree.DB, s *onetime.Store, clock *racefree.ManualClock) {
 		ctx := context.Background()
-		clock.Set(t0)
-		s := newStore(t, db, &onetime.Options{Grace: 10 * time.Second, Secret: secret})
 		before, _ := s.Issue(ctx, db, "login", "u", time.Second)
 		at, _ := s.Issue(ctx, db, "login", "u", time.Second)
 		r1, _ := s.IssueRefresh(ctx, db, "u", time.Second)
@@ -217,11 +226,8 @@ func TestExpiryIsTheExactMillisecond(t *testing.T) {
 
 func TestGraceWindowEndsAtTheExactMillisecond(t *testing.T) {
 	t.Parallel()
-	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+	eachOnAClock(t, &onetime.Options{Grace: 5 * time.Second, Secret: secret}, func(t *testing.T, db *racefree.DB, s *onetime.Store, clock *racefree.ManualClock) {
 		ctx := context.Background()
-		clock.Set(t0)
-		s := newStore(t, db, &onetime.Options{Grace: 5 * time.Second, Secret: secret})
 		first, _ := s.IssueRefresh(ctx, db, "u", time.Hour)
 		second, _ := s.IssueRefresh(ctx, db, "u", time.Hour)
 		rot1, _ := s.Rotate(ctx, db, first.Token)
@@ -705,11 +711,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 
 func TestReapForgetsOnlyWhatCanNoLongerBeUsed(t *testing.T) {
 	t.Parallel()
-	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+	eachOnAClock(t, nil, func(t *testing.T, db *racefree.DB, s *onetime.Store, clock *racefree.ManualClock) {
 		ctx := context.Background()
-		clock.Set(t0)
-		s := newStore(t, db, nil)
 		other := as(t, "other")
 		var short, long []string
 		for range 5 {

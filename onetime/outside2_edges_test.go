@@ -20,11 +20,8 @@ import (
 // manual clock.
 func TestOutsideARevokedTokenStaysRevokedPastItsExpiry(t *testing.T) {
 	t.Parallel()
-	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+	eachOnAClock(t, nil, func(t *testing.T, db *racefree.DB, s *onetime.Store, clock *racefree.ManualClock) {
 		ctx := context.Background()
-		clock.Set(t0)
-		s := newStore(t, db, nil)
 		revoked, _ := s.IssueRefresh(ctx, db, "u", time.Second)
 		rot, err := s.Rotate(ctx, db, revoked.Token) // the successor also expires at t0+1s
 		if err != nil || rot.Outcome != onetime.Rotated {
@@ -115,11 +112,8 @@ func TestOutsideTokensAtMaxTokenBytes(t *testing.T) {
 // clock.
 func TestOutsideRevokingAgainRevokesNothing(t *testing.T) {
 	t.Parallel()
-	clock := racefree.NewManualClock(t0)
-	testdb.Each(t, &racefree.Config{Clock: clock}, func(t *testing.T, db *racefree.DB) {
+	eachOnAClock(t, nil, func(t *testing.T, db *racefree.DB, s *onetime.Store, clock *racefree.ManualClock) {
 		ctx := context.Background()
-		clock.Set(t0)
-		s := newStore(t, db, nil)
 		a, _ := s.IssueRefresh(ctx, db, "u", time.Hour)
 		reused, _ := s.IssueRefresh(ctx, db, "u", time.Hour)
 		if r, _ := s.Rotate(ctx, db, reused.Token); r.Outcome != onetime.Rotated {
