@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -222,14 +221,7 @@ func TestOutsideProblemsAreTheLibrarysErrors(t *testing.T) {
 // and a base URL with a trailing slash reaches the same routes.
 func TestOutsideBoundsAtTheLibrarysEdges(t *testing.T) {
 	t.Parallel()
-	var ringText bytes.Buffer
-	if err := audit.Keygen(&ringText, "m1", "s1"); err != nil {
-		t.Fatal(err)
-	}
-	ring, err := audit.ParseKeyring(ringText.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ring := testRing(t)
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		ctx := context.Background()
 		s := server.New(db, server.Options{Token: "secret", AuditKeys: ring})

@@ -30,20 +30,27 @@ import (
 
 const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
+// testRing returns an audit keyring of one new key, "m1" (since "s1").
+func testRing(t *testing.T) *audit.Keyring {
+	t.Helper()
+	var text bytes.Buffer
+	if err := audit.Keygen(&text, "m1", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	ring, err := audit.ParseKeyring(text.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ring
+}
+
 // TestClientCoversEveryRouteFamily drives the outbox, sequence, token,
 // event, audit and inbox routes through the client against a live server
 // per engine, and checks each answer against the library's own view of the
 // database.
 func TestClientCoversEveryRouteFamily(t *testing.T) {
 	t.Parallel()
-	var ringText bytes.Buffer
-	if err := audit.Keygen(&ringText, "m1", "s1"); err != nil {
-		t.Fatal(err)
-	}
-	ring, err := audit.ParseKeyring(ringText.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ring := testRing(t)
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
 		s := server.New(db, server.Options{Token: "secret", AuditKeys: ring, InboxSecrets: map[string][]string{"stripe": {webhookSecret}}})
 		routes := newRouteRecorder(t, s.Handler())
