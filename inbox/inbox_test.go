@@ -210,6 +210,9 @@ func TestListPagesInArrivalOrder(t *testing.T) {
 			if len(evs) == 0 {
 				break
 			}
+			if evs[0].Seq <= after {
+				t.Fatalf("List after %d returned seq %d: a page repeats the event it starts after", after, evs[0].Seq)
+			}
 			for _, e := range evs {
 				got = append(got, e.ID+"="+string(e.Payload))
 				if !e.ReceivedAt.Equal(t0) {
