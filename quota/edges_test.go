@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -900,6 +902,46 @@ func TestEdgesABatchKeepsScopesApart(t *testing.T) {
 			}
 			if want := expect(p, 9, 3); gotB != want {
 				t.Errorf("%s: scope b in the batch: %+v, want %+v", p.Kind, gotB, want)
+			}
+		}
+	})
+}
+
+// TestEdgesALoweredLimitLeavesNothingRemaining lowers a policy's limit
+// while its key is counted past the new one (a deploy that tightens a
+// quota mid-window), for each kind on both engines: the refusal says 0
+// remaining, never a negative figure, and so does the middleware's
+// RateLimit header; the refusal still says when the key may be charged.
+func TestEdgesALoweredLimitLeavesNothingRemaining(t *testing.T) {
+	t.Parallel()
+	clock, cfg := manual(t0)
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		l := setup(t, db)
+		for _, was := range []quota.Policy{
+			{Name: "api", Kind: quota.GCRA, Rate: 10, Per: time.Second, Burst: 8, Wait: time.Minute},
+			{Name: "api", Kind: quota.FixedWindow, Rate: 8, Per: time.Second, Wait: time.Minute},
+			{Name: "api", Kind: quota.SlidingWindow, Rate: 8, Per: time.Second, Wait: time.Minute},
+		} {
+			key := "lowered-" + string(was.Kind)
+			consume(t, l, db, key, 7, was)
+			now := was
+			now.Rate, now.Burst = 5, min(was.Burst, 5)
+			if now.Kind == quota.GCRA {
+				now.Rate = was.Rate
+			}
+			d := consume(t, l, db, key, 1, now)
+			if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
+				t.Errorf("%s: a charge past the lowered limit: %+v; want refused, 0 remaining, a RetryAfter", was.Kind, d)
+			}
+			mw, err := l.Middleware(db, now, func(*http.Request) (string, error) { return key, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := httptest.NewRecorder()
+			mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+			if h := w.Header().Get("RateLimit"); w.Code != http.StatusTooManyRequests || !strings.HasPrefix(h, `"api";r=0;`) {
+				t.Errorf("%s: the middleware past the lowered limit: %d RateLimit %q; want 429 with r=0", was.Kind, w.Code, h)
 			}
 		}
 	})

@@ -186,7 +186,9 @@ func (p Policy) Validate() error {
 type Decision struct {
 	Allowed bool // the units were charged (or, in shadow mode, would have been)
 	// Remaining is how many units the key could be charged now, after this
-	// decision.
+	// decision: never below 0, also when the key's counter holds more than
+	// this policy's limit (a limit lowered while the key was counted, or
+	// another policy of the same kind charged with a larger one).
 	Remaining int64
 	// ResetAt is when the key is back to its full limit: the bucket full
 	// (GCRA), the window over (FixedWindow), nothing counted any more
@@ -711,7 +713,7 @@ func decide(p Policy, n, now, tat, used int64, charged bool) Decision {
 		if !charged && used+n <= p.Rate {
 			return Decision{Allowed: true}
 		}
-		d := Decision{Allowed: charged, Remaining: p.Rate - used, ResetAt: racefree.FromMillis(start + per),
+		d := Decision{Allowed: charged, Remaining: max(p.Rate-used, 0), ResetAt: racefree.FromMillis(start + per),
 			ResetAfter: time.Duration(start+per-now) * time.Millisecond}
 		if !charged {
 			d.RetryAfter = time.Duration(start+per-now) * time.Millisecond
@@ -721,14 +723,14 @@ func decide(p Policy, n, now, tat, used int64, charged bool) Decision {
 	t, b := p.interval(), p.Burst
 	tat = max(tat, now)
 	if charged {
-		return Decision{Allowed: true, Remaining: (now + b*t - tat) / t, ResetAt: racefree.FromMillis(tat),
+		return Decision{Allowed: true, Remaining: max((now+b*t-tat)/t, 0), ResetAt: racefree.FromMillis(tat),
 			ResetAfter: time.Duration(tat-now) * time.Millisecond}
 	}
 	allowAt := tat + n*t - b*t
 	if allowAt <= now {
 		return Decision{Allowed: true}
 	}
-	return Decision{Remaining: (now + b*t - tat) / t, ResetAt: racefree.FromMillis(tat),
+	return Decision{Remaining: max((now+b*t-tat)/t, 0), ResetAt: racefree.FromMillis(tat),
 		ResetAfter: time.Duration(tat-now) * time.Millisecond, RetryAfter: time.Duration(allowAt-now) * time.Millisecond}
 }
 

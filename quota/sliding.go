@@ -234,7 +234,7 @@ func decideSliding(p Policy, n, now, tat, used, prev int64, charged bool) Decisi
 		reset = start + w
 	}
 	weighted := (last*(w-(now-start)) + w - 1) / w // rounded up
-	d := Decision{Allowed: charged, Remaining: limit - cur - weighted, ResetAt: racefree.FromMillis(reset),
+	d := Decision{Allowed: charged, Remaining: max(limit-cur-weighted, 0), ResetAt: racefree.FromMillis(reset),
 		ResetAfter: time.Duration(reset-now) * time.Millisecond}
 	if !charged {
 		d.RetryAfter = time.Duration(slidingRetryAt(w, limit, n, now, start, cur, last)-now) * time.Millisecond
