@@ -29,7 +29,7 @@ import (
 // under its own limit, as the same charges are one after the other
 // alone (on SQLite they never fold together). The two policies share
 // the key's one counter: after the larger limit's charge, the smaller
-// one's refusal reports a negative Remaining, as it does alone.
+// one's refusal reports 0 remaining, as it does alone.
 func TestOutsideEdgesPoliciesOfOneKeyThatDifferInTheirLimit(t *testing.T) {
 	t.Parallel()
 	clock, cfg := manual(t0)
