@@ -100,7 +100,9 @@ func TestOutsideEdgesMiddlewareAnswers(t *testing.T) {
 // cancelled, and Do answers the lease error (ErrStaleFence) even though
 // fn returned its context's error, never context.Canceled, which would
 // read as the caller's own cancellation. The run that took over completes
-// and is the one replayed.
+// and is the one replayed. The heartbeat ticks in real time, so one tick
+// may fall between the lapse and the takeover: it finds the lease lapsed
+// (ErrNotHeld), the other lease error, and the test takes either.
 func TestOutsideEdgesATakenOverRunIsCancelled(t *testing.T) {
 	t.Parallel()
 	const lease = 6 * time.Second // the heartbeat ticks every 2 s of real time
@@ -143,8 +145,8 @@ func TestOutsideEdgesATakenOverRunIsCancelled(t *testing.T) {
 		}
 		select {
 		case err := <-first:
-			if !errors.Is(err, racefree.ErrStaleFence) || errors.Is(err, context.Canceled) {
-				t.Errorf("the run taken over: %v; want the lease error (ErrStaleFence), not the context's", err)
+			if !(errors.Is(err, racefree.ErrStaleFence) || errors.Is(err, racefree.ErrNotHeld)) || errors.Is(err, context.Canceled) {
+				t.Errorf("the run taken over: %v; want the lease error (ErrStaleFence, or ErrNotHeld from a tick before the takeover), not the context's", err)
 			}
 		case <-time.After(30 * time.Second): // fifteen heartbeats
 			t.Errorf("the run taken over was never cancelled")
