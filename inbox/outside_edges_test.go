@@ -77,10 +77,7 @@ func TestOutsideEdgesFailureIsKeptForItsRetention(t *testing.T) {
 func TestOutsideEdgesVerifyRefusesAnEmptyID(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1796032020, 0)
-	v, err := inbox.NewVerifier([]string{secretA}, &inbox.VerifierOptions{Clock: racefree.NewManualClock(at)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := verifierAt(t, at)
 	const body = `{"type":"invoice.paid"}`
 	h := signed(t, secretA, "", at, body)
 	if _, ok := h["Webhook-Id"]; !ok {
@@ -213,10 +210,7 @@ func TestOutsideEdgesRealmEscapesWhatAQuotedStringMust(t *testing.T) {
 func TestOutsideEdgesOnlyVersionOneIsAnHMAC(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1796032020, 0)
-	v, err := inbox.NewVerifier([]string{secretA}, &inbox.VerifierOptions{Clock: racefree.NewManualClock(at)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := verifierAt(t, at)
 	const body = `{"type":"invoice.paid"}`
 	good := signed(t, secretA, "e1", at, body)
 	mac := strings.TrimPrefix(good.Get("webhook-signature"), "v1,")

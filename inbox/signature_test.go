@@ -27,6 +27,16 @@ const (
 	secretB = "whsec_c2Vjb25kLXNlY3JldC1mb3Itcm90YXRpb24="
 )
 
+// verifierAt returns a verifier of secretA whose clock stands at at.
+func verifierAt(t *testing.T, at time.Time) *inbox.Verifier {
+	t.Helper()
+	v, err := inbox.NewVerifier([]string{secretA}, &inbox.VerifierOptions{Clock: racefree.NewManualClock(at)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // signed returns the headers of a delivery of body signed with secret at t.
 func signed(t testing.TB, secret, id string, at time.Time, body string) http.Header {
 	t.Helper()
@@ -118,10 +128,7 @@ func TestVerify(t *testing.T) {
 func TestVerifyFollowsTheReferenceLibraries(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1796032020, 0)
-	v, err := inbox.NewVerifier([]string{secretA}, &inbox.VerifierOptions{Clock: racefree.NewManualClock(at)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := verifierAt(t, at)
 	const body = `{"type":"invoice.paid"}`
 	good := signed(t, secretA, "e1", at, body)
 	sig := good.Get("webhook-signature")

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/quota"
 )
 
@@ -20,10 +19,7 @@ import (
 // empties, the next unit waits one interval, nothing goes negative.
 func TestGCRABucketBounds(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		ctx := context.Background()
 		perMax := quota.MaxPer.Milliseconds()
 		maxBurst := quota.MaxRefill.Milliseconds() / perMax // 1 per MaxPer: T = MaxPer

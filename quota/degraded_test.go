@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/quota"
 )
 
@@ -56,10 +55,7 @@ func (e lostReply) QueryRowContext(ctx context.Context, query string, args ...an
 // the outcome is unknown, not that nothing was charged.
 func TestADegradedDecisionMayHaveCharged(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		ctx := context.Background()
 		open := gcra
 		open.OnUnavailable = quota.FailOpen

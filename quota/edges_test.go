@@ -480,10 +480,7 @@ func TestEdgesReapAtTheExactMillisecond(t *testing.T) {
 // most, which is what Degraded says ("the units may have been charged").
 func TestEdgesAChargePastItsWait(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		consume(t, l, db, "k", 1, window)
 		tx := holdTheCounters(t, db)
 		short := window
@@ -914,10 +911,7 @@ func TestEdgesABatchKeepsScopesApart(t *testing.T) {
 // RateLimit header; the refusal still says when the key may be charged.
 func TestEdgesALoweredLimitLeavesNothingRemaining(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		for _, was := range []quota.Policy{
 			{Name: "api", Kind: quota.GCRA, Rate: 10, Per: time.Second, Burst: 8, Wait: time.Minute},
 			{Name: "api", Kind: quota.FixedWindow, Rate: 8, Per: time.Second, Wait: time.Minute},

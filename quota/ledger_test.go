@@ -37,10 +37,7 @@ func hourAndDay(user, id string) []quota.Request {
 // the replay of that one charges neither counter again.
 func TestAConsumptionKeyChargesEachOfItsRequestsOnce(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		ctx := context.Background()
 		allowed := 0
 		for i := range 5 {
@@ -87,10 +84,7 @@ func TestAConsumptionKeyChargesEachOfItsRequestsOnce(t *testing.T) {
 // another user under one key, one is charged and 19 refused.
 func TestAConsumptionKeyIsBoundToItsRequest(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		ctx := context.Background()
 		first := []quota.Request{{Key: "alice", N: 2, Policy: gcra, ConsumptionKey: "order-9"}}
 		if d, err := l.ConsumeAll(ctx, db, first); err != nil || !d.Allowed || d.Replayed {

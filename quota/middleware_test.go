@@ -8,16 +8,12 @@ import (
 	"time"
 
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/quota"
 )
 
 func TestMiddlewareAnswers429WithHeaders(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		p := quota.Policy{Name: "api", Kind: quota.GCRA, Rate: 1, Per: 1500 * time.Millisecond, Burst: 2, Wait: time.Minute}
 		mw, err := l.Middleware(db, p, quota.KeyByIP)
 		if err != nil {

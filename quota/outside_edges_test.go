@@ -76,10 +76,7 @@ func TestOutsideEdgesPoliciesOfOneKeyThatDifferInTheirLimit(t *testing.T) {
 // bucket's.
 func TestOutsideEdgesARefusalReadsTheCounterOfItsKind(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		consume(t, l, db, "both", 1, gcra) // the bucket's tat: t0 + 100ms
 		if d := consume(t, l, db, "both", 5, window); !d.Allowed || d.Remaining != 0 {
 			t.Fatalf("the window's whole limit: %+v", d)
@@ -196,10 +193,7 @@ func TestOutsideEdgesAConsumptionKeyIsBoundToItsKind(t *testing.T) {
 // request's.
 func TestOutsideEdgesConsumeAllFollowsItsFirstRequest(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		short := window
 		short.Wait = 200 * time.Millisecond
 		long := gcra
@@ -239,10 +233,7 @@ func TestOutsideEdgesConsumeAllFollowsItsFirstRequest(t *testing.T) {
 // gives the degraded decision, well before the caller's later deadline.
 func TestOutsideEdgesTheDefaultWait(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		p := window
 		p.Wait = 0
 		consume(t, l, db, "k", 1, p)
@@ -292,10 +283,7 @@ func TestOutsideEdgesARefundedBucketIsReapedOnceFull(t *testing.T) {
 // second is an InputError.
 func TestOutsideEdgesGCRAAtOneUnitPerMillisecond(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		fastest := quota.Policy{Kind: quota.GCRA, Rate: 1000, Per: time.Second, Burst: 2, Wait: time.Minute}
 		if err := fastest.Validate(); err != nil {
 			t.Fatalf("1000 per second: %v", err)

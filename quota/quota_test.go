@@ -37,6 +37,17 @@ func manual(at time.Time) (*racefree.ManualClock, *racefree.Config) {
 	return c, &racefree.Config{Clock: c}
 }
 
+// eachOnAClock runs body on each engine (testdb.Each, one after another)
+// with a limiter, on a manual clock set to t0 as each engine's run begins.
+func eachOnAClock(t *testing.T, body func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock)) {
+	t.Helper()
+	clock, cfg := manual(t0)
+	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
+		clock.Set(t0)
+		body(t, db, setup(t, db), clock)
+	})
+}
+
 // row reads the counter of key, or -1s when it has none.
 func row(t *testing.T, db *racefree.DB, key string, kind quota.Kind) (tat, used int64) {
 	t.Helper()
@@ -207,10 +218,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 
 func TestRefundNeverAboveTheLimit(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		for _, p := range []quota.Policy{gcra, window, sliding} {
 			consume(t, l, db, "r", 2, p)
 			d, err := l.Refund(context.Background(), db, "r", 5, p)
@@ -239,10 +247,7 @@ func TestRefundNeverAboveTheLimit(t *testing.T) {
 
 func TestConsumeAllChargesAllOrNone(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		perSecond := quota.Policy{Kind: quota.GCRA, Rate: 3, Per: 3 * time.Second, Burst: 3, Wait: time.Minute}
 		daily := quota.Policy{Kind: quota.FixedWindow, Rate: 4, Per: 24 * time.Hour, Wait: time.Minute}
 		reqs := []quota.Request{{Key: "u:sec", N: 1, Policy: perSecond}, {Key: "u:day", N: 1, Policy: daily}}
@@ -288,10 +293,7 @@ func TestConsumeAllChargesAllOrNone(t *testing.T) {
 
 func TestConsumptionKeyChargesOnce(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		ctx := context.Background()
 		req := []quota.Request{{Key: "c", N: 2, Policy: gcra, ConsumptionKey: "order-1"}}
 		var (
@@ -335,10 +337,7 @@ func TestConsumptionKeyChargesOnce(t *testing.T) {
 
 func TestShadowModeNeverDenies(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		p := gcra
 		p.Shadow = true
 		consume(t, l, db, "s", 5, p)

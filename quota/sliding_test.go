@@ -293,10 +293,7 @@ func TestSlidingWindowInput(t *testing.T) {
 // nothing when its limit refuses.
 func TestSlidingWindowConsumeAllAndShadow(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		ctx := context.Background()
 		reqs := []quota.Request{{Key: "a", N: 2, Policy: sliding}, {Key: "a", N: 2, Policy: window}}
 		for i := range 2 {
@@ -331,10 +328,7 @@ func TestSlidingWindowConsumeAllAndShadow(t *testing.T) {
 // window only, never above the limit.
 func TestSlidingWindowRefund(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		ctx := context.Background()
 		consume(t, l, db, "r", 4, sliding)
 		clock.Set(t0.Add(1500 * time.Millisecond))
@@ -406,10 +400,7 @@ func TestSlidingWindowNeedsItsMigration(t *testing.T) {
 // is counted any more.
 func TestSlidingWindowMiddlewareHeaders(t *testing.T) {
 	t.Parallel()
-	clock, cfg := manual(t0)
-	testdb.Each(t, cfg, func(t *testing.T, db *racefree.DB) {
-		clock.Set(t0)
-		l := setup(t, db)
+	eachOnAClock(t, func(t *testing.T, db *racefree.DB, l *quota.Limiter, clock *racefree.ManualClock) {
 		p := quota.Policy{Name: "s", Kind: quota.SlidingWindow, Rate: 2, Per: 1500 * time.Millisecond, Wait: time.Minute}
 		mw, err := l.Middleware(db, p, func(*http.Request) (string, error) { return "k", nil })
 		if err != nil {
