@@ -168,9 +168,11 @@ func TestEdgesNotifyIntervalSpacesAndDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first := time.Now()
 		enqueue(t, tctx, o, db, outbox.Message{Topic: "t"})
-		// The promise is about real time: let the gap pass.
+		// The promise is about real time: let the gap pass, counted from
+		// the first Enqueue's return (its NOTIFY was decided before it;
+		// counted from its start, a slow Enqueue would eat the gap).
+		first := time.Now()
 		for time.Since(first) < c.apart {
 			time.Sleep(time.Millisecond)
 		}
