@@ -623,7 +623,7 @@ func TestEdgesRecordOnAClaimWithoutAnEvent(t *testing.T) {
 // ctx names, never another tenant's row of the same namespace and key.
 func TestEdgesRecordReadsItsOwnTenantsFence(t *testing.T) {
 	t.Parallel()
-	eachRole(t, func(t *testing.T, db *racefree.DB, clock *racefree.ManualClock) {
+	testdb.EachRole(t, t0, func(t *testing.T, db, _ *racefree.DB, clock *racefree.ManualClock) {
 		log := dedup.New(db)
 		// "aa" sorts before "zz": whichever tenant's row a read without
 		// the tenant found first, one of the records below would fail.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,30 +15,6 @@ import (
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/tenant"
 )
-
-// eachRole runs body on a fresh database of each engine opened as its
-// owner ("owner": on PostgreSQL a superuser, which row-level security does
-// not bind, so the tenant filter of racefree's statements is the only
-// guard) and, on PostgreSQL, on another opened as the application role
-// ("app": row-level security binds it). The clock starts at t0.
-func eachRole(t *testing.T, body func(t *testing.T, db *racefree.DB, clock *racefree.ManualClock)) {
-	t.Helper()
-	testdb.EachDSN(t, func(t *testing.T, d string) {
-		t.Run("owner", func(t *testing.T) {
-			clock := racefree.NewManualClock(t0)
-			body(t, testdb.Open(t, d, &racefree.Config{Clock: clock}), clock)
-		})
-		if !strings.HasPrefix(d, "postgres") {
-			return
-		}
-		t.Run("app", func(t *testing.T) {
-			clock := racefree.NewManualClock(t0)
-			d := testdb.NewDSN(t, racefree.Postgres)
-			owner := testdb.Open(t, d, &racefree.Config{Clock: clock})
-			body(t, testdb.App(t, owner, d), clock)
-		})
-	})
-}
 
 func with(t *testing.T, id string) context.Context {
 	t.Helper()
@@ -57,7 +32,7 @@ func with(t *testing.T, id string) context.Context {
 // fingerprint leaves the other's live one.
 func TestTenantsAreIsolated(t *testing.T) {
 	t.Parallel()
-	eachRole(t, func(t *testing.T, db *racefree.DB, clock *racefree.ManualClock) {
+	testdb.EachRole(t, t0, func(t *testing.T, db, _ *racefree.DB, clock *racefree.ManualClock) {
 		acme, globex := with(t, "acme"), with(t, "globex")
 		log := dedup.New(db)
 		claims := claim.NewNamespace(db, dedup.Namespace)

@@ -116,31 +116,6 @@ func snapshot(t testing.TB, owner *racefree.DB, id string) string {
 	return b.String()
 }
 
-// eachRole runs body on each engine with a fresh database as its owner,
-// and on PostgreSQL once more with another fresh database used as the
-// application role (testdb.App: no superuser, no BYPASSRLS, owns nothing),
-// which row-level security binds; owner is always the owner, for reading
-// every tenant's rows. The databases' clock is clock, set to t0 first.
-func eachRole(t *testing.T, body func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock)) {
-	t.Helper()
-	testdb.EachDSN(t, func(t *testing.T, d string) {
-		t.Run("owner", func(t *testing.T) {
-			clock := racefree.NewManualClock(t0)
-			owner := testdb.Open(t, d, &racefree.Config{Clock: clock})
-			body(t, owner, owner, clock)
-		})
-		if strings.HasPrefix(d, "sqlite:") {
-			return
-		}
-		t.Run("app-role", func(t *testing.T) {
-			clock := racefree.NewManualClock(t0)
-			d := testdb.NewDSN(t, racefree.Postgres)
-			owner := testdb.Open(t, d, &racefree.Config{Clock: clock})
-			body(t, testdb.App(t, owner, d), owner, clock)
-		})
-	})
-}
-
 // TestTenantsAreIsolated has two tenants use the same purposes, subjects
 // and even the same token hashes and family: neither sees, changes or
 // reaps the other's, and every operation of one leaves the other's rows as
@@ -149,7 +124,7 @@ func eachRole(t *testing.T, body func(t *testing.T, db, owner *racefree.DB, cloc
 // application role, under row-level security.
 func TestTenantsAreIsolated(t *testing.T) {
 	t.Parallel()
-	eachRole(t, func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock) {
+	testdb.EachRole(t, t0, func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock) {
 		a, b := as(t, "acme"), as(t, "globex")
 		s := newStore(t, db, &onetime.Options{Grace: time.Minute, Secret: secret})
 		must := func(err error) {

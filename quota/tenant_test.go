@@ -90,31 +90,6 @@ func rowsOf(t testing.TB, owner *racefree.DB, table, id string) (n int) {
 	return n
 }
 
-// eachRole runs body on each engine with a fresh database as its owner,
-// and on PostgreSQL once more with another fresh database used as the
-// application role (testdb.App: no superuser, no BYPASSRLS, owns nothing),
-// which row-level security binds; owner is always the owner, for reading
-// every tenant's rows. The databases' clock is clock, set to t0.
-func eachRole(t *testing.T, body func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock)) {
-	t.Helper()
-	testdb.EachDSN(t, func(t *testing.T, d string) {
-		t.Run("owner", func(t *testing.T) {
-			clock := racefree.NewManualClock(t0)
-			owner := testdb.Open(t, d, &racefree.Config{Clock: clock})
-			body(t, owner, owner, clock)
-		})
-		if strings.HasPrefix(d, "sqlite:") {
-			return
-		}
-		t.Run("app-role", func(t *testing.T) {
-			clock := racefree.NewManualClock(t0)
-			d := testdb.NewDSN(t, racefree.Postgres)
-			owner := testdb.Open(t, d, &racefree.Config{Clock: clock})
-			body(t, testdb.App(t, owner, d), owner, clock)
-		})
-	})
-}
-
 // TestTenantsAreIsolated has two tenants charge the same keys under the
 // same scope, with the same consumption key: each has counters and a
 // ledger of its own, and every operation of one (Consume, Refund,
@@ -125,7 +100,7 @@ func eachRole(t *testing.T, body func(t *testing.T, db, owner *racefree.DB, cloc
 // application role, under row-level security.
 func TestTenantsAreIsolated(t *testing.T) {
 	t.Parallel()
-	eachRole(t, func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock) {
+	testdb.EachRole(t, t0, func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock) {
 		a, b := as(t, "acme"), as(t, "globex")
 		l := setup(t, db)
 		charge := func(ctx context.Context, key string, n int64, p quota.Policy) quota.Decision {
@@ -238,7 +213,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 // key by each of two tenants admit exactly 50 each.
 func TestConcurrentTenantsEachAdmitTheirLimit(t *testing.T) {
 	t.Parallel()
-	eachRole(t, func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock) {
+	testdb.EachRole(t, t0, func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock) {
 		l := setup(t, db)
 		p := quota.Policy{Kind: quota.GCRA, Rate: 1, Per: time.Hour, Burst: 50, Wait: 2 * time.Minute}
 		ids := []string{"acme", "globex"}
@@ -278,7 +253,7 @@ func TestConcurrentTenantsEachAdmitTheirLimit(t *testing.T) {
 // front of it), so two tenants' clients at one address have a limit each.
 func TestMiddlewareChargesTheRequestsTenant(t *testing.T) {
 	t.Parallel()
-	eachRole(t, func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock) {
+	testdb.EachRole(t, t0, func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock) {
 		l := setup(t, db)
 		mw, err := l.Middleware(db, quota.Policy{Kind: quota.GCRA, Rate: 1, Per: time.Second, Burst: 2, Wait: time.Minute}, quota.KeyByIP)
 		if err != nil {

@@ -206,7 +206,7 @@ var schemas = map[string]any{
 		"expires_at":     when,
 		"current_fence":  typ("integer", "stale-fence: the claim's fence"),
 		"retry_after_ms": typ("integer", "quota-exceeded: exactly when the same charge would be allowed"),
-		"remaining":      typ("integer", "quota-exceeded: the units the key could be charged now"),
+		"remaining":      intSchema(0, math.MaxInt64, "quota-exceeded: the units the key could be charged now"),
 		"reset_at":       typ("string", "quota-exceeded: when the key is back to its full limit (RFC 3339, UTC, milliseconds)"),
 		"outcome":        typ("string", "a token's refusal: already_used, reused, revoked, expired or unknown"),
 		"reason":         typ("string", "read-only on readyz: why the node accepts no writes"),
@@ -380,7 +380,7 @@ var apiRoutes = map[string]apiRoute{
 		request: bodySchema(consumeQuotaRequest{}, []string{"policy"}, map[string]any{
 			"n":      withDefault(intSchema(1, quota.MaxUnits, "units to charge, at most the policy's limit (burst for gcra, else rate)"), 1),
 			"policy": policySchema}),
-		response: obj([]string{"allowed", "remaining", "reset_at"}, map[string]any{"allowed": map[string]any{"const": true}, "remaining": integer, "reset_at": when}),
+		response: obj([]string{"allowed", "remaining", "reset_at"}, map[string]any{"allowed": map[string]any{"const": true}, "remaining": intSchema(0, math.MaxInt64, "the units the key could be charged now"), "reset_at": when}),
 		problems: []problem.Kind{problem.QuotaExceeded}, headers: rateLimitHeaders},
 
 	"POST /v1/outbox": {summary: "Enqueue a message, delivered after commit until a permanent failure", idempotent: true,

@@ -3379,6 +3379,7 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         allowed: true;
+                        /** @description the units the key could be charged now */
                         remaining: number;
                         /** @description RFC 3339, UTC, milliseconds (empty when there is none) */
                         reset_at: string;

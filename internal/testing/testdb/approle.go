@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,34 @@ func App(t testing.TB, owner *racefree.DB, dsnStr string) *racefree.DB {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// EachRole runs body on a fresh database of each engine opened as its
+// owner (subtest "owner": on PostgreSQL a superuser, which row-level
+// security does not bind, so the tenant filter of racefree's statements is
+// the only guard) and, on PostgreSQL, once more on another fresh database
+// opened as the application role (subtest "app": [App], which row-level
+// security binds). owner is always the database opened as its owner, for
+// reading every tenant's rows; in "owner", db is owner. The databases'
+// clock is clock, a manual clock set to start.
+func EachRole(t *testing.T, start time.Time, body func(t *testing.T, db, owner *racefree.DB, clock *racefree.ManualClock)) {
+	t.Helper()
+	EachDSN(t, func(t *testing.T, d string) {
+		t.Run("owner", func(t *testing.T) {
+			clock := racefree.NewManualClock(start)
+			owner := Open(t, d, &racefree.Config{Clock: clock})
+			body(t, owner, owner, clock)
+		})
+		if !strings.HasPrefix(d, "postgres") {
+			return
+		}
+		t.Run("app", func(t *testing.T) {
+			clock := racefree.NewManualClock(start)
+			d := NewDSN(t, racefree.Postgres)
+			owner := Open(t, d, &racefree.Config{Clock: clock})
+			body(t, App(t, owner, d), owner, clock)
+		})
+	})
 }
 
 // AppDSN creates the role App describes and returns dsnStr logged in as it.
