@@ -24,11 +24,11 @@
 //     which every role sees), a standby waits for each commit:
 //     synchronous_standby_names is set and synchronous_commit is neither
 //     off nor local (no-standby-waits: a failover may lose acknowledged
-//     commits); when synchronous_standby_names is set, a streaming standby
-//     is sync or in the quorum (sync-standby-not-streaming: commits wait,
-//     possibly for ever); a role that sees no sync_state (neither a
-//     superuser nor a member of pg_read_all_stats) gets
-//     replication-not-judged for the latter;
+//     commits); when synchronous_standby_names is set, as many streaming
+//     standbys as it waits for (ANY 2 (…): two) are sync or in the quorum
+//     (sync-standby-not-streaming: commits wait, possibly for ever); a
+//     role that sees no sync_state (neither a superuser nor a member of
+//     pg_read_all_stats) gets replication-not-judged for the latter;
 //   - for a DB with racefree.Config.RequireSynchronousReplication, that
 //     the check every write begins with passes now (tenant.CheckDurable;
 //     strict-refuses-writes, with the reason, when writes are refused);

@@ -266,8 +266,8 @@ func (c *checker) settings(ctx context.Context) {
 }
 
 func (c *checker) replication(ctx context.Context) {
-	var streaming, visible, synchronous int
-	if err := c.q.QueryRowContext(ctx, replicationSQL).Scan(&streaming, &visible, &synchronous); err != nil {
+	var streaming, visible, synchronous, wanted int
+	if err := c.q.QueryRowContext(ctx, replicationSQL).Scan(&streaming, &visible, &synchronous, &wanted); err != nil {
 		c.notJudged(ReplicationNotJudged, "whether a standby waits for each commit", err)
 		return
 	}
@@ -299,6 +299,9 @@ func (c *checker) replication(ctx context.Context) {
 	case synchronous == 0:
 		c.add(SyncStandbyNotStreaming, Error, "point synchronous_standby_names at the standbys' application_name",
 			"synchronous_standby_names is %q but none of the %d streaming standbys is synchronous: every commit waits for a standby that is not there", names, streaming)
+	case synchronous < wanted:
+		c.add(SyncStandbyNotStreaming, Error, "start the missing standbys, or lower the number synchronous_standby_names waits for",
+			"synchronous_standby_names is %q, which waits for %d synchronous standbys, but %d of the %d streaming standbys are synchronous: every commit waits for a standby that is not there", names, wanted, synchronous, streaming)
 	}
 }
 

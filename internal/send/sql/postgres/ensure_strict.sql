@@ -16,9 +16,12 @@ FROM (SELECT CASE
     THEN 'racefree: not durable: synchronous_commit is ' || current_setting('synchronous_commit') || ', so a commit waits for no standby'
   WHEN current_setting('synchronous_standby_names') = ''
     THEN 'racefree: not durable: synchronous_standby_names is empty, so a commit waits for no standby'
-  WHEN EXISTS (SELECT 1 FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming')
+  WHEN (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming')
+       >= COALESCE(substring(current_setting('synchronous_standby_names') FROM '(?i)^\s*(?:(?:first|any)\s+)?([0-9]+)\s*\(')::int, 1)
     THEN NULL
   WHEN EXISTS (SELECT 1 FROM pg_stat_replication WHERE sync_state IS NULL)
     THEN 'racefree: not durable: this role cannot see pg_stat_replication.sync_state (grant it pg_read_all_stats), so whether a synchronous standby streams is not known; synchronous_standby_names is ' || current_setting('synchronous_standby_names')
+  WHEN EXISTS (SELECT 1 FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming')
+    THEN 'racefree: not durable: fewer synchronous standbys stream than synchronous_standby_names waits for (' || current_setting('synchronous_standby_names') || '), so a commit would wait for them or be released as a local commit'
   ELSE 'racefree: not durable: no synchronous standby streams (synchronous_standby_names is ' || current_setting('synchronous_standby_names') || '), so a commit would wait for one or be released as a local commit'
 END AS reason) AS d

@@ -8,9 +8,11 @@
 --
 -- The commit waits for a standby when synchronous_commit is on,
 -- remote_write or remote_apply (local and off never wait),
--- synchronous_standby_names names standbys, and one of them streams as
--- synchronous (pg_stat_replication.sync_state sync or quorum): a commit
--- made while none streams would wait until one comes back, and an
+-- synchronous_standby_names names standbys, and as many of them as it
+-- waits for stream as synchronous (pg_stat_replication.sync_state sync
+-- or quorum): the number before its list, FIRST n (…), ANY n (…) or
+-- n (…), else 1. A commit made while fewer stream would wait until
+-- enough come back (with ANY 2 and one standby, for ever), and an
 -- operator or a failover manager that empties synchronous_standby_names
 -- meanwhile (pg_auto_failover does, when its standby is away) releases
 -- it as a local commit. A role without pg_read_all_stats (or a
@@ -32,9 +34,12 @@ FROM (SELECT CASE
     THEN 'racefree: not durable: synchronous_commit is ' || current_setting('synchronous_commit') || ', so a commit waits for no standby'
   WHEN current_setting('synchronous_standby_names') = ''
     THEN 'racefree: not durable: synchronous_standby_names is empty, so a commit waits for no standby'
-  WHEN EXISTS (SELECT 1 FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming')
+  WHEN (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming')
+       >= COALESCE(substring(current_setting('synchronous_standby_names') FROM '(?i)^\s*(?:(?:first|any)\s+)?([0-9]+)\s*\(')::int, 1)
     THEN NULL
   WHEN EXISTS (SELECT 1 FROM pg_stat_replication WHERE sync_state IS NULL)
     THEN 'racefree: not durable: this role cannot see pg_stat_replication.sync_state (grant it pg_read_all_stats), so whether a synchronous standby streams is not known; synchronous_standby_names is ' || current_setting('synchronous_standby_names')
+  WHEN EXISTS (SELECT 1 FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum') AND state = 'streaming')
+    THEN 'racefree: not durable: fewer synchronous standbys stream than synchronous_standby_names waits for (' || current_setting('synchronous_standby_names') || '), so a commit would wait for them or be released as a local commit'
   ELSE 'racefree: not durable: no synchronous standby streams (synchronous_standby_names is ' || current_setting('synchronous_standby_names') || '), so a commit would wait for one or be released as a local commit'
 END AS reason) AS d

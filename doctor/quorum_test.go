@@ -1,0 +1,130 @@
+package doctor_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/claim"
+	"github.com/racefree/racefree/doctor"
+	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/tenant"
+)
+
+// TestPostgresTooFewSynchronousStandbys runs on a throwaway primary with
+// one standby (testdb.NewCluster). synchronous_standby_names that waits
+// for two synchronous standbys (ANY 2 (*), FIRST 2 (*) and 2 (*)) while
+// one streams makes every commit wait for one that is not there: the
+// doctor reports sync-standby-not-streaming, an error naming the two it
+// waits for, though a standby streams as synchronous; and a DB in strict
+// mode refuses a write on the pool and one in tenant.InTx (the two
+// statements a write begins with, set_strict and ensure_strict) with the
+// reason, committing nothing. Waiting for one (FIRST 1 (*), or a bare *),
+// neither, and both writes pass; with the standby stopped, a bare * is
+// refused again (no synchronous standby streams).
+func TestPostgresTooFewSynchronousStandbys(t *testing.T) {
+	t.Parallel()
+	c := testdb.NewCluster(t)
+	ctx := context.Background()
+	owner := c.Primary.Open(t, nil)
+	strict := testdb.Open(t, c.Primary.URL, &racefree.Config{RequireSynchronousReplication: true})
+	p := c.Primary.DB(t)
+	acme, err := tenant.With(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	writes := map[string]func() error{
+		"on the pool": func() error {
+			n++
+			_, err := claim.New(strict).Acquire(acme, strict, "pool"+strconv.Itoa(n), "h", time.Minute)
+			return err
+		},
+		"in tenant.InTx": func() error {
+			n++
+			return tenant.InTx(ctx, strict, "acme", func(ctx context.Context, tx *sql.Tx) error {
+				_, err := claim.New(strict).Acquire(ctx, tx, "tx"+strconv.Itoa(n), "h", time.Minute)
+				return err
+			})
+		},
+	}
+	claims := func() (n int) {
+		t.Helper()
+		if err := p.QueryRow(`SELECT count(*) FROM racefree_claims`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// set makes names the primary's synchronous_standby_names and waits
+	// until the primary's sessions see it and the standby streams in the
+	// state it gives (sync, quorum or, stopped, none).
+	set := func(names, state string) {
+		t.Helper()
+		testdb.ExecAll(t, p, `ALTER SYSTEM SET synchronous_standby_names = '`+names+`'`, `SELECT pg_reload_conf()`)
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			var ok bool
+			err := p.QueryRow(`SELECT current_setting('synchronous_standby_names') = $1
+			                      AND (SELECT count(*) FILTER (WHERE state = 'streaming' AND sync_state = $2) FROM pg_stat_replication) = 1`,
+				names, state).Scan(&ok)
+			if err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waited a minute for synchronous_standby_names %q with a standby streaming as %s: %v", names, state, err)
+			}
+		}
+	}
+	refused := func(names, why string) {
+		t.Helper()
+		before := claims()
+		for name, write := range writes {
+			var nd *racefree.NotDurableError
+			if err := write(); !errors.As(err, &nd) || !strings.Contains(nd.Reason, why) {
+				t.Errorf("synchronous_standby_names %q: a strict write %s: %v, want racefree.ErrNotDurable saying %q", names, name, err, why)
+			}
+		}
+		if after := claims(); after != before {
+			t.Errorf("synchronous_standby_names %q: refused writes left %d claims, want %d", names, after, before)
+		}
+	}
+
+	for _, names := range []struct{ names, state string }{{"ANY 2 (*)", "quorum"}, {"FIRST 2 (*)", "sync"}, {"2 (*)", "sync"}} {
+		set(names.names, names.state)
+		f := want(t, check(t, owner, doctor.Options{}), doctor.SyncStandbyNotStreaming, doctor.Error)
+		if !strings.Contains(f.Detail, "waits for 2 synchronous standbys, but 1 of the 1 streaming standbys are synchronous") {
+			t.Errorf("synchronous_standby_names %q: detail %q", names.names, f.Detail)
+		}
+		refused(names.names, "fewer synchronous standbys stream than synchronous_standby_names waits for ("+names.names+")")
+	}
+
+	for _, names := range []string{"FIRST 1 (*)", "*"} {
+		set(names, "sync")
+		none(t, check(t, owner, doctor.Options{}), doctor.SyncStandbyNotStreaming)
+		before := claims()
+		for name, write := range writes {
+			if err := write(); err != nil {
+				t.Errorf("synchronous_standby_names %q: a strict write %s: %v", names, name, err)
+			}
+		}
+		if after := claims(); after != before+len(writes) {
+			t.Errorf("synchronous_standby_names %q: %d claims after two writes, want %d", names, after, before+len(writes))
+		}
+	}
+
+	c.Standby.Stop(t)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var streaming int
+		if err := p.QueryRow(`SELECT count(*) FROM pg_stat_replication`).Scan(&streaming); err == nil && streaming == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("waited a minute for the stopped standby to leave pg_stat_replication")
+		}
+	}
+	refused("*", "no synchronous standby streams")
+}
