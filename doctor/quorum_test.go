@@ -38,15 +38,22 @@ func TestPostgresTooFewSynchronousStandbys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A write that is let through waits at its commit for the standby
+	// that is not there: its bound ends the wait (the commit then stays
+	// on the primary alone, PostgreSQL's answer to a cancelled wait).
 	n := 0
 	writes := map[string]func() error{
 		"on the pool": func() error {
 			n++
-			_, err := claim.New(strict).Acquire(acme, strict, "pool"+strconv.Itoa(n), "h", time.Minute)
+			ctx, cancel := context.WithTimeout(acme, 10*time.Second)
+			defer cancel()
+			_, err := claim.New(strict).Acquire(ctx, strict, "pool"+strconv.Itoa(n), "h", time.Minute)
 			return err
 		},
 		"in tenant.InTx": func() error {
 			n++
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
 			return tenant.InTx(ctx, strict, "acme", func(ctx context.Context, tx *sql.Tx) error {
 				_, err := claim.New(strict).Acquire(ctx, tx, "tx"+strconv.Itoa(n), "h", time.Minute)
 				return err
