@@ -22,10 +22,11 @@ import (
 // one streams makes every commit wait for one that is not there: the
 // doctor reports sync-standby-not-streaming, an error naming the two it
 // waits for, though a standby streams as synchronous; and a DB in strict
-// mode refuses a write on the pool and one in tenant.InTx (the two
-// statements a write begins with, set_strict and ensure_strict) with the
-// reason, committing nothing. Waiting for one (FIRST 1 (*), or a bare *),
-// neither, and both writes pass; with the standby stopped, a bare * is
+// mode refuses, with the reason and committing nothing, a write on the
+// pool, one in tenant.InTx and one in a transaction of the caller's own
+// (the two statements a write begins with: set_strict for the first two,
+// ensure_strict for the last). Waiting for one (FIRST 1 (*), or a bare
+// *), neither, and the writes pass; with the standby stopped, a bare * is
 // refused again (no synchronous standby streams).
 func TestPostgresTooFewSynchronousStandbys(t *testing.T) {
 	t.Parallel()
@@ -58,6 +59,20 @@ func TestPostgresTooFewSynchronousStandbys(t *testing.T) {
 				_, err := claim.New(strict).Acquire(ctx, tx, "tx"+strconv.Itoa(n), "h", time.Minute)
 				return err
 			})
+		},
+		"in a transaction of the caller's own": func() error {
+			n++
+			ctx, cancel := context.WithTimeout(acme, 10*time.Second)
+			defer cancel()
+			tx, err := strict.SQL().BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback() }()
+			if _, err := claim.New(strict).Acquire(ctx, tx, "own"+strconv.Itoa(n), "h", time.Minute); err != nil {
+				return err
+			}
+			return tx.Commit()
 		},
 	}
 	claims := func() (n int) {
@@ -119,7 +134,7 @@ func TestPostgresTooFewSynchronousStandbys(t *testing.T) {
 			}
 		}
 		if after := claims(); after != before+len(writes) {
-			t.Errorf("synchronous_standby_names %q: %d claims after two writes, want %d", names, after, before+len(writes))
+			t.Errorf("synchronous_standby_names %q: %d claims after %d writes, want %d", names, after, len(writes), before+len(writes))
 		}
 	}
 
