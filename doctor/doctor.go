@@ -21,6 +21,9 @@ import (
 //go:embed sql/postgres/settings.sql
 var settingsSQL string
 
+//go:embed sql/postgres/role_settings.sql
+var roleSettingsSQL string
+
 //go:embed sql/postgres/replication.sql
 var replicationSQL string
 
@@ -43,7 +46,7 @@ var backendSQL string
 var sqliteDurabilitySQL string
 
 func init() {
-	for _, q := range []*string{&settingsSQL, &replicationSQL, &rlsSQL, &analyzeSQL, &countsSQL, &statisticsSQL, &backendSQL, &sqliteDurabilitySQL} {
+	for _, q := range []*string{&settingsSQL, &roleSettingsSQL, &replicationSQL, &rlsSQL, &analyzeSQL, &countsSQL, &statisticsSQL, &backendSQL, &sqliteDurabilitySQL} {
 		*q = query.Embedded(*q)
 	}
 }
@@ -183,7 +186,7 @@ func Check(ctx context.Context, db *racefree.DB, opts Options) (Report, error) {
 	c := &checker{db: db, q: db.SQL()}
 	var err error
 	if db.Engine() == racefree.Postgres {
-		c.settings(ctx)
+		c.settings(ctx, opts.Role)
 		c.replication(ctx)
 		c.strict(ctx)
 		err = c.role(ctx, opts.Role)
@@ -210,6 +213,7 @@ type checker struct {
 	// set by settings
 	syncCommit, standbyNames string
 	settingsRead             bool
+	whose                    string // whose synchronous_commit syncCommit is: "this session" or a role's
 }
 
 func (c *checker) add(code string, sev Severity, fix, format string, args ...any) {
@@ -242,7 +246,11 @@ func (c *checker) each(ctx context.Context, query, code, what string, scan func(
 	return true
 }
 
-func (c *checker) settings(ctx context.Context) {
+// settings reads the server's durability settings and the
+// synchronous_commit of the judged role's sessions: the checking
+// session's own, unless role names another role, whose sessions start
+// with what ALTER ROLE or ALTER DATABASE set for them (roleSyncCommit).
+func (c *checker) settings(ctx context.Context, role string) {
 	var fsync, fpw string
 	var recovery bool
 	err := c.q.QueryRowContext(ctx, settingsSQL).Scan(&fsync, &fpw, &c.syncCommit, &c.standbyNames, &recovery)
@@ -251,6 +259,10 @@ func (c *checker) settings(ctx context.Context) {
 		return
 	}
 	c.settingsRead = true
+	c.whose = "this session"
+	if role != "" {
+		c.roleSyncCommit(ctx, role)
+	}
 	if fsync != "on" {
 		c.add(FsyncOff, Error, "ALTER SYSTEM SET fsync = on; SELECT pg_reload_conf();",
 			"fsync is %s: PostgreSQL does not wait for the disk, so a crash of the operating system or a power loss may lose commits it acknowledged and corrupt the cluster", fsync)
@@ -259,10 +271,51 @@ func (c *checker) settings(ctx context.Context) {
 		c.add(FullPageWritesOff, Error, "ALTER SYSTEM SET full_page_writes = on; SELECT pg_reload_conf();",
 			"full_page_writes is %s: a power loss in the middle of a page write may leave a torn page that recovery cannot repair", fpw)
 	}
-	if c.syncCommit == "off" {
+	if c.settingsRead && c.syncCommit == "off" {
 		c.add(SynchronousCommitOff, Warn, "ALTER SYSTEM SET synchronous_commit = on; SELECT pg_reload_conf(); (and drop any ALTER ROLE or ALTER DATABASE … SET synchronous_commit = off)",
-			"synchronous_commit is off for this session: a crash of the server loses the last commits it acknowledged (up to three times wal_writer_delay), though the cluster stays consistent")
+			"synchronous_commit is off for %s: a crash of the server loses the last commits it acknowledged (up to three times wal_writer_delay), though the cluster stays consistent", c.whose)
 	}
+}
+
+// roleSyncCommit makes c.syncCommit that of role's sessions when role is
+// not the checking role: the value ALTER ROLE … IN DATABASE, ALTER ROLE
+// or ALTER DATABASE … SET gives them, most specific first, or else the
+// server's, which the checking session shows only when it has no value
+// of its own (from its role, its DSN or a SET): then synchronous_commit,
+// and what the replication check reads from it, is settings-not-judged,
+// never the checking session's value taken for the role's.
+func (c *checker) roleSyncCommit(ctx context.Context, role string) {
+	var set sql.NullString
+	var source, current string
+	if err := c.q.QueryRowContext(ctx, roleSettingsSQL, role).Scan(&set, &source, &current); err != nil {
+		c.notJudged(SettingsNotJudged, fmt.Sprintf("the synchronous_commit of role %q's sessions", role), err)
+		c.settingsRead = false
+		return
+	}
+	if role == current {
+		return
+	}
+	c.whose = fmt.Sprintf("role %q's sessions", role)
+	switch {
+	case set.Valid:
+		c.syncCommit = syncCommitName(set.String)
+	case source == "user" || source == "database user" || source == "client" || source == "session":
+		c.add(SettingsNotJudged, Warn, "run the check as role "+role+", with the application's DSN",
+			"could not judge the synchronous_commit of role %q's sessions, so it is not known to be safe: no ALTER ROLE or ALTER DATABASE sets it, and the server's value is hidden by this session's own (its source: %s)", role, source)
+		c.settingsRead = false
+	}
+}
+
+// syncCommitName returns a synchronous_commit value as written (any case,
+// or a boolean's other spellings) by the name PostgreSQL shows for it.
+func syncCommitName(v string) string {
+	switch v = strings.ToLower(strings.TrimSpace(v)); v {
+	case "false", "no", "0":
+		return "off"
+	case "true", "yes", "1":
+		return "on"
+	}
+	return v
 }
 
 func (c *checker) replication(ctx context.Context) {
@@ -287,7 +340,7 @@ func (c *checker) replication(ctx context.Context) {
 	}
 	if streaming > 0 && (c.syncCommit == "off" || c.syncCommit == "local") {
 		c.add(NoStandbyWaits, Warn, "ALTER SYSTEM SET synchronous_commit = on; SELECT pg_reload_conf();",
-			"%d standbys stream from this server and synchronous_standby_names is %q, but synchronous_commit is %s for this session: its commits wait for no standby, so a failover may lose commits the primary acknowledged", streaming, names, c.syncCommit)
+			"%d standbys stream from this server and synchronous_standby_names is %q, but synchronous_commit is %s for %s: its commits wait for no standby, so a failover may lose commits the primary acknowledged", streaming, names, c.syncCommit, c.whose)
 	}
 	switch {
 	case streaming == 0:

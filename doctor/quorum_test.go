@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,4 +150,58 @@ func TestPostgresTooFewSynchronousStandbys(t *testing.T) {
 		}
 	}
 	refused("*", "no synchronous standby streams")
+}
+
+// TestPostgresSynchronousCommitOfAnotherRole: doctor --role judges the
+// synchronous_commit that role's sessions start with, not the checking
+// session's: ALTER ROLE … SET synchronous_commit = false (any spelling of
+// off) is synchronous-commit-off naming the role, though the checking
+// session's is on; ALTER ROLE … IN DATABASE … SET, more specific, wins
+// over it, and ALTER DATABASE … SET applies when the role sets nothing.
+// When nothing sets it for the role and the checking session's own value
+// comes from its DSN, the server's value the role would get is hidden:
+// settings-not-judged, never the session's value taken for the role's.
+// Judging the checking role itself reads the session as before.
+func TestPostgresSynchronousCommitOfAnotherRole(t *testing.T) {
+	t.Parallel()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	u, err := url.Parse(testdb.AppDSN(t, owner, d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role, database := u.User.Username(), strings.TrimPrefix(u.Path, "/")
+	judge := doctor.Options{Role: role}
+	exec := func(stmts ...string) {
+		t.Helper()
+		testdb.ExecAll(t, owner.SQL(), stmts...)
+	}
+	t.Cleanup(func() { _, _ = owner.SQL().Exec(`ALTER DATABASE "` + database + `" RESET synchronous_commit`) })
+
+	none(t, check(t, owner, judge), doctor.SynchronousCommitOff, doctor.SettingsNotJudged)
+	exec(`ALTER ROLE ` + role + ` SET synchronous_commit = false`)
+	f := want(t, check(t, owner, judge), doctor.SynchronousCommitOff, doctor.Warn)
+	if !strings.Contains(f.Detail, `synchronous_commit is off for role "`+role+`"'s sessions`) {
+		t.Errorf("detail %q does not name the role", f.Detail)
+	}
+	none(t, check(t, owner, doctor.Options{}), doctor.SynchronousCommitOff)
+	none(t, check(t, owner, doctor.Options{Role: "postgres"}), doctor.SynchronousCommitOff, doctor.SettingsNotJudged)
+
+	exec(`ALTER ROLE ` + role + ` IN DATABASE "` + database + `" SET synchronous_commit = on`)
+	none(t, check(t, owner, judge), doctor.SynchronousCommitOff, doctor.SettingsNotJudged)
+
+	exec(`ALTER ROLE `+role+` RESET synchronous_commit`, `ALTER ROLE `+role+` IN DATABASE "`+database+`" RESET synchronous_commit`,
+		`ALTER DATABASE "`+database+`" SET synchronous_commit = off`)
+	want(t, check(t, owner, judge), doctor.SynchronousCommitOff, doctor.Warn)
+	exec(`ALTER DATABASE "` + database + `" RESET synchronous_commit`)
+
+	own := testdb.Open(t, d+"&synchronous_commit=on", nil)
+	rep := check(t, own, judge)
+	want(t, rep, doctor.SettingsNotJudged, doctor.Warn)
+	none(t, rep, doctor.SynchronousCommitOff)
+	none(t, check(t, own, doctor.Options{}), doctor.SettingsNotJudged)
+	exec(`ALTER ROLE ` + role + ` SET synchronous_commit = 0`)
+	rep = check(t, own, judge)
+	want(t, rep, doctor.SynchronousCommitOff, doctor.Warn)
+	none(t, rep, doctor.SettingsNotJudged)
 }
