@@ -21,10 +21,11 @@
 //   - synchronous_commit is not off (synchronous-commit-off: a crash of
 //     the server loses the last commits it acknowledged), for the checking
 //     session or, with Options.Role naming another role, for that role's
-//     sessions: what ALTER ROLE … IN DATABASE, ALTER ROLE or ALTER
-//     DATABASE … SET gives them, most specific first, else the server's
-//     value, which is settings-not-judged when the checking session has a
-//     value of its own that hides it (from its role, its DSN or a SET);
+//     sessions: what ALTER ROLE … IN DATABASE, ALTER ROLE, ALTER
+//     DATABASE or ALTER ROLE ALL … SET gives them, most specific first,
+//     else the server's value, which is settings-not-judged when the
+//     checking session has a value of its own that hides it (from its
+//     role, its DSN or a SET);
 //   - when standbys stream from the server (a row in pg_stat_replication,
 //     which every role sees), a standby waits for each commit:
 //     synchronous_standby_names is set and synchronous_commit is neither

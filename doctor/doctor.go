@@ -278,8 +278,9 @@ func (c *checker) settings(ctx context.Context, role string) {
 }
 
 // roleSyncCommit makes c.syncCommit that of role's sessions when role is
-// not the checking role: the value ALTER ROLE … IN DATABASE, ALTER ROLE
-// or ALTER DATABASE … SET gives them, most specific first, or else the
+// not the checking role: the value ALTER ROLE … IN DATABASE, ALTER ROLE,
+// ALTER DATABASE or ALTER ROLE ALL … SET gives them, most specific first,
+// or else the
 // server's, which the checking session shows only when it has no value
 // of its own (from its role, its DSN or a SET): then synchronous_commit,
 // and what the replication check reads from it, is settings-not-judged,

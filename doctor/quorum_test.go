@@ -28,7 +28,9 @@ import (
 // (the two statements a write begins with: set_strict for the first two,
 // ensure_strict for the last). Waiting for one (FIRST 1 (*), or a bare
 // *), neither, and the writes pass; with the standby stopped, a bare * is
-// refused again (no synchronous standby streams).
+// refused again (no synchronous standby streams). Then, since the server
+// is its own, ALTER ROLE ALL SET synchronous_commit = off: doctor --role
+// reports synchronous-commit-off for another role.
 func TestPostgresTooFewSynchronousStandbys(t *testing.T) {
 	t.Parallel()
 	c := testdb.NewCluster(t)
@@ -150,6 +152,17 @@ func TestPostgresTooFewSynchronousStandbys(t *testing.T) {
 		}
 	}
 	refused("*", "no synchronous standby streams")
+
+	// On a server of its own, ALTER ROLE ALL SET, the least specific of
+	// the settings sessions start with, reaches doctor --role too.
+	// (No standby now: a commit would wait for ever unless the list is
+	// emptied first.)
+	testdb.ExecAll(t, p, `ALTER SYSTEM SET synchronous_standby_names = ''`, `SELECT pg_reload_conf()`)
+	testdb.ExecAll(t, p, `ALTER ROLE ALL SET synchronous_commit = off`)
+	f := want(t, check(t, owner, doctor.Options{Role: c.AppRole(t, owner)}), doctor.SynchronousCommitOff, doctor.Warn)
+	if !strings.Contains(f.Detail, "'s sessions") {
+		t.Errorf("detail %q does not name the role", f.Detail)
+	}
 }
 
 // TestPostgresSynchronousCommitOfAnotherRole: doctor --role judges the
@@ -200,6 +213,7 @@ func TestPostgresSynchronousCommitOfAnotherRole(t *testing.T) {
 	want(t, rep, doctor.SettingsNotJudged, doctor.Warn)
 	none(t, rep, doctor.SynchronousCommitOff)
 	none(t, check(t, own, doctor.Options{}), doctor.SettingsNotJudged)
+	none(t, check(t, own, doctor.Options{Role: "postgres"}), doctor.SettingsNotJudged)
 	exec(`ALTER ROLE ` + role + ` SET synchronous_commit = 0`)
 	rep = check(t, own, judge)
 	want(t, rep, doctor.SynchronousCommitOff, doctor.Warn)
