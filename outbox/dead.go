@@ -183,7 +183,7 @@ func (o *Outbox) Redrive(ctx context.Context, exec racefree.Executor, f Filter) 
 	}
 	if len(ids) > 0 {
 		if _, inTx := exec.(*sql.Tx); !inTx || o.dialect.wakesBeforeCommit() {
-			o.hub.wake(t)
+			o.hub.wake(t, f.Topic)
 		}
 	}
 	return ids, nil
@@ -210,7 +210,7 @@ func (o *Outbox) Discard(ctx context.Context, exec racefree.Executor, f Filter) 
 		return nil, fmt.Errorf("outbox discard: %w", wire.Of(o.db).InterpretError(err))
 	}
 	if len(ids) > 0 {
-		o.hub.wake(t)
+		o.hub.wake(t, f.Topic)
 	}
 	return ids, nil
 }

@@ -251,7 +251,7 @@ func (o *Outbox) Enqueue(ctx context.Context, exec racefree.Executor, m Message)
 		return 0, fmt.Errorf("outbox enqueue: %w", wire.Of(o.db).InterpretError(err))
 	}
 	if _, inTx := exec.(*sql.Tx); !inTx || o.dialect.wakesBeforeCommit() {
-		o.hub.wake(id)
+		o.hub.wake(id, m.Topic)
 	}
 	return msgID, nil
 }

@@ -154,6 +154,7 @@ func (o *Outbox) NewRelay(h Handler, opts *RelayOptions) (*Relay, error) {
 			return nil, err
 		}
 	}
+	r.waker.serves = r.servesMessage
 	if p.Concurrency == 0 {
 		p.Concurrency = 16
 	}
@@ -388,6 +389,12 @@ func (r *Relay) Run(ctx context.Context) error {
 
 func (r *Relay) serves(t string) bool {
 	return len(r.opts.Tenants) == 0 || slices.Contains(r.opts.Tenants, t)
+}
+
+// servesMessage reports whether the relay claims messages of tenant t and
+// topic (of any topic when topic is "").
+func (r *Relay) servesMessage(t, topic string) bool {
+	return r.serves(t) && (topic == "" || len(r.opts.Topics) == 0 || slices.Contains(r.opts.Topics, topic))
 }
 
 func (r *Relay) tenants(ctx context.Context) ([]string, error) {

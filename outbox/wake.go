@@ -19,11 +19,14 @@ import (
 const Channel = "racefree_outbox"
 
 // hub carries in-process wake-ups from Enqueue to the relays of one
-// *racefree.DB. Each wake-up goes to one relay, in turn: on SQLite every
-// claim takes the one write lock, so waking them all would have all but
-// one claim nothing, in turn. A relay keeps the tenant it was woken for
-// pending until a claim of it comes back short, so one relay suffices;
-// the others find the rest at their polls.
+// *racefree.DB. Each wake-up goes to one relay, in turn, among those that
+// serve its tenant and topic (RelayOptions.Tenants and Topics): on SQLite
+// every claim takes the one write lock, so waking them all would have all
+// but one claim nothing, in turn; and a relay that does not serve the
+// message would claim nothing and leave it to the next poll. A relay
+// keeps the tenant it was woken for pending until a claim of it comes
+// back short, so one relay suffices; the others find the rest at their
+// polls.
 type hub struct {
 	mu   sync.Mutex
 	subs []*waker
@@ -71,14 +74,19 @@ func (h *hub) unsubscribe(w *waker) {
 	h.mu.Unlock()
 }
 
-func (h *hub) wake(tenantID string) {
+// wake signals the next relay in turn that serves tenantID and topic
+// (any topic when topic is ""), if one does.
+func (h *hub) wake(tenantID, topic string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.subs) == 0 {
-		return
+	for i := 1; i <= len(h.subs); i++ {
+		j := (h.next + i) % len(h.subs)
+		if w := h.subs[j]; w.serves == nil || w.serves(tenantID, topic) {
+			h.next = j
+			w.wakeLocked(tenantID)
+			return
+		}
 	}
-	h.next = (h.next + 1) % len(h.subs)
-	h.subs[h.next].wakeLocked(tenantID)
 }
 
 // waker collects the tenants a relay was told about, and signals it.
@@ -89,6 +97,9 @@ type waker struct {
 	c         chan struct{}
 	followUps map[string]*time.Timer
 	stopped   bool
+	// serves reports whether the relay claims messages of a tenant and
+	// topic (any topic when ""); nil: every message.
+	serves func(tenant, topic string) bool
 }
 
 func newWaker() *waker {

@@ -302,3 +302,27 @@ func TestEdgesARefusedListenerIsRetriedWithADoublingPause(t *testing.T) {
 		t.Fatal("the relay did not listen within a minute of the server letting it in")
 	}
 }
+
+// TestEdgesAWakeUpGoesToARelayThatServesIt: an in-process wake-up goes,
+// in turn, only to the relays that serve the message's topic
+// (RelayOptions.Topics) and tenant (RelayOptions.Tenants): among three
+// relays that poll once an hour, one of another topic and one of another
+// tenant, three messages enqueued one after the other are each delivered
+// at once by the one relay that serves them, never left to its poll.
+func TestEdgesAWakeUpGoesToARelayThatServesIt(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		o := newOutbox(t, db, &outbox.Options{NoNotify: true})
+		acme, err := tenant.With(context.Background(), "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		idleRelay(t, o, outbox.RelayOptions{Worker: "other-topic", Topics: []string{"a"}})
+		idleRelay(t, o, outbox.RelayOptions{Worker: "other-tenant", Topics: []string{"b"}, Tenants: []string{"globex"}})
+		got := idleRelay(t, o, outbox.RelayOptions{Worker: "serves", Topics: []string{"b"}, Tenants: []string{"acme"}})
+		for i := range 3 {
+			id := enqueue(t, acme, o, db, outbox.Message{Topic: "b"})
+			deliveredWithin(t, got, id, 20*time.Second, fmt.Sprintf("message %d of topic b for acme", i+1))
+		}
+	})
+}
