@@ -280,11 +280,11 @@ func (c *checker) settings(ctx context.Context, role string) {
 // roleSyncCommit makes c.syncCommit that of role's sessions when role is
 // not the checking role: the value ALTER ROLE … IN DATABASE, ALTER ROLE,
 // ALTER DATABASE or ALTER ROLE ALL … SET gives them, most specific first,
-// or else the
-// server's, which the checking session shows only when it has no value
-// of its own (from its role, its DSN or a SET): then synchronous_commit,
-// and what the replication check reads from it, is settings-not-judged,
-// never the checking session's value taken for the role's.
+// or else the server's, which the checking session shows only when it
+// has no value of its own (from its role, its DSN or a SET); when it has
+// one, synchronous_commit, and what the replication check reads from it,
+// is settings-not-judged, never the checking session's value taken for
+// the role's.
 func (c *checker) roleSyncCommit(ctx context.Context, role string) {
 	var set sql.NullString
 	var source, current string
