@@ -233,16 +233,19 @@ func (o *Outbox) Enqueue(ctx context.Context, exec racefree.Executor, m Message)
 		return 0, err
 	}
 	id := tenant.From(ctx)
+	// Whether to NOTIFY is chosen once: an attempt that the engine
+	// aborts (and InTx runs again) sent no NOTIFY, so it must not count
+	// as the tenant's NOTIFY of the interval.
+	name := "enqueue"
+	if o.dialect.notifies() && !o.opts.NoNotify && o.hub.notifyDue(id, o.opts.NotifyInterval) {
+		name = "enqueue_notify"
+	}
 	var msgID int64
 	err = o.run(ctx, exec, func(exec racefree.Executor) error {
 		if in.ordered {
 			if err := o.dialect.lockKey(ctx, o, exec, id, m.Topic, m.Key); err != nil {
 				return err
 			}
-		}
-		name := "enqueue"
-		if o.dialect.notifies() && !o.opts.NoNotify && o.hub.notifyDue(id, o.opts.NotifyInterval) {
-			name = "enqueue_notify"
 		}
 		return exec.QueryRowContext(ctx, o.q.Get(name), id, m.Topic, m.Key, in.ordered, in.payload, in.headers,
 			in.delay.Milliseconds(), in.maxAttempts, wire.Of(o.db).ClockArg()).Scan(&msgID)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/dsn"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/outbox"
 	"github.com/racefree/racefree/tenant"
@@ -325,4 +326,76 @@ func TestEdgesAWakeUpGoesToARelayThatServesIt(t *testing.T) {
 			deliveredWithin(t, got, id, 20*time.Second, fmt.Sprintf("message %d of topic b for acme", i+1))
 		}
 	})
+}
+
+// TestEdgesAnEnqueueRetriedAfterADeadlockStillNotifies: an Enqueue whose
+// transaction PostgreSQL aborts after the statement that NOTIFYs was
+// chosen (a deadlock, SQLSTATE 40P01, which InTx runs again) still
+// NOTIFYs when its retry commits: the choice is made once per Enqueue, so
+// the aborted attempt, whose NOTIFY was never sent, does not count as the
+// tenant's NOTIFY of the interval (an hour here) and leave the message to
+// the relays' polls. The deadlock: the test's transaction holds a SHARE
+// lock on the outbox table, which the application role's ordered Enqueue
+// waits for after taking its key's advisory lock; the test's transaction
+// then waits for that advisory lock. The Enqueue's session detects the
+// cycle (its deadlock_timeout, 3 s, is the shorter) and is the one
+// aborted.
+func TestEdgesAnEnqueueRetriedAfterADeadlockStillNotifies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner := testdb.Open(t, d, nil)
+	count := notifications(t, owner)
+	appDSN := testdb.AppDSN(t, owner, d)
+	u, err := url.Parse(appDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testdb.ExecAll(t, owner.SQL(), `ALTER ROLE `+u.User.Username()+` SET deadlock_timeout = '3s'`)
+	app, err := dsn.Open(ctx, appDSN, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	o := newOutbox(t, app, &outbox.Options{NotifyInterval: time.Hour})
+	id := fmt.Sprintf("retried-%d", time.Now().UnixNano())
+	tctx, err := tenant.With(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	blocker, err := owner.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = blocker.Rollback() }()
+	if _, err := blocker.Exec(`SET LOCAL deadlock_timeout = '1min'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blocker.Exec(`LOCK TABLE racefree_outbox IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	enqueued := make(chan error, 1)
+	go func() {
+		_, err := o.Enqueue(tctx, app, outbox.Message{Topic: "t", Key: "k", Ordered: true})
+		enqueued <- err
+	}()
+	waitFor(t, "the Enqueue to wait for the table's lock", func() bool {
+		var n int
+		err := owner.SQL().QueryRow(`SELECT count(*) FROM pg_locks WHERE relation = 'racefree_outbox'::regclass AND NOT granted`).Scan(&n)
+		return err == nil && n > 0
+	})
+	// Blocks until the Enqueue's attempt is aborted and lets go of the key.
+	if _, err := blocker.Exec(`SELECT pg_advisory_xact_lock(1919287315, hashtext($1 || chr(31) || 't' || chr(31) || 'k'))`, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := blocker.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-enqueued; err != nil {
+		t.Fatalf("the Enqueue retried after a deadlock: %v", err)
+	}
+	if got := count(id); got != 1 {
+		t.Fatalf("%d NOTIFYs for an Enqueue retried after a deadlock, want 1", got)
+	}
 }
