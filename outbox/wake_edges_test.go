@@ -338,8 +338,8 @@ func TestEdgesAWakeUpGoesToARelayThatServesIt(t *testing.T) {
 // lock on the outbox table, which the application role's ordered Enqueue
 // waits for after taking its key's advisory lock; the test's transaction
 // then waits for that advisory lock. The Enqueue's session detects the
-// cycle (its deadlock_timeout, 3 s, is the shorter) and is the one
-// aborted.
+// cycle (its deadlock_timeout, 5 s, is the shorter: the test's session
+// must wait within it, and its own is a minute) and is the one aborted.
 func TestEdgesAnEnqueueRetriedAfterADeadlockStillNotifies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -351,7 +351,7 @@ func TestEdgesAnEnqueueRetriedAfterADeadlockStillNotifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testdb.ExecAll(t, owner.SQL(), `ALTER ROLE `+u.User.Username()+` SET deadlock_timeout = '3s'`)
+	testdb.ExecAll(t, owner.SQL(), `ALTER ROLE `+u.User.Username()+` SET deadlock_timeout = '5s'`)
 	app, err := dsn.Open(ctx, appDSN, nil)
 	if err != nil {
 		t.Fatal(err)
