@@ -28,7 +28,12 @@ type guarded struct {
 
 func setup(t *testing.T) *guarded {
 	t.Helper()
-	dsn := testdb.NewDSN(t, racefree.Postgres)
+	return setupOn(t, testdb.NewDSN(t, racefree.Postgres))
+}
+
+// setupOn is setup on dsn, a fresh PostgreSQL database of the test.
+func setupOn(t *testing.T, dsn string) *guarded {
+	t.Helper()
 	admin, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
