@@ -218,10 +218,11 @@ func (o *Outbox) DB() *racefree.DB { return o.db }
 //
 // Relays learn of it when it commits: on PostgreSQL by NOTIFY (sent with
 // the commit, at most one per tenant every Options.NotifyInterval from
-// this process, unless Options.NoNotify), and from an in-process signal for
-// relays of the same *racefree.DB (on SQLite a relay's claim waits for the
-// write lock the enqueuing transaction holds, so it sees the message the
-// moment it commits). Otherwise they find it at their next poll.
+// this process, unless Options.NoNotify), and from an in-process signal to
+// one relay of the same *racefree.DB that serves the message's tenant and
+// topic (on SQLite a relay's claim waits for the write lock the enqueuing
+// transaction holds, so it sees the message the moment it commits).
+// Otherwise they find it at their next poll.
 //
 // An ordered message (Message.Ordered or Options.OrderedTopics) first
 // waits, on PostgreSQL, for other open transactions enqueueing for the
