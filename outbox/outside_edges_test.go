@@ -259,8 +259,9 @@ func TestEdgesHTTPRedirectThatDropsThePayloadIsNoDelivery(t *testing.T) {
 }
 
 // TestEdgesWakeUpOfATenantNotServedClaimsNothing holds RelayOptions.Tenants
-// in a relay's wake-ups: an Enqueue of this process for a tenant the relay
-// does not serve wakes it (each wake-up goes to one relay), and it claims
+// in a relay's wake-ups: woken for a tenant it does not serve (Relay.Wake
+// here; a NOTIFY on PostgreSQL names every tenant's enqueues, while an
+// Enqueue of its process wakes only a relay that serves it), it claims
 // nothing of that tenant; its own tenant's message, enqueued next, it
 // delivers at once. Tenants are chosen so that the one not served sorts
 // first: a claim for it would come before the served tenant's delivery.
@@ -277,8 +278,18 @@ func TestEdgesWakeUpOfATenantNotServedClaimsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := newOutbox(t, db, &outbox.Options{NoNotify: true})
-		got := idleRelay(t, o, outbox.RelayOptions{Tenants: []string{"globex"}})
+		got := make(chan int64, 10)
+		r, err := o.NewRelay(func(_ context.Context, d *outbox.Delivery) error {
+			got <- d.ID
+			return nil
+		}, &outbox.RelayOptions{Tenants: []string{"globex"}, PollInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(runRelay(t, r))
+		waitFor(t, "the relay's first poll", func() bool { return r.Stats().Polls > 0 })
 		other := enqueue(t, acme, o, db, outbox.Message{Topic: "t"})
+		r.Wake("acme")
 		mine := enqueue(t, globex, o, db, outbox.Message{Topic: "t"})
 		deliveredWithin(t, got, mine, 10*time.Second, "globex's message")
 		if m := get(t, acme, o, other); m.State != outbox.Ready || m.Attempts != 0 {
