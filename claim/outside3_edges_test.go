@@ -17,9 +17,14 @@ import (
 // Release and Reap, a release of a lapsed tenure alone, Lost of a lost
 // acquire, a takeover's ClaimedAt and a renewal's Live.
 
-// ways are the two ways a call on the pool runs: through the combiner
-// (the default) and alone.
-var ways = map[string]racefree.CombinePolicy{"combined": racefree.CombineDefault, "alone": racefree.CombineOff}
+// eachWay runs body on both engines in the two ways a call on the pool
+// runs, as the subtests "combined" (through the combiner, the default)
+// and "alone".
+func eachWay(t *testing.T, body func(t *testing.T, b bundle)) {
+	for name, combine := range map[string]racefree.CombinePolicy{"combined": racefree.CombineDefault, "alone": racefree.CombineOff} {
+		t.Run(name, func(t *testing.T) { eachWith(t, combine, body) })
+	}
+}
 
 // TestOutside3EdgesReapBatchRefusesANegativeGrace holds ReapBatch's
 // bound: a grace below 0 is an *racefree.InputError, as Reap's is, and
@@ -55,48 +60,44 @@ func TestOutside3EdgesReapBatchRefusesANegativeGrace(t *testing.T) {
 // a's own Reap then does.
 func TestOutside3EdgesOneKeyInTwoNamespaces(t *testing.T) {
 	t.Parallel()
-	for name, combine := range ways {
-		t.Run(name, func(t *testing.T) {
-			eachWith(t, combine, func(t *testing.T, b bundle) {
-				ctx := context.Background()
-				na, nb := claim.NewNamespace(b.db, "a"), claim.NewNamespace(b.db, "b")
-				c, err := na.Acquire(ctx, b.db, "k", "h", time.Hour)
-				if err != nil || c.Fence != 1 {
-					t.Fatalf("acquire in a: %+v, %v", c, err)
-				}
-				if got, err := nb.Get(ctx, b.db, "k"); !errors.Is(err, racefree.ErrNotFound) {
-					t.Errorf("get in b of a key held in a: %+v, %v; want ErrNotFound", got, err)
-				}
-				err = b.db.InTx(ctx, func(tx *sql.Tx) error { return nb.Guard(ctx, tx, "k", "h", 1) })
-				if !errors.Is(err, racefree.ErrNotHeld) {
-					t.Errorf("guard in b by a's holder and fence: %v, want ErrNotHeld", err)
-				}
-				if err := nb.Release(ctx, b.db, "k", "h", 1); !errors.Is(err, racefree.ErrNotHeld) {
-					t.Errorf("release in b by a's holder and fence: %v, want ErrNotHeld", err)
-				}
-				if got, err := na.Get(ctx, b.db, "k"); err != nil || !got.Live || !got.ExpiresAt.Equal(t0.Add(time.Hour)) {
-					t.Errorf("a's claim after b's guard and release: %+v, %v; want it live until %v", got, err, t0.Add(time.Hour))
-				}
-				if err := b.db.InTx(ctx, func(tx *sql.Tx) error { return na.Guard(ctx, tx, "k", "h", 1) }); err != nil {
-					t.Errorf("guard in a by its holder: %v", err)
-				}
+	eachWay(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		na, nb := claim.NewNamespace(b.db, "a"), claim.NewNamespace(b.db, "b")
+		c, err := na.Acquire(ctx, b.db, "k", "h", time.Hour)
+		if err != nil || c.Fence != 1 {
+			t.Fatalf("acquire in a: %+v, %v", c, err)
+		}
+		if got, err := nb.Get(ctx, b.db, "k"); !errors.Is(err, racefree.ErrNotFound) {
+			t.Errorf("get in b of a key held in a: %+v, %v; want ErrNotFound", got, err)
+		}
+		err = b.db.InTx(ctx, func(tx *sql.Tx) error { return nb.Guard(ctx, tx, "k", "h", 1) })
+		if !errors.Is(err, racefree.ErrNotHeld) {
+			t.Errorf("guard in b by a's holder and fence: %v, want ErrNotHeld", err)
+		}
+		if err := nb.Release(ctx, b.db, "k", "h", 1); !errors.Is(err, racefree.ErrNotHeld) {
+			t.Errorf("release in b by a's holder and fence: %v, want ErrNotHeld", err)
+		}
+		if got, err := na.Get(ctx, b.db, "k"); err != nil || !got.Live || !got.ExpiresAt.Equal(t0.Add(time.Hour)) {
+			t.Errorf("a's claim after b's guard and release: %+v, %v; want it live until %v", got, err, t0.Add(time.Hour))
+		}
+		if err := b.db.InTx(ctx, func(tx *sql.Tx) error { return na.Guard(ctx, tx, "k", "h", 1) }); err != nil {
+			t.Errorf("guard in a by its holder: %v", err)
+		}
 
-				if _, err := na.Acquire(ctx, b.db, "old", "h", time.Minute); err != nil {
-					t.Fatal(err)
-				}
-				b.clock.Advance(2 * time.Minute)
-				if n, err := nb.Reap(ctx, 0, 0); err != nil || n != 0 {
-					t.Errorf("b's reap with a's claim lapsed: %d, %v; want 0", n, err)
-				}
-				if _, err := na.Get(ctx, b.db, "old"); err != nil {
-					t.Errorf("a's lapsed claim after b's reap: %v, want it still there", err)
-				}
-				if n, err := na.Reap(ctx, 0, 0); err != nil || n != 1 {
-					t.Errorf("a's reap: %d, %v; want 1", n, err)
-				}
-			})
-		})
-	}
+		if _, err := na.Acquire(ctx, b.db, "old", "h", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(2 * time.Minute)
+		if n, err := nb.Reap(ctx, 0, 0); err != nil || n != 0 {
+			t.Errorf("b's reap with a's claim lapsed: %d, %v; want 0", n, err)
+		}
+		if _, err := na.Get(ctx, b.db, "old"); err != nil {
+			t.Errorf("a's lapsed claim after b's reap: %v, want it still there", err)
+		}
+		if n, err := na.Reap(ctx, 0, 0); err != nil || n != 1 {
+			t.Errorf("a's reap: %d, %v; want 1", n, err)
+		}
+	})
 }
 
 // TestOutside3EdgesReleaseOfALapsedTenureKeepsItsExpiry releases a tenure
@@ -105,25 +106,21 @@ func TestOutside3EdgesOneKeyInTwoNamespaces(t *testing.T) {
 // released (the reap's grace counts from the lapse).
 func TestOutside3EdgesReleaseOfALapsedTenureKeepsItsExpiry(t *testing.T) {
 	t.Parallel()
-	for name, combine := range ways {
-		t.Run(name, func(t *testing.T) {
-			eachWith(t, combine, func(t *testing.T, b bundle) {
-				ctx := context.Background()
-				c, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Minute)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b.clock.Advance(5 * time.Minute)
-				if err := b.claims.Release(ctx, b.db, "k", "a", c.Fence); err != nil {
-					t.Fatalf("release of a lapsed tenure: %v", err)
-				}
-				got, err := b.claims.Get(ctx, b.db, "k")
-				if err != nil || got.Live || !got.ExpiresAt.Equal(t0.Add(time.Minute)) {
-					t.Fatalf("after the release: %+v, %v; want the expiry left at %v", got, err, t0.Add(time.Minute))
-				}
-			})
-		})
-	}
+	eachWay(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		c, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(5 * time.Minute)
+		if err := b.claims.Release(ctx, b.db, "k", "a", c.Fence); err != nil {
+			t.Fatalf("release of a lapsed tenure: %v", err)
+		}
+		got, err := b.claims.Get(ctx, b.db, "k")
+		if err != nil || got.Live || !got.ExpiresAt.Equal(t0.Add(time.Minute)) {
+			t.Fatalf("after the release: %+v, %v; want the expiry left at %v", got, err, t0.Add(time.Minute))
+		}
+	})
 }
 
 // TestOutside3EdgesLostOfALostAcquire holds Lost's promise for every
@@ -180,20 +177,16 @@ func TestOutside3EdgesATakeoverBeginsItsOwnTenure(t *testing.T) {
 // the combiner: the claim Renew returns is live, until now + ttl.
 func TestOutside3EdgesARenewedClaimIsLive(t *testing.T) {
 	t.Parallel()
-	for name, combine := range ways {
-		t.Run(name, func(t *testing.T) {
-			eachWith(t, combine, func(t *testing.T, b bundle) {
-				ctx := context.Background()
-				c, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Minute)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b.clock.Advance(30 * time.Second)
-				r, err := b.claims.Renew(ctx, b.db, "k", "a", c.Fence, time.Minute)
-				if want := t0.Add(90 * time.Second); err != nil || !r.Live || !r.ExpiresAt.Equal(want) {
-					t.Fatalf("renewal: %+v, %v; want it live until %v", r, err, want)
-				}
-			})
-		})
-	}
+	eachWay(t, func(t *testing.T, b bundle) {
+		ctx := context.Background()
+		c, err := b.claims.Acquire(ctx, b.db, "k", "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(30 * time.Second)
+		r, err := b.claims.Renew(ctx, b.db, "k", "a", c.Fence, time.Minute)
+		if want := t0.Add(90 * time.Second); err != nil || !r.Live || !r.ExpiresAt.Equal(want) {
+			t.Fatalf("renewal: %+v, %v; want it live until %v", r, err, want)
+		}
+	})
 }
