@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -173,14 +174,31 @@ func takesValue(flag string) bool {
 	return false
 }
 
-// redact drops a password from u for printing.
+// redact hides a password in u for printing, in each place the driver
+// reads one: a URL's user part (postgres://u:secret@h/db), its query
+// (?password=secret), and a keyword/value string (host=h password=secret,
+// the value quoted or not). A URL that does not parse is masked as text.
 func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil || p.User == nil {
-		return u
+	const mask = "xxxxx"
+	if p, err := url.Parse(u); err == nil && p.Scheme != "" {
+		if _, ok := p.User.Password(); ok {
+			p.User = url.UserPassword(p.User.Username(), mask)
+		}
+		if q := p.Query(); q.Has("password") {
+			q.Set("password", mask)
+			p.RawQuery = q.Encode()
+		}
+		return p.String()
 	}
-	if _, ok := p.User.Password(); ok {
-		p.User = url.UserPassword(p.User.Username(), "xxxxx")
-	}
-	return p.String()
+	u = userPassword.ReplaceAllString(u, "${1}"+mask+"@")
+	return keywordPassword.ReplaceAllString(u, "${1}"+mask)
 }
+
+var (
+	// userPassword is the user part's password of a URL url.Parse refused.
+	userPassword = regexp.MustCompile(`(://[^:/@]*:)[^@]*@`)
+	// keywordPassword is password=… in a keyword/value string, or in the
+	// query of a URL url.Parse refused: a quoted value to its closing
+	// quote, or a bare one to the next space or '&'.
+	keywordPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)`)
+)
