@@ -511,6 +511,11 @@ func (rn *runner) judge(ctx context.Context, base *baseline, m *mutant, pkgs []s
 			// the tests that could catch the mutant ran: run them all.
 			one, oneErr = test(pkg, stream, "-run", run)
 		}
+		if errors.Is(oneErr, context.DeadlineExceeded) {
+			// The runner killed go test at its own deadline: the package
+			// failed because of the kill, which is no evidence.
+			one.failed = slices.DeleteFunc(one.failed, func(id testID) bool { return id.name == "" })
+		}
 		got.merge(one)
 		err = worse(err, oneErr)
 		if ctx.Err() != nil || !rn.verbose && (len(got.catching(base.run, blind)) > 0 || len(got.buildFailed) > 0 || len(got.timedOut) > 0) {
