@@ -77,10 +77,20 @@ export function keep(
         if (!(await pause(delay, ctl.signal))) return undefined;
         const sent = Date.now();
         let err: unknown;
+        // The lease's deadline ends the renewal: a timer of its own, not
+        // AbortSignal.timeout, which AbortSignal.any holds weakly, so that
+        // Node may collect it and a renewal that hangs never ends.
+        const bound = new AbortController();
+        const timer = setTimeout(
+          () => bound.abort(new DOMException("the lease's deadline passed", "TimeoutError")),
+          Math.max(1, deadline - sent),
+        );
         try {
-          await renew(AbortSignal.any([ctl.signal, AbortSignal.timeout(Math.max(1, deadline - sent))]));
+          await renew(AbortSignal.any([ctl.signal, bound.signal]));
         } catch (e) {
           err = e ?? new Error("renewal failed");
+        } finally {
+          clearTimeout(timer);
         }
         if (ctl.signal.aborted) return undefined;
         if (err === undefined) {
