@@ -219,11 +219,11 @@ test("outside2: retryAfterMs is retry_after_ms even when 0, and none for a Retry
 
 // A failed renewal is retried no later than the lease's deadline: one
 // that fails 300 ms before it is retried at it, and the lapse reported
-// then (a retry a tenth of the TTL later reports it 700 ms late; the
-// slack is for a loaded machine's timers, and a failure that comes past
-// the deadline on one is reported at once).
-test("outside2: keep: a retry waits no longer than the lease's deadline", { timeout: 30_000 }, async () => {
-  const ttl = 10_000;
+// then (a retry a tenth of the TTL later reports it 1,700 ms late; the
+// second of slack is for a loaded machine's timers, and a failure that
+// comes past the deadline on one is reported at once).
+test("outside2: keep: a retry waits no longer than the lease's deadline", { timeout: 60_000 }, async () => {
+  const ttl = 20_000;
   const started = Date.now();
   const deadline = started + ttl;
   const kept = keep("k", 1, ttl, () =>
@@ -232,14 +232,15 @@ test("outside2: keep: a retry waits no longer than the lease's deadline", { time
   const reason = await kept.done;
   const late = Date.now() - deadline;
   assert.ok(reason instanceof ClaimLapsedError, String(reason));
-  assert.ok(late < 500, `the lapse reported ${late} ms after the lease's deadline`);
+  assert.ok(late < 1000, `the lapse reported ${late} ms after the lease's deadline`);
 });
 
 // A renewal in flight ends at the lease's deadline (ttl after the last
 // success was sent; here the start), not a whole TTL after its own send
-// (a third of the TTL, 1 s, later).
+// (a third of the TTL, 2 s, later; the second of slack is for a loaded
+// machine's timers).
 test("outside2: keep: a renewal that hangs ends at the lease's deadline, not a TTL after it was sent", { timeout: 30_000 }, async () => {
-  const ttl = 3000;
+  const ttl = 6000;
   const started = Date.now();
   const kept = keep("k", 3, ttl, (signal) => {
     const open = setInterval(() => {}, 1_000);
@@ -253,7 +254,7 @@ test("outside2: keep: a renewal that hangs ends at the lease's deadline, not a T
   const reason = await kept.done;
   const took = Date.now() - started;
   assert.ok(reason instanceof ClaimLapsedError, String(reason));
-  assert.ok(took >= ttl - 5 && took < ttl + 500, `lapsed after ${took} ms; want the TTL, ${ttl} ms`);
+  assert.ok(took >= ttl - 5 && took < ttl + 1000, `lapsed after ${took} ms; want the TTL, ${ttl} ms`);
 });
 
 // The bound of a renewal in flight is held strongly: AbortSignal.timeout,
