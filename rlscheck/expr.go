@@ -475,8 +475,12 @@ func (p prover) guardedSetting(v any) bool {
 }
 
 // throughCasts unwraps casts that keep distinct text distinct: to a type
-// without a length or precision, other than "char" and name.
+// without a length or precision, other than "char" and name, and never to
+// text (or varchar) around a cast to another type, which prints the other
+// type's value: '01'::integer::text and '1'::integer::text are both '1', so
+// on a text column tenant 01 would read tenant 1's rows.
 func (p prover) throughCasts(v any) (any, bool) {
+	textOutside := false
 	for {
 		typ, fields, ok := node(v)
 		if !ok || typ != "TypeCast" {
@@ -484,6 +488,11 @@ func (p prover) throughCasts(v any) (any, bool) {
 		}
 		name, ok := plainType(fields)
 		if !ok || name == "char" || name == "name" {
+			return nil, false
+		}
+		if name == "text" || name == "varchar" {
+			textOutside = true
+		} else if textOutside {
 			return nil, false
 		}
 		v = fields["arg"]
