@@ -412,7 +412,14 @@ func (p prover) isColumn(v any) bool {
 // too) and through a sub-select of it alone, (SELECT NULLIF(…)), which
 // racefree's own policies use so that it is read once per statement.
 func (p prover) guardedSetting(v any) bool {
-	v, ok := p.throughCasts(v)
+	return p.guardedSettingUnder(v, false)
+}
+
+// guardedSettingUnder is guardedSetting of v under casts that end in text
+// (textOutside): a cast to another type inside them, whether before or
+// inside a sub-select, could print two ids alike.
+func (p prover) guardedSettingUnder(v any, textOutside bool) bool {
+	v, textOutside, ok := p.throughCasts(v, textOutside)
 	if !ok {
 		return false
 	}
@@ -448,12 +455,12 @@ func (p prover) guardedSetting(v any) bool {
 		if !ok || rt != "ResTarget" {
 			return false
 		}
-		return p.guardedSetting(res["val"])
+		return p.guardedSettingUnder(res["val"], textOutside)
 	case "A_Expr":
 		if fields["kind"] != "AEXPR_NULLIF" || !emptyString(fields["rexpr"]) {
 			return false
 		}
-		call, ok := p.throughCasts(fields["lexpr"])
+		call, _, ok := p.throughCasts(fields["lexpr"], textOutside)
 		if !ok {
 			return false
 		}
@@ -478,22 +485,23 @@ func (p prover) guardedSetting(v any) bool {
 // without a length or precision, other than "char" and name, and never to
 // text (or varchar) around a cast to another type, which prints the other
 // type's value: '01'::integer::text and '1'::integer::text are both '1', so
-// on a text column tenant 01 would read tenant 1's rows.
-func (p prover) throughCasts(v any) (any, bool) {
-	textOutside := false
+// on a text column tenant 01 would read tenant 1's rows. textOutside says
+// whether casts around v (outside a sub-select that holds it) already end
+// in text; it returns whether the casts it unwrapped, or those, do.
+func (p prover) throughCasts(v any, textOutside bool) (any, bool, bool) {
 	for {
 		typ, fields, ok := node(v)
 		if !ok || typ != "TypeCast" {
-			return v, true
+			return v, textOutside, true
 		}
 		name, ok := plainType(fields)
 		if !ok || name == "char" || name == "name" {
-			return nil, false
+			return nil, false, false
 		}
 		if name == "text" || name == "varchar" {
 			textOutside = true
 		} else if textOutside {
-			return nil, false
+			return nil, false, false
 		}
 		v = fields["arg"]
 	}
