@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -139,51 +134,6 @@ func TestOutside2EdgesTheTestCommandKeepsGoTestsStatus(t *testing.T) {
 	if !strings.Contains(r.stderr, "test: FAILED; engines:") {
 		t.Errorf("-count=x: the last line does not say FAILED")
 	}
-}
-
-// runWithin runs the command like runCommand, but kills it when it has
-// not ended within limit, and returns how long it ran.
-func runWithin(t *testing.T, limit time.Duration, env []string, args ...string) (tinyRun, time.Duration) {
-	t.Helper()
-	bin := command(t)
-	dir := tinyModule(t)
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.WaitDelay = 5 * time.Second
-	cmd.Dir = dir
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "TEST_DATABASE_URL=") && !strings.HasPrefix(e, "RACEFREE_REQUIRE_POSTGRES=") && !strings.HasPrefix(e, "GOFLAGS=") {
-			cmd.Env = append(cmd.Env, e)
-		}
-	}
-	cmd.Env = append(cmd.Env, "TINY_OUT="+out)
-	cmd.Env = append(cmd.Env, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	r := tinyRun{urls: map[string]string{}}
-	start := time.Now()
-	err := cmd.Run()
-	took := time.Since(start)
-	if ctx.Err() != nil {
-		t.Fatalf("the command had not ended after %s", limit)
-	}
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	case err != nil:
-		t.Fatal(err)
-	}
-	r.stdout, r.stderr = stdout.String(), stderr.String()
-	for _, pkg := range []string{"a", "b"} {
-		if data, err := os.ReadFile(filepath.Join(out, pkg)); err == nil {
-			r.urls[pkg] = string(data)
-		}
-	}
-	t.Logf("exit %d after %s\nstdout:\n%s\nstderr:\n%s", r.code, took, r.stdout, r.stderr)
-	return r, took
 }
 
 // listen returns a TCP listener on a free local port, closed when the

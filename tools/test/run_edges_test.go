@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/racefree/racefree/internal/testing/testdb"
 )
@@ -97,10 +99,22 @@ type tinyRun struct {
 // the tiny module's tests too).
 func runCommand(t *testing.T, env []string, args ...string) tinyRun {
 	t.Helper()
+	r, _ := runWithin(t, 10*time.Minute, env, args...)
+	return r
+}
+
+// runWithin runs the command like runCommand, but fails the test when
+// it has not ended within limit (and kills it), and returns how long it
+// ran.
+func runWithin(t *testing.T, limit time.Duration, env []string, args ...string) (tinyRun, time.Duration) {
+	t.Helper()
 	bin := command(t)
 	dir := tinyModule(t)
 	out := t.TempDir()
-	cmd := exec.Command(bin, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = dir
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "TEST_DATABASE_URL=") && !strings.HasPrefix(e, "RACEFREE_REQUIRE_POSTGRES=") && !strings.HasPrefix(e, "GOFLAGS=") {
@@ -112,7 +126,12 @@ func runCommand(t *testing.T, env []string, args ...string) tinyRun {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	r := tinyRun{urls: map[string]string{}}
+	start := time.Now()
 	err := cmd.Run()
+	took := time.Since(start)
+	if ctx.Err() != nil {
+		t.Fatalf("the command had not ended after %s", limit)
+	}
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
@@ -126,8 +145,8 @@ func runCommand(t *testing.T, env []string, args ...string) tinyRun {
 			r.urls[pkg] = string(data)
 		}
 	}
-	t.Logf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-	return r
+	t.Logf("exit %d after %s\nstdout:\n%s\nstderr:\n%s", r.code, took, r.stdout, r.stderr)
+	return r, took
 }
 
 // unreachable is a PostgreSQL URL that refuses at once.
