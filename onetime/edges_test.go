@@ -115,35 +115,45 @@ func TestOutcomeNames(t *testing.T) {
 func TestEdgesARotationWhoseRetirementFailsChangesNothing(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		ctx := context.Background()
-		s := newStore(t, db, nil)
-		r, err := s.IssueRefresh(ctx, db, "u", time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refuse, allow := []string{
-			`CREATE TRIGGER rf_refuse BEFORE INSERT ON racefree_refresh_retired BEGIN SELECT RAISE(ABORT, 'retirement refused by the test'); END`,
-		}, `DROP TRIGGER rf_refuse`
-		if db.Engine() == racefree.Postgres {
-			refuse = []string{
-				`CREATE FUNCTION rf_refuse() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'retirement refused by the test'; END $f$`,
-				`CREATE TRIGGER rf_refuse BEFORE INSERT ON racefree_refresh_retired FOR EACH ROW EXECUTE FUNCTION rf_refuse()`,
-			}
-			allow = `DROP TRIGGER rf_refuse ON racefree_refresh_retired`
-		}
-		testdb.ExecAll(t, db, refuse...)
-		if rot, err := s.Rotate(ctx, db, r.Token); err == nil || !strings.Contains(err.Error(), "retirement refused by the test") {
-			t.Fatalf("Rotate with the retirement refused = %+v, %v; want the trigger's error", rot, err)
-		}
-		testdb.ExecAll(t, db, allow)
-		rot, err := s.Rotate(ctx, db, r.Token)
-		if err != nil || rot.Outcome != onetime.Rotated || rot.Next.Generation != r.Generation+1 {
-			t.Fatalf("Rotate once the retirement is allowed = %+v, %v; want Rotated to generation %d", rot, err, r.Generation+1)
-		}
-		if again, err := s.Rotate(ctx, db, r.Token); err != nil || again.Outcome != onetime.Reused {
-			t.Fatalf("Rotate of the retired token = %+v, %v; want Reused (the retirement was recorded)", again, err)
-		}
+		rotateWithTheRetirementRefused(t, db, db, "rf_refuse")
 	})
+}
+
+// rotateWithTheRetirementRefused issues a family through exec, has a
+// trigger (named trigger) refuse the retirement of its token, and holds
+// Rotate through exec to the promise: the trigger's error and nothing
+// changed; once the trigger is gone, the same token rotates to the first
+// successor, and again it is Reused (the retirement was recorded).
+func rotateWithTheRetirementRefused(t *testing.T, db *racefree.DB, exec racefree.Executor, trigger string) {
+	t.Helper()
+	ctx := context.Background()
+	s := newStore(t, db, nil)
+	r, err := s.IssueRefresh(ctx, exec, "u", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse, allow := []string{
+		`CREATE TRIGGER ` + trigger + ` BEFORE INSERT ON racefree_refresh_retired BEGIN SELECT RAISE(ABORT, 'retirement refused by the test'); END`,
+	}, `DROP TRIGGER `+trigger
+	if db.Engine() == racefree.Postgres {
+		refuse = []string{
+			`CREATE FUNCTION ` + trigger + `() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'retirement refused by the test'; END $f$`,
+			`CREATE TRIGGER ` + trigger + ` BEFORE INSERT ON racefree_refresh_retired FOR EACH ROW EXECUTE FUNCTION ` + trigger + `()`,
+		}
+		allow = `DROP TRIGGER ` + trigger + ` ON racefree_refresh_retired`
+	}
+	testdb.ExecAll(t, db, refuse...)
+	if rot, err := s.Rotate(ctx, exec, r.Token); err == nil || !strings.Contains(err.Error(), "retirement refused by the test") {
+		t.Fatalf("Rotate on %T with the retirement refused = %+v, %v; want the trigger's error", exec, rot, err)
+	}
+	testdb.ExecAll(t, db, allow)
+	rot, err := s.Rotate(ctx, exec, r.Token)
+	if err != nil || rot.Outcome != onetime.Rotated || rot.Next.Generation != r.Generation+1 {
+		t.Fatalf("Rotate once the retirement is allowed = %+v, %v; want Rotated to generation %d", rot, err, r.Generation+1)
+	}
+	if again, err := s.Rotate(ctx, exec, r.Token); err != nil || again.Outcome != onetime.Reused {
+		t.Fatalf("Rotate of the retired token = %+v, %v; want Reused (the retirement was recorded)", again, err)
+	}
 }
 
 // TestEdgesRevokeCodesAtTheExactMillisecond revokes the codes of one

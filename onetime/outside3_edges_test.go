@@ -174,35 +174,7 @@ func TestOutside3EdgesSubjectsAtMaxSubjectBytes(t *testing.T) {
 func TestOutside3EdgesRotateGivenTheSQLDB(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		ctx := context.Background()
-		s := newStore(t, db, nil)
-		pool := db.SQL()
-		r, err := s.IssueRefresh(ctx, pool, "u", time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refuse, allow := []string{
-			`CREATE TRIGGER rf_refuse3 BEFORE INSERT ON racefree_refresh_retired BEGIN SELECT RAISE(ABORT, 'retirement refused by the test'); END`,
-		}, `DROP TRIGGER rf_refuse3`
-		if db.Engine() == racefree.Postgres {
-			refuse = []string{
-				`CREATE FUNCTION rf_refuse3() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN RAISE EXCEPTION 'retirement refused by the test'; END $f$`,
-				`CREATE TRIGGER rf_refuse3 BEFORE INSERT ON racefree_refresh_retired FOR EACH ROW EXECUTE FUNCTION rf_refuse3()`,
-			}
-			allow = `DROP TRIGGER rf_refuse3 ON racefree_refresh_retired`
-		}
-		testdb.ExecAll(t, db, refuse...)
-		if rot, err := s.Rotate(ctx, pool, r.Token); err == nil || !strings.Contains(err.Error(), "retirement refused by the test") {
-			t.Fatalf("Rotate on the *sql.DB with the retirement refused = %+v, %v; want the trigger's error", rot, err)
-		}
-		testdb.ExecAll(t, db, allow)
-		rot, err := s.Rotate(ctx, pool, r.Token)
-		if err != nil || rot.Outcome != onetime.Rotated || rot.Next.Generation != r.Generation+1 {
-			t.Fatalf("Rotate once the retirement is allowed = %+v, %v; want Rotated to generation %d", rot, err, r.Generation+1)
-		}
-		if again, err := s.Rotate(ctx, pool, r.Token); err != nil || again.Outcome != onetime.Reused {
-			t.Fatalf("Rotate of the retired token = %+v, %v; want Reused", again, err)
-		}
+		rotateWithTheRetirementRefused(t, db, db.SQL(), "rf_refuse3")
 	})
 }
 
