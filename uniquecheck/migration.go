@@ -430,6 +430,13 @@ func (m *migration) addColumn(col columnDef, table string, s stmt, src string) e
 		return m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, Source: src,
 			Notes: []string{fmt.Sprintf("ADD COLUMN %s UNIQUE: checked as its generated expression %s, computed for every existing row", col.Colname, expr)}}, cols)
 	}
+	if def == nil && nnd {
+		// Every existing row gets NULL, and NULLS NOT DISTINCT makes them
+		// equal: any two rows collide, which the constant NULL as the key
+		// finds.
+		return m.add(Spec{Table: table, Keys: []string{"NULL"}, NullsNotDistinct: true, Source: src,
+			Notes: []string{fmt.Sprintf("ADD COLUMN %s UNIQUE NULLS NOT DISTINCT: every existing row gets NULL, and its NULLs are equal: checked as the constant NULL, so any two rows collide", col.Colname)}}, map[string]bool{})
+	}
 	if def == nil {
 		m.warn(src, "ADD COLUMN %s UNIQUE: every existing row gets NULL, so no two collide; nothing to check", col.Colname)
 		return nil

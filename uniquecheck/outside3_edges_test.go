@@ -390,3 +390,64 @@ func TestOutsideAddedColumnNullsNotDistinct(t *testing.T) {
 		t.Fatal("the migration ran: its NULLs do not collide")
 	}
 }
+
+// TestOutsideAddedColumnNullsNotDistinctWithoutDefault proves that ADD
+// COLUMN … UNIQUE NULLS NOT DISTINCT with no DEFAULT is checked, not
+// waved through: every existing row gets NULL and its NULLs are equal, so
+// a table of two rows or more collides and the migration fails
+// (PostgreSQL 15 and later), while on a table of one row it runs and the
+// check finds nothing. Without NULLS NOT DISTINCT nothing collides and
+// there is nothing to check.
+func TestOutsideAddedColumnNullsNotDistinctWithoutDefault(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+	exec(t, db.SQL(), `CREATE TABLE solo (id INTEGER PRIMARY KEY)`)
+	exec(t, db.SQL(), `INSERT INTO users VALUES (1, 'a'), (2, 'b'), (3, 'c')`)
+	exec(t, db.SQL(), `INSERT INTO solo VALUES (1)`)
+	for _, c := range []struct {
+		table          string
+		groups, excess int64
+	}{{"users", 1, 2}, {"solo", 0, 0}} {
+		file := "ALTER TABLE " + c.table + " ADD COLUMN k text UNIQUE NULLS NOT DISTINCT;\n"
+		specs, warnings, err := uniquecheck.FromMigration(racefree.Postgres, file)
+		if err != nil || len(specs) != 1 || !specs[0].NullsNotDistinct || len(warnings) != 0 {
+			t.Fatalf("%s: specs %+v, warnings %q, %v; want one spec, NULLS NOT DISTINCT, and no \"nothing to check\"", c.table, specs, warnings, err)
+		}
+		rep, err := uniquecheck.Check(context.Background(), db, specs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.DuplicateGroups != c.groups || rep.SurplusRows != c.excess {
+			t.Fatalf("%s: %d groups, %d surplus rows; want %d, %d", c.table, rep.DuplicateGroups, rep.SurplusRows, c.groups, c.excess)
+		}
+		if err := runMigration(t, db, file); (err == nil) != (c.groups == 0) {
+			t.Fatalf("%s: the migration returned %v, and the check found %d groups", c.table, err, c.groups)
+		}
+	}
+	specs, warnings, err := uniquecheck.FromMigration(racefree.Postgres, "ALTER TABLE users ADD COLUMN k text UNIQUE;\n")
+	if err != nil || len(specs) != 0 || len(warnings) != 1 || !strings.Contains(warnings[0].Message, "nothing to check") {
+		t.Fatalf("without NULLS NOT DISTINCT: specs %+v, warnings %q, %v; want none and nothing to check", specs, warnings, err)
+	}
+}
+
+// TestOutsideSQLiteIndexNamesIgnoreCase proves that on SQLite, whose index
+// names are case-insensitive, an index named Users_Email makes a check of
+// an index users_email warn that it already exists, as SQLite then refuses
+// the CREATE UNIQUE INDEX (or skips it with IF NOT EXISTS).
+func TestOutsideSQLiteIndexNamesIgnoreCase(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.SQLite), nil)
+	exec(t, db.SQL(), `CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`)
+	exec(t, db.SQL(), `CREATE UNIQUE INDEX Users_Email ON users (email)`)
+	rep, err := uniquecheck.Check(context.Background(), db, uniquecheck.Spec{Table: "users", Keys: []string{"email"}, IndexName: "users_email"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(rep.Warnings, "\n"), "already exists") {
+		t.Fatalf("warnings %q: want that users_email already exists", rep.Warnings)
+	}
+	if err := runMigration(t, db, "CREATE UNIQUE INDEX users_email ON users (email);\n"); err == nil {
+		t.Fatal("SQLite created users_email beside Users_Email")
+	}
+}

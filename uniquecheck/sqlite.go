@@ -95,6 +95,8 @@ func (sqliteDialect) primaryKey(ctx context.Context, q querier, name Name) (cols
 // stable rowid).
 func (sqliteDialect) preflight(context.Context, querier, Name, Spec, *Report) error { return nil }
 
+// existingIndex: SQLite's names are case-insensitive (ASCII), so an index
+// Users_Email is the index users_email.
 func (sqliteDialect) existingIndex(ctx context.Context, q querier, idx Name) (string, error) {
 	master := "sqlite_master"
 	if idx.Schema != "" {
@@ -105,7 +107,7 @@ func (sqliteDialect) existingIndex(ctx context.Context, q querier, idx Name) (st
 		master = s + ".sqlite_master"
 	}
 	var n int
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM `+master+` WHERE type = 'index' AND name = ?`, idx.Table).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM `+master+` WHERE type = 'index' AND name = ? COLLATE NOCASE`, idx.Table).Scan(&n); err != nil {
 		return "", err
 	}
 	if n > 0 {
