@@ -210,7 +210,8 @@ func (l *Log) inTx(ctx context.Context, exec racefree.Executor, fn func(ctx cont
 
 // Record writes the downstream result of fingerprint, only while fence is
 // its current fence, in exec (the caller's transaction may carry it). It
-// returns a *claim.StaleFenceError ([racefree.ErrStaleFence]) when a later
+// returns an error that errors.As finds a *claim.StaleFenceError in
+// (matching [racefree.ErrStaleFence]) when a later
 // window was won since, an error matching [racefree.ErrNotHeld] when fence is
 // ahead of the current fence (it was never issued), an error matching
 // [racefree.ErrNotFound] for an unknown (or reaped) fingerprint, and an
@@ -246,12 +247,24 @@ func (l *Log) Record(ctx context.Context, exec racefree.Executor, fingerprint st
 	case err != nil:
 		return fmt.Errorf("dedup record: %w", err)
 	case c.Fence > fence:
-		return &claim.StaleFenceError{Key: fingerprint, Fence: fence, Current: c.Fence}
+		return &staleFenceError{&claim.StaleFenceError{Key: fingerprint, Fence: fence, Current: c.Fence}}
 	case c.Fence < fence:
 		return fmt.Errorf("dedup record %q: %w: fence %d is ahead of the current fence %d and was never issued", fingerprint, racefree.ErrNotHeld, fence, c.Fence)
 	}
 	return fmt.Errorf("dedup record %q: %w: no event row", fingerprint, racefree.ErrNotFound)
 }
+
+// staleFenceError is Record's refusal of a fence a later window replaced:
+// its message names the event, not a claim, and it unwraps to the claim's
+// *claim.StaleFenceError (which errors.As finds, and which matches
+// [racefree.ErrStaleFence]).
+type staleFenceError struct{ stale *claim.StaleFenceError }
+
+func (e *staleFenceError) Error() string {
+	return fmt.Sprintf("dedup record %q: fence %d is stale: a later window was won, its fence is %d", e.stale.Key, e.stale.Fence, e.stale.Current)
+}
+
+func (e *staleFenceError) Unwrap() error { return e.stale }
 
 // Get returns the stored event of the tenant ctx names, read through exec,
 // or an error matching [racefree.ErrNotFound].

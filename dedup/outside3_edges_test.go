@@ -154,7 +154,8 @@ func TestOutside3EdgesRecordAgainAtTheSameFence(t *testing.T) {
 
 // TestOutside3EdgesStaleFenceErrorNamesTheFingerprint: a Record at a
 // fence a later window replaced is a *claim.StaleFenceError naming the
-// fingerprint, the caller's fence and the current one.
+// fingerprint, the caller's fence and the current one, and its message
+// speaks of the event.
 func TestOutside3EdgesStaleFenceErrorNamesTheFingerprint(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, log *dedup.Log, clock *racefree.ManualClock, db *racefree.DB) {
@@ -170,6 +171,10 @@ func TestOutside3EdgesStaleFenceErrorNamesTheFingerprint(t *testing.T) {
 		var stale *claim.StaleFenceError
 		if !errors.As(err, &stale) || stale.Key != "disk-full" || stale.Fence != 1 || stale.Current != 3 || !strings.Contains(err.Error(), `"disk-full"`) {
 			t.Fatalf("Record at fence 1 of 3: %v (%+v); want a StaleFenceError of disk-full, fence 1, current 3", err, stale)
+		}
+		// What a user reads names the event, not a claim it never took.
+		if msg := err.Error(); !strings.HasPrefix(msg, `dedup record "disk-full": fence 1 is stale`) || strings.Contains(msg, "claim") || !errors.Is(err, racefree.ErrStaleFence) {
+			t.Errorf("Record at fence 1 of 3 says %q; want it to name the event and fence 1, not a claim", msg)
 		}
 	})
 }

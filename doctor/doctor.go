@@ -423,7 +423,7 @@ func (c *checker) schema(ctx context.Context) {
 	switch {
 	case have < want:
 		c.add(SchemaBehind, Warn, "racefree migrate up",
-			"the schema is at version %d and this racefree's is %d: serve refuses to start (unless --migrate or an older --oldest-schema), and the primitives whose migrations are missing run in their compatible mode", have, want)
+			"the schema is at version %d and this racefree's is %d: serve migrates it when it starts, unless --migrate=false, with which it serves the default tenant only from version 11 and refuses to start below it; the primitives whose migrations are missing run in their compatible mode", have, want)
 	case have > want:
 		c.add(SchemaAhead, Error, "run the racefree release that migrated the schema",
 			"the schema is at version %d, newer than this racefree's %d: this binary refuses to serve it", have, want)

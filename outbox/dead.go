@@ -121,6 +121,9 @@ func (o *Outbox) Get(ctx context.Context, exec racefree.Executor, id int64) (*Re
 		}
 		return rows.Err()
 	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("no outbox message %d: %w (never enqueued, delivered and reaped, discarded, or another tenant's)", id, racefree.ErrNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("outbox get %d: %w", id, wire.Of(o.db).InterpretError(err))
 	}

@@ -21,6 +21,8 @@ func TestEveryNotFoundSaysWhat(t *testing.T) {
 			{"POST", "/v1/events/fp-404/result", `{"fence":1,"classification":"done"}`, `no event with fingerprint "fp-404"`},
 			{"POST", "/v1/outbox/dead/424242/redrive", "", "no dead outbox message 424242"},
 			{"POST", "/v1/outbox/dead/424242/discard", "", "no dead outbox message 424242"},
+			{"GET", "/v1/events/fp-404", "", `no event with fingerprint "fp-404"`},
+			{"GET", "/v1/outbox/messages/424242", "", "no outbox message 424242"},
 			{"GET", "/v1/nothing/here", "", "GET /v1/nothing/here is not a route"},
 		} {
 			code, body, _ := do(t, h, c.method, c.path, c.body)

@@ -117,10 +117,12 @@ func notFoundDetail(r *http.Request) string {
 	switch r.Pattern {
 	case "GET /v1/claims/{key}", "POST /v1/claims/{key}/renew", "DELETE /v1/claims/{key}":
 		return fmt.Sprintf("no claim on key %q: never acquired, or reaped after it lapsed", r.PathValue("key"))
-	case "POST /v1/events/{fingerprint}/result":
+	case "GET /v1/events/{fingerprint}", "POST /v1/events/{fingerprint}/result":
 		return fmt.Sprintf("no event with fingerprint %q: never observed, or reaped after its window", r.PathValue("fingerprint"))
 	case "GET /v1/audit/checkpoints/latest":
 		return fmt.Sprintf("no checkpoint of audit scope %q", r.URL.Query().Get("scope"))
+	case "GET /v1/outbox/messages/{id}":
+		return fmt.Sprintf("no outbox message %s: never enqueued, delivered and reaped, discarded, or another tenant's", r.PathValue("id"))
 	case "POST /v1/outbox/dead/{id}/redrive", "POST /v1/outbox/dead/{id}/discard":
 		return fmt.Sprintf("no dead outbox message %s: never dead, redriven or discarded already, or another tenant's", r.PathValue("id"))
 	}

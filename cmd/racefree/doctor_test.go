@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -66,6 +67,13 @@ func TestDoctorCLISQLite(t *testing.T) {
 	r = runCLI(t, "doctor", "--db", behind)
 	if r.code != 1 || !strings.Contains(r.stdout, "warn schema-behind: the schema is at version 11") || !strings.Contains(r.stdout, "(fix: racefree migrate up)") {
 		t.Fatalf("behind, text: exit %d\n%s", r.code, r.stdout)
+	}
+	// What the finding tells a user to do names serve's real flags only.
+	help := runCLI(t, "serve", "--help")
+	for _, flag := range regexp.MustCompile(`--[a-z-]+`).FindAllString(r.stdout, -1) {
+		if !strings.Contains(help.stdout+help.stderr, flag+" ") {
+			t.Errorf("schema-behind names %s, which serve does not have:\n%s", flag, r.stdout)
+		}
 	}
 
 	for _, args := range [][]string{

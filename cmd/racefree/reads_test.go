@@ -98,7 +98,7 @@ func TestReadCommandsOnBothEngines(t *testing.T) {
 				t.Errorf("outbox get %v, text: %+v", where, r)
 			}
 			r = runCLI(t, append([]string{"outbox", "get", "999999"}, where...)...)
-			if r.code != exitNotFound || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "999999") {
+			if r.code != exitNotFound || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "no outbox message 999999") || strings.Contains(r.stderr, "sql:") {
 				t.Errorf("outbox get of no message %v: %+v; want exit 6, one line naming it", where, r)
 			}
 			r = runCLI(t, append([]string{"outbox", "get", "x"}, where...)...)
@@ -109,7 +109,7 @@ func TestReadCommandsOnBothEngines(t *testing.T) {
 		if r := runCLI(t, "outbox", "get", ids, "--db", dsn, "--tenant", "acme"); r.code != exitNotFound {
 			t.Errorf("outbox get of the default tenant's message as acme: %+v; want exit 6", r)
 		}
-		if r := runCLI(t, "events", "get", "never-seen", "--server", srv.URL); r.code != exitNotFound || !strings.Contains(r.stderr, "never-seen") {
+		if r := runCLI(t, "events", "get", "never-seen", "--server", srv.URL); r.code != exitNotFound || !strings.Contains(r.stderr, `no event with fingerprint "never-seen"`) {
 			t.Errorf("events get of a fingerprint never observed: %+v; want exit 6 naming it", r)
 		}
 	})
