@@ -163,6 +163,43 @@ func (e *OutcomeUnknownError) Error() string {
 // Unwrap returns [racefree.ErrUnavailable].
 func (e *OutcomeUnknownError) Unwrap() error { return racefree.ErrUnavailable }
 
+// DecodeError is the error of a call one of whose attempts got a whole
+// 2xx reply that is not the route's answer: a proxy's or a gateway's page
+// answered 200, JSON of another shape, an empty body, or a reply longer
+// than the client reads (8 MiB). The reply arrived, so the server may
+// well have done what was asked: the call is not retried (a retry of a
+// call without an Idempotency-Key, such as IssueCode, would do it again),
+// and the error matches neither ErrUnreachable nor
+// [racefree.ErrUnavailable], since retrying will not mend it. A body cut
+// short while it was read is no reply at all, and is retried like a
+// transport error. Err is the decoder's error.
+type DecodeError struct {
+	Method, Path string
+	Status       int
+	ContentType  string
+	RequestID    string // the reply's X-Request-Id, if any
+	Body         string // the reply's first bytes, at most 256, for the logs
+	Err          error  // the decoder's error
+}
+
+func (e *DecodeError) Error() string {
+	msg := fmt.Sprintf("racefree client: %s %s: %d reply (Content-Type %q) is not the route's answer: %v; its body begins %q", e.Method, e.Path, e.Status, e.ContentType, e.Err, e.Body)
+	if e.RequestID != "" {
+		msg += " (request " + e.RequestID + ")"
+	}
+	return msg
+}
+
+// Unwrap returns the decoder's error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// maxReply bounds the bytes of a reply the client reads; maxSnippet those
+// of a DecodeError's Body.
+const (
+	maxReply   = 8 << 20
+	maxSnippet = 256
+)
+
 // problemName returns the name of a problem type URI.
 func problemName(typ string) string { return strings.TrimPrefix(typ, "urn:racefree:problem:") }
 
@@ -271,6 +308,13 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 			if err == nil && perr == nil {
 				return nil
 			}
+			var derr *DecodeError
+			if errors.As(err, &derr) {
+				// A reply arrived whole: the server answered, and may
+				// have done the work. Not retried.
+				derr.Method, derr.Path = cl.method, cl.path
+				return derr
+			}
 			if err == nil {
 				if !retryable(perr) {
 					if unknown && slices.Contains(cl.unsettled, problemName(perr.Type)) {
@@ -323,20 +367,32 @@ func retryable(e *Error) bool {
 	return e.Status == http.StatusServiceUnavailable || problemName(e.Type) == "idempotency-in-progress"
 }
 
-// read decodes resp: a 2xx into out, a problem into *Error. An error is a
-// body cut short, which is retried like a transport error.
+// read decodes resp: a 2xx into out, a problem into *Error. A whole 2xx
+// reply that does not decode into out is a *DecodeError, never retried;
+// any other error is a body cut short, which is retried like a transport
+// error.
 func (c *Client) read(resp *http.Response, out any) (*Error, error) {
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxReply+1))
 	if err != nil {
 		return nil, err
+	}
+	long := len(raw) > maxReply
+	if long {
+		raw = raw[:maxReply]
 	}
 	if resp.StatusCode/100 == 2 {
 		if out == nil || resp.StatusCode == http.StatusNoContent {
 			return nil, nil
 		}
+		if long {
+			return nil, decodeError(resp, raw, fmt.Errorf("reply longer than %d bytes, not read", maxReply))
+		}
 		if err := json.Unmarshal(raw, out); err != nil {
-			return nil, fmt.Errorf("racefree client: decode %s reply: %w", resp.Request.URL.Path, err)
+			if cutShort(resp, raw) {
+				return nil, fmt.Errorf("racefree client: %s reply cut short: %w", resp.Request.URL.Path, io.ErrUnexpectedEOF)
+			}
+			return nil, decodeError(resp, raw, err)
 		}
 		return nil, nil
 	}
@@ -354,6 +410,29 @@ func (c *Client) read(resp *http.Response, out any) (*Error, error) {
 	}
 	e.err = sentinel(e)
 	return e, nil
+}
+
+// cutShort reports whether raw, which does not decode, may be a reply cut
+// short that the transport could not tell from a whole one: a body of no
+// declared length (neither Content-Length nor chunked) ends where the
+// connection closed, so one whose JSON ends before its first value does is
+// a lost reply, not an answer.
+func cutShort(resp *http.Response, raw []byte) bool {
+	if resp.ContentLength >= 0 || slices.Contains(resp.TransferEncoding, "chunked") {
+		return false
+	}
+	err := json.NewDecoder(bytes.NewReader(raw)).Decode(new(json.RawMessage))
+	return err == io.EOF || err == io.ErrUnexpectedEOF
+}
+
+// decodeError returns the *DecodeError of a whole 2xx reply whose body raw
+// is not the route's answer; do names the call.
+func decodeError(resp *http.Response, raw []byte, err error) *DecodeError {
+	if len(raw) > maxSnippet {
+		raw = raw[:maxSnippet]
+	}
+	return &DecodeError{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"),
+		RequestID: resp.Header.Get("X-Request-Id"), Body: string(raw), Err: err}
 }
 
 // member decodes the problem's extension member name into v.
