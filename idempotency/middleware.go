@@ -174,6 +174,11 @@ func (errNotStored) Error() string { return "response not stored" }
 // keys. Anything else (a byte sequence, a list, a boolean, a
 // parameterised token, two header lines) is a 400.
 //
+// An informational answer the handler writes before its response (a 1xx
+// other than 101 Switching Protocols: 103 Early Hints, say) reaches the
+// client at once, with the handler's headers of that moment, and is
+// neither stored nor replayed: the response is the first other status.
+//
 // Errors are application/problem+json. The whole response of next is
 // buffered, so streaming handlers do not belong behind it.
 func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
@@ -224,7 +229,7 @@ func (s *Store) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handl
 			}
 			var fresh *storedResponse
 			res, err := s.Do(r.Context(), opts.Scope(r), key, Fingerprint(r, body), func(ctx context.Context, call *Call) ([]byte, error) {
-				rec := &recorder{header: http.Header{}, status: http.StatusOK}
+				rec := &recorder{header: http.Header{}, status: http.StatusOK, client: w}
 				req := r.WithContext(context.WithValue(ctx, callKey{}, call))
 				req.Body = io.NopCloser(bytes.NewReader(body))
 				next.ServeHTTP(rec, req)
@@ -344,28 +349,60 @@ func isUnquotedKey(v string) bool {
 }
 
 // Fingerprint returns the fingerprint Middleware gives a request whose
-// body is body: a hash of the method, the path, the query string as sent
-// and the body.
+// body is body: a hash of the method, the path as sent (escaped, as
+// DefaultScope reads it: /files/a%2Fb and /files/a/b are two requests),
+// the query string as sent and the body.
 func Fingerprint(r *http.Request, body []byte) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", r.Method, r.URL.Path, r.URL.RawQuery)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", r.Method, r.URL.EscapedPath(), r.URL.RawQuery)
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// recorder buffers a handler's response.
+// recorder buffers a handler's response. An informational 1xx answer
+// (103 Early Hints, say) is not the response: it passes through to the
+// client at once, and the first other status is the one recorded.
 type recorder struct {
 	header http.Header
 	status int
 	wrote  bool
 	body   bytes.Buffer
+	client http.ResponseWriter
 }
 
 func (r *recorder) Header() http.Header { return r.header }
 
 func (r *recorder) WriteHeader(code int) {
-	if !r.wrote {
-		r.status, r.wrote = code, true
+	if r.wrote {
+		return
+	}
+	if informational(code) {
+		r.inform(code)
+		return
+	}
+	r.status, r.wrote = code, true
+}
+
+// informational reports whether code is a 1xx answer that net/http sends
+// ahead of the final one: 100 to 199 but 101 Switching Protocols.
+func informational(code int) bool {
+	return code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols
+}
+
+// inform sends the 1xx answer code to the client with the handler's
+// headers as they are now (as net/http sends a handler's 1xx), and then
+// puts the client's headers back as they were, so that the final answer
+// carries only what the middleware writes.
+func (r *recorder) inform(code int) {
+	h := r.client.Header()
+	saved := h.Clone()
+	for k, v := range r.header {
+		h[k] = slices.Clone(v)
+	}
+	r.client.WriteHeader(code)
+	clear(h)
+	for k, v := range saved {
+		h[k] = v
 	}
 }
 
