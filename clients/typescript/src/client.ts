@@ -4,6 +4,7 @@
 import createFetchClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "./schema.js";
 import {
+  DecodeError,
   IdempotencyInProgressProblem,
   NotHeldProblem,
   OutcomeUnknownError,
@@ -82,6 +83,8 @@ export interface PageOptions extends CallOptions {
 export type Attempt = {
   headers: Record<string, string>;
   signal?: AbortSignal;
+  /** fetch is the client's fetch, which throws a DecodeError for a whole 2xx reply that is not the route's answer. */
+  fetch: (request: Request) => Promise<Response>;
 };
 
 /** Answer is what an openapi-fetch call resolves to. */
@@ -125,6 +128,51 @@ export function retryable(p: RacefreeProblem): boolean {
 }
 
 /**
+ * decoding wraps fetch so that a whole 2xx reply with a body (not a 204)
+ * that is not a JSON object, which is what every route of the server
+ * answers, throws a DecodeError: a proxy's page, a blank body, JSON of
+ * another shape. A body whose reading fails (the connection cut) rejects
+ * as fetch does, a lost reply; so does one of no declared length (neither
+ * Content-Length nor chunked) whose JSON ends early, since it ends where
+ * the connection closed. Other replies pass unchanged.
+ */
+export function decoding(fetch: (request: Request) => Promise<Response>): (request: Request) => Promise<Response> {
+  return async (request) => {
+    const response = await fetch(request);
+    if (!response.ok || response.status === 204 || request.method === "HEAD") return response;
+    const text = await response.text();
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      if (cutShort(response, text, err)) {
+        throw new TypeError(`racefree client: ${new URL(request.url).pathname} reply cut short: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      }
+      throw new DecodeError(request, response, text, err);
+    }
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      throw new DecodeError(request, response, text, new TypeError(`the body is ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}, not a JSON object`));
+    }
+    return new Response(text, { status: response.status, statusText: response.statusText, headers: response.headers });
+  };
+}
+
+/**
+ * cutShort reports whether text, which JSON.parse refused with err, may be
+ * a reply cut short that fetch could not tell from a whole one: a body of
+ * no declared length ends where the connection closed, so one whose JSON
+ * ends before its value does is a lost reply, not an answer.
+ */
+function cutShort(response: Response, text: string, err: unknown): boolean {
+  if (response.headers.has("Content-Length") || /chunked/i.test(response.headers.get("Transfer-Encoding") ?? "")) return false;
+  if (text.trim() === "") return true;
+  const message = err instanceof Error ? err.message : "";
+  if (/end of JSON input/i.test(message)) return true;
+  const at = /at position (\d+)/.exec(message);
+  return at !== null && Number(at[1]) >= text.length;
+}
+
+/**
  * RacefreeClient talks to a racefree server. `api` is the openapi-fetch
  * client typed by the generated schema (every route, as described by the
  * server's OpenAPI document), with the credential set; once, retry and
@@ -153,6 +201,7 @@ export class RacefreeClient {
   private readonly attempts: number;
   private readonly backoffMs: number;
   private readonly maxBackoffMs: number;
+  private readonly fetch: (request: Request) => Promise<Response>;
 
   constructor(options: ClientOptions) {
     let base: URL;
@@ -174,6 +223,7 @@ export class RacefreeClient {
     this.attempts = Math.max(1, options.attempts ?? 5);
     this.backoffMs = Math.max(1, options.backoffMs ?? 100);
     this.maxBackoffMs = Math.max(1, options.maxBackoffMs ?? 2000);
+    this.fetch = decoding(options.fetch ?? ((request) => globalThis.fetch(request)));
     this.claims = new Claims(this);
     this.events = new Events(this);
     this.sequences = new Sequences(this);
@@ -236,10 +286,12 @@ export class RacefreeClient {
       let failure: RacefreeProblem | TransportError | undefined;
       let answer: R | undefined;
       try {
-        answer = await send({ headers: { ...headers }, ...(signal ? { signal } : {}) });
+        answer = await send({ headers: { ...headers }, fetch: this.fetch, ...(signal ? { signal } : {}) });
       } catch (err) {
         if (signal?.aborted) throw signal.reason;
-        if (err instanceof RacefreeProblem) throw err;
+        // A DecodeError is a whole reply: the server answered, and may
+        // have done the work. Not retried.
+        if (err instanceof RacefreeProblem || err instanceof DecodeError) throw err;
         failure = new TransportError(`racefree client: no answer: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
       }
       if (answer !== undefined) {

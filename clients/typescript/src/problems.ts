@@ -186,6 +186,52 @@ export class TransportError extends Error {
 }
 
 /**
+ * DecodeError means a whole 2xx reply came that is not the route's answer:
+ * a proxy's or a gateway's page answered 200, a blank body, or JSON that
+ * is not an object. The reply arrived, so the server may well have done
+ * what was asked: the call is not retried (a retry of a call without an
+ * Idempotency-Key, such as tokens.issue, would do it again), and it is
+ * neither a TransportError nor a RacefreeProblem. A body cut short while
+ * it was read is no reply at all, and is retried as a TransportError.
+ * cause is the parser's error.
+ */
+export class DecodeError extends Error {
+  /** method and path name the request, e.g. "POST" and "/v1/tokens". */
+  readonly method: string;
+  readonly path: string;
+  readonly status: number;
+  /** contentType is the reply's Content-Type ("" without one). */
+  readonly contentType: string;
+  /** requestId is the reply's X-Request-Id, if any. */
+  readonly requestId?: string;
+  /** body is the reply's first characters, at most 256, for the logs. */
+  readonly body: string;
+
+  constructor(request: Request, response: Response, text: string, cause: unknown) {
+    const contentType = response.headers.get("Content-Type") ?? "";
+    const body = text.slice(0, DecodeError.maxSnippet);
+    const path = new URL(request.url).pathname;
+    const requestId = response.headers.get("X-Request-Id") ?? undefined;
+    super(
+      `racefree client: ${request.method} ${path}: ${response.status} reply (Content-Type ${JSON.stringify(contentType)}) is not the route's answer: ` +
+        `${cause instanceof Error ? cause.message : String(cause)}; its body begins ${JSON.stringify(body)}` +
+        (requestId ? ` (request ${requestId})` : ""),
+      { cause },
+    );
+    this.name = "DecodeError";
+    this.method = request.method;
+    this.path = path;
+    this.status = response.status;
+    this.contentType = contentType;
+    this.requestId = requestId;
+    this.body = body;
+  }
+
+  /** maxSnippet bounds body: the characters of the reply kept. */
+  static readonly maxSnippet = 256;
+}
+
+/**
  * OutcomeUnknownError is thrown by a call sent without an Idempotency-Key
  * (claims.release) when an attempt got no answer (a connection failure,
  * a 503) and a later attempt was refused in a way the unanswered one may
