@@ -35,7 +35,9 @@ const MaxKeyIDLen = 64
 //	verify <id> <Ed25519 public key, 32 bytes, standard base64>
 //
 // A verifier that must not be able to sign needs only the mac and verify
-// lines. Keygen writes a new keyring.
+// lines. Keygen writes a new keyring. An id names one key: a mac key id
+// listed twice is refused, and so is a checkpoint key id (sign or verify)
+// listed again with another key.
 type Keyring struct {
 	macs    map[string][]byte
 	current string
@@ -74,10 +76,14 @@ func ParseKeyring(text string) (*Keyring, error) {
 			k.macs[id], k.current = b, id
 		case "sign":
 			priv := ed25519.NewKeyFromSeed(b)
+			if err := k.addPublic(n, id, priv.Public().(ed25519.PublicKey)); err != nil {
+				return nil, err
+			}
 			k.signers[id], k.signer = priv, id
-			k.publics[id] = priv.Public().(ed25519.PublicKey)
 		case "verify":
-			k.publics[id] = ed25519.PublicKey(b)
+			if err := k.addPublic(n, id, ed25519.PublicKey(b)); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, fmt.Errorf("audit: keyring line %d: unknown kind %q", n, kind)
 		}
@@ -86,6 +92,19 @@ func ParseKeyring(text string) (*Keyring, error) {
 		return nil, fmt.Errorf("audit: keyring has no mac key")
 	}
 	return k, nil
+}
+
+// addPublic records id's public checkpoint key, read on line n. An id
+// listed before with another key is refused, as a mac key id listed twice
+// is: the later key would replace the earlier unseen, and every checkpoint
+// the earlier one signed would then read as a bad signature. The same key
+// again (a sign line and the verify line Keygen writes for it) is fine.
+func (k *Keyring) addPublic(n int, id string, pub ed25519.PublicKey) error {
+	if p, dup := k.publics[id]; dup && !p.Equal(pub) {
+		return fmt.Errorf("audit: keyring line %d: checkpoint key %q appears twice with different keys", n, id)
+	}
+	k.publics[id] = pub
+	return nil
 }
 
 // LoadKeyring reads a keyring file.
