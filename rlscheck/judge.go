@@ -337,7 +337,7 @@ func forRole(opts Options) string {
 
 // guardSQL is the tenant guard a policy should hold: the column equal to the
 // setting, read with missing_ok, the empty string turned into NULL so that an unset tenant
-// matches no row, cast to the column's type.
+// matches no row, cast to the column's type (without its length or precision: tables.sql).
 func guardSQL(opts Options, colType string) string {
 	return fmt.Sprintf("%s = NULLIF(current_setting(%s, true), '')::%s", quote(opts.TenantColumn), literal(opts.Setting), colType)
 }

@@ -6,7 +6,10 @@
 --
 -- relrowsecurity / relforcerowsecurity: ENABLE and FORCE ROW LEVEL SECURITY.
 -- format_type: the column's type, for the cast in the fix SQL (qualified
--- when it is not PostgreSQL's own: the read pins search_path to pg_catalog).
+-- when it is not PostgreSQL's own: the read pins search_path to pg_catalog),
+-- without its length or precision (typmod -1: varchar(8) prints as
+-- character varying, character(8) as bpchar), since a cast with one could
+-- cut a longer id into another's, and the check proves none.
 -- The owner: whether the application role is, becomes or inherits it is
 -- judged with every other role it can become (internal/roles).
 -- builtin: the column's type is PostgreSQL's own (pg_catalog, a base type,
@@ -16,7 +19,7 @@
 -- matches ids that differ, in case for one), '' otherwise (deterministic,
 -- or a type without collation).
 SELECT c.oid::bigint, n.nspname, c.relname, c.relrowsecurity, c.relforcerowsecurity,
-       format_type(a.atttypid, a.atttypmod), pg_get_userbyid(c.relowner),
+       format_type(a.atttypid, -1), pg_get_userbyid(c.relowner),
        t.typnamespace = 'pg_catalog'::regnamespace AND t.typtype = 'b',
        COALESCE((SELECT quote_ident(cn.nspname) || '.' || quote_ident(co.collname)
                  FROM pg_collation co JOIN pg_namespace cn ON cn.oid = co.collnamespace
