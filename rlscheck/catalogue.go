@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/racefree/racefree"
@@ -23,6 +24,9 @@ var pinSearchPathSQL string
 
 //go:embed sql/postgres/tables.sql
 var tablesSQL string
+
+//go:embed sql/postgres/parents.sql
+var parentsSQL string
 
 //go:embed sql/postgres/policies.sql
 var policiesSQL string
@@ -49,7 +53,7 @@ var relationsSQL string
 var viewDepsSQL string
 
 func init() {
-	for _, q := range []*string{&schemasSQL, &pinSearchPathSQL, &tablesSQL, &policiesSQL, &viewsSQL, &rulesSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
+	for _, q := range []*string{&schemasSQL, &pinSearchPathSQL, &tablesSQL, &parentsSQL, &policiesSQL, &viewsSQL, &rulesSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
 		*q = query.Embedded(*q)
 	}
 }
@@ -64,6 +68,15 @@ type table struct {
 	builtin   bool
 	collation string
 	policies  []policy
+}
+
+// parent is a table that a tenant table inherits from (INHERITS, or a
+// partition's parent), at any depth, and that is not itself a tenant
+// table of the checked schemas: a query on it reads the children's rows
+// under its own policies alone, so it must deny them every row.
+type parent struct {
+	table
+	children []int64 // the tenant tables below it
 }
 
 type policy struct {
@@ -118,8 +131,12 @@ type relation struct {
 }
 
 type catalogue struct {
-	schemas   []string
-	tables    []*table
+	schemas []string
+	tables  []*table
+	parents []*parent
+	// reach names every tenant table and parent: what a view, a rule or a
+	// definer must not reach with its owner's rights.
+	reach     map[int64]string
 	role      []roles.Finding // how Options.Role escapes row-level security (internal/roles)
 	views     []*view
 	rules     []*rule
@@ -173,6 +190,22 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 	if err := statement.CloseRows(rows); err != nil {
 		return nil, fmt.Errorf("tables: %w", err)
 	}
+	if err := cat.readParents(ctx, tx, byOID); err != nil {
+		return nil, fmt.Errorf("parents: %w", err)
+	}
+	cat.reach = map[int64]string{}
+	var parentOIDs []int64
+	for _, t := range cat.tables {
+		cat.reach[t.oid] = quote(t.schema) + "." + quote(t.name)
+	}
+	for _, p := range cat.parents {
+		cat.reach[p.oid] = quote(p.schema) + "." + quote(p.name)
+		parentOIDs = append(parentOIDs, p.oid)
+	}
+	policyOf := maps.Clone(byOID)
+	for _, p := range cat.parents {
+		policyOf[p.oid] = &p.table
+	}
 
 	// The role, judged by every role it can become: the tenant tables'
 	// owners are the roles it must not be, become or inherit from.
@@ -181,6 +214,11 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		for _, t := range cat.tables {
 			if !slices.Contains(owners, t.owner) {
 				owners = append(owners, t.owner)
+			}
+		}
+		for _, p := range cat.parents {
+			if !slices.Contains(owners, p.owner) {
+				owners = append(owners, p.owner)
 			}
 		}
 		cat.role, err = roles.Judge(ctx, tx, opts.Role, owners)
@@ -192,7 +230,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		}
 	}
 
-	rows, err = tx.QueryContext(ctx, policiesSQL, nonNil(cat.schemas), opts.Role)
+	rows, err = tx.QueryContext(ctx, policiesSQL, nonNil(cat.schemas), opts.Role, nonNil(parentOIDs))
 	if err != nil {
 		return nil, fmt.Errorf("policies: %w", err)
 	}
@@ -202,7 +240,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 			rows.Close()
 			return nil, err
 		}
-		if t := byOID[p.relid]; t != nil {
+		if t := policyOf[p.relid]; t != nil {
 			t.policies = append(t.policies, p)
 		}
 	}
@@ -257,7 +295,7 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 			rows.Close()
 			return nil, fmt.Errorf("view %s options: %w", v.name, err)
 		}
-		if byOID[rel] == nil {
+		if cat.reach[rel] == "" {
 			continue
 		}
 		if last == nil || last.oid != v.oid {
@@ -284,10 +322,10 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		}
 		if lastRule == nil || lastRule.oid != r.oid {
 			lastRule = &r
-			lastRule.own = byOID[table] != nil
+			lastRule.own = cat.reach[table] != ""
 			cat.rules = append(cat.rules, lastRule)
 		}
-		if rel != table && byOID[rel] != nil && !slices.Contains(lastRule.reads, rel) {
+		if rel != table && cat.reach[rel] != "" && !slices.Contains(lastRule.reads, rel) {
 			lastRule.reads = append(lastRule.reads, rel)
 		}
 	}
@@ -359,6 +397,37 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 	return cat, nil
 }
 
+// readParents reads the parents of the tenant tables (byOID) that are not
+// tenant tables themselves, each once, with the tenant tables below it.
+func (cat *catalogue) readParents(ctx context.Context, tx *sql.Tx, byOID map[int64]*table) error {
+	tenants := make([]int64, 0, len(cat.tables))
+	for _, t := range cat.tables {
+		tenants = append(tenants, t.oid)
+	}
+	rows, err := tx.QueryContext(ctx, parentsSQL, tenants)
+	if err != nil {
+		return err
+	}
+	var last *parent
+	for rows.Next() {
+		p := &parent{}
+		var child int64
+		if err := rows.Scan(&p.oid, &p.schema, &p.name, &p.enabled, &p.forced, &p.owner, &child); err != nil {
+			rows.Close()
+			return err
+		}
+		if byOID[p.oid] != nil {
+			continue // a tenant table itself, judged as one
+		}
+		if last == nil || last.oid != p.oid {
+			last = p
+			cat.parents = append(cat.parents, last)
+		}
+		last.children = append(last.children, child)
+	}
+	return statement.CloseRows(rows)
+}
+
 // scanDeps runs a query of (object, ref_is_function, ref) rows.
 func scanDeps(ctx context.Context, tx *sql.Tx, query string, add func(int64, dep)) error {
 	rows, err := tx.QueryContext(ctx, query)
@@ -377,9 +446,11 @@ func scanDeps(ctx context.Context, tx *sql.Tx, query string, add func(int64, dep
 	return statement.CloseRows(rows)
 }
 
-func nonNil(s []string) []string {
+// nonNil returns s, or an empty slice for nil: a nil slice is sent as
+// NULL, and x = ANY(NULL) is NULL, not false.
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -45,8 +45,8 @@ func newFollower(cat *catalogue) *follower {
 		cat: cat, tenant: map[int64]bool{}, funcs: map[int64]*function{},
 		funcName: map[string]map[string][]int64{}, relName: map[string]map[string]int64{}, memo: map[int64]*body{},
 	}
-	for _, t := range cat.tables {
-		fl.tenant[t.oid] = true
+	for oid := range cat.reach {
+		fl.tenant[oid] = true
 	}
 	for _, f := range cat.functions {
 		fl.funcs[f.oid] = f

@@ -126,8 +126,11 @@
 // materialized_view_over_tenant_table, rule_reaches_tenant_table (a rewrite
 // rule on a table, whose action runs with the table owner's rights, that
 // reaches a tenant table or is on one), security_definer_reads_tenant_table
-// (the problem names the path), security_definer_not_followed, and
-// no_tenant_table (no table of the checked schemas has the tenant column:
+// (the problem names the path), security_definer_not_followed,
+// inheritance_parent_not_denied (a table a tenant table inherits from, at
+// any depth, that is not a tenant table itself and does not deny the
+// application every row: a query on it reads the children's rows under
+// its own policies alone), and no_tenant_table (no table of the checked schemas has the tenant column:
 // nothing was checked). racefree rls-check exits 0 with no finding, 1 with
 // findings, 2 when it could not check (bad options, an unknown role or
 // schema, SQLite, no server, a timeout). Each test seeds one mistake into

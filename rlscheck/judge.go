@@ -33,9 +33,7 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 	}
 	cat.judgeRole(rep, opts)
 
-	byOID := map[int64]*table{}
 	for _, t := range cat.tables {
-		byOID[t.oid] = t
 		name := quote(t.schema) + "." + quote(t.name)
 		rep.Tables = append(rep.Tables, name)
 		if !t.enabled {
@@ -52,12 +50,15 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 		}
 	}
 
+	for _, p := range cat.parents {
+		cat.judgeParent(rep, p, opts)
+	}
+
 	for _, v := range cat.views {
 		name := quote(v.schema) + "." + quote(v.name)
 		var reads []string
 		for _, oid := range v.reads {
-			t := byOID[oid]
-			reads = append(reads, quote(t.schema)+"."+quote(t.name))
+			reads = append(reads, cat.reach[oid])
 		}
 		if v.kind == "m" {
 			fix := fmt.Sprintf("REVOKE ALL ON %s FROM PUBLIC;", name)
@@ -84,8 +85,7 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 			reaches = append(reaches, "its own tenant table, which the check cannot tell apart from NEW and OLD")
 		}
 		for _, oid := range r.reads {
-			t := byOID[oid]
-			reaches = append(reaches, quote(t.schema)+"."+quote(t.name))
+			reaches = append(reaches, cat.reach[oid])
 		}
 		rep.add(RuleReachesTenantTable, "rule "+quote(r.name)+" on "+table,
 			fmt.Sprintf("rule reaches %s: its action runs with the table owner's rights, so the owner's RLS exemption applies to whoever fires it", strings.Join(reaches, ", ")),

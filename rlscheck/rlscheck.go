@@ -125,6 +125,15 @@ const (
 	// PL/pgSQL, except an extension's C code), a body that does not parse.
 	// What runs there is not proven to stay off tenant tables.
 	DefinerNotFollowed Kind = "security_definer_not_followed"
+	// ParentNotDenied: a table that a tenant table inherits from (INHERITS,
+	// or a partition's parent), at any depth, that is not itself a tenant
+	// table of the checked schemas and does not deny the application every
+	// row. A query on a parent reads its children's rows too, under the
+	// parent's policies alone (the child's are not applied there), and the
+	// parent has no tenant column to prove a policy against: it must have
+	// row-level security enabled and forced and no permissive policy that
+	// applies to the role. Its owner is judged as a tenant table's is.
+	ParentNotDenied Kind = "inheritance_parent_not_denied"
 	// NoTenantTable: no table of the checked schemas has the tenant
 	// column, so nothing was checked (a misspelt column or schema).
 	NoTenantTable Kind = "no_tenant_table"

@@ -1,6 +1,8 @@
--- policies: every policy on a table of the checked schemas (the caller keeps
--- those on tenant tables), with its expressions as PostgreSQL prints them.
--- $1 schemas (text[]), $2 application role ('' for none)
+-- policies: every policy on a table of the checked schemas or on a parent of
+-- a tenant table (parents.sql; the caller keeps those on tenant tables and
+-- parents), with its expressions as PostgreSQL prints them.
+-- $1 schemas (text[]), $2 application role ('' for none), $3 the parents
+-- (bigint[])
 --
 -- polcmd: r SELECT, a INSERT, w UPDATE, d DELETE, * ALL.
 -- polpermissive: permissive policies are ORed, restrictive ones ANDed.
@@ -24,5 +26,5 @@ SELECT p.polrelid::bigint, p.polname, p.polcmd::text, p.polpermissive,
 FROM pg_policy p
 JOIN pg_class c ON c.oid = p.polrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = ANY($1::text[])
+WHERE n.nspname = ANY($1::text[]) OR p.polrelid = ANY($3::bigint[]::oid[])
 ORDER BY p.polrelid, p.polname
