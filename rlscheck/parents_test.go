@@ -55,7 +55,8 @@ func beside(rep *rlscheck.Report) []rlscheck.Finding {
 // the child's rows under its own policies alone, so rls-check reports it
 // (inheritance_parent_not_denied) until it denies the application every
 // row: row-level security enabled, forced, and no permissive policy for
-// the role, with and without --role. The application role reads another
+// the role (a restrictive one admits nothing alone), with and without
+// --role. The application role reads another
 // tenant's row through the parent before the fix and nothing after it; a
 // parent that is a tenant table itself is judged as one, not as a parent.
 func TestParentByInheritanceMustDeny(t *testing.T) {
@@ -122,7 +123,7 @@ CREATE POLICY admins ON docs_base TO `+f.admin+` USING (true)`)
 	if n := readsAs(t, f.db, f.app, "acme", `SELECT count(*) FROM docs_base`); n != 0 {
 		t.Fatalf("a restrictive false closes the parent, yet acme reads %d rows", n)
 	}
-	f.exec(t, `DROP POLICY closed ON docs_base`)
+	f.exec(t, `DROP POLICY closed ON docs_base; CREATE POLICY narrow ON docs_base AS RESTRICTIVE USING (id > 0)`)
 	if n := readsAs(t, f.db, f.app, "acme", `SELECT count(*) FROM docs_base`); n != 1 {
 		t.Fatalf("through a permissive policy on the parent acme reads %d of acme-corp's rows, want 1 (the leak)", n)
 	}
@@ -131,12 +132,15 @@ CREATE POLICY admins ON docs_base TO `+f.admin+` USING (true)`)
 		t.Fatalf("with --role: %+v, want the open policy alone", fds)
 	}
 	fds = parentFindings(f.check(t, rlscheck.Options{}), "docs_base")
-	if len(fds) != 1 || !strings.Contains(fds[0].Problem, `"open"`) || !strings.Contains(fds[0].Problem, `"admins"`) {
-		t.Fatalf("without a role: %+v, want both permissive policies", fds)
+	if len(fds) != 1 || !strings.Contains(fds[0].Problem, `"open"`) || !strings.Contains(fds[0].Problem, `"admins"`) || strings.Contains(fds[0].Problem, `"narrow"`) {
+		t.Fatalf("without a role: %+v, want both permissive policies, not the restrictive one", fds)
 	}
 	f.exec(t, fds[0].Fix)
 	if got := beside(f.check(t, rlscheck.Options{})); len(got) != 0 {
-		t.Fatalf("after dropping the policies: %+v", got)
+		t.Fatalf("after dropping the permissive policies (a restrictive one alone admits nothing): %+v", got)
+	}
+	if n := readsAs(t, f.db, f.app, "acme", `SELECT count(*) FROM docs_base`); n != 0 {
+		t.Fatalf("after the fix tenant acme reads %d rows through the parent", n)
 	}
 }
 
