@@ -147,9 +147,9 @@ CREATE POLICY admins ON docs_base TO `+f.admin+` USING (true)`)
 // TestParentsAtEveryDepthAndSchema: the parent of a parent is a parent
 // too; a partitioned table in a schema that is not checked reads its
 // partitions under its own policies; the application role owning a parent
-// can disable its row-level security; a view without security_invoker and
-// a SECURITY DEFINER function over a parent read it with their owner's
-// rights, as over a tenant table.
+// can disable its row-level security; a view without security_invoker, a
+// SECURITY DEFINER function and a rewrite rule over a parent read it with
+// their owner's rights, as over a tenant table.
 func TestParentsAtEveryDepthAndSchema(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -174,7 +174,9 @@ CREATE POLICY tenant ON items_acme USING (`+guardText+`) WITH CHECK (`+guardText
 ALTER TABLE items_acme OWNER TO `+f.owner+`;
 ALTER TABLE elsewhere_`+f.app+`.items OWNER TO `+f.owner+`;
 CREATE VIEW base_ids AS SELECT id FROM docs_base;
-CREATE FUNCTION base_count() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT count(*) FROM docs_base'`)
+CREATE FUNCTION base_count() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT count(*) FROM docs_base';
+CREATE TABLE base_log (id bigint);
+CREATE RULE copy AS ON INSERT TO base_log DO ALSO INSERT INTO docs_root (id) VALUES (NEW.id)`)
 	rep := f.check(t, rlscheck.Options{Role: f.app})
 	root := parentFindings(rep, "docs_root")
 	var rootKinds []rlscheck.Kind
@@ -196,12 +198,13 @@ CREATE FUNCTION base_count() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER
 	if len(items) != 1 || items[0].Kind != rlscheck.ParentNotDenied || !strings.Contains(items[0].Problem, `"items_acme"`) {
 		t.Fatalf("the partitioned parent in an unchecked schema: %+v", items)
 	}
-	var view, definer bool
+	var view, definer, rule bool
 	for _, fd := range rep.Findings {
+		rule = rule || fd.Kind == rlscheck.RuleReachesTenantTable && strings.Contains(fd.Object, `"copy"`) && strings.Contains(fd.Problem, `"docs_root"`)
 		view = view || fd.Kind == rlscheck.ViewNotInvoker && strings.Contains(fd.Object, `"base_ids"`) && strings.Contains(fd.Problem, `"docs_base"`)
 		definer = definer || fd.Kind == rlscheck.DefinerReadsTenantTable && strings.Contains(fd.Object, `"base_count"`) && strings.Contains(fd.Problem, `"docs_base"`)
 	}
-	if !view || !definer {
-		t.Fatalf("a view (%v) and a definer (%v) over a parent: %+v", view, definer, rep.Findings)
+	if !view || !definer || !rule {
+		t.Fatalf("a view (%v), a definer (%v) and a rule (%v) over a parent: %+v", view, definer, rule, rep.Findings)
 	}
 }
