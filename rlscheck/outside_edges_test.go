@@ -28,6 +28,16 @@ func docsKinds(t *testing.T, f *fixture, what string, want ...rlscheck.Kind) {
 	}
 }
 
+// clean wants no finding on docs, with and without --role, and no leak
+// between tenants a and b: what a correct policy or a fix must leave.
+func clean(t *testing.T, f *fixture, what, a, b string) {
+	t.Helper()
+	docsKinds(t, f, what)
+	if leak, how := leaks(t, f.db, f.app, a, b); leak {
+		t.Fatalf("%s leaks: %s", what, how)
+	}
+}
+
 // docsTable creates the table docs (tenant_id of type typ), owned by the
 // fixture's owner, readable and writable by its app role, with one row per
 // tenant id given.
@@ -69,10 +79,7 @@ CREATE POLICY guard ON docs AS RESTRICTIVE USING (`+guardText+`) WITH CHECK (tru
 		t.Fatalf("leaks %v (%s), want tenant a to insert tenant b's row", leak, how)
 	}
 	f.exec(t, `ALTER POLICY guard ON docs WITH CHECK (`+guardText+`)`)
-	docsKinds(t, f, "restrictive guard in both clauses")
-	if leak, how := leaks(t, f.db, f.app, "acme", "acme-corp"); leak {
-		t.Fatalf("the guard in both clauses leaks: %s", how)
-	}
+	clean(t, f, "restrictive guard in both clauses", "acme", "acme-corp")
 }
 
 // TestOutsideEdgesUntrustedEqualityInEveryClause: on a tenant column with a
