@@ -50,6 +50,12 @@ type Spec struct {
 	// UNIQUE NULLS NOT DISTINCT does (PostgreSQL 15 and later only).
 	// Defaults to false: a row with a NULL in any key never conflicts.
 	NullsNotDistinct bool
+	// NotNull makes a NULL in any key a failure of its own, as the NOT
+	// NULL that a PRIMARY KEY sets on its columns (or an added column's
+	// NOT NULL) is: Report.NullRows counts the table's rows with one. It
+	// counts every row, whatever Where says: NOT NULL is the column's,
+	// not the index's.
+	NotNull bool
 	// Limit bounds the groups listed in Report.Groups (the totals always
 	// cover every group). Defaults to DefaultLimit; negative lists all.
 	Limit int
@@ -71,14 +77,16 @@ type Spec struct {
 	Notes []string
 }
 
-// Report is the verdict on one Spec. DuplicateGroups is zero exactly when
-// the engine would build the unique index.
+// Report is the verdict on one Spec. The engine would build the index
+// exactly when DuplicateGroups and NullRows are both zero ([Report.Builds]).
 type Report struct {
 	Source           string   `json:"source,omitempty"`
 	Table            string   `json:"table"`
 	Keys             []string `json:"keys"`
 	Where            string   `json:"where"`
 	NullsNotDistinct bool     `json:"nulls_not_distinct"`
+	NotNull          bool     `json:"not_null"`
+	NullRows         int64    `json:"null_rows"`   // with NotNull: the rows with a NULL in a key, on each of which NOT NULL fails
 	PrimaryKey       []string `json:"primary_key"` // columns identifying a row in Groups; ["rowid"] or ["ctid"] when the table has none
 	DuplicateGroups  int64    `json:"duplicate_groups"`
 	SurplusRows      int64    `json:"surplus_rows"` // Σ(count − 1): the rows to remove for the index to build
@@ -87,6 +95,10 @@ type Report struct {
 
 	pkOrdered bool // a single-column primary key with min and max (named by the aggregate on PostgreSQL)
 }
+
+// Builds reports whether the index would build on the data checked: no
+// duplicate group and, with Spec.NotNull, no row with a NULL key.
+func (r *Report) Builds() bool { return r.DuplicateGroups == 0 && r.NullRows == 0 }
 
 // Group is a set of rows that share one key.
 type Group struct {
@@ -220,13 +232,19 @@ func (c *Checker) Check(ctx context.Context, spec Spec) (*Report, error) {
 
 	rep := &Report{
 		Source: spec.Source, Table: name.String(), Keys: spec.Keys, Where: spec.Where,
-		NullsNotDistinct: spec.NullsNotDistinct, Groups: []Group{}, Warnings: append([]string{}, spec.Notes...),
+		NullsNotDistinct: spec.NullsNotDistinct, NotNull: spec.NotNull, Groups: []Group{}, Warnings: append([]string{}, spec.Notes...),
 	}
 	err = c.d.readOnly(ctx, c.db, timeout, func(q querier) error {
 		if err := c.preflight(ctx, q, name, spec, rep); err != nil {
 			return err
 		}
-		return c.scan(ctx, q, table, spec, limit, maxKeys, rep)
+		if err := c.scan(ctx, q, table, spec, limit, maxKeys, rep); err != nil {
+			return err
+		}
+		if spec.NotNull {
+			return countNulls(ctx, q, table, spec, rep)
+		}
+		return nil
 	})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -11,7 +11,10 @@
 // equality and collation, SQLite's storage classes, affinities and column
 // collations, so 1 and '1' are one value in a TEXT column and two in an
 // untyped one, on both sides. The tests prove the equivalence on both engines
-// by building the index in a rolled-back transaction.
+// by building the index in a rolled-back transaction. With Spec.NotNull (a
+// PRIMARY KEY, whose NOT NULL fails on any row with a NULL key) it also
+// counts those rows, every row of the table whatever the predicate, in
+// Report.NullRows; Report.Builds is false while either count is not zero.
 //
 // Cost: a check finds the duplicate groups with the bare aggregate, GROUP
 // BY … HAVING count(*) > 1, the only step that reads every row; sorts only

@@ -60,16 +60,26 @@ func WriteText(w io.Writer, reps []*Report) error {
 		if r.NullsNotDistinct {
 			head += " NULLS NOT DISTINCT"
 		}
+		if r.NotNull {
+			head += " NOT NULL"
+		}
 		if r.Where != "" {
 			head += " WHERE " + r.Where
 		}
 		if r.Source != "" {
 			head = r.Source + ": " + head
 		}
-		if r.DuplicateGroups == 0 {
-			fmt.Fprintf(w, "%s\n  no duplicates: the unique index will build on the current data\n", head)
-		} else {
-			fmt.Fprintf(w, "%s\n  %d duplicate groups, %d surplus rows to remove before the unique index can build\n", head, r.DuplicateGroups, r.SurplusRows)
+		fmt.Fprintln(w, head)
+		if r.NullRows > 0 {
+			fmt.Fprintf(w, "  %d rows with a NULL key: NOT NULL fails the migration on each; fill or remove them first\n", r.NullRows)
+		}
+		switch {
+		case r.Builds():
+			fmt.Fprintf(w, "  no duplicates: the unique index will build on the current data\n")
+		case r.DuplicateGroups == 0:
+			fmt.Fprintf(w, "  no duplicates\n")
+		default:
+			fmt.Fprintf(w, "  %d duplicate groups, %d surplus rows to remove before the unique index can build\n", r.DuplicateGroups, r.SurplusRows)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "  ROWS\tKEY\t%s\n", strings.ToUpper(strings.Join(r.PrimaryKey, ", ")))
 			for _, g := range r.Groups {

@@ -149,6 +149,7 @@ type (
 	}
 	columnDef struct {
 		Colname     string
+		TypeName    struct{ Names []strNode }
 		Constraints []struct{ Constraint constraint }
 	}
 	alterTableStmt struct {
@@ -376,46 +377,63 @@ func (m *migration) statement(kind string, raw json.RawMessage, s stmt, src stri
 }
 
 // constraint reads ADD [CONSTRAINT …] UNIQUE or PRIMARY KEY. A primary key
-// is checked as the unique index it builds, with a note that its NOT NULL
-// is not.
+// is checked as the unique index it builds and the NOT NULL it sets on its
+// columns (Spec.NotNull).
 func (m *migration) constraint(con constraint, table, src string) error {
 	kind := map[string]string{"CONSTR_UNIQUE": "UNIQUE", "CONSTR_PRIMARY": "PRIMARY KEY"}[con.Contype]
 	if kind == "" {
+		return nil
+	}
+	if con.Indexname != "" && kind == "PRIMARY KEY" {
+		m.warn(src, "%s USING INDEX %s: the existing index already decides uniqueness; the NOT NULL it sets on the index's columns is not checked (a NULL there fails the migration)", kind, con.Indexname)
 		return nil
 	}
 	if con.Indexname != "" {
 		m.warn(src, "%s USING INDEX %s: the existing index already decides; nothing to check", kind, con.Indexname)
 		return nil
 	}
-	spec := Spec{Table: table, NullsNotDistinct: con.NullsNotDistinct, IndexName: con.Conname, Source: src}
+	spec := Spec{Table: table, NullsNotDistinct: con.NullsNotDistinct, NotNull: kind == "PRIMARY KEY", IndexName: con.Conname, Source: src}
 	cols := map[string]bool{}
 	for _, k := range con.Keys {
 		spec.Keys = append(spec.Keys, Name{Table: k.String.Sval}.String())
 		cols[k.String.Sval] = true
 	}
-	if kind == "PRIMARY KEY" {
-		spec.Notes = append(spec.Notes, fmt.Sprintf("PRIMARY KEY also sets NOT NULL on (%s): a row with a NULL there fails the migration too, which this check does not count", strings.Join(spec.Keys, ", ")))
-	}
 	return m.add(spec, cols)
 }
 
 func (m *migration) addColumn(col columnDef, table string, s stmt, src string) error {
-	var unique, nnd bool
+	var unique, nnd, notNull, numbered bool
 	var def, gen *constraint
 	var bounds []int
+	what := "UNIQUE"
 	for _, c := range col.Constraints {
 		con := c.Constraint
 		bounds = append(bounds, con.Location)
 		switch con.Contype {
 		case "CONSTR_UNIQUE":
 			unique, nnd = true, con.NullsNotDistinct
+		case "CONSTR_PRIMARY":
+			unique, notNull, what = true, true, "PRIMARY KEY"
+		case "CONSTR_NOTNULL":
+			notNull = true
 		case "CONSTR_DEFAULT":
 			def = &c.Constraint
 		case "CONSTR_GENERATED":
 			gen = &c.Constraint
+		case "CONSTR_IDENTITY":
+			numbered = true
 		}
 	}
 	if !unique {
+		return nil
+	}
+	if n := len(col.TypeName.Names); n > 0 && serialTypes[col.TypeName.Names[n-1].String.Sval] {
+		numbered = true
+	}
+	if numbered {
+		// An identity or serial column: every existing row gets the next
+		// value of its own sequence, distinct and never NULL.
+		m.warn(src, "ADD COLUMN %s %s: an identity or serial column numbers every existing row from its sequence, so no two collide; nothing to check", col.Colname, what)
 		return nil
 	}
 	if gen != nil {
@@ -423,19 +441,23 @@ func (m *migration) addColumn(col columnDef, table string, s stmt, src string) e
 		// computed from its own columns.
 		expr := s.generatedExpr(gen.Location)
 		if expr == "" {
-			return racefree.Invalid("migration", "%s: ADD COLUMN %s UNIQUE: cannot find the text of its generated expression", src, col.Colname)
+			return racefree.Invalid("migration", "%s: ADD COLUMN %s %s: cannot find the text of its generated expression", src, col.Colname, what)
 		}
 		cols := map[string]bool{}
 		columnRefs(gen.RawExpr, cols)
-		return m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, Source: src,
-			Notes: []string{fmt.Sprintf("ADD COLUMN %s UNIQUE: checked as its generated expression %s, computed for every existing row", col.Colname, expr)}}, cols)
+		return m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, NotNull: notNull, Source: src,
+			Notes: []string{fmt.Sprintf("ADD COLUMN %s %s: checked as its generated expression %s, computed for every existing row", col.Colname, what, expr)}}, cols)
 	}
-	if def == nil && nnd {
-		// Every existing row gets NULL, and NULLS NOT DISTINCT makes them
-		// equal: any two rows collide, which the constant NULL as the key
-		// finds.
-		return m.add(Spec{Table: table, Keys: []string{"NULL"}, NullsNotDistinct: true, Source: src,
-			Notes: []string{fmt.Sprintf("ADD COLUMN %s UNIQUE NULLS NOT DISTINCT: every existing row gets NULL, and its NULLs are equal: checked as the constant NULL, so any two rows collide", col.Colname)}}, map[string]bool{})
+	if def == nil && (nnd || notNull) {
+		// Every existing row gets NULL: NULLS NOT DISTINCT makes them
+		// equal, so any two rows collide, and NOT NULL refuses each; the
+		// constant NULL as the key finds both.
+		why := "its NULLs are equal: checked as the constant NULL, so any two rows collide"
+		if notNull {
+			why = "which NOT NULL refuses: checked as the constant NULL, so any existing row fails the migration"
+		}
+		return m.add(Spec{Table: table, Keys: []string{"NULL"}, NullsNotDistinct: nnd, NotNull: notNull, Source: src,
+			Notes: []string{fmt.Sprintf("ADD COLUMN %s %s without a DEFAULT: every existing row gets NULL, %s", col.Colname, what, why)}}, map[string]bool{})
 	}
 	if def == nil {
 		m.warn(src, "ADD COLUMN %s UNIQUE: every existing row gets NULL, so no two collide; nothing to check", col.Colname)
@@ -443,14 +465,19 @@ func (m *migration) addColumn(col columnDef, table string, s stmt, src string) e
 	}
 	expr := s.defaultExpr(def.Location, bounds)
 	if expr == "" {
-		m.warn(src, "ADD COLUMN %s UNIQUE: cannot find the text of its DEFAULT; not checked", col.Colname)
+		m.warn(src, "ADD COLUMN %s %s: cannot find the text of its DEFAULT; not checked", col.Colname, what)
 		return nil
 	}
 	cols := map[string]bool{}
 	columnRefs(def.RawExpr, cols)
-	return m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, Source: src,
-		Notes: []string{fmt.Sprintf("ADD COLUMN %s UNIQUE: checked as its DEFAULT %s, the value every existing row receives", col.Colname, expr)}}, cols)
+	return m.add(Spec{Table: table, Keys: []string{expr}, NullsNotDistinct: nnd, NotNull: notNull, Source: src,
+		Notes: []string{fmt.Sprintf("ADD COLUMN %s %s: checked as its DEFAULT %s, the value every existing row receives", col.Colname, what, expr)}}, cols)
 }
+
+// serialTypes are the type names that make a column an integer with a
+// sequence's nextval() as its DEFAULT (written by PostgreSQL when it
+// creates the column, so not in the parse tree).
+var serialTypes = map[string]bool{"serial": true, "bigserial": true, "smallserial": true, "serial2": true, "serial4": true, "serial8": true}
 
 // add records spec, unless its table is created in this file, with notes
 // about earlier statements that change what the check reads. A table the

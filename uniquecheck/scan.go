@@ -283,6 +283,17 @@ func (c *Checker) scan(ctx context.Context, q querier, table string, spec Spec, 
 	return rows.Err()
 }
 
+// countNulls counts the rows of table with a NULL in any key, for
+// Spec.NotNull: every row, whatever Spec.Where says, since NOT NULL is
+// the column's.
+func countNulls(ctx context.Context, q querier, table string, spec Spec, rep *Report) error {
+	conds := make([]string, len(spec.Keys))
+	for i, k := range spec.Keys {
+		conds[i] = wrap(k) + " IS NULL"
+	}
+	return q.QueryRowContext(ctx, `SELECT count(*) FROM `+table+whereClause([]string{strings.Join(conds, "\n  OR ")})).Scan(&rep.NullRows)
+}
+
 // Rows returns how many rows table holds, for a progress line: the
 // planner's estimate on PostgreSQL (pg_class.reltuples, which ANALYZE and
 // autovacuum keep; exact false), an exact count on SQLite (exact true,

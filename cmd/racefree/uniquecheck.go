@@ -24,18 +24,20 @@ const (
 
 func uniqueCheckCmd() *cobra.Command {
 	var (
-		db, table, where, migration, format, dedupe, ageColumn string
-		keys                                                   []string
-		nullsNotDistinct, reveal, quiet, forceProgress         bool
-		limit, maxKeys                                         int
-		timeout                                                time.Duration
+		db, table, where, migration, format, dedupe, ageColumn  string
+		keys                                                    []string
+		nullsNotDistinct, notNull, reveal, quiet, forceProgress bool
+		limit, maxKeys                                          int
+		timeout                                                 time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "unique-check",
 		Short: "Find the rows that would make adding a UNIQUE index fail; reads only (exit 0 clean, 1 duplicates, 2 error)",
 		Long: `unique-check groups a table's rows exactly as a unique index would: by the
 index's own key expressions, without rows that have a NULL key (unless
---nulls-not-distinct), and only the rows a partial index's --where covers.
+--nulls-not-distinct), and only the rows a partial index's --where covers;
+with --not-null (a PRIMARY KEY's columns) it also counts the rows with a
+NULL key, on each of which the key's NOT NULL fails.
 It runs in a read-only transaction with a statement timeout and never writes.
 
   racefree unique-check --db DSN --table users --key 'lower(email)' --where 'deleted_at IS NULL'
@@ -46,11 +48,12 @@ On a terminal it shows progress on stderr, at most once a second: the check
 it runs, the rows checked of the total (PostgreSQL's estimate), their rate
 and the time left; --quiet turns it off, --progress shows it even when
 stderr is not a terminal.
-Exit status: 0 no duplicates, 1 duplicates found, 2 error.`,
+Exit status: 0 the index will build, 1 duplicates (or NULL keys under NOT
+NULL) found, 2 error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := uniqueCheck(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), uniqueCheckOptions{
-				db: db, table: table, keys: keys, where: where, nullsNotDistinct: nullsNotDistinct,
+				db: db, table: table, keys: keys, where: where, nullsNotDistinct: nullsNotDistinct, notNull: notNull,
 				migration: migration, format: format, limit: limit, maxKeys: maxKeys, reveal: reveal, timeout: timeout,
 				dedupe: dedupe, ageColumn: ageColumn, progress: !quiet && (forceProgress || isTerminal(cmd.ErrOrStderr())),
 			})
@@ -68,6 +71,7 @@ Exit status: 0 no duplicates, 1 duplicates found, 2 error.`,
 	f.StringArrayVar(&keys, "key", nil, "key column or expression of the index, as in the index (repeat for a composite key): email, 'lower(email)'")
 	f.StringVar(&where, "where", "", "predicate of a partial index: 'deleted_at IS NULL'")
 	f.BoolVar(&nullsNotDistinct, "nulls-not-distinct", false, "NULL keys are equal, as UNIQUE NULLS NOT DISTINCT (PostgreSQL 15 and later)")
+	f.BoolVar(&notNull, "not-null", false, "the keys must hold no NULL either, as a PRIMARY KEY's columns: rows with a NULL key are counted and fail the check")
 	f.StringVar(&migration, "migration", "", "check every unique index or constraint a migration FILE.sql adds, instead of --table/--key")
 	f.StringVar(&format, "format", "text", "output: text or json (one JSON object per check and line)")
 	f.IntVar(&limit, "limit", uniquecheck.DefaultLimit, "groups to list per check, largest first (totals always count all); -1 for all")
@@ -84,7 +88,7 @@ Exit status: 0 no duplicates, 1 duplicates found, 2 error.`,
 type uniqueCheckOptions struct {
 	db, table, where, migration, format, dedupe, ageColumn string
 	keys                                                   []string
-	nullsNotDistinct, reveal, progress                     bool
+	nullsNotDistinct, notNull, reveal, progress            bool
 	limit, maxKeys                                         int
 	timeout                                                time.Duration
 }
@@ -124,7 +128,7 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 	var specs []uniquecheck.Spec
 	var notes []uniquecheck.Warning
 	switch {
-	case o.migration != "" && (o.table != "" || len(o.keys) > 0 || o.where != "" || o.nullsNotDistinct):
+	case o.migration != "" && (o.table != "" || len(o.keys) > 0 || o.where != "" || o.nullsNotDistinct || o.notNull):
 		return racefree.Invalid("migration", "give either --migration or --table and --key, not both")
 	case o.migration != "":
 		text, err := os.ReadFile(o.migration)
@@ -140,7 +144,7 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 	case o.table == "" || len(o.keys) == 0:
 		return racefree.Invalid("table", "give --table and at least one --key, or --migration FILE")
 	default:
-		specs = []uniquecheck.Spec{{Table: o.table, Keys: o.keys, Where: o.where, NullsNotDistinct: o.nullsNotDistinct}}
+		specs = []uniquecheck.Spec{{Table: o.table, Keys: o.keys, Where: o.where, NullsNotDistinct: o.nullsNotDistinct, NotNull: o.notNull}}
 	}
 	for _, n := range notes {
 		fmt.Fprintf(stderr, "racefree: warning: %s:%s: %s\n", o.migration, strings.TrimPrefix(n.Source, "line "), n.Message)
@@ -158,7 +162,7 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 	defer c.Close()
 	c.Timeout = o.timeout
 	var reps []*uniquecheck.Report
-	dups := 0
+	dups, nulls := 0, 0
 	var p *scanProgress
 	if o.progress {
 		p = newScanProgress(stderr, len(specs))
@@ -183,8 +187,11 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 			}
 			return err
 		}
-		if rep.DuplicateGroups > 0 {
+		if !rep.Builds() {
 			dups++
+		}
+		if rep.NullRows > 0 {
+			nulls++
 		}
 		reps = append(reps, rep)
 	}
@@ -220,6 +227,9 @@ func uniqueCheck(ctx context.Context, stdout, stderr io.Writer, o uniqueCheckOpt
 	}
 	if err != nil {
 		return err
+	}
+	if dups > 0 && nulls > 0 {
+		return &exitError{exitDuplicates, fmt.Errorf("unique-check: %d of %d checks found duplicates or NULL keys under NOT NULL", dups, len(reps))}
 	}
 	if dups > 0 {
 		return &exitError{exitDuplicates, fmt.Errorf("unique-check: %d of %d checks found duplicates", dups, len(reps))}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -128,6 +129,55 @@ func TestUniqueCheckEdgesMigrationItCannotCheck(t *testing.T) {
 		write(t, gen, "ALTER TABLE users ADD COLUMN email_key text GENERATED ALWAYS AS (lower(email)) STORED UNIQUE;\n")
 		if r := runUniqueCheck(t, "--db", dsn, "--migration", gen); r.code != 1 || !strings.Contains(r.stdout, "1 duplicate groups") {
 			t.Fatalf("generated column: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
+
+// TestUniqueCheckEdgesNullKeysUnderNotNull proves that a key with a NULL
+// fails the gate where NOT NULL comes with the index: --not-null on both
+// engines, and on PostgreSQL a migration's ADD PRIMARY KEY and an added
+// PRIMARY KEY column without a DEFAULT, each exit 1 naming the rows (the
+// engine refuses both), where "no duplicates" would pass the deploy;
+// --not-null beside --migration is bad input (exit 2).
+func TestUniqueCheckEdgesNullKeysUnderNotNull(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, dsn string) {
+		db := testdb.Open(t, dsn, nil)
+		if _, err := db.ExecContext(context.Background(), `CREATE TABLE users (id INTEGER NOT NULL, email TEXT); INSERT INTO users VALUES (1, NULL), (2, 'a')`); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"--db", dsn, "--table", "users", "--key", "email"}
+		if r := runUniqueCheck(t, args...); r.code != 0 {
+			t.Fatalf("without --not-null: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if r := runUniqueCheck(t, append(args, "--not-null")...); r.code != 1 || !strings.Contains(r.stdout, "1 rows with a NULL key") || !strings.Contains(r.stderr, "NULL keys") {
+			t.Fatalf("--not-null: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		dir := t.TempDir()
+		mig := filepath.Join(dir, "m.sql")
+		if r := runUniqueCheck(t, "--db", dsn, "--migration", mig, "--not-null"); r.code != 2 {
+			t.Fatalf("--not-null beside --migration: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if db.Engine() != racefree.Postgres {
+			return
+		}
+		for _, stmt := range []string{`ALTER TABLE users ADD PRIMARY KEY (email)`, `ALTER TABLE users ADD COLUMN k int PRIMARY KEY`} {
+			if err := os.WriteFile(mig, []byte(stmt+";\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := runUniqueCheck(t, "--db", dsn, "--migration", mig)
+			if r.code != 1 || !strings.Contains(r.stdout, "rows with a NULL key") || !strings.Contains(r.stdout, "NOT NULL") {
+				t.Fatalf("%s: exit %d\n%s%s", stmt, r.code, r.stdout, r.stderr)
+			}
+			tx, err := db.SQL().Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = tx.Exec(stmt)
+			_ = tx.Rollback()
+			if err == nil {
+				t.Fatalf("%s: the engine built it", stmt)
+			}
 		}
 	})
 }

@@ -1,0 +1,135 @@
+package uniquecheck_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/testing/testdb"
+	"github.com/racefree/racefree/uniquecheck"
+)
+
+// TestNotNullCountsNullKeys: with NotNull (a PRIMARY KEY's NOT NULL) a row
+// with a NULL in any key, not only in all of them, is counted in NullRows
+// and the index does not build, whatever Where says (NOT NULL is the
+// column's), on both engines; without NotNull such rows are no finding.
+// On PostgreSQL the engine agrees: ADD PRIMARY KEY fails on the NULL row
+// and builds once it is gone.
+func TestNotNullCountsNullKeys(t *testing.T) {
+	t.Parallel()
+	testdb.EachDSN(t, func(t *testing.T, dsnStr string) {
+		db := testdb.Open(t, dsnStr, nil)
+		ctx := context.Background()
+		exec(t, db.SQL(), `CREATE TABLE accounts (id INTEGER NOT NULL, org TEXT, email TEXT)`)
+		exec(t, db.SQL(), `INSERT INTO accounts VALUES (1, 'o', NULL), (2, NULL, 'b'), (3, 'o', 'c'), (4, 'o', 'd')`)
+		check := func(spec uniquecheck.Spec) *uniquecheck.Report {
+			t.Helper()
+			spec.Table = "accounts"
+			rep, err := uniquecheck.Check(ctx, db, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rep
+		}
+		for _, c := range []struct {
+			name  string
+			spec  uniquecheck.Spec
+			nulls int64
+		}{
+			{"one key", uniquecheck.Spec{Keys: []string{"email"}, NotNull: true}, 1},
+			{"a NULL in either key", uniquecheck.Spec{Keys: []string{"org", "email"}, NotNull: true}, 2},
+			{"every row, whatever Where says", uniquecheck.Spec{Keys: []string{"email"}, Where: "id > 1", NotNull: true}, 1},
+			{"without NotNull", uniquecheck.Spec{Keys: []string{"org", "email"}}, 0},
+		} {
+			rep := check(c.spec)
+			if rep.NullRows != c.nulls || rep.DuplicateGroups != 0 || rep.Builds() != (c.nulls == 0) || rep.NotNull != c.spec.NotNull {
+				t.Fatalf("%s: null rows %d, groups %d, builds %v, not null %v; want %d null rows", c.name, rep.NullRows, rep.DuplicateGroups, rep.Builds(), rep.NotNull, c.nulls)
+			}
+		}
+		if rep := check(uniquecheck.Spec{Keys: []string{"org"}, NotNull: true}); rep.NullRows != 1 || rep.DuplicateGroups != 1 || rep.SurplusRows != 2 || rep.Builds() {
+			t.Fatalf("duplicates and a NULL key: %+v", rep)
+		}
+		if db.Engine() != racefree.Postgres {
+			return
+		}
+		tx, err := db.SQL().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tx.ExecContext(ctx, `ALTER TABLE accounts ADD PRIMARY KEY (email)`)
+		_ = tx.Rollback()
+		if err == nil || !strings.Contains(err.Error(), "null values") {
+			t.Fatalf("ADD PRIMARY KEY over a NULL: %v, want the engine to refuse it", err)
+		}
+		exec(t, db.SQL(), `DELETE FROM accounts WHERE email IS NULL`)
+		if rep := check(uniquecheck.Spec{Keys: []string{"email"}, NotNull: true}); !rep.Builds() {
+			t.Fatalf("after the NULL row is gone: %+v", rep)
+		}
+		exec(t, db.SQL(), `ALTER TABLE accounts ADD PRIMARY KEY (email)`)
+	})
+}
+
+// TestFromMigrationPrimaryKeysAreNotNull: a migration's PRIMARY KEY is
+// checked with NotNull, a UNIQUE without it; an added PRIMARY KEY or NOT
+// NULL UNIQUE column without a DEFAULT is the constant NULL under NOT NULL
+// (every existing row fails), one with a DEFAULT is that DEFAULT under NOT
+// NULL; an identity or serial column numbers the rows and is not checked;
+// PRIMARY KEY USING INDEX says its NOT NULL is not checked.
+func TestFromMigrationPrimaryKeysAreNotNull(t *testing.T) {
+	t.Parallel()
+	const file = `ALTER TABLE users ADD PRIMARY KEY (email);
+ALTER TABLE users ADD CONSTRAINT users_handle_key UNIQUE (handle);
+ALTER TABLE users ADD COLUMN a int PRIMARY KEY;
+ALTER TABLE users ADD COLUMN b int DEFAULT 5 PRIMARY KEY;
+ALTER TABLE users ADD COLUMN c int NOT NULL UNIQUE;
+ALTER TABLE users ADD COLUMN d bigserial PRIMARY KEY;
+ALTER TABLE users ADD COLUMN e int GENERATED ALWAYS AS IDENTITY UNIQUE;
+ALTER TABLE users ADD COLUMN f int UNIQUE;
+ALTER TABLE users ADD COLUMN g int GENERATED ALWAYS AS (id * 2) STORED PRIMARY KEY;
+ALTER TABLE users ADD CONSTRAINT users_pkey PRIMARY KEY USING INDEX users_email_idx;
+`
+	specs, warns, err := uniquecheck.FromMigration(racefree.Postgres, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type short struct {
+		Keys    string
+		NotNull bool
+		Source  string
+	}
+	var got []short
+	for _, s := range specs {
+		got = append(got, short{strings.Join(s.Keys, ","), s.NotNull, s.Source})
+	}
+	want := []short{
+		{`"email"`, true, "line 1"},
+		{`"handle"`, false, "line 2"},
+		{"NULL", true, "line 3"},
+		{"5", true, "line 4"},
+		{"NULL", true, "line 5"},
+		{"id * 2", true, "line 9"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("specs %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("spec %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	all := ""
+	for _, w := range warns {
+		all += w.String() + "\n"
+	}
+	for _, sub := range []string{
+		"line 6: ADD COLUMN d PRIMARY KEY: an identity or serial column",
+		"line 7: ADD COLUMN e UNIQUE: an identity or serial column",
+		"line 8: ADD COLUMN f UNIQUE: every existing row gets NULL",
+		"line 10: PRIMARY KEY USING INDEX users_email_idx: the existing index already decides uniqueness; the NOT NULL",
+	} {
+		if !strings.Contains(all, sub) {
+			t.Errorf("warnings lack %q:\n%s", sub, all)
+		}
+	}
+}
