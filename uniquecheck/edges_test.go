@@ -89,7 +89,8 @@ func TestEdgesMigrationCopiesIntoACreatedTable(t *testing.T) {
 
 // TestEdgesGeneratedColumnIsChecked proves that ADD COLUMN … GENERATED
 // ALWAYS AS (expr) STORED UNIQUE is checked as expr, which every existing
-// row gets, and not waved through as a column of NULLs (PostgreSQL: SQLite
+// row gets, and not waved through as a column of NULLs, its report
+// carrying the migration's note of what was checked (PostgreSQL: SQLite
 // cannot add a UNIQUE column).
 func TestEdgesGeneratedColumnIsChecked(t *testing.T) {
 	t.Parallel()
@@ -107,6 +108,9 @@ func TestEdgesGeneratedColumnIsChecked(t *testing.T) {
 	}
 	if rep.DuplicateGroups != 1 || rep.SurplusRows != 1 {
 		t.Fatalf("%d groups, %d surplus rows; want 1, 1", rep.DuplicateGroups, rep.SurplusRows)
+	}
+	if !strings.Contains(strings.Join(rep.Warnings, "\n"), "checked as its generated expression lower(email)") {
+		t.Fatalf("warnings %q lack the migration's note of what was checked", rep.Warnings)
 	}
 	if err := runMigration(t, db, file); err == nil {
 		t.Fatal("the migration ran on the duplicates")
