@@ -238,10 +238,15 @@ func (c *Checker) Check(ctx context.Context, spec Spec) (*Report, error) {
 		if err := c.preflight(ctx, q, name, spec, rep); err != nil {
 			return err
 		}
-		if err := c.scan(ctx, q, table, spec, limit, maxKeys, rep); err != nil {
+		rows, err := c.d.indexRows(ctx, q, name, table)
+		if err != nil {
+			return err
+		}
+		if err := c.scan(ctx, q, rows, spec, limit, maxKeys, rep); err != nil {
 			return err
 		}
 		if spec.NotNull {
+			// NOT NULL is set on the tables that inherit too.
 			return countNulls(ctx, q, table, spec, rep)
 		}
 		return nil

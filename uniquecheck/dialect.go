@@ -37,6 +37,12 @@ type dialect interface {
 	// existingIndex returns a warning when an index named idx exists, ""
 	// when none does.
 	existingIndex(ctx context.Context, q querier, idx Name) (string, error)
+	// indexRows returns what a unique index on the table covers, as a
+	// FROM item: quoted, or ONLY quoted where the index covers the
+	// table's own rows and not its children's (a PostgreSQL table that
+	// others INHERITS from; a partitioned table's index covers its
+	// partitions).
+	indexRows(ctx context.Context, q querier, name Name, quoted string) (string, error)
 	// planOnce reports whether the check's aggregate should compute the
 	// keys once per row (groupBy with once).
 	planOnce(ctx context.Context, q querier, table string, spec Spec) (bool, error)

@@ -133,3 +133,57 @@ ALTER TABLE users ADD CONSTRAINT users_pkey PRIMARY KEY USING INDEX users_email_
 		}
 	}
 }
+
+// TestIndexOnAnInheritanceParentCoversItsOwnRows: on PostgreSQL a unique
+// index on a table others INHERITS from covers its own rows alone, so a
+// key its child repeats is no duplicate (the engine builds the index),
+// one it repeats itself is; a PRIMARY KEY's NOT NULL is set on the child
+// too, so the child's NULL key is counted (the engine refuses it). A
+// partitioned table's index covers its partitions: their duplicates are
+// found through it.
+func TestIndexOnAnInheritanceParentCoversItsOwnRows(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	ctx := context.Background()
+	exec(t, db.SQL(), `CREATE TABLE base (id int, email text)`)
+	exec(t, db.SQL(), `CREATE TABLE kid () INHERITS (base)`)
+	exec(t, db.SQL(), `INSERT INTO base VALUES (1, 'a'), (2, 'b'); INSERT INTO kid VALUES (3, 'a'), (4, NULL)`)
+	check := func(spec uniquecheck.Spec) *uniquecheck.Report {
+		t.Helper()
+		rep, err := uniquecheck.Check(ctx, db, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	spec := uniquecheck.Spec{Table: "base", Keys: []string{"email"}}
+	if rep := check(spec); !rep.Builds() || !engineBuilds(t, db.SQL(), spec) {
+		t.Fatalf("a key the child repeats: %+v, want no duplicate (the engine builds it)", rep)
+	}
+	spec.NotNull = true
+	if rep := check(spec); rep.NullRows != 1 || rep.DuplicateGroups != 0 {
+		t.Fatalf("NOT NULL over the child's NULL: %+v, want 1 null row", rep)
+	}
+	tx, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.ExecContext(ctx, `ALTER TABLE base ADD PRIMARY KEY (email)`)
+	_ = tx.Rollback()
+	if err == nil || !strings.Contains(err.Error(), `"kid" contains null values`) {
+		t.Fatalf("ADD PRIMARY KEY on the parent: %v, want the child's NULL refused", err)
+	}
+	exec(t, db.SQL(), `INSERT INTO base VALUES (5, 'b')`)
+	spec.NotNull = false
+	if rep := check(spec); rep.DuplicateGroups != 1 || rep.SurplusRows != 1 || engineBuilds(t, db.SQL(), spec) {
+		t.Fatalf("a key the parent repeats: %+v, want 1 group", rep)
+	}
+
+	exec(t, db.SQL(), `CREATE TABLE parted (region text, email text) PARTITION BY LIST (region)`)
+	exec(t, db.SQL(), `CREATE TABLE parted_eu PARTITION OF parted FOR VALUES IN ('eu')`)
+	exec(t, db.SQL(), `INSERT INTO parted VALUES ('eu', 'a'), ('eu', 'a')`)
+	pspec := uniquecheck.Spec{Table: "parted", Keys: []string{"region", "email"}}
+	if rep := check(pspec); rep.DuplicateGroups != 1 || engineBuilds(t, db.SQL(), pspec) {
+		t.Fatalf("a partition's duplicate through its partitioned table: %+v, want 1 group", rep)
+	}
+}

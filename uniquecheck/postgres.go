@@ -119,6 +119,20 @@ func (postgresDialect) existingIndex(ctx context.Context, q querier, idx Name) (
 	return fmt.Sprintf("index %s already exists: the migration will fail, or do nothing with IF NOT EXISTS", idx), nil
 }
 
+// indexRows: an ordinary table's unique index covers its own rows alone,
+// not those of the tables that INHERITS from it, which a query on it reads
+// unless it says ONLY; a partitioned table's covers every partition.
+func (postgresDialect) indexRows(ctx context.Context, q querier, name Name, quoted string) (string, error) {
+	var ordinary bool
+	if err := q.QueryRowContext(ctx, `SELECT relkind = 'r' FROM pg_class WHERE oid = to_regclass($1)`, name.String()).Scan(&ordinary); err != nil {
+		return "", err
+	}
+	if ordinary {
+		return "ONLY " + quoted, nil
+	}
+	return quoted, nil
+}
+
 // planOnce: PostgreSQL's hash aggregate computes each key once already.
 func (postgresDialect) planOnce(context.Context, querier, string, Spec) (bool, error) {
 	return false, nil

@@ -116,6 +116,11 @@ func (sqliteDialect) existingIndex(ctx context.Context, q querier, idx Name) (st
 	return "", nil
 }
 
+// indexRows: SQLite has no table inheritance.
+func (sqliteDialect) indexRows(_ context.Context, _ querier, _ Name, quoted string) (string, error) {
+	return quoted, nil
+}
+
 // planOnce: when a key is an expression, not a column name, and the
 // engine sorts the rows to group them. When an index gives the keys'
 // order, the plain aggregate reads it in that order without a sort, which
