@@ -28,6 +28,9 @@ var tablesSQL string
 //go:embed sql/postgres/parents.sql
 var parentsSQL string
 
+//go:embed sql/postgres/privileges.sql
+var privilegesSQL string
+
 //go:embed sql/postgres/policies.sql
 var policiesSQL string
 
@@ -53,7 +56,7 @@ var relationsSQL string
 var viewDepsSQL string
 
 func init() {
-	for _, q := range []*string{&schemasSQL, &pinSearchPathSQL, &tablesSQL, &parentsSQL, &policiesSQL, &viewsSQL, &rulesSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
+	for _, q := range []*string{&schemasSQL, &pinSearchPathSQL, &tablesSQL, &parentsSQL, &privilegesSQL, &policiesSQL, &viewsSQL, &rulesSQL, &functionsSQL, &policyRolesSQL, &functionDepsSQL, &relationsSQL, &viewDepsSQL} {
 		*q = query.Embedded(*q)
 	}
 }
@@ -77,6 +80,14 @@ type table struct {
 type parent struct {
 	table
 	children []int64 // the tenant tables below it
+}
+
+// grant is one grantee's privileges on a tenant table or a parent that
+// row-level security does not bind (privileges.sql).
+type grant struct {
+	table      int64
+	grantee    string   // quoted, or PUBLIC
+	privileges []string // TRUNCATE, TRIGGER, REFERENCES, in that order
 }
 
 type policy struct {
@@ -134,6 +145,7 @@ type catalogue struct {
 	schemas []string
 	tables  []*table
 	parents []*parent
+	grants  []*grant
 	// reach names every tenant table and parent: what a view, a rule or a
 	// definer must not reach with its owner's rights.
 	reach     map[int64]string
@@ -228,6 +240,10 @@ func readCatalogue(ctx context.Context, tx *sql.Tx, opts Options) (*catalogue, e
 		if err != nil {
 			return nil, fmt.Errorf("role: %w", err)
 		}
+	}
+
+	if err := cat.readGrants(ctx, tx, opts.Role); err != nil {
+		return nil, fmt.Errorf("privileges: %w", err)
 	}
 
 	rows, err = tx.QueryContext(ctx, policiesSQL, nonNil(cat.schemas), opts.Role, nonNil(parentOIDs))
@@ -424,6 +440,38 @@ func (cat *catalogue) readParents(ctx context.Context, tx *sql.Tx, byOID map[int
 			cat.parents = append(cat.parents, last)
 		}
 		last.children = append(last.children, child)
+	}
+	return statement.CloseRows(rows)
+}
+
+// readGrants reads the grants of privileges row-level security does not
+// bind on the tenant tables and their parents, one per table and grantee.
+// It runs after the role is known to exist (pg_has_role would fail).
+func (cat *catalogue) readGrants(ctx context.Context, tx *sql.Tx, role string) error {
+	oids := make([]int64, 0, len(cat.reach))
+	for _, t := range cat.tables {
+		oids = append(oids, t.oid)
+	}
+	for _, p := range cat.parents {
+		oids = append(oids, p.oid)
+	}
+	rows, err := tx.QueryContext(ctx, privilegesSQL, oids, role)
+	if err != nil {
+		return err
+	}
+	var last *grant
+	for rows.Next() {
+		var g grant
+		var privilege string
+		if err := rows.Scan(&g.table, &g.grantee, &privilege); err != nil {
+			rows.Close()
+			return err
+		}
+		if last == nil || last.table != g.table || last.grantee != g.grantee {
+			last = &g
+			cat.grants = append(cat.grants, last)
+		}
+		last.privileges = append(last.privileges, privilege)
 	}
 	return statement.CloseRows(rows)
 }

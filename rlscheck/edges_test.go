@@ -608,7 +608,7 @@ CREATE TABLE docs (id bigint PRIMARY KEY, tenant_id text, author text, archived 
 ALTER TABLE docs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE docs FORCE ROW LEVEL SECURITY;
 ALTER TABLE docs OWNER TO `+f.owner+`;
-GRANT ALL ON docs TO `+f.app+`;
+GRANT SELECT, INSERT, UPDATE, DELETE ON docs TO `+f.app+`;
 INSERT INTO docs VALUES (1, 'acme', 'acme', false), (2, 'acme-corp', 'acme', true), (3, NULL, NULL, false);
 CREATE TYPE verdict AS ENUM ('yes');
 CREATE FUNCTION to_verdict(boolean) RETURNS verdict LANGUAGE sql IMMUTABLE AS $$SELECT 'yes'::verdict$$;

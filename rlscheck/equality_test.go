@@ -62,7 +62,7 @@ CREATE TABLE docs (id bigint PRIMARY KEY, tenant_id `+c.column+`, author text);
 ALTER TABLE docs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE docs FORCE ROW LEVEL SECURITY;
 ALTER TABLE docs OWNER TO `+f.owner+`;
-GRANT ALL ON docs TO `+f.app+`;
+GRANT SELECT, INSERT, UPDATE, DELETE ON docs TO `+f.app+`;
 INSERT INTO docs VALUES (1, 'acme', 'acme'), (2, 'ACME', 'acme');
 `+create)
 		for _, db := range []*sql.DB{f.db, extFirst} {

@@ -53,6 +53,12 @@ func (cat *catalogue) judge(opts Options) (*Report, error) {
 	for _, p := range cat.parents {
 		cat.judgeParent(rep, p, opts)
 	}
+	for _, g := range cat.grants {
+		name := cat.reach[g.table]
+		rep.add(PrivilegeEscapesRLS, name,
+			fmt.Sprintf("%s holds %s on it, which row-level security does not bind: %s", g.grantee, strings.Join(g.privileges, ", "), escapes(g.privileges)),
+			fmt.Sprintf("REVOKE %s ON %s FROM %s;", strings.Join(g.privileges, ", "), name, g.grantee))
+	}
 
 	for _, v := range cat.views {
 		name := quote(v.schema) + "." + quote(v.name)
@@ -407,4 +413,19 @@ func quote(name string) string {
 // literal quotes s as a SQL string literal.
 func literal(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// escapes says what each privilege of a grant does past row-level
+// security.
+func escapes(privileges []string) string {
+	what := map[string]string{
+		"TRUNCATE":   "TRUNCATE empties every tenant's rows (no policy applies to it)",
+		"TRIGGER":    "a trigger of its own runs on every tenant's rows as they are written",
+		"REFERENCES": "a foreign key to the table checks every tenant's keys (it tells which exist)",
+	}
+	out := make([]string, len(privileges))
+	for i, p := range privileges {
+		out[i] = what[p]
+	}
+	return strings.Join(out, "; ")
 }

@@ -48,7 +48,7 @@ CREATE TABLE docs (id bigint PRIMARY KEY, tenant_id `+typ+`, author text);
 ALTER TABLE docs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE docs FORCE ROW LEVEL SECURITY;
 ALTER TABLE docs OWNER TO `+f.owner+`;
-GRANT ALL ON docs TO `+f.app)
+GRANT SELECT, INSERT, UPDATE, DELETE ON docs TO `+f.app)
 	for i, id := range tenants {
 		if _, err := f.db.Exec(`INSERT INTO docs (id, tenant_id, author) VALUES ($1, $2, 'x')`, i+1, id); err != nil {
 			t.Fatal(err)

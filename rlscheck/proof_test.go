@@ -125,7 +125,7 @@ CREATE TABLE docs (id bigint PRIMARY KEY, tenant_id ` + typ + `, author text, ar
 ALTER TABLE docs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE docs FORCE ROW LEVEL SECURITY;
 GRANT USAGE ON SCHEMA ` + schema + ` TO ` + app + `;
-GRANT ALL ON docs TO ` + app + `;
+GRANT SELECT, INSERT, UPDATE, DELETE ON docs TO ` + app + `;
 INSERT INTO docs VALUES (1, '` + a + `', 'acme', false), (2, '` + b + `', 'acme', true), (3, NULL, NULL, false);
 ` + strings.NewReplacer("%[1]s", app, "%[2]s", other, "%%", "%").Replace(c.policies)
 			if _, err := db.ExecContext(ctx, seed); err != nil {

@@ -134,6 +134,15 @@ const (
 	// row-level security enabled and forced and no permissive policy that
 	// applies to the role. Its owner is judged as a tenant table's is.
 	ParentNotDenied Kind = "inheritance_parent_not_denied"
+	// PrivilegeEscapesRLS: a role (with Options.Role, one the application
+	// role is a member of, or PUBLIC; without, any role but the owner)
+	// holds, on a tenant table or a parent of one, a privilege that
+	// row-level security does not bind: TRUNCATE (no policy applies to
+	// it: it empties every tenant's rows), TRIGGER (a trigger of its own
+	// runs on every tenant's rows as other sessions write them) or
+	// REFERENCES (a foreign key to the table checks keys past the
+	// policies: it tells which exist). GRANT ALL grants all three.
+	PrivilegeEscapesRLS Kind = "privilege_escapes_rls"
 	// NoTenantTable: no table of the checked schemas has the tenant
 	// column, so nothing was checked (a misspelt column or schema).
 	NoTenantTable Kind = "no_tenant_table"
