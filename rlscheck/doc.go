@@ -130,7 +130,9 @@
 // inheritance_parent_not_denied (a table a tenant table inherits from, at
 // any depth, that is not a tenant table itself and does not deny the
 // application every row: a query on it reads the children's rows under
-// its own policies alone), and no_tenant_table (no table of the checked schemas has the tenant column:
+// its own policies alone), privilege_escapes_rls (a grant of TRUNCATE,
+// TRIGGER or REFERENCES on a tenant table or a parent, which no policy
+// binds), and no_tenant_table (no table of the checked schemas has the tenant column:
 // nothing was checked). racefree rls-check exits 0 with no finding, 1 with
 // findings, 2 when it could not check (bad options, an unknown role or
 // schema, SQLite, no server, a timeout). Each test seeds one mistake into
