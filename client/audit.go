@@ -77,7 +77,8 @@ func (c *Client) Append(ctx context.Context, scope string, e audit.Entry) (audit
 // Entries returns the entries of scope of the key's tenant numbered above
 // after, at most limit (1 to [audit.MaxListLimit]; 0: the server's default),
 // oldest first, as [audit.Log.List] (GET /v1/audit); page on with after set
-// to the last Seq returned.
+// to the last Seq returned until none is. A page also stops at
+// 4 MiB of JSON (server.MaxPageBytes), so fewer than limit is not the end.
 func (c *Client) Entries(ctx context.Context, scope string, after int64, limit int) ([]audit.Record, error) {
 	if limit < 0 || limit > audit.MaxListLimit {
 		return nil, racefree.Invalid("limit", "must be between 1 and %d, or 0 for the server's default", audit.MaxListLimit)

@@ -166,7 +166,7 @@ func (e *OutcomeUnknownError) Unwrap() error { return racefree.ErrUnavailable }
 // DecodeError is the error of a call one of whose attempts got a whole
 // 2xx reply that is not the route's answer: a proxy's or a gateway's page
 // answered 200, JSON of another shape, an empty body, or a reply longer
-// than the client reads (8 MiB). The reply arrived, so the server may
+// than the client reads (64 MiB). The reply arrived, so the server may
 // well have done what was asked: the call is not retried (a retry of a
 // call without an Idempotency-Key, such as IssueCode, would do it again),
 // and the error matches neither ErrUnreachable nor
@@ -193,10 +193,13 @@ func (e *DecodeError) Error() string {
 // Unwrap returns the decoder's error.
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// maxReply bounds the bytes of a reply the client reads; maxSnippet those
-// of a DecodeError's Body.
+// maxReply bounds the bytes of a reply the client reads, 64 MiB: a page
+// of a list holds at most 4 MiB of JSON (server.MaxPageBytes) but always
+// its first item, and one webhook body of up to 8 MiB
+// (server.MaxInboxBody) that is not JSON is listed as a JSON string of up
+// to six times its bytes. maxSnippet bounds those of a DecodeError's Body.
 const (
-	maxReply   = 8 << 20
+	maxReply   = 64 << 20
 	maxSnippet = 256
 )
 

@@ -37,7 +37,9 @@ func (c *Client) Deliver(ctx context.Context, source string, header http.Header,
 // InboxEvents returns the deliveries of source the key's tenant received,
 // oldest first, those numbered above after and at most limit (1 to
 // [inbox.MaxListLimit]; 0: the server's default), as [inbox.Inbox.List] (GET
-// /v1/inbox/{source}); page on with after set to the last Seq returned.
+// /v1/inbox/{source}); page on with after set to the last Seq returned
+// until none is. A page also stops at 4 MiB of JSON (server.MaxPageBytes;
+// one larger event alone), so fewer than limit is not the end.
 // Payload holds the body as received when it was JSON; the server shows a
 // body that is not JSON as a JSON string, whose text Payload holds (so a
 // body that was itself a JSON string reads back without its quotes).

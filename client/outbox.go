@@ -130,8 +130,10 @@ func (m deadJSON) record() (*outbox.Record, error) {
 // most limit (1 to [outbox.MaxPage]; 0: the server's default), filtered by
 // f's Topic and Key, as [outbox.Outbox.Dead] (GET /v1/outbox/dead). Each
 // Record has State [outbox.Dead], AvailableAt the time it died, and its
-// payload's bytes. Page on with after set to the last id returned. A limit
-// out of range is a *racefree.InputError, before any request.
+// payload's bytes. Page on with after set to the last id returned until
+// none is: a page also stops at 4 MiB of JSON (server.MaxPageBytes), so
+// fewer than limit is not the end. A limit out of range is a
+// *racefree.InputError, before any request.
 func (c *Client) Dead(ctx context.Context, f outbox.Filter, after int64, limit int) ([]*outbox.Record, error) {
 	if limit < 0 || limit > outbox.MaxPage {
 		return nil, racefree.Invalid("limit", "must be between 1 and %d, or 0 for the server's default", outbox.MaxPage)

@@ -180,12 +180,16 @@ func TestOutsideAWholeReplyThatDoesNotDecodeIsNotRetried(t *testing.T) {
 	})
 }
 
-// TestOutsideAReplyPastTheClientsBound: a 2xx reply longer than the 8 MiB
-// the client reads is a *client.DecodeError saying so after one request,
-// not JSON that "ends early" and not a lost reply retried.
+// TestOutsideAReplyPastTheClientsBound: a 2xx reply longer than the 64
+// MiB the client reads is a *client.DecodeError saying so after one
+// request, not JSON that "ends early" and not a lost reply retried. The
+// server writes it from one small buffer, so that the test holds only
+// what the client reads.
 func TestOutsideAReplyPastTheClientsBound(t *testing.T) {
 	t.Parallel()
-	body := append(append([]byte(`{"key":"held","holder":"`), bytes.Repeat([]byte("a"), 8<<20)...), `"}`...)
+	const bound = 64 << 20
+	head, tail, chunk := []byte(`{"key":"held","holder":"`), []byte(`"}`), bytes.Repeat([]byte("a"), 1<<20)
+	size := len(head) + bound + len(tail)
 	var mu sync.Mutex
 	served := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -193,7 +197,13 @@ func TestOutsideAReplyPastTheClientsBound(t *testing.T) {
 		served++
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
+		_, _ = w.Write(head)
+		for range bound / len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		_, _ = w.Write(tail)
 	}))
 	defer srv.Close()
 	c, err := client.New(srv.URL, &client.Options{Key: "secret", Attempts: 3, Backoff: time.Millisecond, MaxBackoff: time.Millisecond})
@@ -204,8 +214,8 @@ func TestOutsideAReplyPastTheClientsBound(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	var de *client.DecodeError
-	if !errors.As(err, &de) || served != 1 || !strings.Contains(err.Error(), "longer than 8388608 bytes") || len(de.Body) != 256 {
-		t.Fatalf("a reply of %d bytes: %v after %d requests; want a *client.DecodeError saying it is longer than 8 MiB, after 1", len(body), err, served)
+	if !errors.As(err, &de) || served != 1 || !strings.Contains(err.Error(), "longer than 67108864 bytes") || len(de.Body) != 256 {
+		t.Fatalf("a reply of %d bytes: %v after %d requests; want a *client.DecodeError saying it is longer than 64 MiB, after 1", size, err, served)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/audit"
@@ -108,13 +107,18 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := struct {
-		Entries []auditEntryJSON `json:"entries"`
-		Next    string           `json:"next"` // pass as after; unchanged when there was nothing new
-	}{Entries: []auditEntryJSON{}, Next: strconv.FormatInt(after, 10)}
+	// next: pass as after; unchanged when there was nothing new. A page
+	// stops at MaxPageBytes of JSON, so a short one is not the end.
+	out := newJSONPage("entries", after)
 	for i := range recs {
-		out.Entries = append(out.Entries, toAuditEntryJSON(&recs[i]))
-		out.Next = strconv.FormatInt(recs[i].Seq, 10)
+		ok, err := out.add(toAuditEntryJSON(&recs[i]), recs[i].Seq)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if !ok {
+			break
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -116,6 +116,9 @@ func sharedSecrets(secrets map[string][]string) error {
 func (s *Server) inboxRoutes() {
 	s.inbox = &inboxRoutes{handlers: map[string][]*inbox.Handler{}, tenants: map[*inbox.Handler]string{}}
 	s.inbox.in, s.inbox.err = inbox.New(s.db, &inbox.Options{Retention: s.opts.InboxRetention})
+	if s.opts.InboxMaxBody > MaxInboxBody {
+		s.inbox.err = fmt.Errorf("server: InboxMaxBody %d is over MaxInboxBody (%d): a body that large could not be listed in a reply clients read", s.opts.InboxMaxBody, MaxInboxBody)
+	}
 	if err := sharedSecrets(s.opts.InboxSecrets); err != nil {
 		s.inbox.err = err
 	}
@@ -276,18 +279,24 @@ func (s *Server) inboxList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := struct {
-		Events []inboxEvent `json:"events"`
-		Next   string       `json:"next"` // pass as after; unchanged when there was nothing new
-	}{Events: []inboxEvent{}, Next: strconv.FormatInt(after, 10)}
+	// next: pass as after; unchanged when there was nothing new. A page
+	// stops at MaxPageBytes of JSON (a body that is not JSON is a string,
+	// up to six times its bytes), so a short one is not the end.
+	out := newJSONPage("events", after)
 	for _, e := range evs {
 		ev := inboxEvent{Seq: e.Seq, ID: e.ID, Status: e.Status, Reason: e.Reason,
 			ReceivedAt: e.ReceivedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Payload: string(e.Payload)}
 		if json.Valid(e.Payload) {
 			ev.Payload = json.RawMessage(e.Payload)
 		}
-		out.Events = append(out.Events, ev)
-		out.Next = strconv.FormatInt(e.Seq, 10)
+		ok, err := out.add(ev, e.Seq)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if !ok {
+			break
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -102,7 +102,7 @@ var (
 	boolean = typ("boolean", "")
 	when    = map[string]any{"type": "string", "description": "RFC 3339, UTC, milliseconds (empty when there is none)"}
 	base64s = map[string]any{"type": "string", "contentEncoding": "base64", "description": "standard base64"}
-	cursor  = map[string]any{"type": "string", "pattern": "^[0-9]+$", "description": "pass as after for the next page; unchanged when there was nothing more"}
+	cursor  = map[string]any{"type": "string", "pattern": "^[0-9]+$", "description": "pass as after for the next page: the cursor of the page's last item; unchanged when there was nothing more. A page holds at most limit items and at most " + strconv.Itoa(MaxPageBytes>>20) + " MiB of JSON (its first item always, however large), so a short page is not the end: follow next until a page comes back empty"}
 )
 
 // Request parameters and fields, with the limits the handlers and the
@@ -116,9 +116,10 @@ var (
 	auditScope    = textSchema(audit.MaxScopeLen, "the audit scope")
 )
 
-// limitParam is a page's limit, 1 to max, 100 when left out.
+// limitParam is a page's limit, 1 to max, 100 when left out; a page also
+// stops at MaxPageBytes of JSON.
 func limitParam(max int) param {
-	return param{"limit", withDefault(intSchema(1, int64(max), "at most this many"), 100), false}
+	return param{"limit", withDefault(intSchema(1, int64(max), "at most this many; a page also stops before the item that would take its JSON past "+strconv.Itoa(MaxPageBytes>>20)+" MiB"), 100), false}
 }
 
 // policySchema is a quota policy. The cross-field limits [quota.Policy]

@@ -238,7 +238,8 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 }
 
 // listDead answers the request's tenant's dead messages, by id, filtered
-// by topic and key, a page at a time (?after=<next>&limit=).
+// by topic and key, a page at a time (?after=<next>&limit=): at most limit
+// of them and MaxPageBytes of JSON.
 func (s *Server) listDead(w http.ResponseWriter, r *http.Request) {
 	o, err := s.Outbox()
 	if err != nil {
@@ -260,13 +261,18 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := struct {
-		Messages []deadMessage `json:"messages"`
-		Next     string        `json:"next"` // pass as after; unchanged when there was nothing more
-	}{Messages: []deadMessage{}, Next: strconv.FormatInt(after, 10)}
+	// next: pass as after; unchanged when there was nothing more. A page
+	// stops at MaxPageBytes of JSON, so a short one is not the end.
+	out := newJSONPage("messages", after)
 	for _, rec := range rs {
-		out.Messages = append(out.Messages, toDeadMessage(rec))
-		out.Next = strconv.FormatInt(rec.ID, 10)
+		ok, err := out.add(toDeadMessage(rec), rec.ID)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if !ok {
+			break
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

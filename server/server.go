@@ -53,7 +53,9 @@ type Options struct {
 	// Deliveries POSTed there are authenticated by their signature, not by
 	// Token. Defaults to none: every source is unknown (404).
 	InboxSecrets map[string][]string
-	// InboxMaxBody bounds a delivery's body. Defaults to 1 MiB.
+	// InboxMaxBody bounds a delivery's body. Defaults to 1 MiB; at most
+	// MaxInboxBody (8 MiB): above it every inbox route answers 500 and
+	// stores nothing.
 	InboxMaxBody int64
 	// InboxRetention is how long delivered event IDs are kept to recognise
 	// redeliveries. Defaults to 7 days.

@@ -81,8 +81,9 @@ signature covers every byte).
 first: a table, or with --format json one object per line with the
 members of the API's event (seq, id, status, reason, received_at, payload:
 the JSON body, or a string when it is not JSON). A page holds at most
---limit events and 4 MiB of payloads, so a short page is not the end: pass
-the last seq as --after until none is printed.
+--limit events, 4 MiB of payloads and 4 MiB of JSON (one larger event
+alone), so a short page is not the end: pass the last seq as --after
+until none is printed.
 ` + inboxExitHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: g.run(func(ctx context.Context, cmd *cobra.Command, args []string, c *client.Client, asJSON bool) error {

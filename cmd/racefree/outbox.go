@@ -166,6 +166,10 @@ func outboxCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list [ID…]",
 		Short: "List dead messages, by id, with their last error (page with --after)",
+		Long: `list prints the dead messages of the tenant, by id, those above --after:
+at most --limit a page. With --server a page also stops at 4 MiB of JSON
+(GET /v1/outbox/dead), so a short page is not the end: pass the last id
+as --after until none is printed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := output(cmd)
 			if err != nil {

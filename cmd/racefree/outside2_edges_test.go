@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/internal/testing/testdb"
 	"github.com/racefree/racefree/onetime"
+	"github.com/racefree/racefree/server"
 	"github.com/racefree/racefree/tenant"
 )
 
@@ -24,12 +26,14 @@ const badListen = "127.0.0.1:-1"
 // TestOutside2ServeFlagsAtTheirBounds: serve refuses, exit 2 with one
 // line naming the flag and before it listens or opens anything, each
 // bound of its flags one step past it (a zero timeout of each kind, a
-// zero --inbox-retention or --inbox-max-body, a --refresh-grace of 1ms
-// without --refresh-secret), and takes each value at the bound itself (a
+// zero --inbox-retention or --inbox-max-body, an --inbox-max-body one
+// byte over server.MaxInboxBody, a --refresh-grace of 1ms without
+// --refresh-secret), and takes each value at the bound itself (a
 // zero --claim-grace, --dedup-retention, --token-retention and
 // --wait-for-db, a --dashboard-secret and a --refresh-secret of exactly
 // 32 bytes, --refresh-grace of exactly onetime.MaxGrace, 1ms of inbox
-// retention, an --inbox-max-body of one byte): those get as far as
+// retention, an --inbox-max-body of one byte and of exactly
+// server.MaxInboxBody): those get as far as
 // listening. No database file is created either way.
 func TestOutside2ServeFlagsAtTheirBounds(t *testing.T) {
 	t.Parallel()
@@ -41,6 +45,7 @@ func TestOutside2ServeFlagsAtTheirBounds(t *testing.T) {
 		{"inbox-retention", []string{"--inbox-retention", "0"}},
 		{"inbox-retention", []string{"--inbox-retention", "999us"}},
 		{"inbox-max-body", []string{"--inbox-max-body", "0"}},
+		{"inbox-max-body", []string{"--inbox-max-body", strconv.Itoa(server.MaxInboxBody + 1)}},
 		{"metrics-timeout", []string{"--metrics-timeout", "0"}},
 		{"read-header-timeout", []string{"--read-header-timeout", "0"}},
 		{"read-timeout", []string{"--read-timeout", "0"}},
@@ -64,6 +69,7 @@ func TestOutside2ServeFlagsAtTheirBounds(t *testing.T) {
 		{"--refresh-grace", "1ms", "--refresh-secret", secret},
 		{"--inbox-retention", "1ms"},
 		{"--inbox-max-body", "1"},
+		{"--inbox-max-body", strconv.Itoa(server.MaxInboxBody)},
 	}
 	dir := t.TempDir()
 	base := []string{"serve", "--db", "sqlite:" + filepath.Join(dir, "r.db"), "--addr", badListen}

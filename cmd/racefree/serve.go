@@ -104,7 +104,7 @@ func serveCmd() *cobra.Command {
 	f.BoolVar(&strict, "require-synchronous-replication", envOr("RACEFREE_REQUIRE_SYNCHRONOUS_REPLICATION", "") == "1", "PostgreSQL: refuse every write, 503 not-durable with nothing committed, unless a synchronous standby will wait for its commit, checked in the write's own first statement (racefree.Config.RequireSynchronousReplication; the role needs pg_read_all_stats; refused on SQLite; env RACEFREE_REQUIRE_SYNCHRONOUS_REPLICATION=1)")
 	f.StringArrayVar(&inboxSecrets, "inbox-secret", nil, "[tenant/]source=whsec_… : serve POST /v1/inbox/{source} with this Standard Webhooks secret, for the default tenant or the one named; repeatable, also per source for rotation (env RACEFREE_INBOX_SECRETS=src=whsec_a,acme/src=whsec_b)")
 	f.StringVar(&auditKeys, "audit-keys", "", "keyring file of the audit log served at /v1/audit (default: the keyring in "+audit.EnvKeys+"; neither: no audit routes)")
-	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes")
+	f.Int64Var(&inboxOpts.InboxMaxBody, "inbox-max-body", inbox.DefaultMaxBody, "largest webhook body accepted, in bytes (at most 8388608, 8 MiB)")
 	f.DurationVar(&inboxOpts.InboxRetention, "inbox-retention", inbox.DefaultRetention, "how long webhook event IDs are kept to recognise redeliveries (at least the senders' retry horizon)")
 	f.DurationVar(&reaping.ClaimGrace, "claim-grace", defaultClaimGrace, "how long a lapsed or released application claim stays readable before the reaper deletes it (fences never go backwards after a reap)")
 	f.DurationVar(&reaping.TokenRetention, "token-retention", defaultTokenRetention, "how long after they expire one-time codes and refresh-token families are kept, to answer expired or already used rather than unknown")
@@ -183,6 +183,9 @@ func serve(ctx context.Context, dsnStr, addr, token string, migrate, combine, st
 	}
 	if opts.InboxMaxBody < 1 {
 		return racefree.Invalid("inbox-max-body", "must be positive")
+	}
+	if opts.InboxMaxBody > server.MaxInboxBody {
+		return racefree.Invalid("inbox-max-body", "must be at most %d (8 MiB), got %d: a larger body could not be listed in one reply", server.MaxInboxBody, opts.InboxMaxBody)
 	}
 	if opts.InboxRetention < time.Millisecond {
 		return racefree.Invalid("inbox-retention", "must be positive")

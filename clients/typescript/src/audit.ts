@@ -38,9 +38,9 @@ export class Audit {
 
   /**
    * list returns one page of the entries of scope (GET /v1/audit), oldest
-   * first, numbered above options.after, at most options.limit; page on
-   * with after set to the page's next (unchanged when there was nothing
-   * more, with no entries).
+   * first, numbered above options.after, at most options.limit and 4 MiB
+   * of JSON; page on with after set to the page's next until a page has
+   * no entries (next then unchanged): a short page is not the end.
    */
   list(scope: string, options?: PageOptions): Promise<AuditPage> {
     const { api } = this.client;

@@ -25,9 +25,10 @@ export class Inbox {
   /**
    * list returns one page of the deliveries of source the key's tenant
    * received (GET /v1/inbox/{source}), oldest first, numbered above
-   * options.after, at most options.limit; page on with after set to the
-   * page's next. A source the server has no secret for is an
-   * UnknownSourceProblem.
+   * options.after, at most options.limit and 4 MiB of JSON (a larger
+   * delivery alone); page on with after set to the page's next until a
+   * page has no events: a short page is not the end. A source the server
+   * has no secret for is an UnknownSourceProblem.
    */
   list(source: string, options?: PageOptions): Promise<InboxPage> {
     const { api } = this.client;

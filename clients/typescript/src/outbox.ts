@@ -61,7 +61,9 @@ export class Outbox {
   /**
    * dead returns one page of the key's tenant's dead messages (GET
    * /v1/outbox/dead), by id, above options.after, filtered by topic and
-   * key; page on with after set to the page's next.
+   * key, at most options.limit and 4 MiB of JSON; page on with after set
+   * to the page's next until a page has no messages: a short page is not
+   * the end.
    */
   dead(options?: DeadOptions): Promise<DeadPage> {
     const { api } = this.client;

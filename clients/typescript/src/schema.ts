@@ -853,7 +853,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         entries: components["schemas"]["AuditEntry"][];
-                        /** @description pass as after for the next page; unchanged when there was nothing more */
+                        /** @description pass as after for the next page: the cursor of the page's last item; unchanged when there was nothing more. A page holds at most limit items and at most 4 MiB of JSON (its first item always, however large), so a short page is not the end: follow next until a page comes back empty */
                         next: string;
                     };
                 };
@@ -2390,7 +2390,7 @@ export interface operations {
                             seq: number;
                             status: string;
                         }[];
-                        /** @description pass as after for the next page; unchanged when there was nothing more */
+                        /** @description pass as after for the next page: the cursor of the page's last item; unchanged when there was nothing more. A page holds at most limit items and at most 4 MiB of JSON (its first item always, however large), so a short page is not the end: follow next until a page comes back empty */
                         next: string;
                     };
                 };
@@ -2773,7 +2773,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         messages: components["schemas"]["DeadMessage"][];
-                        /** @description pass as after for the next page; unchanged when there was nothing more */
+                        /** @description pass as after for the next page: the cursor of the page's last item; unchanged when there was nothing more. A page holds at most limit items and at most 4 MiB of JSON (its first item always, however large), so a short page is not the end: follow next until a page comes back empty */
                         next: string;
                     };
                 };
