@@ -130,7 +130,9 @@ func (m deadJSON) record() (*outbox.Record, error) {
 // most limit (1 to [outbox.MaxPage]; 0: the server's default), filtered by
 // f's Topic and Key, as [outbox.Outbox.Dead] (GET /v1/outbox/dead). Each
 // Record has State [outbox.Dead], AvailableAt the time it died, and its
-// payload's bytes. Page on with after set to the last id returned until
+// payload: one that is not JSON as its bytes, a JSON one as the same JSON
+// value as the server writes it (compact, with <, > and & escaped as
+// \u003c, \u003e and \u0026), not always its bytes as sent. Page on with after set to the last id returned until
 // none is: a page also stops at 4 MiB of JSON (server.MaxPageBytes), so
 // fewer than limit is not the end. A limit out of range is a
 // *racefree.InputError, before any request.
