@@ -132,10 +132,11 @@ func (m deadJSON) record() (*outbox.Record, error) {
 // Record has State [outbox.Dead], AvailableAt the time it died, and its
 // payload: one that is not JSON as its bytes, a JSON one as the same JSON
 // value as the server writes it (compact, with <, > and & escaped as
-// \u003c, \u003e and \u0026), not always its bytes as sent. Page on with after set to the last id returned until
-// none is: a page also stops at 4 MiB of JSON (server.MaxPageBytes), so
-// fewer than limit is not the end. A limit out of range is a
-// *racefree.InputError, before any request.
+// \u003c, \u003e and \u0026), not always its bytes as sent. Page on
+// with after set to the last id returned until none is: a page also stops
+// at 4 MiB of JSON (server.MaxPageBytes), so fewer than limit is not the
+// end. A limit out of range is a *racefree.InputError, before any
+// request.
 func (c *Client) Dead(ctx context.Context, f outbox.Filter, after int64, limit int) ([]*outbox.Record, error) {
 	if limit < 0 || limit > outbox.MaxPage {
 		return nil, racefree.Invalid("limit", "must be between 1 and %d, or 0 for the server's default", outbox.MaxPage)
