@@ -240,6 +240,10 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
 // listDead answers the request's tenant's dead messages, by id, filtered
 // by topic and key, a page at a time (?after=<next>&limit=): at most limit
 // of them and MaxPageBytes of JSON.
+// deadChunk is how many dead letters listDead reads at once: 16 payloads
+// of outbox.MaxPayloadBytes at most in memory beside the page.
+const deadChunk = 16
+
 func (s *Server) listDead(w http.ResponseWriter, r *http.Request) {
 	o, err := s.Outbox()
 	if err != nil {
@@ -252,27 +256,43 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var rs []*outbox.Record
-	err = s.reading(r.Context(), func(ctx context.Context, exec racefree.Executor) (err error) {
-		rs, err = o.Dead(ctx, exec, f, after, limit)
-		return err
-	})
-	if err != nil {
-		s.writeError(w, r, err)
+	if limit < 1 || limit > outbox.MaxPage {
+		// Read in chunks below, the page's own limit must be judged whole.
+		s.writeError(w, r, racefree.Invalid("limit", "must be 1 to %d", outbox.MaxPage))
 		return
 	}
 	// next: pass as after; unchanged when there was nothing more. A page
-	// stops at MaxPageBytes of JSON, so a short one is not the end.
+	// stops at MaxPageBytes of JSON, so a short one is not the end. The
+	// rows are read deadChunk at a time, each read after the last id of
+	// the one before, so that the server holds at most deadChunk payloads
+	// (each up to outbox.MaxPayloadBytes) beside the page, not limit.
 	out := newJSONPage("messages", after)
-	for _, rec := range rs {
-		ok, err := out.add(toDeadMessage(rec), rec.ID)
+	for cursor, left := after, limit; left > 0; {
+		n := min(left, deadChunk)
+		var rs []*outbox.Record
+		err = s.reading(r.Context(), func(ctx context.Context, exec racefree.Executor) (err error) {
+			rs, err = o.Dead(ctx, exec, f, cursor, n)
+			return err
+		})
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		if !ok {
+		for _, rec := range rs {
+			ok, err := out.add(toDeadMessage(rec), rec.ID)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			if !ok {
+				writeJSON(w, http.StatusOK, out)
+				return
+			}
+		}
+		if len(rs) < n {
 			break
 		}
+		cursor, left = rs[len(rs)-1].ID, left-n
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -262,3 +262,77 @@ func TestInboxMaxBodyAboveItsCapIsRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadLetterPagesReadInChunks: GET /v1/outbox/dead reads its rows a
+// few at a time (so that it holds few payloads beside the page), yet a
+// page of small dead letters holds limit of them, across the reads, in id
+// order, next the last; the page after it holds the rest and the one after
+// that none; a limit out of range is refused whole (400), not read as
+// chunks of a valid size.
+func TestDeadLetterPagesReadInChunks(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
+		s := server.New(db, server.Options{Token: "tok"})
+		o, err := s.Outbox()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var ids []int64
+		for i := range 40 {
+			id, err := o.Enqueue(ctx, o.DB(), outbox.Message{Topic: "mail", Key: "k", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		ds, err := o.Claim(ctx, "w", 40, time.Minute, "mail")
+		if err != nil || len(ds) != 40 {
+			t.Fatalf("claim: %d, %v", len(ds), err)
+		}
+		for _, d := range ds {
+			if _, err := o.Fail(ctx, d, outbox.Permanent(fmt.Errorf("gone"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		get := func(query string) (int, []int64, string) {
+			t.Helper()
+			req := httptest.NewRequest("GET", "/v1/outbox/dead?"+query, nil)
+			req.Header.Set("Authorization", "Bearer tok")
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, req)
+			var out struct {
+				Messages []struct {
+					ID int64 `json:"id"`
+				} `json:"messages"`
+				Next string `json:"next"`
+			}
+			if rec.Code == http.StatusOK {
+				if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []int64
+			for _, m := range out.Messages {
+				got = append(got, m.ID)
+			}
+			return rec.Code, got, out.Next
+		}
+		code, got, next := get("limit=30")
+		if code != 200 || !slices.Equal(got, ids[:30]) || next != strconv.FormatInt(ids[29], 10) {
+			t.Fatalf("first page: %d %v next %s; want the first 30 ids, next the 30th", code, got, next)
+		}
+		code, got, next = get("limit=30&after=" + next)
+		if code != 200 || !slices.Equal(got, ids[30:]) || next != strconv.FormatInt(ids[39], 10) {
+			t.Fatalf("second page: %d %v next %s; want the last 10 ids", code, got, next)
+		}
+		if code, got, last := get("limit=30&after=" + next); code != 200 || len(got) != 0 || last != next {
+			t.Fatalf("third page: %d %v next %s; want none, next unchanged", code, got, last)
+		}
+		for _, q := range []string{"limit=0", "limit=1001", "limit=-16"} {
+			if code, _, _ := get(q); code != http.StatusBadRequest {
+				t.Fatalf("%s: %d, want 400", q, code)
+			}
+		}
+	})
+}
