@@ -86,6 +86,7 @@ type Report struct {
 	Where            string   `json:"where"`
 	NullsNotDistinct bool     `json:"nulls_not_distinct"`
 	NotNull          bool     `json:"not_null"`
+	Only             bool     `json:"only"`        // PostgreSQL: the index covers the table's own rows, not those of the tables that INHERITS from it, and the check read ONLY them
 	NullRows         int64    `json:"null_rows"`   // with NotNull: the rows with a NULL in a key, on each of which NOT NULL fails
 	PrimaryKey       []string `json:"primary_key"` // columns identifying a row in Groups; ["rowid"] or ["ctid"] when the table has none
 	DuplicateGroups  int64    `json:"duplicate_groups"`
@@ -242,6 +243,7 @@ func (c *Checker) Check(ctx context.Context, spec Spec) (*Report, error) {
 		if err != nil {
 			return err
 		}
+		rep.Only = rows != table
 		if err := c.scan(ctx, q, rows, spec, limit, maxKeys, rep); err != nil {
 			return err
 		}

@@ -94,14 +94,22 @@ func DedupeSQL(engine string, rep *Report, keep Keep, ageColumn string) (string,
 	if len(filter) > 0 {
 		where = " WHERE " + strings.Join(filter, " AND ")
 	}
-	cols := strings.Join(pk, ", ")
+	// The rows the index covers: ONLY the table's own on a PostgreSQL table
+	// others inherit from (Report.Only); each named with its table
+	// (rowID), so that the DELETE reaches no row of another partition or
+	// child that shares its ctid or key.
+	from := table
+	if rep.Only {
+		from = "ONLY " + table
+	}
+	cols := strings.Join(d.rowID(pk), ", ")
 	surplus := fmt.Sprintf(`(%s) IN (
   SELECT %s FROM (
     SELECT %s, row_number() OVER (PARTITION BY %s ORDER BY %s) AS rf_rank
     FROM %s%s
   ) AS rf_ranked
   WHERE rf_rank > 1
-)`, cols, cols, cols, strings.Join(part, ", "), order, table, where)
+)`, cols, cols, cols, strings.Join(part, ", "), order, from, where)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- racefree unique-check --dedupe-sql keep=%s: archive, then delete, the surplus rows\n", keep)

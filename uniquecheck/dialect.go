@@ -68,6 +68,12 @@ type dialect interface {
 	// allGroups is the LIMIT parameter that lists every group.
 	allGroups() any
 
+	// rowID is what names one row of the table in DedupeSQL's script,
+	// from the primary key's columns (or rowid, ctid): on PostgreSQL the
+	// row's table too (tableoid), since a primary key or ctid names a row
+	// of one table only, and a partitioned or inherited table's rows lie
+	// in several.
+	rowID(pk []string) []string
 	// beginExclusive is the start of DedupeSQL's script: a transaction
 	// that takes the write lock on table before it reads anything.
 	beginExclusive(table string) string

@@ -187,3 +187,61 @@ func TestIndexOnAnInheritanceParentCoversItsOwnRows(t *testing.T) {
 		t.Fatalf("a partition's duplicate through its partitioned table: %+v, want 1 group", rep)
 	}
 }
+
+// TestDedupeSQLDeletesOnlyTheSurplusOfEachTable: on PostgreSQL a dedupe
+// script names each row with its table (tableoid) beside its ctid or
+// primary key: on a partitioned table without a primary key it deletes
+// the surplus row of one partition and no row of another that shares its
+// ctid; on a table others INHERITS from it ranks and deletes the table's
+// own rows only (Report.Only), leaving a child's rows, of the same key
+// and ctid, alone. The index builds after each.
+func TestDedupeSQLDeletesOnlyTheSurplusOfEachTable(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, testdb.NewDSN(t, racefree.Postgres), nil)
+	ctx := context.Background()
+	rows := func(query string) string {
+		t.Helper()
+		var s string
+		if err := db.QueryRowContext(ctx, query).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	exec(t, db.SQL(), `CREATE TABLE parted (region text, email text) PARTITION BY LIST (region)`)
+	exec(t, db.SQL(), `CREATE TABLE parted_eu PARTITION OF parted FOR VALUES IN ('eu')`)
+	exec(t, db.SQL(), `CREATE TABLE parted_us PARTITION OF parted FOR VALUES IN ('us')`)
+	exec(t, db.SQL(), `INSERT INTO parted VALUES ('eu', 'a'), ('eu', 'a'), ('us', 'x'), ('us', 'y')`)
+	spec := uniquecheck.Spec{Table: "parted", Keys: []string{"region", "email"}}
+	rep, err := uniquecheck.Check(ctx, db, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Only || rep.SurplusRows != 1 {
+		t.Fatalf("partitioned: only %v, %d surplus rows; want the whole table, 1", rep.Only, rep.SurplusRows)
+	}
+	runDedupe(t, db, rep, uniquecheck.KeepMinID)
+	if got := rows(`SELECT string_agg(region || ':' || email, ',' ORDER BY region, email) FROM parted`); got != "eu:a,us:x,us:y" {
+		t.Fatalf("partitioned after the script: %s, want eu:a,us:x,us:y (no row of another partition)", got)
+	}
+	if !engineBuilds(t, db.SQL(), spec) {
+		t.Fatal("partitioned: the index fails after the script")
+	}
+
+	exec(t, db.SQL(), `CREATE TABLE base (email text)`)
+	exec(t, db.SQL(), `CREATE TABLE kid () INHERITS (base)`)
+	exec(t, db.SQL(), `INSERT INTO base VALUES ('a'), ('a'); INSERT INTO kid VALUES ('a'), ('a'), ('b')`)
+	spec = uniquecheck.Spec{Table: "base", Keys: []string{"email"}}
+	if rep, err = uniquecheck.Check(ctx, db, spec); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Only || rep.SurplusRows != 1 {
+		t.Fatalf("parent: only %v, %d surplus rows; want its own rows, 1", rep.Only, rep.SurplusRows)
+	}
+	runDedupe(t, db, rep, uniquecheck.KeepMinID)
+	if got := rows(`SELECT string_agg(email, ',' ORDER BY email) FROM ONLY base`) + "/" + rows(`SELECT string_agg(email, ',' ORDER BY email) FROM kid`); got != "a/a,a,b" {
+		t.Fatalf("after the script, the parent's and the child's rows: %s, want a/a,a,b", got)
+	}
+	if !engineBuilds(t, db.SQL(), spec) {
+		t.Fatal("parent: the index fails after the script")
+	}
+}

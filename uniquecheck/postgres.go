@@ -133,6 +133,11 @@ func (postgresDialect) indexRows(ctx context.Context, q querier, name Name, quot
 	return quoted, nil
 }
 
+// rowID: tableoid beside the key, since two partitions (or a parent and
+// the table that inherits from it) hold rows of the same ctid, or of the
+// same primary key value.
+func (postgresDialect) rowID(pk []string) []string { return append([]string{"tableoid"}, pk...) }
+
 // planOnce: PostgreSQL's hash aggregate computes each key once already.
 func (postgresDialect) planOnce(context.Context, querier, string, Spec) (bool, error) {
 	return false, nil

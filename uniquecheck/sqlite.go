@@ -116,6 +116,9 @@ func (sqliteDialect) existingIndex(ctx context.Context, q querier, idx Name) (st
 	return "", nil
 }
 
+// rowID: a SQLite table's rows are its own.
+func (sqliteDialect) rowID(pk []string) []string { return pk }
+
 // indexRows: SQLite has no table inheritance.
 func (sqliteDialect) indexRows(_ context.Context, _ querier, _ Name, quoted string) (string, error) {
 	return quoted, nil
