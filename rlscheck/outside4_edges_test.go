@@ -107,14 +107,8 @@ GRANT SELECT ON barrier_docs, reporting.all_docs TO `+f.app)
 		return fds
 	}
 	seen := func(view string) int {
-		tx, err := f.db.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
+		tx := asTenant(t, f.db, f.app, "acme")
 		defer func() { _ = tx.Rollback() }()
-		if _, err := tx.Exec(`SET LOCAL ROLE ` + f.app + `; SELECT set_config('racefree.tenant_id', 'acme', true)`); err != nil {
-			t.Fatal(err)
-		}
 		var n int
 		if err := tx.QueryRow(`SELECT count(*) FROM ` + view + ` WHERE tenant_id <> 'acme'`).Scan(&n); err != nil {
 			t.Fatal(err)

@@ -9,23 +9,44 @@ import (
 	"github.com/racefree/racefree/rlscheck"
 )
 
-// readsAs counts the rows of query that role reads with tenant set, in a
-// transaction rolled back at the end.
-func readsAs(t *testing.T, db *sql.DB, role, tenant, query string) int {
+// asTenant begins a transaction as role with tenant set, rolled back when
+// the test ends.
+func asTenant(t *testing.T, db *sql.DB, role, tenant string) *sql.Tx {
 	t.Helper()
 	tx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tx.Rollback() }()
+	t.Cleanup(func() { _ = tx.Rollback() })
 	if _, err := tx.Exec(`SET LOCAL ROLE ` + role + `; SELECT set_config('racefree.tenant_id', '` + tenant + `', true)`); err != nil {
 		t.Fatal(err)
 	}
+	return tx
+}
+
+// readsAs counts the rows of query that role reads with tenant set, in a
+// transaction rolled back at the end.
+func readsAs(t *testing.T, db *sql.DB, role, tenant, query string) int {
+	t.Helper()
+	tx := asTenant(t, db, role, tenant)
+	defer func() { _ = tx.Rollback() }()
 	var n int
 	if err := tx.QueryRow(query).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
+}
+
+// inheritedDocs creates the tenant table docs (tenant_id text) that
+// INHERITS parent, with row-level security enabled and forced and the
+// guard, owned by the fixture's owner.
+func inheritedDocs(t *testing.T, f *fixture, parent string) {
+	t.Helper()
+	f.exec(t, `CREATE TABLE docs (tenant_id text NOT NULL) INHERITS (`+parent+`);
+ALTER TABLE docs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE docs FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON docs USING (`+guardText+`) WITH CHECK (`+guardText+`);
+ALTER TABLE docs OWNER TO `+f.owner)
 }
 
 // parentFindings returns the findings on obj (a quoted name's last part).
@@ -62,14 +83,9 @@ func beside(rep *rlscheck.Report) []rlscheck.Finding {
 func TestParentByInheritanceMustDeny(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	f.exec(t, `
-CREATE TABLE docs_base (id bigint, body text);
-CREATE TABLE docs (tenant_id text NOT NULL) INHERITS (docs_base);
-ALTER TABLE docs ENABLE ROW LEVEL SECURITY;
-ALTER TABLE docs FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant ON docs USING (`+guardText+`) WITH CHECK (`+guardText+`);
-ALTER TABLE docs_base OWNER TO `+f.owner+`;
-ALTER TABLE docs OWNER TO `+f.owner+`;
+	f.exec(t, `CREATE TABLE docs_base (id bigint, body text)`)
+	inheritedDocs(t, f, "docs_base")
+	f.exec(t, `ALTER TABLE docs_base OWNER TO `+f.owner+`;
 GRANT SELECT ON docs_base, docs TO `+f.app+`;
 INSERT INTO docs VALUES (1, 'x', 'acme-corp');
 CREATE TABLE notes_child () INHERITS (notes);
@@ -157,12 +173,9 @@ func TestParentsAtEveryDepthAndSchema(t *testing.T) {
 CREATE TABLE docs_root (id bigint);
 CREATE TABLE docs_base () INHERITS (docs_root);
 ALTER TABLE docs_base ENABLE ROW LEVEL SECURITY;
-ALTER TABLE docs_base FORCE ROW LEVEL SECURITY;
-CREATE TABLE docs (tenant_id text NOT NULL) INHERITS (docs_base);
-ALTER TABLE docs ENABLE ROW LEVEL SECURITY;
-ALTER TABLE docs FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant ON docs USING (`+guardText+`) WITH CHECK (`+guardText+`);
-ALTER TABLE docs OWNER TO `+f.owner+`;
+ALTER TABLE docs_base FORCE ROW LEVEL SECURITY`)
+	inheritedDocs(t, f, "docs_base")
+	f.exec(t, `
 ALTER TABLE docs_base OWNER TO `+f.owner+`;
 ALTER TABLE docs_root OWNER TO `+f.app+`;
 CREATE SCHEMA elsewhere_`+f.app+`;

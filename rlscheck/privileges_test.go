@@ -49,14 +49,8 @@ INSERT INTO orders VALUES (1, '00000000-0000-0000-0000-00000000000a', 1), (2, '0
 	}
 	truncate := func() (int, error) {
 		t.Helper()
-		tx, err := f.db.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
+		tx := asTenant(t, f.db, f.app, "00000000-0000-0000-0000-00000000000a")
 		defer func() { _ = tx.Rollback() }()
-		if _, err := tx.Exec(`SET LOCAL ROLE ` + f.app + `; SELECT set_config('racefree.tenant_id', '00000000-0000-0000-0000-00000000000a', true)`); err != nil {
-			t.Fatal(err)
-		}
 		if _, err := tx.Exec(`TRUNCATE orders`); err != nil {
 			return 0, err
 		}
@@ -102,12 +96,10 @@ GRANT REFERENCES ON events TO `+f.group+`; GRANT `+f.group+` TO `+f.app)
 		}
 	}
 
-	f.exec(t, `CREATE TABLE docs_base (id bigint);
-CREATE TABLE docs (tenant_id text NOT NULL) INHERITS (docs_base);
-ALTER TABLE docs_base ENABLE ROW LEVEL SECURITY; ALTER TABLE docs_base FORCE ROW LEVEL SECURITY;
-ALTER TABLE docs ENABLE ROW LEVEL SECURITY; ALTER TABLE docs FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant ON docs USING (`+guardText+`) WITH CHECK (`+guardText+`);
-ALTER TABLE docs_base OWNER TO `+f.owner+`; ALTER TABLE docs OWNER TO `+f.owner+`;
+	f.exec(t, `CREATE TABLE docs_base (id bigint)`)
+	inheritedDocs(t, f, "docs_base")
+	f.exec(t, `ALTER TABLE docs_base ENABLE ROW LEVEL SECURITY; ALTER TABLE docs_base FORCE ROW LEVEL SECURITY;
+ALTER TABLE docs_base OWNER TO `+f.owner+`;
 GRANT TRUNCATE ON docs_base TO `+f.app)
 	if got := grantFindings(f.check(t, rlscheck.Options{Role: f.app}), "docs_base"); len(got) != 1 || !strings.HasPrefix(got[0], f.app+" holds TRUNCATE on it") {
 		t.Fatalf("TRUNCATE on a parent (which truncates its children): %q", got)
