@@ -72,8 +72,14 @@ func (cat *catalogue) judgeRole(rep *Report, opts Options) {
 					owned = append(owned, quote(t.schema)+"."+quote(t.name))
 				}
 			}
+			after := "after SET ROLE " + quote(f.Target)
+			if !f.SetRole {
+				// PostgreSQL 16: SET ROLE to a role on the path that
+				// inherits the owner's privileges.
+				after = "after SET ROLE to a role on that path"
+			}
 			rep.add(RoleCanBecomeOwner, "role "+role,
-				fmt.Sprintf("%s %s: after SET ROLE %s it can disable their RLS", f, strings.Join(owned, ", "), quote(f.Target)), f.Revoke())
+				fmt.Sprintf("%s %s: %s it can disable their RLS", f, strings.Join(owned, ", "), after), f.Revoke())
 		}
 	}
 }

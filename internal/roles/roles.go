@@ -25,10 +25,18 @@
 //     before 16; every grant WITH INHERIT TRUE from 16) has the group's
 //     privileges without SET ROLE: an owner's among them, never its
 //     attributes.
+//   - From 16, SET ROLE then INHERIT: after SET ROLE to a role the member
+//     has the privileges that role inherits, an owner's among them, though
+//     it can neither SET ROLE to the owner nor inherit from it.
+//   - From 16, ADMIN OPTION: a member that can use the privileges of a
+//     role holding a grant WITH ADMIN OPTION can grant that role to
+//     itself WITH SET TRUE, and so counts as able to SET ROLE to it,
+//     whatever the SET and INHERIT options of that grant.
 //
 // PostgreSQL's own pg_has_role decides (MEMBER before 16, SET from 16,
-// USAGE for privileges); a walk over pg_auth_members only names the path
-// of memberships for the message. The PostgreSQL 16 branch (set_option,
+// USAGE for privileges), and from 16 a walk over pg_auth_members adds the
+// two ways pg_has_role does not answer (SET ROLE then INHERIT, ADMIN
+// OPTION); the walk names the path of memberships for the message. The PostgreSQL 16 branch (set_option,
 // inherit_option, pg_has_role … 'SET') is chosen by server_version_num;
 // racefree's tests run on PostgreSQL 15 and prove it only against an
 // emulation of PostgreSQL 16's catalogue (TestReach16OnEmulatedCatalogue).
@@ -125,11 +133,16 @@ type Finding struct {
 	// included: [Role] when Target is Role.
 	Path []string
 	// SetRole: Role can SET ROLE to Target and then act as it (always
-	// true when Target is Role).
+	// true when Target is Role); from PostgreSQL 16 also when a role on
+	// Path holds Target WITH ADMIN OPTION, so that Role can grant Target
+	// to itself first.
 	SetRole bool
 	// Inherits: Role has Target's privileges without SET ROLE (INHERIT
 	// all the way; always true when Target is Role). Only privileges are
-	// inherited, never SUPERUSER or BYPASSRLS.
+	// inherited, never SUPERUSER or BYPASSRLS. Both SetRole and Inherits
+	// are false for an owner or a predefined role whose privileges Role
+	// has only after SET ROLE to a role on Path that inherits them
+	// (PostgreSQL 16: SET, then INHERIT).
 	Inherits bool
 }
 
@@ -152,8 +165,13 @@ func (f Finding) String() string {
 		return quote(f.Role) + " " + what
 	}
 	how := "can SET ROLE to "
-	if (f.Kind == Owner || f.Kind == ServerFiles) && f.Inherits {
-		how = "has, without SET ROLE, the privileges of "
+	if f.Kind == Owner || f.Kind == ServerFiles {
+		switch {
+		case f.Inherits:
+			how = "has, without SET ROLE, the privileges of "
+		case !f.SetRole:
+			how = "has, after SET ROLE, the privileges of "
+		}
 	}
 	through := ""
 	if len(f.Path) > 2 {
@@ -249,23 +267,25 @@ func judge(ctx context.Context, q Querier, text, role string, owners []string) (
 			name                      string
 			self, super, bypass, owns bool
 			createrole, files         bool
-			canSet, inherits          bool
+			canSet, inherits, acts    bool
 			setPath, inheritPath      string
+			actsPath                  string
 		)
-		if err := rows.Scan(&name, &self, &super, &bypass, &owns, &createrole, &files, &canSet, &inherits, &setPath, &inheritPath); err != nil {
+		if err := rows.Scan(&name, &self, &super, &bypass, &owns, &createrole, &files, &canSet, &inherits, &setPath, &inheritPath, &acts, &actsPath); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("roles: judge %s: %w", quote(role), err)
 		}
 		exists = exists || self
 		f := Finding{Role: role, Target: name, SetRole: canSet || self, Inherits: inherits || self}
-		var sp, ip []string
-		if err := json.Unmarshal([]byte(setPath), &sp); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("roles: path: %w", err)
-		}
-		if err := json.Unmarshal([]byte(inheritPath), &ip); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("roles: path: %w", err)
+		var sp, ip, ap []string
+		for _, p := range []struct {
+			text string
+			to   *[]string
+		}{{setPath, &sp}, {inheritPath, &ip}, {actsPath, &ap}} {
+			if err := json.Unmarshal([]byte(p.text), p.to); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("roles: path: %w", err)
+			}
 		}
 		path := func(p []string) []string {
 			switch {
@@ -283,14 +303,17 @@ func judge(ctx context.Context, q Querier, text, role string, owners []string) (
 			found = append(found, f)
 		}
 		// privilege adds k for a privilege role holds whether it
-		// inherits it or must SET ROLE to use it: the inheritance path
-		// where there is one, since it needs no statement at all.
+		// inherits it, must SET ROLE to use it, or has it after SET ROLE
+		// to a role that inherits it (16): the inheritance path where
+		// there is one, since it needs no statement at all.
 		privilege := func(k Kind) {
 			switch {
 			case f.Inherits:
 				add(k, ip)
 			case f.SetRole:
 				add(k, sp)
+			case acts:
+				add(k, ap)
 			}
 		}
 		if super && f.SetRole {

@@ -24,7 +24,10 @@
 -- caller names the two ends.
 --
 -- The two paths (JSON arrays of names, [] when there is none) are the
--- shortest by SET ROLE and the shortest by INHERIT.
+-- shortest by SET ROLE and the shortest by INHERIT. The last two columns
+-- (privileges only after SET ROLE to a role that inherits them, and that
+-- path) are reach16.sql's: before 16 a member can SET ROLE to every role
+-- whose privileges it can use, so they are false and [].
 --
 -- A superuser is every role's member: for one, only its own row counts.
 -- No row at all: the role does not exist (the first row is always $1's own
@@ -54,7 +57,9 @@ SELECT t.rolname,
        ) WITH ORDINALITY u(x, i) ORDER BY i))::text,
        to_json(ARRAY(SELECT pg_get_userbyid(x) FROM unnest(
            (SELECT w.path FROM walk w WHERE w.roleid = t.oid AND w.inherits ORDER BY cardinality(w.path) LIMIT 1)
-       ) WITH ORDINALITY u(x, i) ORDER BY i))::text
+       ) WITH ORDINALITY u(x, i) ORDER BY i))::text,
+       false,
+       '[]'
   FROM me
   JOIN pg_roles t ON t.oid = me.oid OR NOT me.rolsuper
  WHERE t.oid = me.oid

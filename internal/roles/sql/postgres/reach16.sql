@@ -20,48 +20,70 @@
 -- (ALTER TABLE … DISABLE ROW LEVEL SECURITY, and skipping policies that
 -- are not FORCEd) come with SET ROLE too, or without it through INHERIT
 -- on every grant: pg_has_role(…, 'USAGE'). A member with SET FALSE
--- and INHERIT TRUE of the owner therefore still counts. pg_has_role
--- decides, as PostgreSQL itself decides; the walk over pg_auth_members
--- only names the path. A membership pg_auth_members does not list
--- (pg_database_owner's) gets no path: the caller names the two ends.
+-- and INHERIT TRUE of the owner therefore still counts.
 --
--- The two paths (JSON arrays of names, [] when there is none) are the
--- shortest by SET ROLE and the shortest by INHERIT.
+-- pg_has_role does not answer two more ways, which the walk follows:
+--   - SET ROLE, then INHERIT (acts): after SET ROLE to a role, the member
+--     has that role's privileges, those it inherits among them: a chain
+--     of SET grants followed by INHERIT grants gives the owner's
+--     privileges though neither 'SET' nor 'USAGE' reaches the owner.
+--   - ADMIN OPTION: a role whose privileges the member can use and that
+--     holds a grant WITH ADMIN OPTION can grant that role to the member,
+--     WITH SET TRUE: the member can then SET ROLE to it (PostgreSQL's
+--     documentation: SET FALSE, INHERIT FALSE "is a safeguard against
+--     accidents, not a security feature"). Such a role counts as one it
+--     can SET ROLE to.
+-- A membership pg_auth_members does not list (pg_database_owner's) gets
+-- no path: the caller names the two ends.
+--
+-- The three paths (JSON arrays of names, [] when there is none) are the
+-- shortest by SET ROLE, the shortest by INHERIT and the shortest by which
+-- the member has the role's privileges, after SET ROLE where needed.
 --
 -- A superuser is every role's member: for one, only its own row counts.
 -- No row at all: the role does not exist (the first row is always $1's own
 -- when it does).
 WITH RECURSIVE me AS (
     SELECT oid, rolsuper FROM pg_roles WHERE rolname = $1
-), walk(roleid, path, can_set, inherits) AS (
-    SELECT oid, ARRAY[oid], true, true FROM me
+), walk(roleid, path, can_set, inherits, acts) AS (
+    SELECT oid, ARRAY[oid], true, true, true FROM me
     UNION ALL
-    SELECT m.roleid, w.path || m.roleid, w.can_set AND m.set_option, w.inherits AND m.inherit_option
+    SELECT m.roleid, w.path || m.roleid,
+           w.can_set AND m.set_option OR w.acts AND m.admin_option,
+           w.inherits AND m.inherit_option,
+           w.can_set AND m.set_option OR w.acts AND (m.admin_option OR m.inherit_option)
       FROM walk w
       JOIN pg_auth_members m ON m.member = w.roleid
      WHERE m.roleid <> ALL (w.path)
-       AND (w.can_set AND m.set_option OR w.inherits AND m.inherit_option)
+       AND (w.can_set AND m.set_option OR w.acts AND (m.admin_option OR m.inherit_option))
+), reached AS (
+    SELECT t.oid, t.rolname,
+           t.oid = me.oid AS self,
+           t.rolsuper, t.rolbypassrls,
+           t.rolname = ANY ($2::text[]) AS owns,
+           t.rolcreaterole,
+           t.rolname IN ('pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program') AS files,
+           pg_has_role(me.oid, t.oid, 'SET')
+               OR EXISTS (SELECT FROM walk w WHERE w.roleid = t.oid AND w.can_set) AS can_set,
+           pg_has_role(me.oid, t.oid, 'USAGE') AS inherits,
+           EXISTS (SELECT FROM walk w WHERE w.roleid = t.oid AND w.acts) AS acts
+      FROM me
+      JOIN pg_roles t ON t.oid = me.oid OR NOT me.rolsuper
 )
-SELECT t.rolname,
-       t.oid = me.oid,
-       t.rolsuper,
-       t.rolbypassrls,
-       t.rolname = ANY ($2::text[]),
-       t.rolcreaterole,
-       t.rolname IN ('pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'),
-       pg_has_role(me.oid, t.oid, 'SET'),
-       pg_has_role(me.oid, t.oid, 'USAGE'),
+SELECT r.rolname, r.self, r.rolsuper, r.rolbypassrls, r.owns, r.rolcreaterole, r.files,
+       r.can_set, r.inherits,
        to_json(ARRAY(SELECT pg_get_userbyid(x) FROM unnest(
-           (SELECT w.path FROM walk w WHERE w.roleid = t.oid AND w.can_set ORDER BY cardinality(w.path) LIMIT 1)
+           (SELECT w.path FROM walk w WHERE w.roleid = r.oid AND w.can_set ORDER BY cardinality(w.path) LIMIT 1)
        ) WITH ORDINALITY u(x, i) ORDER BY i))::text,
        to_json(ARRAY(SELECT pg_get_userbyid(x) FROM unnest(
-           (SELECT w.path FROM walk w WHERE w.roleid = t.oid AND w.inherits ORDER BY cardinality(w.path) LIMIT 1)
+           (SELECT w.path FROM walk w WHERE w.roleid = r.oid AND w.inherits ORDER BY cardinality(w.path) LIMIT 1)
+       ) WITH ORDINALITY u(x, i) ORDER BY i))::text,
+       r.acts,
+       to_json(ARRAY(SELECT pg_get_userbyid(x) FROM unnest(
+           (SELECT w.path FROM walk w WHERE w.roleid = r.oid AND w.acts ORDER BY cardinality(w.path) LIMIT 1)
        ) WITH ORDINALITY u(x, i) ORDER BY i))::text
-  FROM me
-  JOIN pg_roles t ON t.oid = me.oid OR NOT me.rolsuper
- WHERE t.oid = me.oid
-    OR ((t.rolsuper OR t.rolbypassrls OR t.rolcreaterole) AND pg_has_role(me.oid, t.oid, 'SET'))
-    OR ((t.rolname = ANY ($2::text[])
-         OR t.rolname IN ('pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'))
-        AND (pg_has_role(me.oid, t.oid, 'SET') OR pg_has_role(me.oid, t.oid, 'USAGE')))
- ORDER BY t.oid <> me.oid, t.rolname
+  FROM reached r
+ WHERE r.self
+    OR ((r.rolsuper OR r.rolbypassrls OR r.rolcreaterole) AND r.can_set)
+    OR ((r.owns OR r.files) AND (r.can_set OR r.inherits OR r.acts))
+ ORDER BY NOT r.self, r.rolname
