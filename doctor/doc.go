@@ -51,6 +51,11 @@
 //     ledger, as racefree's own statements find its tables (not
 //     current_schema(), which is a role's own schema when one is named
 //     after it; the ownership and analysis checks look there too);
+//   - the role holds no privilege row-level security does not bind on those
+//     tables, itself, through a role it is a member of, or as PUBLIC
+//     (privilege-escapes-rls, with each REVOKE: TRUNCATE empties every
+//     tenant's rows, TRIGGER runs the grantee's trigger on every tenant's
+//     rows as they are written, REFERENCES tells which keys exist);
 //   - a racefree_ table that holds rows has been analyzed (never-analyzed,
 //     severity info: the planner guesses its size);
 //   - a racefree_ table analyzed once has not changed since by 1,000 rows

@@ -30,6 +30,9 @@ var replicationSQL string
 //go:embed sql/postgres/rls.sql
 var rlsSQL string
 
+//go:embed sql/postgres/grants.sql
+var grantsSQL string
+
 //go:embed sql/postgres/analyze.sql
 var analyzeSQL string
 
@@ -46,7 +49,7 @@ var backendSQL string
 var sqliteDurabilitySQL string
 
 func init() {
-	for _, q := range []*string{&settingsSQL, &roleSettingsSQL, &replicationSQL, &rlsSQL, &analyzeSQL, &countsSQL, &statisticsSQL, &backendSQL, &sqliteDurabilitySQL} {
+	for _, q := range []*string{&settingsSQL, &roleSettingsSQL, &replicationSQL, &rlsSQL, &grantsSQL, &analyzeSQL, &countsSQL, &statisticsSQL, &backendSQL, &sqliteDurabilitySQL} {
 		*q = query.Embedded(*q)
 	}
 }
@@ -78,6 +81,7 @@ const (
 	RoleNotJudged            = "role-not-judged"
 	RLSNotForced             = "rls-not-forced"
 	RLSNotJudged             = "rls-not-judged"
+	PrivilegeEscapesRLS      = "privilege-escapes-rls"
 	SchemaBehind             = "schema-behind"
 	SchemaAhead              = "schema-ahead"
 	SchemaNotJudged          = "schema-not-judged"
@@ -111,7 +115,7 @@ func Codes(engine string) []string {
 	}
 	out = append(out, RoleNotJudged)
 	out = append(out, schema...)
-	return append(out, RLSNotForced, RLSNotJudged, NeverAnalyzed, StaleStatistics, AutovacuumOff, AnalyzeNotJudged, PoolerPreparedStatements, PoolerNotJudged)
+	return append(out, RLSNotForced, PrivilegeEscapesRLS, RLSNotJudged, NeverAnalyzed, StaleStatistics, AutovacuumOff, AnalyzeNotJudged, PoolerPreparedStatements, PoolerNotJudged)
 }
 
 // Finding is one thing Check found. Detail says what and what it means,
@@ -192,6 +196,7 @@ func Check(ctx context.Context, db *racefree.DB, opts Options) (Report, error) {
 		err = c.role(ctx, opts.Role)
 		c.schema(ctx)
 		c.rls(ctx)
+		c.grants(ctx)
 		if c.counted(ctx) {
 			c.analyze(ctx)
 			c.statistics(ctx)
@@ -209,7 +214,8 @@ type checker struct {
 	db      *racefree.DB
 	q       *sql.DB
 	found   []Finding
-	version int64 // the schema version, -1 unknown
+	version int64  // the schema version, -1 unknown
+	judged  string // the role judged, "" when it could not be
 	// set by settings
 	syncCommit, standbyNames string
 	settingsRead             bool
@@ -224,11 +230,11 @@ func (c *checker) notJudged(code, what string, err error) {
 	c.add(code, Warn, "", "could not judge %s, so it is not known to be safe: %v", what, oneLine(err))
 }
 
-// each runs query and calls scan on each row it returns. A query, a scan
+// each runs query with args and calls scan on each row it returns. A query, a scan
 // or the rows' end that fails leaves code's not-judged finding about
 // what, and each reports false: the check then judges nothing.
-func (c *checker) each(ctx context.Context, query, code, what string, scan func(*sql.Rows) error) bool {
-	rows, err := c.q.QueryContext(ctx, query)
+func (c *checker) each(ctx context.Context, query, code, what string, scan func(*sql.Rows) error, args ...any) bool {
+	rows, err := c.q.QueryContext(ctx, query, args...)
 	if err == nil {
 		for err == nil && rows.Next() {
 			err = scan(rows)
@@ -393,6 +399,7 @@ func (c *checker) role(ctx context.Context, role string) error {
 		c.notJudged(RoleNotJudged, fmt.Sprintf("whether role %q escapes row-level security", role), err)
 		return nil
 	}
+	c.judged = role
 	for _, f := range found {
 		fix := f.Revoke()
 		if fix == "" {
@@ -460,6 +467,43 @@ func (c *checker) rls(ctx context.Context) {
 		c.add(RLSNotForced, Error, strings.Join(fixes, " "),
 			"row-level security is not both enabled and forced on %s: a role that owns the table, or any role when it is not enabled, reads and writes every tenant's rows", strings.Join(names, ", "))
 	}
+}
+
+// grants reports the privileges row-level security does not bind
+// (grants.sql) that the judged role holds on racefree's tables, directly,
+// through a role it is a member of, or as PUBLIC: one finding, each table
+// and grantee named with its REVOKE. It judges nothing when the role or
+// the schema version is unknown (their findings say so) or the schema is
+// older than the tables' row-level security.
+func (c *checker) grants(ctx context.Context) {
+	if c.judged == "" || c.version < tenantsVersion {
+		return
+	}
+	type grant struct{ table, grantee string }
+	var order []grant
+	privileges := map[grant][]string{}
+	if !c.each(ctx, grantsSQL, RLSNotJudged, fmt.Sprintf("the privileges of role %q on racefree's tables", c.judged), func(rows *sql.Rows) error {
+		var g grant
+		var privilege string
+		if err := rows.Scan(&g.table, &g.grantee, &privilege); err != nil {
+			return err
+		}
+		if privileges[g] == nil {
+			order = append(order, g)
+		}
+		privileges[g] = append(privileges[g], privilege)
+		return nil
+	}, c.judged) || len(order) == 0 {
+		return
+	}
+	var names, fixes []string
+	for _, g := range order {
+		ps := strings.Join(privileges[g], ", ")
+		names = append(names, fmt.Sprintf("%s on %s to %s", ps, g.table, g.grantee))
+		fixes = append(fixes, fmt.Sprintf("REVOKE %s ON %s FROM %s;", ps, g.table, g.grantee))
+	}
+	c.add(PrivilegeEscapesRLS, Error, strings.Join(fixes, " "),
+		"role %q holds privileges row-level security does not bind (%s): TRUNCATE empties every tenant's rows, TRIGGER runs its trigger on every tenant's rows as they are written, REFERENCES tells which keys exist", c.judged, strings.Join(names, "; "))
 }
 
 // counted reports whether the checking session counts the rows its
