@@ -448,14 +448,8 @@ func (cat *catalogue) readParents(ctx context.Context, tx *sql.Tx, byOID map[int
 // bind on the tenant tables and their parents, one per table and grantee.
 // It runs after the role is known to exist (pg_has_role would fail).
 func (cat *catalogue) readGrants(ctx context.Context, tx *sql.Tx, role string) error {
-	oids := make([]int64, 0, len(cat.reach))
-	for _, t := range cat.tables {
-		oids = append(oids, t.oid)
-	}
-	for _, p := range cat.parents {
-		oids = append(oids, p.oid)
-	}
-	rows, err := tx.QueryContext(ctx, privilegesSQL, oids, role)
+	// cat.reach holds the tenant tables and their parents.
+	rows, err := tx.QueryContext(ctx, privilegesSQL, slices.Collect(maps.Keys(cat.reach)), role)
 	if err != nil {
 		return err
 	}

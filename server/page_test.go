@@ -121,11 +121,7 @@ func pageSizes(pages []routePage) []int {
 func TestDeadLetterPagesAreBoundedByBytes(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		s := server.New(db, server.Options{Token: "tok"})
-		o, err := s.Outbox()
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, o := outboxServer(t, db)
 		ctx := context.Background()
 		var ids []int64
 		for i := range 4 {
@@ -272,11 +268,7 @@ func TestInboxMaxBodyAboveItsCapIsRefused(t *testing.T) {
 func TestDeadLetterPagesReadInChunks(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, nil, func(t *testing.T, db *racefree.DB) {
-		s := server.New(db, server.Options{Token: "tok"})
-		o, err := s.Outbox()
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, o := outboxServer(t, db)
 		ctx := context.Background()
 		var ids []int64
 		for i := range 40 {
@@ -335,4 +327,15 @@ func TestDeadLetterPagesReadInChunks(t *testing.T) {
 			}
 		}
 	})
+}
+
+// outboxServer is a server with the bearer token "tok" and its outbox.
+func outboxServer(t *testing.T, db *racefree.DB) (*server.Server, *outbox.Outbox) {
+	t.Helper()
+	s := server.New(db, server.Options{Token: "tok"})
+	o, err := s.Outbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, o
 }
