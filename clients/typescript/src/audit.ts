@@ -1,6 +1,7 @@
 // The tamper-evident audit log over HTTP, as the Go client's Append,
 // Entries, Verify, Checkpoint and LatestCheckpoint (audit.Log).
 import type { CallOptions, IdempotentOptions, PageOptions, RacefreeClient } from "./client.js";
+import { MaxPage, pages } from "./pages.js";
 import type { components, operations } from "./schema.js";
 
 type AppendBody = operations["post_v1_audit"]["requestBody"]["content"]["application/json"];
@@ -46,6 +47,20 @@ export class Audit {
     const { api } = this.client;
     const query = { scope, after: options?.after as number | undefined, limit: options?.limit };
     return this.client.retry((a) => api.GET("/v1/audit", { params: { query }, ...a }), options);
+  }
+
+  /**
+   * all yields the entries of scope numbered above options.after, oldest
+   * first, reading 1,000 a page (options.limit is ignored) and paging on
+   * to the first empty page: `for await (const e of rf.audit.all("acme"))`.
+   * A page's error is thrown and ends the loop; leaving the loop sends no
+   * further request. Listing is not verifying: verify checks the chain.
+   */
+  async *all(scope: string, options?: PageOptions): AsyncGenerator<AuditEntry, void, undefined> {
+    yield* pages(options?.after, async (after) => {
+      const page = await this.list(scope, { ...options, after, limit: MaxPage });
+      return { items: page.entries, next: page.next };
+    });
   }
 
   /**

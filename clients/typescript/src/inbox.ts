@@ -1,6 +1,7 @@
 // The webhook inbox over HTTP, as the Go client's Deliver and
 // InboxEvents (inbox.Inbox).
 import type { CallOptions, PageOptions, RacefreeClient } from "./client.js";
+import { MaxPage, pages } from "./pages.js";
 import type { operations } from "./schema.js";
 
 /** InboxPage is one page of a source's deliveries, oldest first; pass next as after for the next page. */
@@ -34,6 +35,20 @@ export class Inbox {
     const { api } = this.client;
     const query = { after: options?.after as number | undefined, limit: options?.limit };
     return this.client.retry((a) => api.GET("/v1/inbox/{source}", { params: { path: { source }, query }, ...a }), options);
+  }
+
+  /**
+   * all yields the deliveries of source the key's tenant received above
+   * options.after, oldest first, reading 1,000 a page (options.limit is
+   * ignored) and paging on to the first empty page: `for await (const e of
+   * rf.inbox.all("stripe"))`. A page's error is thrown and ends the loop;
+   * leaving the loop sends no further request.
+   */
+  async *all(source: string, options?: PageOptions): AsyncGenerator<InboxEvent, void, undefined> {
+    yield* pages(options?.after, async (after) => {
+      const page = await this.list(source, { ...options, after, limit: MaxPage });
+      return { items: page.events, next: page.next };
+    });
   }
 
   /**

@@ -1,6 +1,7 @@
 // The transactional outbox over HTTP, as the Go client's Enqueue, Message,
 // Dead, OutboxStats, Redrive and Discard (outbox.Outbox).
 import type { CallOptions, IdempotentOptions, PageOptions, RacefreeClient } from "./client.js";
+import { MaxPage, pages } from "./pages.js";
 import type { components, operations } from "./schema.js";
 
 /**
@@ -69,6 +70,20 @@ export class Outbox {
     const { api } = this.client;
     const query = { topic: options?.topic, key: options?.key, after: options?.after as number | undefined, limit: options?.limit };
     return this.client.retry((a) => api.GET("/v1/outbox/dead", { params: { query }, ...a }), options);
+  }
+
+  /**
+   * allDead yields the key's tenant's dead messages above options.after,
+   * by id, filtered by topic and key, reading 1,000 a page (options.limit
+   * is ignored) and paging on to the first empty page: `for await (const m
+   * of rf.outbox.allDead({ topic: "mail" }))`. A page's error is thrown
+   * and ends the loop; leaving the loop sends no further request.
+   */
+  async *allDead(options?: DeadOptions): AsyncGenerator<DeadMessage, void, undefined> {
+    yield* pages(options?.after, async (after) => {
+      const page = await this.dead({ ...options, after, limit: MaxPage });
+      return { items: page.messages, next: page.next };
+    });
   }
 
   /**
