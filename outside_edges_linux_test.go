@@ -29,6 +29,11 @@ func TestEdgesASQLiteBatchWhoseCommitMayHaveHappenedIsNeverRunAgain(t *testing.T
 			t.Parallel()
 			db, path := writerDB(t, conns)
 			ctx := context.Background()
+			// Every connection of the pool has the WAL open before the
+			// fault: it swaps the descriptors open when it starts, and a
+			// connection the held batch opened after that would write
+			// through one of its own.
+			openAll(t, db, conns)
 			lock, err := db.SQL().BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -82,5 +87,23 @@ func TestEdgesASQLiteBatchWhoseCommitMayHaveHappenedIsNeverRunAgain(t *testing.T
 				t.Logf("reading the rows after the I/O error: %v", err)
 			}
 		})
+	}
+}
+
+// openAll has each of db's n connections read the database, and so open
+// its WAL, and leaves them idle in the pool.
+func openAll(t *testing.T, db *racefree.DB, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		c, err := db.SQL().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var rows int
+		if err := c.QueryRowContext(ctx, `SELECT COUNT(*) FROM w`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
