@@ -56,6 +56,11 @@
 //     (privilege-escapes-rls, with each REVOKE: TRUNCATE empties every
 //     tenant's rows, TRIGGER runs the grantee's trigger on every tenant's
 //     rows as they are written, REFERENCES tells which keys exist);
+//   - the role reads no racefree table through a view or materialized
+//     view (or a view over one) whose owner row-level security does not
+//     bind: a superuser, a BYPASSRLS role, the table's owner where it is
+//     not forced (view-escapes-rls: a view reads with its owner's
+//     privileges, and hands the role every tenant's rows);
 //   - a racefree_ table that holds rows has been analyzed (never-analyzed,
 //     severity info: the planner guesses its size);
 //   - a racefree_ table analyzed once has not changed since by 1,000 rows

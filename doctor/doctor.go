@@ -33,6 +33,9 @@ var rlsSQL string
 //go:embed sql/postgres/grants.sql
 var grantsSQL string
 
+//go:embed sql/postgres/views.sql
+var viewsSQL string
+
 //go:embed sql/postgres/analyze.sql
 var analyzeSQL string
 
@@ -82,6 +85,7 @@ const (
 	RLSNotForced             = "rls-not-forced"
 	RLSNotJudged             = "rls-not-judged"
 	PrivilegeEscapesRLS      = "privilege-escapes-rls"
+	ViewEscapesRLS           = "view-escapes-rls"
 	SchemaBehind             = "schema-behind"
 	SchemaAhead              = "schema-ahead"
 	SchemaNotJudged          = "schema-not-judged"
@@ -115,7 +119,7 @@ func Codes(engine string) []string {
 	}
 	out = append(out, RoleNotJudged)
 	out = append(out, schema...)
-	return append(out, RLSNotForced, PrivilegeEscapesRLS, RLSNotJudged, NeverAnalyzed, StaleStatistics, AutovacuumOff, AnalyzeNotJudged, PoolerPreparedStatements, PoolerNotJudged)
+	return append(out, RLSNotForced, PrivilegeEscapesRLS, ViewEscapesRLS, RLSNotJudged, NeverAnalyzed, StaleStatistics, AutovacuumOff, AnalyzeNotJudged, PoolerPreparedStatements, PoolerNotJudged)
 }
 
 // Finding is one thing Check found. Detail says what and what it means,
@@ -197,6 +201,7 @@ func Check(ctx context.Context, db *racefree.DB, opts Options) (Report, error) {
 		c.schema(ctx)
 		c.rls(ctx)
 		c.grants(ctx)
+		c.views(ctx)
 		if c.counted(ctx) {
 			c.analyze(ctx)
 			c.statistics(ctx)
@@ -230,9 +235,10 @@ func (c *checker) notJudged(code, what string, err error) {
 	c.add(code, Warn, "", "could not judge %s, so it is not known to be safe: %v", what, oneLine(err))
 }
 
-// each runs query with args and calls scan on each row it returns. A query, a scan
-// or the rows' end that fails leaves code's not-judged finding about
-// what, and each reports false: the check then judges nothing.
+// each runs query with args and calls scan on each row it returns. A
+// query, a scan or the rows' end that fails leaves code's not-judged
+// finding about what, and each reports false: the check then judges
+// nothing.
 func (c *checker) each(ctx context.Context, query, code, what string, scan func(*sql.Rows) error, args ...any) bool {
 	rows, err := c.q.QueryContext(ctx, query, args...)
 	if err == nil {
@@ -472,38 +478,72 @@ func (c *checker) rls(ctx context.Context) {
 // grants reports the privileges row-level security does not bind
 // (grants.sql) that the judged role holds on racefree's tables, directly,
 // through a role it is a member of, or as PUBLIC: one finding, each table
-// and grantee named with its REVOKE. It judges nothing when the role or
-// the schema version is unknown (their findings say so) or the schema is
-// older than the tables' row-level security.
+// and grantee named once with its privileges and its REVOKE, the owner's
+// (a grant another role made outlives it, and so does the finding, until
+// that role's grant option is revoked CASCADE). It judges nothing when
+// the role or the schema version is unknown (their findings say so) or
+// the schema is older than the tables' row-level security.
 func (c *checker) grants(ctx context.Context) {
 	if c.judged == "" || c.version < tenantsVersion {
 		return
 	}
-	type grant struct{ table, grantee string }
-	var order []grant
-	privileges := map[grant][]string{}
+	// grants.sql returns the rows ordered by table and grantee: each pair's
+	// privileges follow one another, a privilege that two grantors granted
+	// once for each.
+	type grant struct{ table, grantee, privileges string }
+	var found []grant
 	if !c.each(ctx, grantsSQL, RLSNotJudged, fmt.Sprintf("the privileges of role %q on racefree's tables", c.judged), func(rows *sql.Rows) error {
 		var g grant
-		var privilege string
-		if err := rows.Scan(&g.table, &g.grantee, &privilege); err != nil {
+		if err := rows.Scan(&g.table, &g.grantee, &g.privileges); err != nil {
 			return err
 		}
-		if privileges[g] == nil {
-			order = append(order, g)
+		switch last := len(found) - 1; {
+		case last < 0 || found[last].table != g.table || found[last].grantee != g.grantee:
+			found = append(found, g)
+		case !strings.HasSuffix(found[last].privileges, g.privileges):
+			found[last].privileges += ", " + g.privileges
 		}
-		privileges[g] = append(privileges[g], privilege)
 		return nil
-	}, c.judged) || len(order) == 0 {
+	}, c.judged) || len(found) == 0 {
 		return
 	}
 	var names, fixes []string
-	for _, g := range order {
-		ps := strings.Join(privileges[g], ", ")
-		names = append(names, fmt.Sprintf("%s on %s to %s", ps, g.table, g.grantee))
-		fixes = append(fixes, fmt.Sprintf("REVOKE %s ON %s FROM %s;", ps, g.table, g.grantee))
+	for _, g := range found {
+		names = append(names, fmt.Sprintf("%s on %s to %s", g.privileges, g.table, g.grantee))
+		fixes = append(fixes, fmt.Sprintf("REVOKE %s ON %s FROM %s;", g.privileges, g.table, g.grantee))
 	}
 	c.add(PrivilegeEscapesRLS, Error, strings.Join(fixes, " "),
 		"role %q holds privileges row-level security does not bind (%s): TRUNCATE empties every tenant's rows, TRIGGER runs its trigger on every tenant's rows as they are written, REFERENCES tells which keys exist", c.judged, strings.Join(names, "; "))
+}
+
+// views reports the views and materialized views through which the
+// judged role reads racefree's tables as a role row-level security does
+// not bind (views.sql): a view reads with its owner's privileges, so one
+// a superuser made and granted to the application role hands it every
+// tenant's rows. One finding, each view named with the tables it reads
+// and its owner; the fix makes each plain view read as its caller
+// (security_invoker, PostgreSQL 15 on), and leaves the others to the
+// operator. It judges nothing when grants does not.
+func (c *checker) views(ctx context.Context) {
+	if c.judged == "" || c.version < tenantsVersion {
+		return
+	}
+	var names, fixes []string
+	if !c.each(ctx, viewsSQL, RLSNotJudged, fmt.Sprintf("the views through which role %q reads racefree's tables", c.judged), func(rows *sql.Rows) error {
+		var view, tables, kind, owner, fix string
+		if err := rows.Scan(&view, &tables, &kind, &owner, &fix); err != nil {
+			return err
+		}
+		names = append(names, fmt.Sprintf("%s %s, owned by %s, over %s", kind, view, owner, tables))
+		if fix != "" {
+			fixes = append(fixes, fix)
+		}
+		return nil
+	}, c.judged) || len(names) == 0 {
+		return
+	}
+	c.add(ViewEscapesRLS, Error, strings.Join(fixes, " "),
+		"role %q reads racefree's tables through views whose owners row-level security does not bind (%s): each hands it every tenant's rows; make each read as its caller, revoke the role's SELECT on it, or give it an owner row-level security binds", c.judged, strings.Join(names, "; "))
 }
 
 // counted reports whether the checking session counts the rows its

@@ -21,27 +21,8 @@ import (
 // grant to PUBLIC is every role's.
 func TestPostgresPrivilegeEscapesRLS(t *testing.T) {
 	t.Parallel()
-	d := testdb.NewDSN(t, racefree.Postgres)
-	owner := testdb.Open(t, d, nil)
-	app := testdb.App(t, owner, d)
-	var role string
-	if err := app.SQL().QueryRow(`SELECT current_user`).Scan(&role); err != nil {
-		t.Fatal(err)
-	}
+	owner, app, role, exec := roleFixture(t, "_group", "_other")
 	group, other := role+"_group", role+"_other"
-	exec := func(q string) {
-		t.Helper()
-		if _, err := owner.SQL().Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		for _, r := range []string{group, other} {
-			_, _ = owner.SQL().ExecContext(ctx, `DROP OWNED BY `+r)
-			_, _ = owner.SQL().ExecContext(ctx, `DROP ROLE IF EXISTS `+r)
-		}
-	})
 	exec(`CREATE ROLE ` + group + ` NOLOGIN`)
 	exec(`CREATE ROLE ` + other + ` NOLOGIN`)
 	exec(`GRANT ` + group + ` TO ` + role)
@@ -73,5 +54,55 @@ func TestPostgresPrivilegeEscapesRLS(t *testing.T) {
 		}
 		exec(f.Fix)
 		none(t, check(t, app, doctor.Options{}), doctor.PrivilegeEscapesRLS, doctor.RLSNotJudged)
+	}
+
+	// A privilege two grantors granted is named once. (The owner's REVOKE
+	// takes back its own grant only: the other stays, and so does the
+	// finding, until the other grantor's grant option goes too.)
+	var schema string
+	if err := owner.SQL().QueryRow(`SELECT quote_ident(current_schema())`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	exec(`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + other)
+	exec(`GRANT TRUNCATE ON racefree_sequences TO ` + other + ` WITH GRANT OPTION`)
+	exec(`SET ROLE ` + other + `; GRANT TRUNCATE ON racefree_sequences TO ` + role + `; RESET ROLE`)
+	exec(`GRANT TRUNCATE ON racefree_sequences TO ` + role)
+	f := want(t, check(t, app, doctor.Options{}), doctor.PrivilegeEscapesRLS, doctor.Error)
+	if names := "TRUNCATE on racefree_sequences to " + role; !strings.Contains(f.Detail, "("+names+")") {
+		t.Fatalf("a privilege two grantors granted: detail %q does not name just %q", f.Detail, names)
+	}
+	exec(f.Fix)
+	want(t, check(t, app, doctor.Options{}), doctor.PrivilegeEscapesRLS, doctor.Error)
+	exec(`REVOKE GRANT OPTION FOR TRUNCATE ON racefree_sequences FROM ` + other + ` CASCADE`)
+	none(t, check(t, app, doctor.Options{}), doctor.PrivilegeEscapesRLS, doctor.RLSNotJudged)
+}
+
+// roleFixture opens a PostgreSQL test database as its owner and as an
+// application role, and returns both, the role's name, and exec, which
+// runs each statement as the owner and fails the test at the first error.
+// The roles named the application role's name with each of suffixes
+// appended, which the test makes, are dropped with what they own.
+func roleFixture(t *testing.T, suffixes ...string) (owner, app *racefree.DB, role string, exec func(...string)) {
+	t.Helper()
+	d := testdb.NewDSN(t, racefree.Postgres)
+	owner = testdb.Open(t, d, nil)
+	app = testdb.App(t, owner, d)
+	if err := app.SQL().QueryRow(`SELECT current_user`).Scan(&role); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, s := range suffixes {
+			_, _ = owner.SQL().ExecContext(ctx, `DROP OWNED BY `+role+s+` CASCADE`)
+			_, _ = owner.SQL().ExecContext(ctx, `DROP ROLE IF EXISTS `+role+s)
+		}
+	})
+	return owner, app, role, func(qs ...string) {
+		t.Helper()
+		for _, q := range qs {
+			if _, err := owner.SQL().Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
 	}
 }
