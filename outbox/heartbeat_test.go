@@ -53,6 +53,12 @@ func TestRelayHeartbeatsAndLosesLapsedLeases(t *testing.T) {
 		waitFor(t, "a heartbeat", func() bool {
 			return get(t, ctx, o, id).AvailableAt.Equal(clock.Now().Add(300 * time.Millisecond))
 		})
+		// The relay heartbeats a copy: the Delivery its handler holds,
+		// which the handler may read while it runs, keeps its claim's
+		// expiry (-race: nothing writes it).
+		if want := t0.Add(300 * time.Millisecond); !d.LeaseExpiresAt.Equal(want) {
+			t.Fatalf("the handler's delivery says its lease expires at %s, want its claim's %s: the heartbeat wrote the handler's Delivery", d.LeaseExpiresAt, want)
+		}
 		clock.Advance(200 * time.Millisecond) // past the first lease, within the renewed one
 		if ds := claim(t, ctx, o, "other", 1, time.Second); len(ds) != 0 {
 			t.Fatalf("another relay took a heartbeated lease")

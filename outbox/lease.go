@@ -43,7 +43,11 @@ type Delivery struct {
 	// of an older tenure can change nothing. Compare fences, never do
 	// arithmetic with them.
 	Fence int64
-	// Worker holds the lease until LeaseExpiresAt (moved on by heartbeats).
+	// Worker holds the lease until LeaseExpiresAt, which Heartbeat moves
+	// on in the Delivery it is given. A Relay's handler reads the expiry
+	// of its claim: the relay heartbeats a copy of its own, so the
+	// Delivery a handler holds is never written while it runs (the
+	// handler's context ends with ErrLeaseLost if the lease lapses).
 	Worker         string
 	LeaseExpiresAt time.Time
 }

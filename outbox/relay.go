@@ -105,8 +105,9 @@ type Relay struct {
 
 type flight struct {
 	cancel  context.CancelCauseFunc
-	handled bool // the handler returned nil: awaiting completion
-	lost    bool // a heartbeat found the lease lost and cancelled the handler
+	lease   *Delivery // the heartbeats' copy of the delivery: the handler's is never written while it runs
+	handled bool      // the handler returned nil: awaiting completion
+	lost    bool      // a heartbeat found the lease lost and cancelled the handler
 }
 
 // RelayStats counts what a relay did since it was made.
@@ -508,7 +509,8 @@ func (r *Relay) deliver(hctx context.Context, d *Delivery) {
 	dctx, cancel := context.WithCancelCause(hctx)
 	defer cancel(nil)
 	r.mu.Lock()
-	r.inflight[d] = &flight{cancel: cancel}
+	lease := *d // before the handler runs: it may read d, and the heartbeats write their copy
+	r.inflight[d] = &flight{cancel: cancel, lease: &lease}
 	r.mu.Unlock()
 
 	var err error
@@ -665,7 +667,9 @@ func (r *Relay) completeBatch(ctx context.Context, t string, ds []*Delivery) {
 
 // heartbeat extends the leases of the deliveries in flight every Lease/3;
 // a delivery whose lease could not be extended loses it: its handler's
-// context is cancelled with ErrLeaseLost.
+// context is cancelled with ErrLeaseLost. It heartbeats each flight's
+// copy of its delivery (Heartbeat writes LeaseExpiresAt), never the one
+// the handler holds, which the handler may read while it runs.
 func (r *Relay) heartbeat(ctx context.Context) {
 	tick := time.NewTicker(r.opts.Lease / 3)
 	defer tick.Stop()
@@ -677,9 +681,11 @@ func (r *Relay) heartbeat(ctx context.Context) {
 		}
 		r.mu.Lock()
 		byTenant := map[string][]*Delivery{}
+		handed := map[*Delivery]*Delivery{} // each heartbeat's copy to the delivery its handler holds
 		for d, f := range r.inflight {
 			if !f.lost { // a lost lease is not extended again
-				byTenant[d.Tenant] = append(byTenant[d.Tenant], d)
+				byTenant[d.Tenant] = append(byTenant[d.Tenant], f.lease)
+				handed[f.lease] = d
 			}
 		}
 		r.mu.Unlock()
@@ -698,7 +704,8 @@ func (r *Relay) heartbeat(ctx context.Context) {
 					}
 					continue
 				}
-				for _, d := range lost {
+				for _, l := range lost {
+					d := handed[l]
 					r.mu.Lock()
 					f := r.inflight[d]
 					skip := f == nil || f.handled || f.lost
