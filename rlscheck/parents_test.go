@@ -186,6 +186,16 @@ ALTER TABLE items_acme FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON items_acme USING (`+guardText+`) WITH CHECK (`+guardText+`);
 ALTER TABLE items_acme OWNER TO `+f.owner+`;
 ALTER TABLE elsewhere_`+f.app+`.items OWNER TO `+f.owner+`;
+CREATE TABLE elsewhere_`+f.app+`.open_items (tenant_id text NOT NULL, id bigint) PARTITION BY LIST (tenant_id);
+CREATE TABLE open_items_acme PARTITION OF elsewhere_`+f.app+`.open_items FOR VALUES IN ('acme');
+ALTER TABLE open_items_acme ENABLE ROW LEVEL SECURITY;
+ALTER TABLE open_items_acme FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON open_items_acme USING (`+guardText+`) WITH CHECK (`+guardText+`);
+ALTER TABLE open_items_acme OWNER TO `+f.owner+`;
+ALTER TABLE elsewhere_`+f.app+`.open_items ENABLE ROW LEVEL SECURITY;
+ALTER TABLE elsewhere_`+f.app+`.open_items FORCE ROW LEVEL SECURITY;
+CREATE POLICY everyone ON elsewhere_`+f.app+`.open_items USING (true);
+ALTER TABLE elsewhere_`+f.app+`.open_items OWNER TO `+f.owner+`;
 CREATE VIEW base_ids AS SELECT id FROM docs_base;
 CREATE FUNCTION base_count() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT count(*) FROM docs_base';
 CREATE TABLE base_log (id bigint);
@@ -210,6 +220,13 @@ CREATE RULE copy AS ON INSERT TO base_log DO ALSO INSERT INTO docs_root (id) VAL
 	items := parentFindings(rep, "items")
 	if len(items) != 1 || items[0].Kind != rlscheck.ParentNotDenied || !strings.Contains(items[0].Problem, `"items_acme"`) {
 		t.Fatalf("the partitioned parent in an unchecked schema: %+v", items)
+	}
+	// A parent in an unchecked schema with row-level security enabled and
+	// forced is judged by its own policies, which are read however far
+	// from the checked schemas it is: a permissive one admits the rows.
+	open := parentFindings(rep, "open_items")
+	if len(open) != 1 || open[0].Kind != rlscheck.ParentNotDenied || !strings.Contains(open[0].Problem, `permissive policy "everyone"`) {
+		t.Fatalf("the partitioned parent in an unchecked schema with a permissive policy: %+v", open)
 	}
 	var view, definer, rule bool
 	for _, fd := range rep.Findings {
