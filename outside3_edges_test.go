@@ -15,10 +15,12 @@ import (
 // holds one promise at the point where a slip would break it.
 
 // TestEdges3AFailedAttemptIsRolledBack: InTx rolls back a transaction
-// whose fn failed, at once: on a pool of one connection the next InTx
-// takes that connection and commits, and the failed attempt's write is
-// not there. An attempt left open would keep the connection (and, on
-// SQLite, the write lock) and every later call would wait for it.
+// whose fn failed, at once: its connection is back in the pool when InTx
+// returns, on a pool of one the next InTx takes that connection and
+// commits, and the failed attempt's write is not there. An attempt left
+// open would keep the connection (and, on SQLite, the write lock) and
+// every later call would wait for it; the test then ends that attempt's
+// backend itself, so that its clean-up does not wait behind it too.
 func TestEdges3AFailedAttemptIsRolledBack(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, &racefree.Config{MaxOpenConns: 1, Combine: racefree.CombineOff}, func(t *testing.T, db *racefree.DB) {
@@ -27,7 +29,11 @@ func TestEdges3AFailedAttemptIsRolledBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		failed := errors.New("fn failed")
+		pid := 0
 		err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if db.Engine() == racefree.Postgres {
+				pid = testdb.BackendPID(t, tx)
+			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO rf_edges3 VALUES (1)`); err != nil {
 				return err
 			}
@@ -35,6 +41,16 @@ func TestEdges3AFailedAttemptIsRolledBack(t *testing.T) {
 		})
 		if !errors.Is(err, failed) {
 			t.Fatalf("InTx whose fn failed: %v; want fn's error", err)
+		}
+		if !poolReleased(t, db) {
+			if pid != 0 {
+				admin, err := sql.Open("pgx", testdb.PostgresURL(t))
+				if err == nil {
+					_, _ = admin.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid)
+					_ = admin.Close()
+				}
+			}
+			t.Fatal("after InTx returned fn's error, the pool of one still has its connection in use; want the failed attempt rolled back and its connection back")
 		}
 		wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -49,4 +65,21 @@ func TestEdges3AFailedAttemptIsRolledBack(t *testing.T) {
 			t.Errorf("rows after a failed and a committed InTx: %v; want [2]", got)
 		}
 	})
+}
+
+// poolReleased waits until no connection of db's pool is in use, which is
+// so once every call returned, a moment after when the pool's
+// housekeeping holds one, and never while a transaction is left open. It
+// reports false after 10 s.
+func poolReleased(t *testing.T, db *racefree.DB) bool {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(10 * time.Second); db.SQL().Stats().InUse > 0; {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
 }

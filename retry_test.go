@@ -28,7 +28,11 @@ func TestInTxRetriesTransientConflictsUpToTxAttempts(t *testing.T) {
 		{racefree.Config{TxAttempts: 3, TxBackoff: time.Microsecond}, 3},
 		{racefree.Config{TxAttempts: 1, TxBackoff: time.Microsecond}, 1},
 	} {
-		t.Run(fmt.Sprintf("TxAttempts %d", c.cfg.TxAttempts), func(t *testing.T) {
+		// A pool of one: an attempt left open holds the connection the
+		// next one waits for, and each run's 10 s context ends the wait
+		// (on SQLite, rather than 10 s of busy waiting per attempt).
+		c.cfg.MaxOpenConns = 1
+		ok := t.Run(fmt.Sprintf("TxAttempts %d", c.cfg.TxAttempts), func(t *testing.T) {
 			testdb.Each(t, &c.cfg, func(t *testing.T, db *racefree.DB) {
 				ctx := context.Background()
 				transient := fmt.Errorf("a serialization failure: %w", racefree.ErrRetryable)
@@ -37,6 +41,8 @@ func TestInTxRetriesTransientConflictsUpToTxAttempts(t *testing.T) {
 				// attempt more than allowed stops the loop with another
 				// error.
 				run := func(ctx context.Context, failures int, fail error) (int, error) {
+					ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					defer cancel()
 					attempts := 0
 					err := db.InTx(ctx, func(tx *sql.Tx) error {
 						attempts++
@@ -48,6 +54,9 @@ func TestInTxRetriesTransientConflictsUpToTxAttempts(t *testing.T) {
 						}
 						return nil
 					})
+					if !poolReleased(t, db) {
+						t.Fatalf("after InTx returned %v, a connection of the pool is still in use; want each failed attempt rolled back", err)
+					}
 					return attempts, err
 				}
 				if n, err := run(ctx, c.want, transient); n != c.want || !errors.Is(err, racefree.ErrRetryable) {
@@ -75,6 +84,9 @@ func TestInTxRetriesTransientConflictsUpToTxAttempts(t *testing.T) {
 				}
 			})
 		})
+		if !ok {
+			break // the next cases would only wait as long again
+		}
 	}
 }
 
