@@ -61,6 +61,12 @@
 //     bind: a superuser, a BYPASSRLS role, the table's owner where it is
 //     not forced (view-escapes-rls: a view reads with its owner's
 //     privileges, and hands the role every tenant's rows);
+//   - the role can run no SECURITY DEFINER function or procedure, itself,
+//     through a role it is a member of, as PUBLIC, or as a trigger, whose
+//     owner row-level security does not bind (the same three) and which
+//     reaches a racefree table at any depth, or cannot be followed there
+//     (definer-escapes-rls: it runs with its owner's rights; rls-check's
+//     follower reads the bodies, which pg_depend does not record);
 //   - a racefree_ table that holds rows has been analyzed (never-analyzed,
 //     severity info: the planner guesses its size);
 //   - a racefree_ table analyzed once has not changed since by 1,000 rows

@@ -12,11 +12,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
+	"github.com/racefree/racefree/internal/ident"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/roles"
 	"github.com/racefree/racefree/internal/statement"
+	"github.com/racefree/racefree/rlscheck"
 	"github.com/racefree/racefree/tenant"
 )
+
+//go:embed sql/postgres/definers.sql
+var definersSQL string
 
 //go:embed sql/postgres/settings.sql
 var settingsSQL string
@@ -86,6 +91,7 @@ const (
 	RLSNotJudged             = "rls-not-judged"
 	PrivilegeEscapesRLS      = "privilege-escapes-rls"
 	ViewEscapesRLS           = "view-escapes-rls"
+	DefinerEscapesRLS        = "definer-escapes-rls"
 	SchemaBehind             = "schema-behind"
 	SchemaAhead              = "schema-ahead"
 	SchemaNotJudged          = "schema-not-judged"
@@ -119,7 +125,7 @@ func Codes(engine string) []string {
 	}
 	out = append(out, RoleNotJudged)
 	out = append(out, schema...)
-	return append(out, RLSNotForced, PrivilegeEscapesRLS, ViewEscapesRLS, RLSNotJudged, NeverAnalyzed, StaleStatistics, AutovacuumOff, AnalyzeNotJudged, PoolerPreparedStatements, PoolerNotJudged)
+	return append(out, RLSNotForced, PrivilegeEscapesRLS, ViewEscapesRLS, DefinerEscapesRLS, RLSNotJudged, NeverAnalyzed, StaleStatistics, AutovacuumOff, AnalyzeNotJudged, PoolerPreparedStatements, PoolerNotJudged)
 }
 
 // Finding is one thing Check found. Detail says what and what it means,
@@ -202,6 +208,7 @@ func Check(ctx context.Context, db *racefree.DB, opts Options) (Report, error) {
 		c.rls(ctx)
 		c.grants(ctx)
 		c.views(ctx)
+		c.definers(ctx)
 		if c.counted(ctx) {
 			c.analyze(ctx)
 			c.statistics(ctx)
@@ -544,6 +551,75 @@ func (c *checker) views(ctx context.Context) {
 	}
 	c.add(ViewEscapesRLS, Error, strings.Join(fixes, " "),
 		"role %q reads racefree's tables through views whose owners row-level security does not bind (%s): each hands it every tenant's rows; make each read as its caller, revoke the role's SELECT on it, or give it an owner row-level security binds", c.judged, strings.Join(names, "; "))
+}
+
+// definers reports the SECURITY DEFINER functions and procedures through
+// which the judged role reads racefree's tables as a role row-level
+// security does not bind: those it can run whose owner such a role is
+// (definers.sql), and that reach racefree's tables, at any depth through
+// the functions they call and the views they read, or whose bodies cannot
+// be followed (SQL built at run time, a language that cannot be read):
+// rls-check's follower, on racefree's schema, says which. One finding,
+// each function named with its owner and its path; the fix makes each
+// run as its caller (SECURITY INVOKER), or revoke the role's EXECUTE. It
+// judges nothing when grants does not; when the follower fails, the
+// functions it could not clear are rls-not-judged, never clean.
+func (c *checker) definers(ctx context.Context) {
+	if c.judged == "" || c.version < tenantsVersion {
+		return
+	}
+	what := fmt.Sprintf("the SECURITY DEFINER functions role %q can run on racefree's tables", c.judged)
+	owners := map[string]string{} // function, quoted as rls-check names it → its owner
+	var order []string
+	var schema string
+	if !c.each(ctx, definersSQL, RLSNotJudged, what, func(rows *sql.Rows) error {
+		var fschema, name, args, owner string
+		var procedure bool
+		if err := rows.Scan(&schema, &fschema, &name, &args, &owner, &procedure); err != nil {
+			return err
+		}
+		qs, err := ident.Quote(fschema)
+		if err != nil {
+			return err
+		}
+		qn, err := ident.Quote(name)
+		if err != nil {
+			return err
+		}
+		f := fmt.Sprintf("%s.%s(%s)", qs, qn, args)
+		owners[f] = owner
+		order = append(order, f)
+		return nil
+	}, c.judged) || len(order) == 0 {
+		return
+	}
+	rep, err := rlscheck.New(c.q).Check(ctx, rlscheck.Options{Schemas: []string{schema}, TenantColumn: "tenant", Setting: tenant.Setting})
+	if err != nil {
+		c.notJudged(RLSNotJudged, what+" ("+strings.Join(order, ", ")+")", err)
+		return
+	}
+	// rls-check reports a function that both reaches a table and cannot be
+	// followed once for each: one name here, its problems together.
+	problems := map[string][]string{}
+	var names, fixes []string
+	for _, f := range rep.Findings {
+		if _, ok := owners[f.Object]; !ok || (f.Kind != rlscheck.DefinerReadsTenantTable && f.Kind != rlscheck.DefinerNotFollowed) {
+			continue
+		}
+		if problems[f.Object] == nil {
+			names = append(names, f.Object)
+			fixes = append(fixes, f.Fix)
+		}
+		problems[f.Object] = append(problems[f.Object], f.Problem)
+	}
+	if len(names) == 0 {
+		return
+	}
+	for i, f := range names {
+		names[i] = fmt.Sprintf("%s, owned by %s: %s", f, owners[f], strings.Join(problems[f], "; "))
+	}
+	c.add(DefinerEscapesRLS, Error, strings.Join(fixes, " "),
+		"role %q can run SECURITY DEFINER functions whose owners row-level security does not bind (%s): each may hand it every tenant's rows; make each run as its caller, revoke the role's EXECUTE on it, or give it an owner row-level security binds", c.judged, strings.Join(names, "; "))
 }
 
 // counted reports whether the checking session counts the rows its

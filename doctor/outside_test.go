@@ -151,7 +151,7 @@ func TestEdgesCodesListEveryFindingOfItsEngine(t *testing.T) {
 		doctor.FsyncOff, doctor.FullPageWritesOff, doctor.SynchronousCommitOff, doctor.SettingsNotJudged,
 		doctor.NoStandbyWaits, doctor.SyncStandbyNotStreaming, doctor.ReplicationNotJudged, doctor.StrictRefusesWrites,
 		"role-is-superuser", "role-bypasses-rls", "role-owns-tables", "role-creates-roles", "role-reaches-server-files", doctor.RoleNotJudged,
-		doctor.RLSNotForced, doctor.PrivilegeEscapesRLS, doctor.ViewEscapesRLS, doctor.RLSNotJudged, doctor.NeverAnalyzed, doctor.StaleStatistics, doctor.AutovacuumOff, doctor.AnalyzeNotJudged,
+		doctor.RLSNotForced, doctor.PrivilegeEscapesRLS, doctor.ViewEscapesRLS, doctor.DefinerEscapesRLS, doctor.RLSNotJudged, doctor.NeverAnalyzed, doctor.StaleStatistics, doctor.AutovacuumOff, doctor.AnalyzeNotJudged,
 		doctor.PoolerPreparedStatements, doctor.PoolerNotJudged,
 	}, schema...)
 	for engine, codes := range map[string][]string{racefree.SQLite: sqlite, racefree.Postgres: postgres} {
