@@ -58,9 +58,10 @@
 //     rows as they are written, REFERENCES tells which keys exist);
 //   - the role reads no racefree table through a view or materialized
 //     view (or a view over one) whose owner row-level security does not
-//     bind: a superuser, a BYPASSRLS role, the table's owner where it is
-//     not forced (view-escapes-rls: a view reads with its owner's
-//     privileges, and hands the role every tenant's rows);
+//     bind: a superuser, a BYPASSRLS role, a role with the privileges of
+//     the table's owner where it is not forced (view-escapes-rls: a view
+//     reads with its owner's privileges, and hands the role every
+//     tenant's rows);
 //   - the role can run no SECURITY DEFINER function or procedure, itself,
 //     through a role it is a member of, as PUBLIC, or as a trigger, whose
 //     owner row-level security does not bind (the same three) and which

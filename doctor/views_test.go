@@ -11,16 +11,19 @@ import (
 // table whose owner row-level security does not bind (a superuser, a role
 // with BYPASSRLS), which the judged role can read (itself, through a role
 // it is a member of, which a NOINHERIT role reaches by SET ROLE, as
-// PUBLIC, one column of it, or through a view over it), is view-escapes-rls, an error naming the view, its owner and its
+// PUBLIC, one column of it, or through a view over it; a member of the
+// table's owner where row-level security is not forced owns one too), is
+// view-escapes-rls, an error naming the view, its owner and its
 // tables; a plain view's fix (security_invoker) clears it. A view the
 // role cannot read, one owned by a role row-level security binds, and one
 // that reads as its caller are not; nor is any view for a superuser
 // (role-is-superuser says the rest).
 func TestPostgresViewEscapesRLS(t *testing.T) {
 	t.Parallel()
-	owner, app, role, exec := roleFixture(t, "_group", "_bound", "_bypass")
-	group, bound, bypass := role+"_group", role+"_bound", role+"_bypass"
+	owner, app, role, exec := roleFixture(t, "_group", "_bound", "_bypass", "_tables", "_heir")
+	group, bound, bypass, tables, heir := role+"_group", role+"_bound", role+"_bypass", role+"_tables", role+"_heir"
 	exec(`CREATE ROLE `+group+` NOLOGIN`, `CREATE ROLE `+bound+` NOLOGIN`, `CREATE ROLE `+bypass+` NOLOGIN BYPASSRLS`,
+		`CREATE ROLE `+tables+` NOLOGIN`, `CREATE ROLE `+heir+` NOLOGIN IN ROLE `+tables,
 		`GRANT `+group+` TO `+role,
 		`GRANT SELECT ON racefree_claims, racefree_quotas TO `+bound+`, `+bypass)
 	clean := func(what string) {
@@ -35,7 +38,11 @@ func TestPostgresViewEscapesRLS(t *testing.T) {
 	// caller.
 	exec(`CREATE VIEW v_unread AS SELECT * FROM racefree_claims`,
 		`CREATE VIEW v_bound AS SELECT * FROM racefree_claims`, `ALTER VIEW v_bound OWNER TO `+bound, `GRANT SELECT ON v_bound TO `+role,
-		`CREATE VIEW v_invoker WITH (security_invoker = on) AS SELECT * FROM racefree_claims`, `GRANT SELECT ON v_invoker TO PUBLIC`)
+		`CREATE VIEW v_invoker WITH (security_invoker = on) AS SELECT * FROM racefree_claims`, `GRANT SELECT ON v_invoker TO PUBLIC`,
+		// A member of the table's owner while row-level security is
+		// forced on it (the last case lifts FORCE).
+		`ALTER TABLE racefree_quotas OWNER TO `+tables,
+		`CREATE VIEW v_heir AS SELECT * FROM racefree_quotas`, `ALTER VIEW v_heir OWNER TO `+heir, `GRANT SELECT ON v_heir TO `+role)
 	clean("views row-level security binds")
 
 	for _, c := range []struct {
@@ -58,6 +65,10 @@ func TestPostgresViewEscapesRLS(t *testing.T) {
 		{"a superuser's materialized view granted to PUBLIC",
 			[]string{`CREATE MATERIALIZED VIEW m_all AS SELECT * FROM racefree_claims`, `GRANT SELECT ON m_all TO PUBLIC`},
 			"materialized view m_all, owned by postgres, over racefree_claims", false, []string{`REVOKE SELECT ON m_all FROM PUBLIC`}},
+		{"a view of a member of the table's owner while row-level security is not forced",
+			[]string{`ALTER TABLE racefree_quotas NO FORCE ROW LEVEL SECURITY`},
+			"view v_heir, owned by " + heir + ", over racefree_quotas", true,
+			[]string{`ALTER TABLE racefree_quotas FORCE ROW LEVEL SECURITY`, `ALTER TABLE racefree_quotas OWNER TO postgres`}},
 	} {
 		exec(c.setup...)
 		f := want(t, check(t, app, doctor.Options{}), doctor.ViewEscapesRLS, doctor.Error)

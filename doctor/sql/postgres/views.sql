@@ -3,8 +3,9 @@
 -- security does not bind. A view reads its tables with its owner's
 -- privileges (unless security_invoker, PostgreSQL 15 on), and a
 -- materialized view holds what its owner read: when that owner is a
--- superuser, has BYPASSRLS, or owns the table while row-level security is
--- not forced on it, the view holds every tenant's rows. A view over such
+-- superuser, has BYPASSRLS, or has the privileges of the table's owner (is
+-- it, or a member that inherits them) while row-level security is not
+-- forced on it, the view holds every tenant's rows. A view over such
 -- a view counts too: the judged role reads every tenant's rows through
 -- any view above one, whatever the views above it are. One row per such
 -- view that the judged role, or a role it is a member of (a NOINHERIT
@@ -32,7 +33,7 @@ WITH RECURSIVE tables AS (
       JOIN pg_class v ON v.oid = reads.view
       JOIN pg_roles o ON o.oid = v.relowner
      WHERE v.relkind IN ('v', 'm')
-       AND (o.rolsuper OR o.rolbypassrls OR (v.relowner = t.relowner AND NOT t.relforcerowsecurity))
+       AND (o.rolsuper OR o.rolbypassrls OR (pg_has_role(v.relowner, t.relowner, 'USAGE') AND NOT t.relforcerowsecurity))
        AND NOT (v.relkind = 'v' AND EXISTS (
                SELECT 1 FROM unnest(v.reloptions) opt
                 WHERE split_part(opt, '=', 1) = 'security_invoker' AND split_part(opt, '=', 2)::boolean))
