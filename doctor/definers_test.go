@@ -5,25 +5,31 @@ import (
 	"testing"
 
 	"github.com/racefree/racefree/doctor"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestPostgresDefinerEscapesRLS: a SECURITY DEFINER function or procedure
 // that reaches a racefree table (directly, through a function it calls),
-// or whose body cannot be followed, whose owner row-level security does
-// not bind (a superuser, a role with BYPASSRLS, a member of the table's
-// owner while row-level security is not forced) and which the judged
-// role can run (as PUBLIC, through a role it is a member of, which a
-// NOINHERIT role reaches by SET ROLE, or as a trigger that fires whoever
-// writes) is definer-escapes-rls, an error naming the function and its
-// owner; its fix (SECURITY INVOKER) clears it. A definer the role cannot
-// run, one owned by a role row-level security binds, one that reads
-// nothing of racefree's and an invoker are not; nor is any for a
-// superuser (role-is-superuser says the rest).
+// or whose body cannot be followed, whose body may run as a role
+// row-level security does not bind (its owner a superuser, a role with
+// BYPASSRLS, a member of the table's owner while row-level security is
+// not forced; or its owner one that can run, through other definers, a
+// definer of such a role that reaches a racefree table) and which the
+// judged role can run (as PUBLIC, through a role it is a member of, which
+// a NOINHERIT role reaches by SET ROLE, or as a trigger that fires
+// whoever writes) is definer-escapes-rls, an error naming each function
+// once with its owner; its fix (SECURITY INVOKER) clears it. A definer
+// the role cannot run, one of a bound owner that can run no unbound
+// definer reaching racefree's tables, one that reads nothing of
+// racefree's and an invoker are not; nor is any for a superuser
+// (role-is-superuser says the rest).
 func TestPostgresDefinerEscapesRLS(t *testing.T) {
 	t.Parallel()
-	owner, app, role, exec := roleFixture(t, "_group", "_bound", "_bypass", "_tables", "_heir")
-	group, bound, bypass, tables, heir := role+"_group", role+"_bound", role+"_bypass", role+"_tables", role+"_heir"
-	exec(`CREATE ROLE `+group+` NOLOGIN`, `CREATE ROLE `+bound+` NOLOGIN`, `CREATE ROLE `+bypass+` NOLOGIN BYPASSRLS`,
+	// A database of its own: the definers of every schema count, and
+	// other tests' would show up here, as this test's would there.
+	owner, app, role, exec := roleFixture(t, testdb.NewDatabaseDSN(t), "_group", "_bound", "_bound2", "_bypass", "_tables", "_heir")
+	group, bound, bound2, bypass, tables, heir := role+"_group", role+"_bound", role+"_bound2", role+"_bypass", role+"_tables", role+"_heir"
+	exec(`CREATE ROLE `+group+` NOLOGIN`, `CREATE ROLE `+bound+` NOLOGIN`, `CREATE ROLE `+bound2+` NOLOGIN`, `CREATE ROLE `+bypass+` NOLOGIN BYPASSRLS`,
 		`CREATE ROLE `+tables+` NOLOGIN`, `CREATE ROLE `+heir+` NOLOGIN IN ROLE `+tables,
 		`GRANT `+group+` TO `+role,
 		`GRANT SELECT ON racefree_claims, racefree_quotas TO `+bound+`, `+bypass)
@@ -35,25 +41,32 @@ func TestPostgresDefinerEscapesRLS(t *testing.T) {
 	}
 
 	// Not findings: a superuser's definer that reads nothing of
-	// racefree's; one the role cannot run; one a role row-level security
-	// binds owns; a superuser's invoker.
+	// racefree's; definers a role row-level security binds owns, one that
+	// reads racefree's tables and one that builds SQL at run time; a
+	// superuser's invoker; a definer of a member of a table's owner while
+	// row-level security is forced on it (the last case lifts FORCE).
 	exec(`CREATE FUNCTION d_none() RETURNS int LANGUAGE sql SECURITY DEFINER AS 'SELECT 1'`,
-		`CREATE FUNCTION d_revoked() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT count(*) FROM racefree_claims'`,
-		`REVOKE EXECUTE ON FUNCTION d_revoked() FROM PUBLIC`,
 		`CREATE FUNCTION d_bound() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT count(*) FROM racefree_claims'`,
 		`ALTER FUNCTION d_bound() OWNER TO `+bound,
+		`CREATE FUNCTION d_bdyn(q text) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$BEGIN EXECUTE q; END$$`,
+		`ALTER FUNCTION d_bdyn(text) OWNER TO `+bound,
 		`CREATE FUNCTION d_invoker() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM racefree_claims'`,
-		// A member of the table's owner while row-level security is
-		// forced on it (the last case lifts FORCE).
 		`ALTER TABLE racefree_claims OWNER TO `+tables,
 		`CREATE FUNCTION d_heir() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT count(*) FROM racefree_claims'`,
 		`ALTER FUNCTION d_heir() OWNER TO `+heir)
-	clean("definers row-level security binds, or the role cannot run")
+	clean("definers row-level security binds")
+	// Nor a superuser's definer over racefree's tables the role cannot
+	// run (no definer the bound role can run reaches it either: the
+	// bound definers' owner can run none of the superuser's).
+	exec(`DROP FUNCTION d_bound(), d_bdyn(text), d_none(), d_heir()`,
+		`CREATE FUNCTION d_revoked() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT count(*) FROM racefree_claims'`,
+		`REVOKE EXECUTE ON FUNCTION d_revoked() FROM PUBLIC`)
+	clean("a definer the role cannot run")
 
 	for _, c := range []struct {
 		name  string
 		setup []string
-		names []string // in the detail
+		names []string // in the detail; those with ", owned by " name the functions reported
 		after []string
 	}{
 		{"a superuser's definer PUBLIC can run",
@@ -80,8 +93,20 @@ func TestPostgresDefinerEscapesRLS(t *testing.T) {
 				`REVOKE EXECUTE ON FUNCTION d_trigger() FROM PUBLIC`,
 				`CREATE TABLE d_written (x int)`, `CREATE TRIGGER d_fires BEFORE INSERT ON d_written FOR EACH ROW EXECUTE FUNCTION d_trigger()`},
 			[]string{`."d_trigger"(), owned by postgres: `, `racefree_claims`}, nil},
+		{"a bound role's definer calling, through another bound role's, a superuser's definer that only that role can run, and one building SQL at run time",
+			[]string{`CREATE FUNCTION d_q() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT count(*) FROM racefree_claims'`,
+				`REVOKE EXECUTE ON FUNCTION d_q() FROM PUBLIC`, `GRANT EXECUTE ON FUNCTION d_q() TO ` + bound2,
+				`CREATE FUNCTION d_r() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT d_q()'`,
+				`ALTER FUNCTION d_r() OWNER TO ` + bound2, `REVOKE EXECUTE ON FUNCTION d_r() FROM PUBLIC`, `GRANT EXECUTE ON FUNCTION d_r() TO ` + bound,
+				`CREATE FUNCTION d_p() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT d_r()'`,
+				`ALTER FUNCTION d_p() OWNER TO ` + bound,
+				`CREATE FUNCTION d_bdyn(q text) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$BEGIN EXECUTE q; END$$`,
+				`ALTER FUNCTION d_bdyn(text) OWNER TO ` + bound},
+			[]string{`."d_p"(), owned by ` + bound + `: `, `."d_r"() → `, `."d_q"() → `, `."d_bdyn"(q text), owned by ` + bound + `: `},
+			[]string{`DROP FUNCTION d_q(), d_r()`}},
 		{"a definer of a member of the table's owner while row-level security is not forced",
-			[]string{`ALTER TABLE racefree_claims NO FORCE ROW LEVEL SECURITY`},
+			[]string{`CREATE FUNCTION d_heir() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT count(*) FROM racefree_claims'`,
+				`ALTER FUNCTION d_heir() OWNER TO ` + heir, `ALTER TABLE racefree_claims NO FORCE ROW LEVEL SECURITY`},
 			[]string{`."d_heir"(), owned by ` + heir + `: `, `racefree_claims`},
 			[]string{`ALTER TABLE racefree_claims FORCE ROW LEVEL SECURITY`, `ALTER TABLE racefree_claims OWNER TO postgres`}},
 	} {
@@ -92,14 +117,18 @@ func TestPostgresDefinerEscapesRLS(t *testing.T) {
 				t.Fatalf("%s: detail %q does not name %q", c.name, f.Detail, n)
 			}
 		}
-		if strings.Count(f.Detail, ", owned by ") != 1 {
-			t.Fatalf("%s: detail %q names more than the one function", c.name, f.Detail)
+		n := 0
+		for _, name := range c.names {
+			n += strings.Count(name, ", owned by ")
+		}
+		if strings.Count(f.Detail, ", owned by ") != n {
+			t.Fatalf("%s: detail %q does not name just %d function(s)", c.name, f.Detail, n)
 		}
 		want(t, check(t, owner, doctor.Options{Role: role}), doctor.DefinerEscapesRLS, doctor.Error)
 		if su := check(t, app, doctor.Options{Role: "postgres"}); hasCode(su, doctor.DefinerEscapesRLS) {
 			t.Fatalf("%s: a superuser is judged by role-is-superuser, not by definers: %+v", c.name, su.Findings)
 		}
-		if strings.Count(f.Fix, "SECURITY INVOKER;") != 1 {
+		if strings.Count(f.Fix, "SECURITY INVOKER;") != n {
 			t.Fatalf("%s: fix %q", c.name, f.Fix)
 		}
 		exec(f.Fix)

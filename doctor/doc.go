@@ -64,8 +64,10 @@
 //     tenant's rows);
 //   - the role can run no SECURITY DEFINER function or procedure, itself,
 //     through a role it is a member of, as PUBLIC, or as a trigger, whose
-//     owner row-level security does not bind (the same three) and which
-//     reaches a racefree table at any depth, or cannot be followed there
+//     body may run as a role row-level security does not bind (its
+//     owner one of the same three, or one that can run, through other
+//     definers, such a role's definer that reaches a racefree table) and
+//     which reaches a racefree table at any depth, or cannot be followed there
 //     (definer-escapes-rls: it runs with its owner's rights; rls-check's
 //     follower reads the bodies, which pg_depend does not record);
 //   - a racefree_ table that holds rows has been analyzed (never-analyzed,

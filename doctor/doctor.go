@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/racefree/racefree"
-	"github.com/racefree/racefree/internal/ident"
 	"github.com/racefree/racefree/internal/query"
 	"github.com/racefree/racefree/internal/roles"
 	"github.com/racefree/racefree/internal/statement"
@@ -554,41 +554,42 @@ func (c *checker) views(ctx context.Context) {
 }
 
 // definers reports the SECURITY DEFINER functions and procedures through
-// which the judged role reads racefree's tables as a role row-level
-// security does not bind: those it can run whose owner such a role is
-// (definers.sql), and that reach racefree's tables, at any depth through
-// the functions they call and the views they read, or whose bodies cannot
-// be followed (SQL built at run time, a language that cannot be read):
-// rls-check's follower, on racefree's schema, says which. One finding,
-// each function named with its owner and its path; the fix makes each
-// run as its caller (SECURITY INVOKER), or revoke the role's EXECUTE. It
-// judges nothing when grants does not; when the follower fails, the
-// functions it could not clear are rls-not-judged, never clean.
+// which the judged role may read racefree's tables as a role row-level
+// security does not bind: those it can run whose bodies may run as such a
+// role, their owner or, through the definers that owner can run, at any
+// depth, another (definers.sql), and that reach racefree's tables, at any
+// depth through the functions they call and the views they read, or
+// whose bodies cannot be followed (SQL built at run time, a language that
+// cannot be read): rls-check's follower, on racefree's schema, says
+// which. One finding, each function named once with its owner and its
+// paths; the fix makes each run as its caller (SECURITY INVOKER), or
+// revoke the role's EXECUTE. It judges nothing when grants does not; when
+// the follower fails, the functions it could not clear are rls-not-judged,
+// never clean. A database without such definers costs one query.
 func (c *checker) definers(ctx context.Context) {
 	if c.judged == "" || c.version < tenantsVersion {
 		return
 	}
 	what := fmt.Sprintf("the SECURITY DEFINER functions role %q can run on racefree's tables", c.judged)
-	owners := map[string]string{} // function, quoted as rls-check names it → its owner
+	type definer struct {
+		owner   string
+		unbound bool     // row-level security does not bind its owner
+		via     []string // the definers of unbound owners its owner can run
+	}
+	found := map[string]definer{} // by the function, quoted as rls-check names it
 	var order []string
 	var schema string
 	if !c.each(ctx, definersSQL, RLSNotJudged, what, func(rows *sql.Rows) error {
-		var fschema, name, args, owner string
-		var procedure bool
-		if err := rows.Scan(&schema, &fschema, &name, &args, &owner, &procedure); err != nil {
+		var name, via string
+		var d definer
+		if err := rows.Scan(&schema, &name, &d.owner, &d.unbound, &via); err != nil {
 			return err
 		}
-		qs, err := ident.Quote(fschema)
-		if err != nil {
+		if err := json.Unmarshal([]byte(via), &d.via); err != nil {
 			return err
 		}
-		qn, err := ident.Quote(name)
-		if err != nil {
-			return err
-		}
-		f := fmt.Sprintf("%s.%s(%s)", qs, qn, args)
-		owners[f] = owner
-		order = append(order, f)
+		found[name] = d
+		order = append(order, name)
 		return nil
 	}, c.judged) || len(order) == 0 {
 		return
@@ -598,28 +599,50 @@ func (c *checker) definers(ctx context.Context) {
 		c.notJudged(RLSNotJudged, what+" ("+strings.Join(order, ", ")+")", err)
 		return
 	}
-	// rls-check reports a function that both reaches a table and cannot be
-	// followed once for each: one name here, its problems together.
-	problems := map[string][]string{}
-	var names, fixes []string
+	// What the follower found of each definer: paths to racefree's
+	// tables, and bodies it could not follow (a function with both is
+	// reported once for each).
+	problems := map[string][]rlscheck.Finding{}
 	for _, f := range rep.Findings {
-		if _, ok := owners[f.Object]; !ok || (f.Kind != rlscheck.DefinerReadsTenantTable && f.Kind != rlscheck.DefinerNotFollowed) {
+		if f.Kind == rlscheck.DefinerReadsTenantTable || f.Kind == rlscheck.DefinerNotFollowed {
+			problems[f.Object] = append(problems[f.Object], f)
+		}
+	}
+	var names, fixes []string
+	for _, name := range order {
+		d, fs := found[name], problems[name]
+		if len(fs) == 0 || !d.unbound && !through(d.via, problems) {
 			continue
 		}
-		if problems[f.Object] == nil {
-			names = append(names, f.Object)
-			fixes = append(fixes, f.Fix)
+		var ps []string
+		for _, f := range fs {
+			ps = append(ps, f.Problem)
 		}
-		problems[f.Object] = append(problems[f.Object], f.Problem)
+		names = append(names, fmt.Sprintf("%s, owned by %s: %s", name, d.owner, strings.Join(ps, "; ")))
+		fixes = append(fixes, fs[0].Fix)
 	}
 	if len(names) == 0 {
 		return
 	}
-	for i, f := range names {
-		names[i] = fmt.Sprintf("%s, owned by %s: %s", f, owners[f], strings.Join(problems[f], "; "))
-	}
 	c.add(DefinerEscapesRLS, Error, strings.Join(fixes, " "),
-		"role %q can run SECURITY DEFINER functions whose owners row-level security does not bind (%s): each may hand it every tenant's rows; make each run as its caller, revoke the role's EXECUTE on it, or give it an owner row-level security binds", c.judged, strings.Join(names, "; "))
+		"role %q can run SECURITY DEFINER functions whose bodies may run as a role row-level security does not bind (%s): each may hand it every tenant's rows; make each run as its caller, revoke the role's EXECUTE on it, or give it (and the definers it calls) an owner row-level security binds", c.judged, strings.Join(names, "; "))
+}
+
+// through reports whether a definer whose owner row-level security binds
+// may reach racefree's tables as another that it does not: whether its
+// owner can run, directly or through other definers (via), a definer of
+// an unbound owner that the follower reports. The follower names one
+// shortest path to each table, not every function a body calls, so any
+// such definer counts, whether or not a reported path names it; that
+// one is reported too when the role can run it, and fixing it clears
+// both.
+func through(via []string, problems map[string][]rlscheck.Finding) bool {
+	for _, v := range via {
+		if len(problems[v]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // counted reports whether the checking session counts the rows its

@@ -21,7 +21,7 @@ import (
 // grant to PUBLIC is every role's.
 func TestPostgresPrivilegeEscapesRLS(t *testing.T) {
 	t.Parallel()
-	owner, app, role, exec := roleFixture(t, "_group", "_other")
+	owner, app, role, exec := roleFixture(t, testdb.NewDSN(t, racefree.Postgres), "_group", "_other")
 	group, other := role+"_group", role+"_other"
 	exec(`CREATE ROLE ` + group + ` NOLOGIN`)
 	exec(`CREATE ROLE ` + other + ` NOLOGIN`)
@@ -77,14 +77,14 @@ func TestPostgresPrivilegeEscapesRLS(t *testing.T) {
 	none(t, check(t, app, doctor.Options{}), doctor.PrivilegeEscapesRLS, doctor.RLSNotJudged)
 }
 
-// roleFixture opens a PostgreSQL test database as its owner and as an
+// roleFixture opens the PostgreSQL test database d (a schema of the
+// shared database, or a database of its own) as its owner and as an
 // application role, and returns both, the role's name, and exec, which
 // runs each statement as the owner and fails the test at the first error.
 // The roles named the application role's name with each of suffixes
 // appended, which the test makes, are dropped with what they own.
-func roleFixture(t *testing.T, suffixes ...string) (owner, app *racefree.DB, role string, exec func(...string)) {
+func roleFixture(t *testing.T, d string, suffixes ...string) (owner, app *racefree.DB, role string, exec func(...string)) {
 	t.Helper()
-	d := testdb.NewDSN(t, racefree.Postgres)
 	owner = testdb.Open(t, d, nil)
 	app = testdb.App(t, owner, d)
 	if err := app.SQL().QueryRow(`SELECT current_user`).Scan(&role); err != nil {
@@ -92,6 +92,9 @@ func roleFixture(t *testing.T, suffixes ...string) (owner, app *racefree.DB, rol
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
+		// The role's privileges in d, which may be a database of its own
+		// that the role's own clean-up does not reach.
+		_, _ = owner.SQL().ExecContext(ctx, `DROP OWNED BY `+role)
 		for _, s := range suffixes {
 			_, _ = owner.SQL().ExecContext(ctx, `DROP OWNED BY `+role+s+` CASCADE`)
 			_, _ = owner.SQL().ExecContext(ctx, `DROP ROLE IF EXISTS `+role+s)

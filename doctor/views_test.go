@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/racefree/racefree"
 	"github.com/racefree/racefree/doctor"
+	"github.com/racefree/racefree/internal/testing/testdb"
 )
 
 // TestPostgresViewEscapesRLS: a view or materialized view over a racefree
@@ -20,7 +22,7 @@ import (
 // (role-is-superuser says the rest).
 func TestPostgresViewEscapesRLS(t *testing.T) {
 	t.Parallel()
-	owner, app, role, exec := roleFixture(t, "_group", "_bound", "_bypass", "_tables", "_heir")
+	owner, app, role, exec := roleFixture(t, testdb.NewDSN(t, racefree.Postgres), "_group", "_bound", "_bypass", "_tables", "_heir")
 	group, bound, bypass, tables, heir := role+"_group", role+"_bound", role+"_bypass", role+"_tables", role+"_heir"
 	exec(`CREATE ROLE `+group+` NOLOGIN`, `CREATE ROLE `+bound+` NOLOGIN`, `CREATE ROLE `+bypass+` NOLOGIN BYPASSRLS`,
 		`CREATE ROLE `+tables+` NOLOGIN`, `CREATE ROLE `+heir+` NOLOGIN IN ROLE `+tables,
